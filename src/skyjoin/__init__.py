@@ -1,0 +1,53 @@
+"""skyjoin: distance similarity join, DBSCAN and skyline on GPUs and CPUs.
+
+The public API is re-exported here and loaded lazily, so that
+``import skyjoin`` is fast and imports neither Numba-compiled code nor CuPy.
+
+>>> import numpy as np, skyjoin as sj
+>>> X = np.random.default_rng(0).uniform(0, 10, (1000, 2))
+>>> nt = sj.self_join(X, eps=0.5)            # CSR NeighborTable
+>>> labels = sj.DBSCAN(eps=0.5, min_samples=5).fit(X).labels_
+>>> front = sj.skyline(X)                    # sorted row indices
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "self_join": "skyjoin.join.api",
+    "join": "skyjoin.join.api",
+    "self_join_chunks": "skyjoin.join.api",
+    "NeighborTable": "skyjoin.join.result",
+    "PairChunk": "skyjoin.join.result",
+    "build_grid": "skyjoin.grid",
+    "Grid": "skyjoin.grid",
+    "DBSCAN": "skyjoin.cluster.estimator",
+    "dbscan": "skyjoin.cluster.estimator",
+    "dbscan_sweep": "skyjoin.cluster.sweep",
+    "dbscan_model": "skyjoin.cluster.model",
+    "skyline": "skyjoin.skyline.api",
+    "gpu_available": "skyjoin._device",
+    "GPUUnavailableError": "skyjoin._device",
+    "datasets": "skyjoin.datasets",
+    "io": "skyjoin.io",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'skyjoin' has no attribute {name!r}")
+    mod = importlib.import_module(module)
+    value = mod if module.endswith("." + name) else getattr(mod, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

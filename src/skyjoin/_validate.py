@@ -1,0 +1,126 @@
+"""Input checks shared by every operator.
+
+Every public entry point sends its inputs through these functions, so that
+bad input gets the same clear ``ValueError`` / ``TypeError`` everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "check_points",
+    "check_eps",
+    "check_min_samples",
+    "check_precision",
+    "working_dtype",
+]
+
+_PRECISIONS = {"float64": np.float64, "float32": np.float32}
+
+
+def working_dtype(precision: str) -> np.dtype:
+    """Return the NumPy dtype of a precision name ("float64" or "float32")."""
+    return np.dtype(_PRECISIONS[check_precision(precision)])
+
+
+def check_precision(precision) -> str:
+    """Check a precision name; return it normalised."""
+    if isinstance(precision, type) or isinstance(precision, np.dtype):
+        precision = np.dtype(precision).name
+    if not isinstance(precision, str) or precision not in _PRECISIONS:
+        raise ValueError(
+            f"precision must be 'float64' or 'float32', got {precision!r}"
+        )
+    return precision
+
+
+def check_points(X, name: str = "X", dtype=np.float64, allow_empty: bool = True,
+                 copy: bool = False) -> np.ndarray:
+    """Check and convert a point set to a C-contiguous (n, d) array.
+
+    Parameters
+    ----------
+    X : array_like
+        Anything ``numpy.asarray`` accepts, of shape (n, d) (a 1-D array is
+        refused: say ``X.reshape(-1, 1)`` for one dimension).
+    name : str
+        Name of the argument, used in error messages.
+    dtype : dtype
+        The working dtype of the result.
+    allow_empty : bool
+        Whether n = 0 is accepted.
+
+    Returns
+    -------
+    numpy.ndarray
+        C-contiguous array of shape (n, d) and the working dtype.
+
+    Raises
+    ------
+    TypeError
+        If the values are not real numbers (strings, objects, complex).
+    ValueError
+        If the array is not 2-D, has no columns, or holds NaN or inf.
+    """
+    if hasattr(X, "__cuda_array_interface__"):
+        raise TypeError(
+            f"{name} is a GPU array; pass it to a device='gpu' operator or "
+            "copy it to the host first (e.g. cupy.asnumpy)"
+        )
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # e.g. ragged lists
+        raise ValueError(f"{name} cannot be read as an array: {exc}") from exc
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.uint8)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(
+            f"{name} must hold real numbers, got dtype {arr.dtype}"
+        )
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D with shape (n_points, n_dims), got {arr.ndim}-D "
+            f"array of shape {arr.shape}"
+            + ("; use X.reshape(-1, 1) for one-dimensional data" if arr.ndim == 1 else "")
+        )
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name} has no columns (shape {arr.shape})")
+    if arr.shape[0] == 0 and not allow_empty:
+        raise ValueError(f"{name} is empty")
+    out = np.ascontiguousarray(arr, dtype=dtype)
+    if copy and out is arr:
+        out = out.copy()
+    if out.size and not np.isfinite(out).all():
+        bad = ~np.isfinite(out)
+        row = int(np.argmax(bad.any(axis=1)))
+        kind = "NaN" if np.isnan(out[row]).any() else "inf"
+        raise ValueError(
+            f"{name} contains {kind} values (first at row {row}); "
+            "remove or impute them first"
+        )
+    return out
+
+
+def check_eps(eps) -> float:
+    """Check the join radius: a finite real number > 0."""
+    if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, numbers.Real):
+        raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
+    eps = float(eps)
+    if not math.isfinite(eps) or eps <= 0.0:
+        raise ValueError(f"eps must be finite and > 0, got {eps}")
+    return eps
+
+
+def check_min_samples(min_samples) -> int:
+    """Check DBSCAN's min_samples: an integer >= 1."""
+    if isinstance(min_samples, (bool, np.bool_)) or not isinstance(min_samples, numbers.Integral):
+        raise TypeError(
+            f"min_samples must be an integer, got {type(min_samples).__name__}"
+        )
+    if min_samples < 1:
+        raise ValueError(f"min_samples must be >= 1, got {min_samples}")
+    return int(min_samples)

@@ -1,0 +1,1 @@
+"""The epsilon (distance similarity) join: API, plans and engines."""
