@@ -1,0 +1,831 @@
+"""Data in and out: point files, join results, labels and indices.
+
+Readers
+    :func:`read_points` (an (n, d) float array) and :func:`read_frame` (a
+    pandas DataFrame, for the skyline's DataFrame form) read ``.csv`` /
+    ``.txt`` / ``.tsv`` (comma, tab, semicolon or whitespace separated, an
+    optional header row detected automatically, a trailing delimiter at the
+    end of every line ignored), ``.parquet`` and ``.npy``.
+Writers
+    :func:`write_pairs` (``.parquet`` or ``.npz``), :func:`write_neighbor_table`
+    (``.npz`` CSR or ``.parquet`` pairs) and :func:`read_neighbor_table`,
+    :func:`write_labels` and :func:`write_indices` (``.csv`` or ``.parquet``),
+    and :class:`ParquetPairWriter`, which streams pair chunks into one Parquet
+    file without holding them all.
+
+Delimited text is parsed by ``pyarrow.csv`` (multithreaded) and
+whitespace-separated text by pandas' C parser.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "read_points",
+    "read_frame",
+    "write_pairs",
+    "write_neighbor_table",
+    "read_neighbor_table",
+    "write_labels",
+    "write_indices",
+    "ParquetPairWriter",
+    "POINT_FORMATS",
+]
+
+#: File extensions that :func:`read_points` understands.
+POINT_FORMATS = (".csv", ".txt", ".tsv", ".dat", ".parquet", ".npy")
+_TEXT = (".csv", ".txt", ".tsv", ".dat")
+_SNIFF_BYTES = 1 << 16
+_PAIRS_PER_WRITE = 1 << 22          # pairs expanded from a CSR table at a time
+_META_SHAPE = b"skyjoin.shape"
+_META_SORTED = b"skyjoin.sorted"
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+def _ext(path) -> str:
+    """Lower-case extension of a path."""
+    return os.path.splitext(os.fspath(path))[1].lower()
+
+
+def _existing(path) -> str:
+    """The path as a string; FileNotFoundError if there is no such file."""
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise FileNotFoundError(f"no such file: {p!r}")
+    if os.path.isdir(p):
+        raise IsADirectoryError(f"{p!r} is a directory, not a data file")
+    return p
+
+
+def _format(path, allowed: Sequence[str], what: str) -> str:
+    """The extension of path, checked against the allowed ones."""
+    ext = _ext(path)
+    if ext not in allowed:
+        raise ValueError(
+            f"cannot {what} {os.fspath(path)!r}: unknown extension {ext or '(none)'!r}; "
+            f"use one of {', '.join(allowed)}"
+        )
+    return ext
+
+
+def _is_number(field: str) -> bool:
+    """Whether a text field parses as a float."""
+    try:
+        float(field)
+        return True
+    except ValueError:
+        return False
+
+
+def _sniff(path: str, delimiter, header):
+    """Look at the first lines: delimiter, header row, trailing delimiter.
+
+    Returns (delimiter or None for whitespace, has_header, first_fields).
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(_SNIFF_BYTES)
+    text = head.decode("utf-8", errors="replace")
+    lines = [ln.strip("\r") for ln in text.split("\n")]
+    if len(head) == _SNIFF_BYTES and len(lines) > 1:
+        lines = lines[:-1]                       # the last line may be cut
+    lines = [ln for ln in lines if ln.strip()]
+    if not lines:
+        return (delimiter if delimiter is not None else ","), False, []
+    first = lines[0]
+    if delimiter is None:
+        for cand in (",", "\t", ";", "|"):
+            if cand in first:
+                delimiter = cand
+                break
+    fields = first.split() if delimiter is None else [f.strip() for f in first.split(delimiter)]
+    if header == "infer":
+        has_header = any(f and not _is_number(f.strip('"\'')) for f in fields)
+    elif header in (True, 0):
+        has_header = True
+    elif header in (False, None):
+        has_header = False
+    else:
+        raise ValueError(f"header must be 'infer', True or False, got {header!r}")
+    return delimiter, has_header, fields
+
+
+class _Columns:
+    """Columns read from a file: a pyarrow Table and whether its names are real.
+
+    Files without names (headerless text, plain .npy) get positions as names.
+    """
+
+    def __init__(self, table, named: bool):
+        self.table = table
+        self.named = named
+
+    @property
+    def names(self) -> list:
+        """Column labels: names if the file has them, else positions."""
+        return list(self.table.column_names) if self.named else list(range(self.table.num_columns))
+
+
+def _read_text(path: str, delimiter, header) -> _Columns:
+    """Read delimited or whitespace-separated text."""
+    import pyarrow as pa
+
+    delim, has_header, fields = _sniff(path, delimiter, header)
+    if not fields:
+        raise ValueError(f"{path!r} holds no data")
+    if delim is not None:
+        import pyarrow.csv as pcsv
+
+        try:
+            table = pcsv.read_csv(
+                path,
+                read_options=pcsv.ReadOptions(autogenerate_column_names=not has_header,
+                                              block_size=1 << 24),
+                parse_options=pcsv.ParseOptions(delimiter=delim),
+            )
+        except pa.ArrowInvalid as exc:
+            msg = str(exc)
+            if "Expected" in msg and "columns" in msg:
+                raise ValueError(f"ragged rows in {path!r}: {msg}") from exc
+            raise ValueError(f"cannot parse {path!r}: {msg}") from exc
+        names = list(table.column_names)
+        # a delimiter at the end of every line makes an unnamed, all-empty column
+        if len(names) > 1 and table.column(len(names) - 1).null_count == table.num_rows \
+                and (not has_header or names[-1].strip() == ""):
+            table = table.remove_column(len(names) - 1)
+        return _Columns(table, has_header)
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path, sep=r"\s+", header=0 if has_header else None, engine="c")
+    except pd.errors.ParserError as exc:
+        raise ValueError(f"ragged rows in {path!r}: {exc}") from exc
+    except pd.errors.EmptyDataError as exc:
+        raise ValueError(f"{path!r} holds no data") from exc
+    frame.columns = [str(c) for c in frame.columns]
+    return _Columns(pa.Table.from_pandas(frame, preserve_index=False), has_header)
+
+
+def _read_npy(path: str) -> _Columns:
+    """Read a .npy array (2-D, 1-D as one column, or structured)."""
+    import pyarrow as pa
+
+    arr = np.load(path, allow_pickle=False)
+    if arr.dtype.names:
+        return _Columns(pa.table({name: arr[name] for name in arr.dtype.names}), True)
+    if arr.ndim == 1:
+        arr = arr.reshape(-1, 1)
+    if arr.ndim != 2:
+        raise ValueError(f"{path!r} holds a {arr.ndim}-D array; expected (n_points, n_dims)")
+    return _Columns(pa.table({str(k): arr[:, k] for k in range(arr.shape[1])}), False)
+
+
+def _select(cols: _Columns, columns, path: str) -> _Columns:
+    """Select columns by names or integer positions, with clear errors."""
+    if columns is None:
+        return cols
+    if isinstance(columns, (str, int, np.integer)):
+        columns = [columns]
+    wanted = list(columns)
+    if not wanted:
+        raise ValueError("columns must name at least one column")
+    names = list(cols.table.column_names)
+    picked = []
+    for c in wanted:
+        if isinstance(c, (bool, np.bool_)):
+            raise TypeError(f"column selector must be a name or a position, got {c!r}")
+        if isinstance(c, (int, np.integer)):
+            if not -len(names) <= c < len(names):
+                raise ValueError(
+                    f"column position {c} is out of range: {path!r} has {len(names)} columns"
+                )
+            picked.append(int(c) % len(names))
+        elif isinstance(c, str):
+            if not cols.named:
+                raise ValueError(
+                    f"{path!r} has no header row, so its columns have no names; "
+                    f"select column {c!r} by position (0 to {len(names) - 1})"
+                )
+            if c not in names:
+                raise ValueError(
+                    f"unknown column {c!r} in {path!r}; its columns are: {', '.join(names)}"
+                )
+            picked.append(names.index(c))
+        else:
+            raise TypeError(f"column selector must be a name or a position, got {c!r}")
+    return _Columns(cols.table.select(picked), cols.named)
+
+
+def _fill_column(dst: np.ndarray, col) -> None:
+    """Copy a null-free numeric pyarrow column into dst, chunk by chunk.
+
+    Reads the value buffers directly: pyarrow's ``to_numpy`` imports pandas,
+    which alone costs more than reading a 100k-point file.
+    """
+    import pyarrow as pa
+
+    t = col.type
+    if pa.types.is_null(t):
+        dst[:] = np.nan
+        return
+    if pa.types.is_floating(t):
+        np_type = {16: np.float16, 32: np.float32, 64: np.float64}[t.bit_width]
+    else:
+        np_type = np.dtype(f"{'i' if pa.types.is_signed_integer(t) else 'u'}{t.bit_width // 8}")
+    pos = 0
+    for chunk in col.chunks:
+        m = len(chunk)
+        if m:
+            values = np.frombuffer(chunk.buffers()[1], dtype=np_type, count=chunk.offset + m)
+            dst[pos:pos + m] = values[chunk.offset:]
+        pos += m
+
+
+def _read_any(path, columns, delimiter, header) -> _Columns:
+    """Read any supported point file and select columns."""
+    ext = _format(path, POINT_FORMATS, "read")
+    p = _existing(path)
+    if ext in _TEXT:
+        cols = _read_text(p, delimiter, header)
+    elif ext == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(p)
+        except Exception as exc:
+            raise ValueError(f"cannot read Parquet file {p!r}: {exc}") from exc
+        cols = _Columns(table, True)
+    else:
+        cols = _read_npy(p)
+    return _select(cols, columns, p)
+
+
+# --------------------------------------------------------------------------
+# readers
+# --------------------------------------------------------------------------
+def read_frame(path, columns=None, delimiter=None, header="infer"):
+    """Read a point file into a pandas DataFrame.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.csv``, ``.txt``, ``.tsv``, ``.dat``, ``.parquet`` or ``.npy`` file.
+    columns : sequence of str or int, str, int, optional
+        Columns to keep, by name (files with a header row, Parquet, structured
+        ``.npy``) or by position; all columns by default.
+    delimiter : str, optional
+        Field separator of text files; detected from the first line if None
+        (",", tab, ";" or "|", else whitespace).
+    header : {"infer", True, False}
+        Whether the first line of a text file names the columns; "infer"
+        says yes when any of its fields is not a number.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns named by the header (or Parquet schema), else numbered 0..d-1.
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no such file.
+    ValueError
+        For an unknown extension, ragged rows, an unknown column name or an
+        out-of-range position.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from skyjoin import io
+    >>> path = os.path.join(tempfile.mkdtemp(), "cars.csv")
+    >>> with open(path, "w") as fh:
+    ...     _ = fh.write("price,rating\\n3,4\\n5,2\\n")
+    >>> io.read_frame(path)["price"].tolist()
+    [3, 5]
+    """
+    cols = _read_any(path, columns, delimiter, header)
+    frame = cols.table.to_pandas()
+    if not cols.named:
+        frame.columns = range(frame.shape[1])
+    return frame
+
+
+def read_points(path, columns=None, delimiter=None, header="infer", dtype=np.float64) -> np.ndarray:
+    """Read a point file into an (n, d) float array.
+
+    Text files may be comma, tab, semicolon or whitespace separated, with or
+    without a header row (detected: a first line with a non-number field is
+    a header), and with a delimiter at the end of every line (as in the
+    SkyBench files), which does not create an empty column.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.csv``, ``.txt``, ``.tsv``, ``.dat``, ``.parquet`` or ``.npy`` file.
+    columns : sequence of str or int, str, int, optional
+        Columns to keep, by name or by position; all by default.
+    delimiter : str, optional
+        Field separator of text files; detected if None.
+    header : {"infer", True, False}
+        Whether the first line of a text file is a header row.
+    dtype : numpy float dtype
+        dtype of the result (float64 by default).
+
+    Returns
+    -------
+    numpy.ndarray
+        C-contiguous, shape (n, d).
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no such file.
+    ValueError
+        For an unknown extension, ragged rows, a non-numeric column, missing
+        (empty) fields or NaN values, an unknown column name or an
+        out-of-range position.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np
+    >>> from skyjoin import io
+    >>> path = os.path.join(tempfile.mkdtemp(), "pts.txt")
+    >>> np.savetxt(path, [[0.0, 1.0], [2.0, 3.0]])
+    >>> io.read_points(path).tolist()
+    [[0.0, 1.0], [2.0, 3.0]]
+    """
+    dtype = np.dtype(dtype)
+    if not np.issubdtype(dtype, np.floating):
+        raise TypeError(f"dtype must be a floating dtype, got {dtype}")
+    import pyarrow as pa
+
+    cols = _read_any(path, columns, delimiter, header)
+    table, labels = cols.table, cols.names
+    n, d = table.num_rows, table.num_columns
+    if d == 0:
+        raise ValueError(f"{os.fspath(path)!r} has no columns")
+    out = np.empty((n, d), dtype=dtype)
+    for k in range(d):
+        col = table.column(k)
+        t = col.type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t)):
+            sample = col.drop_null()[:1].to_pylist()
+            raise ValueError(
+                f"column {labels[k]!r} of {os.fspath(path)!r} is not numeric "
+                f"(type {t}" + (f", e.g. value {sample[0]!r})" if sample else ")")
+            )
+        if col.null_count:
+            row = next(r for r, v in enumerate(col.is_null().to_pylist()) if v)
+            raise ValueError(
+                f"{os.fspath(path)!r} has a missing value (empty field or NA/NaN marker) "
+                f"at data row {row}, "
+                f"column {labels[k]!r}; use read_frame to inspect or impute it"
+            )
+        _fill_column(out[:, k], col)
+    if n and np.isnan(out).any():
+        row, k = (int(v[0]) for v in np.nonzero(np.isnan(out)))
+        raise ValueError(
+            f"{os.fspath(path)!r} has a NaN value at data row {row}, column {labels[k]!r}; "
+            "use read_frame to inspect or impute it"
+        )
+    return out
+
+
+# --------------------------------------------------------------------------
+# writers
+# --------------------------------------------------------------------------
+def _int_vector(name: str, a) -> np.ndarray:
+    """A 1-D int64 array from integer input."""
+    if hasattr(a, "__cuda_array_interface__"):
+        a = a.get()
+    arr = np.asarray(a)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+def _pairs_arrays(i, j) -> tuple[np.ndarray, np.ndarray]:
+    """Check and convert a pair list (i, j) to int64 vectors of equal length."""
+    i = _int_vector("i", i)
+    j = _int_vector("j", j)
+    if len(i) != len(j):
+        raise ValueError(f"i and j must have the same length, got {len(i)} and {len(j)}")
+    return i, j
+
+
+def _pair_schema(shape=None, sorted=None):
+    """The Parquet schema of pairs, with the table's shape as metadata if known."""
+    import pyarrow as pa
+
+    meta = {}
+    if shape is not None:
+        meta[_META_SHAPE] = f"{int(shape[0])},{int(shape[1])}".encode()
+    if sorted is not None:
+        meta[_META_SORTED] = b"1" if sorted else b"0"
+    return pa.schema([("i", pa.int64()), ("j", pa.int64())], metadata=meta or None)
+
+
+def write_pairs(path, i, j) -> int:
+    """Write a list of pairs (i[k], j[k]).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``.parquet`` (columns ``i`` and ``j``, int64) or ``.npz`` (arrays
+        ``i`` and ``j``, int64).
+    i, j : array_like of int, shape (n_pairs,)
+
+    Returns
+    -------
+    int
+        Number of pairs written.
+
+    Raises
+    ------
+    ValueError
+        For an unknown extension or i and j of different lengths or not 1-D.
+    TypeError
+        If i or j do not hold integers.
+
+    Examples
+    --------
+    >>> import os, tempfile, pyarrow.parquet as pq
+    >>> from skyjoin import io
+    >>> path = os.path.join(tempfile.mkdtemp(), "pairs.parquet")
+    >>> io.write_pairs(path, [0, 1], [1, 0])
+    2
+    >>> pq.read_table(path).to_pydict()
+    {'i': [0, 1], 'j': [1, 0]}
+    """
+    ext = _format(path, (".parquet", ".npz"), "write pairs to")
+    i, j = _pairs_arrays(i, j)
+    if ext == ".npz":
+        np.savez(os.fspath(path), i=i, j=j)
+    else:
+        with ParquetPairWriter(path) as w:
+            w.write(i, j)
+    return len(i)
+
+
+def write_neighbor_table(path, nt, row_group_size: int = 1 << 22) -> int:
+    """Write a NeighborTable.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``.npz``: the CSR arrays ``indptr``, ``indices``, ``shape`` and
+        ``sorted`` (read back by :func:`read_neighbor_table`).
+        ``.parquet``: the pairs as columns ``i``, ``j`` (int64), grouped by
+        row, with the table's shape in the file's metadata; written a
+        bounded number of rows at a time, so that memory stays bounded.
+    nt : NeighborTable
+    row_group_size : int
+        Pairs per Parquet row group (``.parquet`` only).
+
+    Returns
+    -------
+    int
+        Number of pairs written.
+
+    Raises
+    ------
+    ValueError
+        For an unknown extension.
+    TypeError
+        If nt is not a NeighborTable.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np
+    >>> from skyjoin import io
+    >>> from skyjoin.join.result import NeighborTable
+    >>> nt = NeighborTable(np.array([0, 1, 2]), np.array([1, 0], dtype=np.int32), (2, 2))
+    >>> path = os.path.join(tempfile.mkdtemp(), "nt.npz")
+    >>> io.write_neighbor_table(path, nt)
+    2
+    >>> io.read_neighbor_table(path) == nt
+    True
+    """
+    from .join.result import NeighborTable
+
+    if not isinstance(nt, NeighborTable):
+        raise TypeError(f"nt must be a NeighborTable, got {type(nt).__name__}")
+    ext = _format(path, (".npz", ".parquet"), "write a neighbour table to")
+    h = nt.to_host()
+    if ext == ".npz":
+        np.savez(os.fspath(path), indptr=np.asarray(h.indptr, dtype=np.int64),
+                 indices=np.asarray(h.indices), shape=np.asarray(h.shape, dtype=np.int64),
+                 sorted=np.asarray(h.sorted))
+        return h.n_pairs
+    indptr = np.asarray(h.indptr, dtype=np.int64)
+    step = _PAIRS_PER_WRITE
+    with ParquetPairWriter(path, shape=h.shape, sorted=h.sorted,
+                           row_group_size=row_group_size) as w:
+        r0 = 0
+        n_rows = h.shape[0]
+        while r0 < n_rows:
+            r1 = int(np.searchsorted(indptr, indptr[r0] + step, side="right")) - 1
+            r1 = min(max(r1, r0 + 1), n_rows)
+            a, b = int(indptr[r0]), int(indptr[r1])
+            rows = np.repeat(np.arange(r0, r1, dtype=np.int64), np.diff(indptr[r0:r1 + 1]))
+            w.write(rows, np.asarray(h.indices[a:b]))
+            r0 = r1
+    return h.n_pairs
+
+
+def read_neighbor_table(path):
+    """Read a NeighborTable written by :func:`write_neighbor_table`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        An ``.npz`` file, or a ``.parquet`` file of pairs grouped by row that
+        carries the table's shape in its metadata (as written by
+        :func:`write_neighbor_table` or by a :class:`ParquetPairWriter` given
+        ``shape``).
+
+    Returns
+    -------
+    NeighborTable
+        indptr int64, indices int32 when the columns fit (else int64).
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no such file.
+    ValueError
+        For an unknown extension, a file that is not a neighbour table, or
+        Parquet pairs without the shape or not grouped by row.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np
+    >>> from skyjoin import io
+    >>> from skyjoin.join.result import NeighborTable
+    >>> nt = NeighborTable(np.array([0, 2, 2]), np.array([0, 1], dtype=np.int32), (2, 2))
+    >>> path = os.path.join(tempfile.mkdtemp(), "nt.parquet")
+    >>> _ = io.write_neighbor_table(path, nt)
+    >>> io.read_neighbor_table(path).pairs().tolist()
+    [[0, 0], [0, 1]]
+    """
+    from .join.result import NeighborTable, index_dtype
+
+    ext = _format(path, (".npz", ".parquet"), "read a neighbour table from")
+    p = _existing(path)
+    if ext == ".npz":
+        with np.load(p, allow_pickle=False) as z:
+            missing = {"indptr", "indices", "shape"} - set(z.files)
+            if missing:
+                raise ValueError(f"{p!r} is not a neighbour table: no {', '.join(sorted(missing))}")
+            shape = tuple(int(s) for s in z["shape"])
+            srt = bool(z["sorted"]) if "sorted" in z.files else False
+            return NeighborTable(z["indptr"].astype(np.int64, copy=False), z["indices"], shape, srt)
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(p)
+    meta = pf.schema_arrow.metadata or {}
+    if _META_SHAPE not in meta:
+        raise ValueError(
+            f"{p!r} carries no table shape; write it with write_neighbor_table or "
+            "ParquetPairWriter(path, shape=...), or read it as pairs with pyarrow"
+        )
+    shape = tuple(int(s) for s in meta[_META_SHAPE].decode().split(","))
+    srt = meta.get(_META_SORTED, b"0") == b"1"
+    table = pf.read(columns=["i", "j"])
+    i = table.column("i").to_numpy()
+    j = table.column("j").to_numpy().astype(index_dtype(shape[1]), copy=False)
+    if len(i) and (np.any(np.diff(i) < 0) or i[0] < 0 or i[-1] >= shape[0]):
+        raise ValueError(f"{p!r}: pairs are not grouped by ascending row within the shape")
+    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(i, minlength=shape[0]), out=indptr[1:])
+    return NeighborTable(indptr, j, shape, srt)
+
+
+def _write_column(path, values: np.ndarray, name: str, what: str) -> None:
+    """Write one named column as .csv (header row) or .parquet."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    ext = _format(path, (".csv", ".parquet"), f"write {what} to")
+    import pyarrow as pa
+
+    table = pa.table({name: values})
+    if ext == ".parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, os.fspath(path))
+    else:
+        import pyarrow.csv as pcsv
+
+        with open(os.fspath(path), "wb") as fh:
+            fh.write((name + "\n").encode())
+            pcsv.write_csv(table, fh, pcsv.WriteOptions(include_header=False))
+
+
+def write_labels(path, labels, name: str = "label") -> None:
+    """Write cluster labels (one per point, -1 for noise) as one column.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``.csv`` (a header line with the name, then one label a line) or
+        ``.parquet`` (one int64 column).
+    labels : array_like of int, shape (n,)
+    name : str
+        Column name.
+
+    Raises
+    ------
+    ValueError
+        For an unknown extension or labels that are not 1-D.
+    TypeError
+        If the labels are not integers.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from skyjoin import io
+    >>> path = os.path.join(tempfile.mkdtemp(), "labels.csv")
+    >>> io.write_labels(path, [0, 0, -1])
+    >>> open(path).read().split()
+    ['label', '0', '0', '-1']
+    """
+    _write_column(path, _int_vector("labels", labels), name, "labels")
+
+
+def write_indices(path, idx, name: str = "index") -> None:
+    """Write row indices (e.g. a skyline) as one column.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``.csv`` (a header line, then one index a line) or ``.parquet``
+        (one int64 column).
+    idx : array_like of int, shape (k,)
+    name : str
+        Column name.
+
+    Raises
+    ------
+    ValueError
+        For an unknown extension, indices not 1-D or negative.
+    TypeError
+        If the indices are not integers.
+
+    Examples
+    --------
+    >>> import os, tempfile, pandas as pd
+    >>> from skyjoin import io
+    >>> path = os.path.join(tempfile.mkdtemp(), "sky.parquet")
+    >>> io.write_indices(path, [2, 5])
+    >>> pd.read_parquet(path)["index"].tolist()
+    [2, 5]
+    """
+    idx = _int_vector("idx", idx)
+    if idx.size and idx.min() < 0:
+        raise ValueError("indices must be >= 0")
+    _write_column(path, idx, name, "indices")
+
+
+class ParquetPairWriter:
+    """Append pair chunks to one Parquet file, never holding them all.
+
+    Pairs are buffered up to ``row_group_size`` and written as row groups of
+    int64 columns ``i`` and ``j`` through ``pyarrow.parquet.ParquetWriter``.
+    Use it as a context manager: on leaving the block normally the file is
+    closed and complete; if the block raises, the writer is closed and the
+    partial file removed (unless ``keep_partial``), so an incomplete result
+    never looks complete.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.parquet`` file to create (overwritten if it exists).
+    shape : tuple (n_rows, n_cols), optional
+        The shape of the neighbour table, stored in the file's metadata so
+        that :func:`read_neighbor_table` can rebuild the CSR table.
+    sorted : bool, optional
+        Whether columns are ascending within rows, stored likewise.
+    row_group_size : int
+        Pairs per row group (buffered before writing).
+    compression : str
+        Parquet compression codec.
+    keep_partial : bool
+        Keep the file written so far when the block raises.
+
+    Attributes
+    ----------
+    n_pairs : int
+        Pairs written (or buffered) so far.
+    path : str
+
+    Examples
+    --------
+    >>> import os, tempfile, pyarrow.parquet as pq
+    >>> from skyjoin.io import ParquetPairWriter
+    >>> path = os.path.join(tempfile.mkdtemp(), "pairs.parquet")
+    >>> with ParquetPairWriter(path) as w:
+    ...     w.write([0, 0], [1, 2])
+    ...     w.write([1], [0])
+    >>> w.n_pairs, pq.read_table(path).num_rows
+    (3, 3)
+    """
+
+    def __init__(self, path, shape=None, sorted=None, row_group_size: int = 1 << 22,
+                 compression: str = "zstd", keep_partial: bool = False):
+        import pyarrow.parquet as pq
+
+        _format(path, (".parquet",), "stream pairs to")
+        if int(row_group_size) < 1:
+            raise ValueError(f"row_group_size must be >= 1, got {row_group_size}")
+        self.path = os.fspath(path)
+        self.n_pairs = 0
+        self.keep_partial = bool(keep_partial)
+        self._row_group_size = int(row_group_size)
+        self._schema = _pair_schema(shape, sorted)
+        self._buf: list[tuple[np.ndarray, np.ndarray]] = []
+        self._buffered = 0
+        self._writer = pq.ParquetWriter(self.path, self._schema, compression=compression)
+
+    # -- writing -----------------------------------------------------------
+    def write(self, i, j) -> None:
+        """Append the pairs (i[k], j[k])."""
+        if self._writer is None:
+            raise ValueError("write to a closed ParquetPairWriter")
+        i, j = _pairs_arrays(i, j)
+        if not len(i):
+            return
+        self.n_pairs += len(i)
+        self._buf.append((i, j))
+        self._buffered += len(i)
+        if self._buffered >= self._row_group_size:
+            self._flush()
+
+    def write_chunk(self, chunk) -> None:
+        """Append a chunk with ``.i`` and ``.j`` (e.g. a ``PairChunk``)."""
+        self.write(chunk.i, chunk.j)
+
+    def write_chunks(self, chunks: Iterable) -> int:
+        """Append every chunk of an iterable; return the pairs written in all."""
+        for c in chunks:
+            self.write_chunk(c)
+        return self.n_pairs
+
+    def _flush(self) -> None:
+        """Write the buffered pairs as one row group."""
+        if not self._buf:
+            return
+        import pyarrow as pa
+
+        if len(self._buf) == 1:
+            i, j = self._buf[0]
+        else:
+            i = np.concatenate([b[0] for b in self._buf])
+            j = np.concatenate([b[1] for b in self._buf])
+        self._buf.clear()
+        self._buffered = 0
+        self._writer.write_table(pa.Table.from_arrays([pa.array(i), pa.array(j)],
+                                                      schema=self._schema))
+
+    # -- closing -----------------------------------------------------------
+    def close(self) -> None:
+        """Flush and close the file (idempotent)."""
+        if self._writer is None:
+            return
+        try:
+            self._flush()
+        finally:
+            self._writer.close()
+            self._writer = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the file is closed."""
+        return self._writer is None
+
+    def __enter__(self) -> "ParquetPairWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        try:
+            self._buf.clear()
+            self._buffered = 0
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+        finally:
+            if not self.keep_partial and os.path.exists(self.path):
+                os.remove(self.path)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"ParquetPairWriter({self.path!r}, n_pairs={self.n_pairs}, {state})"
