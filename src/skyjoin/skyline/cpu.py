@@ -1,0 +1,402 @@
+"""SkyAlign on multicore CPUs with Numba (Bøgh, Chester, Assent 2016, §5 and §7.1).
+
+The CPU port of §7.1 is the NoSync form of Algorithm 1: no synchronisation
+rounds, every thread takes the next chunk of 32 points in the <|M|, M> order
+and compares each point with the points of its dominating-candidate cells
+(proper subsets of its median mask, Eqs. 1-3, then Eq. 4 on quartile masks)
+and of its own cell (Eq. 5, then the full dominance test).
+
+Scheduling.  OpenMP's ``schedule(dynamic, 32)`` has no Numba equivalent (its
+``prange`` splits the iteration space into one contiguous block per thread).
+We emulate it with *virtual workers*: ``prange`` runs over V = 16 x threads
+workers, worker w takes chunks w, w + V, w + 2V, ... of 32 points.  Cheap
+(early-dying) and expensive (skyline) points are spread evenly over the
+threads this way, which is what the dynamic schedule buys in the paper, and
+``numba.parallel_chunksize(1)`` lets the threading layer hand out the workers
+one at a time where it can.
+
+The ``"sync"`` variant runs Algorithm 1 as written (d + 1 rounds, one per
+order l, with repacking of the survivors after each round), for comparison.
+All mask shortcuts are sound under ties: see :mod:`skyjoin.skyline.masks`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from .._config import NUMBA_CACHE
+from .masks import (cell_boundaries, median_quartile_masks, popcount64, quartiles,
+                    sort_by_order_and_mask, sum_prefilter, tau_prefilter)
+
+__all__ = ["skyalign_cpu", "CHUNK"]
+
+CHUNK = 32          # §7.1: dynamic schedule of size 32 (the warp size)
+DENSE_MAX_D = 20    # a dense mask -> cell table up to 2^20 entries
+# Once a point is known dominated its quartile mask is overwritten with all
+# ones: every Eq. 4/5 test against it then fails (the masks have the bits >= d
+# clear and `need` has them set), so the inner loops read no separate
+# 'dominated' flag.  Q is stored in the narrowest word with a spare bit.
+
+
+def quartile_dtype(d: int):
+    """Narrowest unsigned word holding d mask bits plus one spare bit."""
+    return np.uint16 if d <= 15 else (np.uint32 if d <= 31 else np.uint64)
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _dominates_distinct(P, j, i, d):
+    """p_j <_distinct p_i of Definition 1: p_j no worse on every dimension."""
+    for k in range(d):
+        if P[j, k] > P[i, k]:
+            return False
+    return True
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _dominates(P, j, i, d):
+    """Full dominance p_j < p_i: no worse everywhere, strictly better once."""
+    lt = False
+    for k in range(d):
+        a = P[j, k]
+        b = P[i, k]
+        if a > b:
+            return False
+        if a < b:
+            lt = True
+    return lt
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _find_cell(s, dense, cmasks, cell_of_order):
+    """Index of the non-empty cell with median mask s, or -1."""
+    if dense.shape[0] > 0:
+        return dense[s]
+    o = popcount64(s)
+    lo = cell_of_order[o]
+    hi = cell_of_order[o + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cmasks[mid] < s:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < cell_of_order[o + 1] and cmasks[lo] == s:
+        return lo
+    return -1
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _ctz64(x):
+    """Count of trailing zero bits of a non-zero uint64."""
+    return popcount64((x & (~x + np.uint64(1))) - np.uint64(1))
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _mask_tests(Q, lo, hi, need, flags):
+    """Quartile-level mask tests (Eq. 4 / Eq. 5) of a whole cell at once,
+    branch-free so that the loop vectorises: flags[t] = 1 iff p_(lo+t) passes
+    (may dominate).  Zero-pads flags to whole 8-byte words; returns the count
+    of words."""
+    k = hi - lo
+    for t in range(k):
+        flags[t] = (Q[lo + t] & need) == 0
+    nw = (k + 7) >> 3
+    for t in range(k, nw * 8):
+        flags[t] = 0
+    return nw
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _scan_lower_cell(P, Q, lo, hi, need, i, d, flags, fw):
+    """Compare p_i with the points of a dominating-candidate cell (Algorithm 1,
+    lines 16-19): Eq. 4 on quartile masks, then the distinct-value test.
+    Returns (dominated?, mask tests, dominance tests)."""
+    nw = _mask_tests(Q, lo, hi, need, flags)
+    nd = 0
+    for w in range(nw):
+        x = fw[w]
+        while x != np.uint64(0):
+            j = lo + w * 8 + np.int64(_ctz64(x) >> np.uint64(3))   # little-endian bytes
+            x &= x - np.uint64(1)
+            nd += 1
+            if _dominates_distinct(P, j, i, d):
+                return True, hi - lo, nd
+    return False, hi - lo, nd
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _scan_own_cell(P, Q, lo, hi, need, i, d, flags, fw):
+    """Compare p_i with the other points of its own cell (lines 21-24): Eq. 5,
+    then the full dominance test (ties possible here)."""
+    nw = _mask_tests(Q, lo, hi, need, flags)
+    nd = 0
+    for w in range(nw):
+        x = fw[w]
+        while x != np.uint64(0):
+            j = lo + w * 8 + np.int64(_ctz64(x) >> np.uint64(3))
+            x &= x - np.uint64(1)
+            if j == i:
+                continue
+            nd += 1
+            if _dominates(P, j, i, d):
+                return True, hi - lo, nd
+    return False, hi - lo, nd
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def skyalign_nosync(P, M, Q, order, point_cell, starts, cmasks, cell_of_order, dense,
+                    use_quart, n_virtual):
+    """SkyAlign without synchronisation (§6.2.3 NoSync; the CPU port of §7.1).
+
+    P, M, Q, order are sorted by <|M|, M>; returns (dominated flags, mask
+    tests, dominance tests) per point."""
+    m, d = P.shape
+    dominated = np.zeros(m, dtype=np.uint8)
+    mts = np.zeros(m, dtype=np.int64)
+    dts = np.zeros(m, dtype=np.int64)
+    nchunks = (m + CHUNK - 1) // CHUNK
+    maxcell = 1
+    for c0 in range(starts.shape[0] - 1):
+        maxcell = max(maxcell, starts[c0 + 1] - starts[c0])
+    for w in prange(n_virtual):
+        flags = np.zeros((maxcell // 8 + 2) * 8, dtype=np.uint8)
+        fw = flags.view(np.uint64)
+        needq = np.empty_like(Q[:2])   # the masks cast to Q's width
+        for r in range((nchunks - w + n_virtual - 1) // n_virtual):
+            c = w + r * n_virtual
+            lo_i = c * CHUNK
+            hi_i = min(m, lo_i + CHUNK)
+            for i in range(lo_i, hi_i):
+                Mi = M[i]
+                nMi = ~Mi
+                nQi = ~np.uint64(Q[i])
+                needq[1] = nQi
+                ci = point_cell[i]
+                dom = False
+                nm = 0
+                nd = 0
+                oi = order[i]
+                if oi < 40 and (np.int64(1) << oi) <= ci:
+                    # enumerate the proper submasks of M_i in increasing order (Eq. 1)
+                    s = np.uint64(0)
+                    while s != Mi:
+                        cc = _find_cell(s, dense, cmasks, cell_of_order)
+                        nm += 1
+                        if cc >= 0:
+                            needq[0] = (cmasks[cc] | nMi) & nQi
+                            dom, a, b = _scan_lower_cell(P, Q, starts[cc], starts[cc + 1],
+                                                         needq[0], i, d, flags, fw)
+                            nm += a * use_quart
+                            nd += b
+                            if dom:
+                                break
+                        s = ((s | nMi) + np.uint64(1)) & Mi
+                else:
+                    # scan every cell before our own, Eq. 1 on median masks
+                    for cc in range(ci):
+                        nm += 1
+                        Mj = cmasks[cc]
+                        if (Mj & nMi) != np.uint64(0):
+                            continue
+                        needq[0] = (Mj | nMi) & nQi
+                        dom, a, b = _scan_lower_cell(P, Q, starts[cc], starts[cc + 1],
+                                                     needq[0], i, d, flags, fw)
+                        nm += a * use_quart
+                        nd += b
+                        if dom:
+                            break
+                if not dom:
+                    dom, a, b = _scan_own_cell(P, Q, starts[ci], starts[ci + 1],
+                                               needq[1], i, d, flags, fw)
+                    nm += a * use_quart
+                    nd += b
+                if dom:
+                    dominated[i] = 1
+                    Q[i] = Q[i] | ~Q[i]   # all ones: later mask tests skip p_i
+                mts[i] = nm
+                dts[i] = nd
+    return dominated, mts, dts
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def skyalign_round(P, M, Q, order, point_cell, starts, cmasks, level, c_lo, c_hi,
+                   use_quart, n_virtual):
+    """One round (iteration l) of Algorithm 1, lines 13-24: points of order > l
+    against the cells of order l (cells c_lo..c_hi), points of order l
+    against their own cell."""
+    m, d = P.shape
+    dominated = np.zeros(m, dtype=np.uint8)
+    mts = np.zeros(m, dtype=np.int64)
+    dts = np.zeros(m, dtype=np.int64)
+    nchunks = (m + CHUNK - 1) // CHUNK
+    maxcell = 1
+    for c0 in range(starts.shape[0] - 1):
+        maxcell = max(maxcell, starts[c0 + 1] - starts[c0])
+    for w in prange(n_virtual):
+        flags = np.zeros((maxcell // 8 + 2) * 8, dtype=np.uint8)
+        fw = flags.view(np.uint64)
+        needq = np.empty_like(Q[:2])   # the masks cast to Q's width
+        for r in range((nchunks - w + n_virtual - 1) // n_virtual):
+            c = w + r * n_virtual
+            lo_i = c * CHUNK
+            hi_i = min(m, lo_i + CHUNK)
+            for i in range(lo_i, hi_i):
+                Mi = M[i]
+                nMi = ~Mi
+                nQi = ~np.uint64(Q[i])
+                needq[1] = nQi
+                dom = False
+                nm = 0
+                nd = 0
+                if order[i] > level:
+                    for cc in range(c_lo, c_hi):
+                        nm += 1
+                        Mj = cmasks[cc]
+                        if (Mj & nMi) != np.uint64(0):
+                            continue
+                        needq[0] = (Mj | nMi) & nQi
+                        dom, a, b = _scan_lower_cell(P, Q, starts[cc], starts[cc + 1],
+                                                     needq[0], i, d, flags, fw)
+                        nm += a * use_quart
+                        nd += b
+                        if dom:
+                            break
+                else:
+                    ci = point_cell[i]
+                    dom, a, b = _scan_own_cell(P, Q, starts[ci], starts[ci + 1],
+                                               needq[1], i, d, flags, fw)
+                    nm += a * use_quart
+                    nd += b
+                if dom:
+                    dominated[i] = 1
+                    Q[i] = Q[i] | ~Q[i]   # all ones: later mask tests skip p_i
+                mts[i] = nm
+                dts[i] = nd
+    return dominated, mts, dts
+
+
+@njit(cache=NUMBA_CACHE)
+def _point_cells(starts, m):
+    """Cell index of every sorted point."""
+    pc = np.empty(m, dtype=np.int64)
+    for c in range(starts.shape[0] - 1):
+        for i in range(starts[c], starts[c + 1]):
+            pc[i] = c
+    return pc
+
+
+def _cell_tables(Ms, d):
+    """Cell starts/masks, each point's cell, cells per order, dense table."""
+    starts, cmasks = cell_boundaries(Ms)
+    m = Ms.shape[0]
+    point_cell = _point_cells(starts, m)
+    corder = np.bitwise_count(cmasks).astype(np.int64) if cmasks.size else np.zeros(0, np.int64)
+    cell_of_order = np.searchsorted(corder, np.arange(d + 2)).astype(np.int64)
+    if d <= DENSE_MAX_D:
+        dense = np.full(1 << d, -1, dtype=np.int64)
+        dense[cmasks.astype(np.int64)] = np.arange(cmasks.size, dtype=np.int64)
+    else:
+        dense = np.zeros(0, dtype=np.int64)
+    return starts, cmasks, point_cell, cell_of_order, dense
+
+
+def _n_virtual() -> int:
+    """Virtual workers for the chunked round-robin schedule."""
+    return 16 * max(1, numba.get_num_threads())
+
+
+VARIANTS = ("nosync", "sync", "noquart")
+
+
+def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+sum",
+                 n_pivots: int = 32):
+    """SkyAlign on the CPU; X is (n, d) float64 under minimisation.
+
+    Returns (indices of skyline rows, unsorted-safe sorted int64; stats dict).
+    ``variant``: "nosync" (§7.1, default), "sync" (Algorithm 1 with rounds),
+    "noquart" (NoSync without the quartile-level masks, §6.2.3).
+    ``prefilter``: "tau" (§5.1) or "tau+sum" (tau, then the Hybrid-style test
+    against the ``n_pivots`` points of smallest sum, §7.1).
+    """
+    n, d = X.shape
+    stats = {"algorithm": "skyalign", "variant": variant, "device": "cpu", "n": n, "d": d,
+             "dominance_tests": 0, "mask_tests": 0, "times": {}}
+    times = stats["times"]
+    if n == 0:
+        stats["prefilter_survivors"] = 0
+        return np.zeros(0, dtype=np.int64), stats
+    t0 = time.perf_counter()
+    keep, _s = tau_prefilter(X)
+    idx = np.flatnonzero(keep)
+    stats["tau_survivors"] = int(idx.size)
+    if prefilter == "tau+sum" and idx.size > 4 * n_pivots:
+        sums = X[idx].sum(axis=1)
+        piv = idx[np.argpartition(sums, n_pivots)[:n_pivots]]
+        k2 = sum_prefilter(X, idx, piv)
+        idx = idx[k2.view(np.bool_)]
+    stats["prefilter_survivors"] = int(idx.size)
+    t1 = time.perf_counter()
+    times["prefilter"] = t1 - t0
+
+    P = X[idx]
+    quart = quartiles(P)
+    M, Q, order = median_quartile_masks(P, quart)
+    t2 = time.perf_counter()
+    times["masks"] = t2 - t1
+    perm = sort_by_order_and_mask(M, order, d)
+    P = np.ascontiguousarray(P[perm])
+    M = M[perm]
+    Q = Q[perm]
+    order = order[perm]
+    idx = idx[perm]
+    starts, cmasks, point_cell, cell_of_order, dense = _cell_tables(M, d)
+    stats["cells"] = int(cmasks.size)
+    t3 = time.perf_counter()
+    times["sort"] = t3 - t2
+
+    use_quart = variant != "noquart"
+    # working copy of Q (all ones for dominated points); NoQuart uses
+    # all-zero quartile masks, so only the dead-point check remains.
+    qdt = quartile_dtype(d)
+    Q = Q.astype(qdt) if use_quart else np.zeros(Q.shape, dtype=qdt)
+    nv = _n_virtual()
+    if variant in ("nosync", "noquart"):
+        with numba.parallel_chunksize(1):
+            dominated, mts, dts = skyalign_nosync(P, M, Q, order, point_cell, starts, cmasks,
+                                                  cell_of_order, dense, use_quart, nv)
+        sky = idx[dominated == 0]
+        stats["mask_tests"] = int(mts.sum())
+        stats["dominance_tests"] = int(dts.sum())
+    elif variant == "sync":
+        out = []
+        nmt = ndt = 0
+        for level in range(d + 1):
+            if P.shape[0] == 0:
+                break
+            starts, cmasks, point_cell, cell_of_order, _ = _cell_tables(M, d)
+            c_lo, c_hi = int(cell_of_order[level]), int(cell_of_order[level + 1])
+            with numba.parallel_chunksize(1):
+                dominated, mts, dts = skyalign_round(P, M, Q, order, point_cell, starts,
+                                                     cmasks, level, c_lo, c_hi, use_quart, nv)
+            nmt += int(mts.sum())
+            ndt += int(dts.sum())
+            alive = dominated == 0
+            done = alive & (order == level)      # line 26: order-l survivors are final
+            out.append(idx[done])
+            rest = alive & (order > level)       # line 25: repack the survivors
+            P = np.ascontiguousarray(P[rest])
+            M, Q, order, idx = M[rest], Q[rest], order[rest], idx[rest]
+        sky = np.concatenate(out) if out else np.zeros(0, np.int64)
+        stats["mask_tests"] = nmt
+        stats["dominance_tests"] = ndt
+    else:
+        raise ValueError(f"unknown SkyAlign CPU variant {variant!r}; expected one of {VARIANTS}")
+    t4 = time.perf_counter()
+    times["skyline"] = t4 - t3
+    sky = np.sort(sky.astype(np.int64))
+    times["total"] = time.perf_counter() - t0
+    return sky, stats

@@ -1,0 +1,191 @@
+"""SkyAlign's initialisation on the CPU: tau pre-filter, quartiles, masks, sort.
+
+Everything here works on points already turned into pure minimisation
+(columns to maximise negated, -0.0 normalised to +0.0, float64).
+
+Soundness under ties (the paper assumes distinct values; our data has ties)
+--------------------------------------------------------------------------
+Per dimension the masks place a value v on one of four *levels*
+``L(v) = 2*M + Q`` with ``M = v > quart2`` and ``Q = v > (M ? quart3 : quart1)``.
+L is a non-decreasing function of v, so
+
+    L(p_j[k]) > L(p_i[k])  ==>  p_j[k] > p_i[k]          (strictly)
+
+holds whatever the ties: equal values always get equal levels.  Every mask
+test of Eqs. 1-5 only ever concludes "p_j is strictly worse than p_i on some
+dimension k", i.e. from a bit set in p_j's (median or quartile) mask and clear
+in p_i's on a dimension where the coarser masks agree; that is exactly
+L(p_j[k]) > L(p_i[k]), hence ``p_j`` cannot dominate ``p_i``.  So every mask
+shortcut is sound with ties and duplicates.
+
+The *distinct-value* dominance test (``p_j <=`` ``p_i`` everywhere, without
+checking that they differ) is only used across different median-level cells:
+there ``M_j`` is a proper subset of ``M_i``, so some k has ``M_j[k] = 0 <
+M_i[k] = 1``, i.e. ``p_j[k] <= quart2 < p_i[k]``: the points differ, and "no
+worse everywhere" is then dominance.  Within a cell the full test (no worse
+everywhere and strictly better somewhere) is used, so equal points never
+dominate each other.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .._config import NUMBA_CACHE
+
+_U1 = np.uint64(1)
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def popcount64(x):
+    """Number of set bits of a uint64 (SWAR)."""
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def tau_prefilter(X):
+    """Pre-filter of §5.1 (Algorithm 1, lines 1-2), made exact under ties.
+
+    tau = min over points of the max coordinate, reached by point s.  Every
+    point q with all q[k] >= tau is weakly worse than s everywhere
+    (s[k] <= tau <= q[k]); it is dominated by s unless it equals s.  Returns
+    (keep flags, s).
+    """
+    n, d = X.shape
+    rowmax = np.empty(n, dtype=np.float64)
+    for i in prange(n):
+        m = X[i, 0]
+        for k in range(1, d):
+            if X[i, k] > m:
+                m = X[i, k]
+        rowmax[i] = m
+    s = np.argmin(rowmax)
+    tau = rowmax[s]
+    keep = np.empty(n, dtype=np.uint8)
+    for i in prange(n):
+        below = False
+        for k in range(d):
+            if X[i, k] < tau:
+                below = True
+                break
+        if not below:
+            below = True  # kept only if equal to s
+            for k in range(d):
+                if X[i, k] != X[s, k]:
+                    below = False
+                    break
+        keep[i] = 1 if below else 0
+    return keep, s
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def sum_prefilter(X, idx, pivots):
+    """Hybrid-style pre-filter (the CPU port's, §7.1): test every point of idx
+    against a few pivot points of smallest sum with the full dominance test.
+    Returns keep flags over idx (sound: any dominator removes a point)."""
+    m = idx.shape[0]
+    d = X.shape[1]
+    b = pivots.shape[0]
+    keep = np.ones(m, dtype=np.uint8)
+    for t in prange(m):
+        i = idx[t]
+        for u in range(b):
+            j = pivots[u]
+            le = True
+            lt = False
+            for k in range(d):
+                a = X[j, k]
+                c = X[i, k]
+                if a > c:
+                    le = False
+                    break
+                if a < c:
+                    lt = True
+            if le and lt:
+                keep[t] = 0
+                break
+    return keep
+
+
+def quartiles(P: np.ndarray) -> np.ndarray:
+    """Quartiles per dimension (Algorithm 1, lines 3-5): quart_i = P[floor(i*m/4)]
+    of each column sorted; returns an array of shape (3, d)."""
+    m, d = P.shape
+    ks = [(1 * m) // 4, (2 * m) // 4, (3 * m) // 4]
+    ks = [min(k, m - 1) for k in ks]
+    out = np.empty((3, d), dtype=np.float64)
+    for k in range(d):
+        part = np.partition(P[:, k], ks)
+        out[:, k] = part[ks]
+    return out
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def median_quartile_masks(P, quart):
+    """Median-level and quartile-level bitmasks of §4.2.2 (Algorithm 1, lines
+    6-9), bit k for dimension k; also |M| (the order)."""
+    m, d = P.shape
+    M = np.empty(m, dtype=np.uint64)
+    Q = np.empty(m, dtype=np.uint64)
+    order = np.empty(m, dtype=np.int64)
+    for i in prange(m):
+        mm = np.uint64(0)
+        qq = np.uint64(0)
+        c = 0
+        for k in range(d):
+            v = P[i, k]
+            bit = np.uint64(1) << np.uint64(k)
+            if v > quart[1, k]:
+                mm |= bit
+                c += 1
+                if v > quart[2, k]:
+                    qq |= bit
+            elif v > quart[0, k]:
+                qq |= bit
+        M[i] = mm
+        Q[i] = qq
+        order[i] = c
+    return M, Q, order
+
+
+def median_mask(P: np.ndarray, quart: np.ndarray) -> np.ndarray:
+    """Median-level masks M of §4.2.2 only (bit k set iff p[k] > quart2[k])."""
+    return median_quartile_masks(P, quart)[0]
+
+
+def quartile_mask(P: np.ndarray, quart: np.ndarray) -> np.ndarray:
+    """Quartile-level masks Q of §4.2.2 only."""
+    return median_quartile_masks(P, quart)[1]
+
+
+def sort_by_order_and_mask(M: np.ndarray, order: np.ndarray, d: int) -> np.ndarray:
+    """Permutation sorting points by <|M|, M> (Algorithm 1, line 10); stable."""
+    if d <= 56:
+        key = (order.astype(np.uint64) << np.uint64(d)) | M
+        return np.argsort(key, kind="stable")
+    return np.lexsort((M, order))
+
+
+@njit(cache=NUMBA_CACHE)
+def cell_boundaries(Ms):
+    """Start offsets (plus end sentinel) and masks of the non-empty median-level
+    cells of points sorted by <|M|, M> (§5.2: 'start index' array)."""
+    m = Ms.shape[0]
+    cnt = 0
+    for i in range(m):
+        if i == 0 or Ms[i] != Ms[i - 1]:
+            cnt += 1
+    starts = np.empty(cnt + 1, dtype=np.int64)
+    masks = np.empty(cnt, dtype=np.uint64)
+    c = 0
+    for i in range(m):
+        if i == 0 or Ms[i] != Ms[i - 1]:
+            starts[c] = i
+            masks[c] = Ms[i]
+            c += 1
+    starts[cnt] = m
+    return starts, masks
