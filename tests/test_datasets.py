@@ -210,3 +210,30 @@ def test_named_case_small_one_matches_recipe():
     X, eps = ds.named_case("Unif6D1M-12")
     assert eps == 12.0
     assert np.array_equal(X, np.random.default_rng(12).uniform(0, 100, (1_000_000, 6)))
+
+
+def test_correlated_matches_naive_recipe_in_law():
+    """The compiled generator draws from the law of the plain NumPy recipe."""
+    d, n = 3, 40_000
+    rng = np.random.default_rng(1)
+    rows = []
+    while sum(len(r) for r in rows) < n:
+        m = 50_000
+        v = rng.random((m, d)).mean(axis=1)
+        l = np.minimum(v, 1 - v)
+        h = (-l[:, None] + 2 * l[:, None] * rng.random((m, d, 12)).mean(axis=2))
+        x = v[:, None] + h - np.roll(h, 1, axis=1)
+        rows.append(x[((x >= 0) & (x <= 1)).all(axis=1)])
+    ref = np.concatenate(rows)[:n]
+    X = ds.correlated(n, d, seed=3)
+    for k in range(d):
+        qa = np.quantile(X[:, k], [0.05, 0.25, 0.5, 0.75, 0.95])
+        qb = np.quantile(ref[:, k], [0.05, 0.25, 0.5, 0.75, 0.95])
+        assert np.abs(qa - qb).max() < 0.015
+    assert abs(np.corrcoef(X.T)[0, 1] - np.corrcoef(ref.T)[0, 1]) < 0.02
+
+
+def test_standard_generator_output_is_pinned():
+    """Benchmarks name their skyline data by (kind, n, d, seed): it must not drift."""
+    assert ds.anticorrelated(1000, 5, seed=1).sum() == pytest.approx(2503.3665250594395, rel=1e-12)
+    assert ds.correlated(1000, 5, seed=1).sum() == pytest.approx(2496.8143286000086, rel=1e-12)
