@@ -1,5 +1,7 @@
 """The CPU peers of the join benchmark count the same ordered pairs as brute force."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,18 @@ def test_peer_impls_for_the_harness():
     sizes = {r.impl: r.size for r in rows}
     assert sizes.pop("sklearn radius_neighbors_graph(n_jobs=-1)") is None
     assert set(sizes.values()) == {want}
+
+
+GDS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "gdsjoin-test-2d-100k.txt")
+
+
+@pytest.mark.skipif(not os.path.exists(GDS), reason="shared data not present")
+@pytest.mark.parametrize("name", ["scipy cKDTree.query_pairs",
+                                  "scipy cKDTree.query_ball_point(workers=-1)",
+                                  "R-tree search-and-refine (1 thread)"])
+def test_gds_file_known_answer(name):
+    """The shared GDS-Join file at eps 1.0: 27,882,048 ordered pairs excluding self (float64)."""
+    from skyjoin import io
+
+    X = io.read_points(GDS)
+    assert peers.PEERS[name](X, 1.0) == 27_882_048
