@@ -312,3 +312,24 @@ def test_parquet_pair_writer_empty_and_error(tmp_path):
     assert pq.read_table(keep).num_rows == 3
     with pytest.raises(ValueError, match="unknown extension"):
         io.ParquetPairWriter(tmp_path / "x.csv")
+
+
+def test_parquet_pair_writer_copies_buffered_chunks(tmp_path):
+    """A caller may reuse its arrays after write(): the buffered pairs are copies."""
+    path = tmp_path / "reuse.parquet"
+    buf_i = np.zeros(4, dtype=np.int64)
+    buf_j = np.zeros(4, dtype=np.int64)
+    want = []
+    with io.ParquetPairWriter(path, row_group_size=10) as w:
+        for c in range(5):
+            buf_i[:] = c
+            buf_j[:] = np.arange(4) + 10 * c
+            w.write(buf_i, buf_j)              # the same arrays every time
+            want.append(np.column_stack([buf_i.copy(), buf_j.copy()]))
+        big_i = np.arange(20)
+        w.write(big_i, big_i)                  # >= row group: written directly
+        want.append(np.column_stack([big_i, big_i]))
+        big_i[:] = -1
+    t = pq.read_table(path)
+    got = np.column_stack([t.column("i").to_numpy(), t.column("j").to_numpy()])
+    assert np.array_equal(got, np.concatenate(want))

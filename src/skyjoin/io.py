@@ -696,8 +696,10 @@ def write_indices(path, idx, name: str = "index") -> None:
 class ParquetPairWriter:
     """Append pair chunks to one Parquet file, never holding them all.
 
-    Pairs are buffered up to ``row_group_size`` and written as row groups of
-    int64 columns ``i`` and ``j`` through ``pyarrow.parquet.ParquetWriter``.
+    Pairs are buffered (as copies, so the caller may reuse its arrays) up to
+    ``row_group_size`` and written as row groups of int64 columns ``i`` and
+    ``j`` through ``pyarrow.parquet.ParquetWriter``; a chunk of at least
+    ``row_group_size`` pairs is written at once without a copy.
     Use it as a context manager: on leaving the block normally the file is
     closed and complete; if the block raises, the writer is closed and the
     partial file removed (unless ``keep_partial``), so an incomplete result
@@ -762,7 +764,12 @@ class ParquetPairWriter:
         if not len(i):
             return
         self.n_pairs += len(i)
-        self._buf.append((i, j))
+        if not self._buf and len(i) >= self._row_group_size:
+            self._write_table(i, j)          # written now: no copy needed
+            return
+        # buffered pairs are copies: callers may reuse their arrays (e.g. pinned
+        # transfer buffers) for the next chunk
+        self._buf.append((np.array(i, dtype=np.int64), np.array(j, dtype=np.int64)))
         self._buffered += len(i)
         if self._buffered >= self._row_group_size:
             self._flush()
@@ -781,8 +788,6 @@ class ParquetPairWriter:
         """Write the buffered pairs as one row group."""
         if not self._buf:
             return
-        import pyarrow as pa
-
         if len(self._buf) == 1:
             i, j = self._buf[0]
         else:
@@ -790,6 +795,12 @@ class ParquetPairWriter:
             j = np.concatenate([b[1] for b in self._buf])
         self._buf.clear()
         self._buffered = 0
+        self._write_table(i, j)
+
+    def _write_table(self, i: np.ndarray, j: np.ndarray) -> None:
+        """Write pairs as one row group, synchronously."""
+        import pyarrow as pa
+
         self._writer.write_table(pa.Table.from_arrays([pa.array(i), pa.array(j)],
                                                       schema=self._schema))
 
