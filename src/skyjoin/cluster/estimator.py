@@ -1,0 +1,458 @@
+"""``skyjoin.DBSCAN`` and ``skyjoin.dbscan``: scikit-learn's DBSCAN on the epsilon join.
+
+HYBRID-DBSCAN (Gowanlock et al. 2019, §3, Algorithm 1): the neighbour table
+T is built once by the join engine of the chosen device, then DBSCAN only
+assigns points by reading T (``assign.point_assignment``).  On a GPU, a
+single clustering can instead stay on the GPU end to end
+(``gpu.gpu_dbscan``), which never ships T to the host.
+
+Which path ``fit`` takes (the documented rule)
+----------------------------------------------
+1. ``metric="precomputed"`` with a sparse X: X *is* a radius-neighbours
+   graph, so its entries ``<= eps`` (and the diagonal) are used directly as
+   the neighbour table (``path_ = "graph"``).
+2. Euclidean distance on dense data (``metric`` "euclidean", "l2", or
+   "minkowski" with p = 2, no ``metric_params``): the join.
+
+   * device "cpu": join on the CPU, assignment on the CPU
+     (``path_ = "hybrid-cpu"``);
+   * device "gpu": join on the GPU with the table left on the GPU, core flags
+     and union-find on the GPU, only the labels come back
+     (``path_ = "gpu"``).  A single clustering reads T once, so shipping it
+     (4 bytes per pair over PCIe, the paper's main cost) buys nothing.  If T
+     does not fit in GPU memory, the GPU join streams it to the host in
+     batches and the assignment runs on the CPU (``path_ = "hybrid-gpu"``),
+     which is the paper's HYBRID-DBSCAN.  Sweeps over min_samples
+     (``dbscan_sweep``) always use the hybrid path, because there T is
+     reused by every min_samples.
+3. Everything else (other metrics, callables, dense precomputed distance
+   matrices, sparse feature matrices) is handed to
+   ``sklearn.cluster.DBSCAN`` unchanged (``path_ = "sklearn"``).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import sparse
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _check_sample_weight
+
+try:  # scikit-learn >= 1.6
+    from sklearn.utils.validation import validate_data as _validate_data
+except ImportError:  # pragma: no cover - older scikit-learn
+    def _validate_data(est, X, **kwargs):
+        return est._validate_data(X, **kwargs)
+
+try:
+    from sklearn.metrics.pairwise import _VALID_METRICS
+except ImportError:  # pragma: no cover
+    _VALID_METRICS = ["euclidean", "l2", "minkowski", "manhattan", "cosine"]
+
+from .._device import resolve_device
+from .._validate import check_eps, check_min_samples, check_precision
+
+__all__ = ["DBSCAN", "dbscan", "neighbor_table", "hybrid_dbscan"]
+
+_EUCLIDEAN = ("euclidean", "l2", "minkowski")
+
+
+def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, on_device=False):
+    """The neighbour table T of HYBRID-DBSCAN (Algorithm 1, lines 3-6) from our join.
+
+    Rows list the neighbours of each point, itself excluded, unsorted
+    (DBSCAN does not need the order).
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, d)
+    eps : float
+    device : {"cpu", "gpu"}
+    precision : {"float64", "float32"}
+    timings : dict, optional
+        Filled with the join's phase times.
+    on_device : bool
+        GPU only: leave the table on the GPU (CuPy arrays).
+
+    Returns
+    -------
+    skyjoin.NeighborTable
+    """
+    from ..join.api import self_join
+
+    opts = {"on_device": True} if on_device else {}
+    return self_join(X, eps, include_self=False, output="table", sort=False, device=device,
+                     precision=precision, timings=timings, **opts)
+
+
+def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", precision="float64",
+                  timings=None):
+    """HYBRID-DBSCAN (§3, Algorithm 1): the join builds T, the CPU assigns points.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, d)
+    eps : float
+    min_samples : int
+    sample_weight : array_like of shape (n,), optional
+    device : {"cpu", "gpu"}
+        Device of the join; the assignment always runs on the CPU.
+    precision : {"float64", "float32"}
+    timings : dict, optional
+        Filled with "table" and "assign" seconds.
+
+    Returns
+    -------
+    core_sample_indices : ndarray of int64
+    labels : ndarray of intp
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0], [1.0], [2.0], [9.0]])
+    >>> core, labels = hybrid_dbscan(X, 1.0, 3)
+    >>> core.tolist(), labels.tolist()
+    ([1], [0, 0, 0, -1])
+    """
+    from .assign import labels_from_table
+
+    t0 = time.perf_counter()
+    nt = neighbor_table(X, eps, device=device, precision=precision)
+    t1 = time.perf_counter()
+    is_core, labels = labels_from_table(nt.indptr, nt.indices, min_samples, sample_weight)
+    t2 = time.perf_counter()
+    if timings is not None:
+        timings["table"] = t1 - t0
+        timings["assign"] = t2 - t1
+        timings["pairs"] = nt.n_pairs
+    return np.flatnonzero(is_core), labels
+
+
+def _graph_table(X, eps):
+    """Neighbour table of a precomputed sparse distance graph, as scikit-learn reads it.
+
+    The diagonal is made explicit (a point is its own neighbour unless its
+    stored self-distance exceeds eps) and only stored entries ``<= eps``
+    count; implicit zeros elsewhere are not neighbours.
+    """
+    G = sparse.csr_matrix(X, copy=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sparse.SparseEfficiencyWarning)
+        G.setdiag(G.diagonal())
+    G.sort_indices()
+    keep = G.data <= eps
+    rows = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
+    indptr = np.zeros(G.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=G.shape[0]), out=indptr[1:])
+    indices = G.indices[keep].astype(np.int64)
+    # is the relation symmetric? (then the parallel assignment applies)
+    A = sparse.csr_matrix((np.ones(len(indices), dtype=np.int8), indices, indptr), shape=G.shape)
+    symmetric = (A != A.T).nnz == 0
+    return indptr, indices, symmetric
+
+
+class DBSCAN(ClusterMixin, BaseEstimator):
+    """DBSCAN clustering on the epsilon join, with scikit-learn's exact results.
+
+    A drop-in replacement for ``sklearn.cluster.DBSCAN``: same parameters,
+    attributes and labels (not only the same partition).  Euclidean DBSCAN
+    on dense data runs HYBRID-DBSCAN (Gowanlock et al. 2019): the neighbour
+    table from skyjoin's epsilon join (CPU or GPU), then a parallel point
+    assignment; on a GPU a single clustering runs entirely on the GPU.  See
+    the module docstring for the exact rule.
+
+    Parameters
+    ----------
+    eps : float, default=0.5
+        Two samples are neighbours iff their distance is ``<= eps``.
+    min_samples : int, default=5
+        Number of samples (or total weight) in a neighbourhood, the point
+        itself included, for the point to be a core point.
+    metric : str or callable, default="euclidean"
+        "euclidean" (also "l2", "minkowski" with p=2) is accelerated;
+        "precomputed" with a sparse radius-neighbours graph is used directly;
+        anything else is computed by ``sklearn.cluster.DBSCAN``.
+    metric_params : dict, default=None
+        Passed to scikit-learn (any value other than None/{} means the
+        scikit-learn path).
+    algorithm : {"auto", "ball_tree", "kd_tree", "brute"}, default="auto"
+        Used only on the scikit-learn path (the join is always grid based).
+    leaf_size : int, default=30
+        Used only on the scikit-learn path.
+    p : float, default=None
+        Minkowski power; p other than None or 2 means the scikit-learn path.
+    n_jobs : int, default=None
+        Used only on the scikit-learn path (our engines use Numba's threads,
+        see ``numba.set_num_threads``).
+    device : {"auto", "cpu", "gpu"} or None, default="auto"
+        Device of the join ("gpu" without a GPU is an error; None reads the
+        ``SKYJOIN_DEVICE`` environment variable).
+    precision : {"float64", "float32"}, default="float64"
+        Working precision of the distance test (float32 is opt-in: pairs
+        within a few float32 ulps of eps may differ from float64).
+
+    Attributes
+    ----------
+    core_sample_indices_ : ndarray of shape (n_core_samples,)
+        Indices of core samples.
+    components_ : ndarray of shape (n_core_samples, n_features)
+        Copy of each core sample found by training.
+    labels_ : ndarray of shape (n_samples,)
+        Cluster labels; noisy samples get -1.  Clusters are numbered in order
+        of their lowest-index core sample, and a border sample takes the
+        lowest label among the clusters of its core neighbours, exactly as
+        scikit-learn.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X has feature names that are all strings.
+    path_ : str
+        Which path computed the result: "hybrid-cpu", "hybrid-gpu", "gpu",
+        "graph" or "sklearn".
+    timings_ : dict
+        Seconds spent in the phases of the fit ("table", "assign", ...).
+
+    See Also
+    --------
+    dbscan : the functional form.
+    skyjoin.dbscan_sweep : many (eps, min_samples) with table reuse.
+    sklearn.cluster.DBSCAN : the reference semantics.
+
+    Notes
+    -----
+    The neighbour table holds every pair within eps, so memory grows with
+    the mean number of neighbours times n (4 bytes per pair); choose eps
+    accordingly.
+
+    References
+    ----------
+    M. Gowanlock, C. M. Rude, D. M. Blair, J. D. Li, V. Pankratius, "A Hybrid
+    Approach for Optimizing Parallel Clustering Throughput using the GPU",
+    IEEE TPDS 30(4), 2019.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyjoin import DBSCAN
+    >>> X = np.array([[1, 2], [2, 2], [2, 3], [8, 7], [8, 8], [25, 80]])
+    >>> clustering = DBSCAN(eps=3, min_samples=2, device="cpu").fit(X)
+    >>> clustering.labels_
+    array([ 0,  0,  0,  1,  1, -1])
+    """
+
+    _parameter_constraints: dict = {
+        "eps": [Interval(Real, 0.0, None, closed="neither")],
+        "min_samples": [Interval(Integral, 1, None, closed="left")],
+        "metric": [StrOptions(set(_VALID_METRICS) | {"precomputed"}), callable],
+        "metric_params": [dict, None],
+        "algorithm": [StrOptions({"auto", "ball_tree", "kd_tree", "brute"})],
+        "leaf_size": [Interval(Integral, 1, None, closed="left")],
+        "p": [Interval(Real, 0.0, None, closed="left"), None],
+        "n_jobs": [Integral, None],
+        "device": [StrOptions({"auto", "cpu", "gpu"}), None],
+        "precision": [StrOptions({"float64", "float32"})],
+    }
+
+    def __init__(self, eps=0.5, *, min_samples=5, metric="euclidean", metric_params=None,
+                 algorithm="auto", leaf_size=30, p=None, n_jobs=None, device="auto",
+                 precision="float64"):
+        self.eps = eps
+        self.min_samples = min_samples
+        self.metric = metric
+        self.metric_params = metric_params
+        self.algorithm = algorithm
+        self.leaf_size = leaf_size
+        self.p = p
+        self.n_jobs = n_jobs
+        self.device = device
+        self.precision = precision
+
+    # -- routing -----------------------------------------------------------
+    def _is_euclidean(self) -> bool:
+        """Whether the metric is the Euclidean distance we accelerate."""
+        if not isinstance(self.metric, str) or self.metric not in _EUCLIDEAN:
+            return False
+        if self.metric_params:
+            return False
+        return self.p is None or float(self.p) == 2.0
+
+    def _route(self, X) -> str:
+        """Name of the path that fits X (see the module docstring)."""
+        if self.metric == "precomputed":
+            return "graph" if sparse.issparse(X) else "sklearn"
+        if sparse.issparse(X) or not self._is_euclidean():
+            return "sklearn"
+        return "join"
+
+    # -- fitting -----------------------------------------------------------
+    def fit(self, X, y=None, sample_weight=None):
+        """Perform DBSCAN clustering from features or a distance graph.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), or \
+                (n_samples, n_samples)
+            Training instances, or distances between instances if
+            ``metric="precomputed"`` (a sparse matrix is a radius-neighbours
+            graph: only stored entries count).
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of each sample: a sample is core iff the total weight of
+            its neighbourhood (itself included) is at least ``min_samples``.
+            Weights may be negative.
+
+        Returns
+        -------
+        self : DBSCAN
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            Bad parameters (eps <= 0, min_samples < 1, ...), NaN/inf values,
+            wrong shapes, a sample_weight of the wrong length.
+        skyjoin.GPUUnavailableError
+            ``device="gpu"`` without a usable GPU.
+        """
+        self._validate_params()
+        X = _validate_data(self, X, accept_sparse="csr")
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X)
+        eps = check_eps(self.eps)
+        min_samples = check_min_samples(self.min_samples)
+        check_precision(self.precision)
+        route = self._route(X)
+        timings: dict = {}
+        t0 = time.perf_counter()
+        if route == "sklearn":
+            core, labels = self._fit_sklearn(X, sample_weight)
+            path = "sklearn"
+        elif route == "graph":
+            from .assign import labels_from_table
+
+            indptr, indices, symmetric = _graph_table(X, eps)
+            is_core, labels = labels_from_table(indptr, indices, min_samples, sample_weight,
+                                                self_in_table=True, symmetric=symmetric)
+            core = np.flatnonzero(is_core)
+            path = "graph"
+        else:
+            core, labels, path = self._fit_join(X, eps, min_samples, sample_weight, timings)
+        timings["total"] = time.perf_counter() - t0
+        self.core_sample_indices_ = np.asarray(core, dtype=np.int64)
+        self.labels_ = np.asarray(labels, dtype=np.intp)
+        if len(self.core_sample_indices_):
+            self.components_ = X[self.core_sample_indices_].copy()
+        else:
+            self.components_ = np.empty((0, X.shape[1]))
+        self.path_ = path
+        self.timings_ = timings
+        return self
+
+    def _fit_sklearn(self, X, sample_weight):
+        """Hand the fit to scikit-learn's DBSCAN (metrics we do not accelerate)."""
+        from sklearn.cluster import DBSCAN as _SkDBSCAN
+
+        est = _SkDBSCAN(eps=self.eps, min_samples=self.min_samples, metric=self.metric,
+                        metric_params=self.metric_params, algorithm=self.algorithm,
+                        leaf_size=self.leaf_size, p=self.p, n_jobs=self.n_jobs)
+        est.fit(X, sample_weight=sample_weight)
+        return est.core_sample_indices_, est.labels_
+
+    def _fit_join(self, X, eps, min_samples, sample_weight, timings):
+        """Euclidean DBSCAN on the join: GPU-only or hybrid (see the module rule)."""
+        device = resolve_device(self.device)
+        if device == "gpu":
+            from .gpu import gpu_dbscan_points
+
+            try:
+                core, labels = gpu_dbscan_points(X, eps, min_samples, sample_weight=sample_weight,
+                                                 precision=self.precision, timings=timings)
+                return core, labels, "gpu"
+            except MemoryError:
+                # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
+                pass
+            core, labels = hybrid_dbscan(X, eps, min_samples, sample_weight=sample_weight,
+                                         device="gpu", precision=self.precision, timings=timings)
+            return core, labels, "hybrid-gpu"
+        core, labels = hybrid_dbscan(X, eps, min_samples, sample_weight=sample_weight,
+                                     device="cpu", precision=self.precision, timings=timings)
+        return core, labels, "hybrid-cpu"
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Compute clusters and return the labels (``fit(X).labels_``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix}
+            As in ``fit``.
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Cluster labels; noise is -1.
+        """
+        self.fit(X, sample_weight=sample_weight)
+        return self.labels_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self.metric == "precomputed"
+        tags.input_tags.sparse = True
+        return tags
+
+    def _more_tags(self):  # scikit-learn < 1.6
+        return {"pairwise": self.metric == "precomputed"}
+
+
+def dbscan(X, eps=0.5, *, min_samples=5, metric="minkowski", metric_params=None,
+           algorithm="auto", leaf_size=30, p=2, sample_weight=None, n_jobs=None,
+           device="auto", precision="float64"):
+    """DBSCAN clustering from a vector array or distance matrix, like ``sklearn.cluster.dbscan``.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features) or \
+            (n_samples, n_samples)
+        Feature array, or distances if ``metric="precomputed"``.
+    eps : float, default=0.5
+        Neighbourhood radius (distance ``<= eps``).
+    min_samples : int, default=5
+        Neighbourhood size (itself included) of a core point.
+    metric, metric_params, algorithm, leaf_size, p, n_jobs
+        As ``DBSCAN``; Euclidean (minkowski with p=2) is accelerated.
+    sample_weight : array-like of shape (n_samples,), default=None
+    device : {"auto", "cpu", "gpu"} or None, default="auto"
+    precision : {"float64", "float32"}, default="float64"
+
+    Returns
+    -------
+    core_samples : ndarray of shape (n_core_samples,)
+        Indices of core samples.
+    labels : ndarray of shape (n_samples,)
+        Cluster labels; noise is -1.
+
+    Raises
+    ------
+    ValueError
+        As ``DBSCAN.fit``.
+
+    Examples
+    --------
+    >>> from skyjoin import dbscan
+    >>> X = [[1, 2], [2, 2], [2, 3], [8, 7], [8, 8], [25, 80]]
+    >>> core_samples, labels = dbscan(X, eps=3, min_samples=2, device="cpu")
+    >>> core_samples
+    array([0, 1, 2, 3, 4])
+    >>> labels
+    array([ 0,  0,  0,  1,  1, -1])
+    """
+    est = DBSCAN(eps=eps, min_samples=min_samples, metric=metric, metric_params=metric_params,
+                 algorithm=algorithm, leaf_size=leaf_size, p=p, n_jobs=n_jobs, device=device,
+                 precision=precision)
+    est.fit(X, sample_weight=sample_weight)
+    return est.core_sample_indices_, est.labels_

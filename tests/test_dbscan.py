@@ -1,0 +1,226 @@
+"""skyjoin.DBSCAN / skyjoin.dbscan against scikit-learn: equal labels and core samples.
+
+The oracle is ``sklearn.cluster.DBSCAN`` with a tree algorithm (its distance
+test is ``sum (x - y)^2 <= eps^2`` in float64, the same as the join's, so
+ties at exactly eps agree; the brute algorithm uses a dot-product formula
+that rounds differently).
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.cluster import DBSCAN as SkDBSCAN
+from sklearn.neighbors import radius_neighbors_graph
+
+import skyjoin
+from skyjoin import DBSCAN, dbscan
+from skyjoin.cluster.assign import (core_points, dbscan_inner_sequential, labels_from_table,
+                                    point_assignment)
+
+
+def _oracle(X, eps, min_samples, sample_weight=None, algorithm="kd_tree"):
+    sk = SkDBSCAN(eps=eps, min_samples=min_samples, algorithm=algorithm)
+    sk.fit(X, sample_weight=sample_weight)
+    return sk.core_sample_indices_, sk.labels_
+
+
+def _assert_same(ours, X, eps, min_samples, sample_weight=None):
+    core, labels = _oracle(X, eps, min_samples, sample_weight)
+    np.testing.assert_array_equal(ours.core_sample_indices_, core)
+    np.testing.assert_array_equal(ours.labels_, labels)
+    assert ours.labels_.dtype == labels.dtype
+    np.testing.assert_array_equal(ours.components_, np.asarray(X)[core])
+
+
+def _case(rng, kind, n, d):
+    if kind == "grid":  # small integers: many duplicates and exact ties at eps
+        return rng.integers(0, 6, (n, d)).astype(np.float64)
+    if kind == "blobs":
+        C = rng.uniform(0, 10, (4, d))
+        return C[rng.integers(0, 4, n)] + rng.normal(0, 0.6, (n, d))
+    if kind == "halves":  # exactly representable coordinates, ties at eps = 0.5, 1, 1.5
+        return rng.integers(0, 12, (n, d)) * 0.5
+    return rng.uniform(0, 4, (n, d))
+
+
+@pytest.mark.parametrize("d", range(1, 9))
+@pytest.mark.parametrize("kind", ["grid", "blobs", "halves", "uniform"])
+def test_equal_to_sklearn_random(d, kind):
+    rng = np.random.default_rng(1000 * d + len(kind))
+    for trial in range(6):
+        n = int(rng.integers(1, 300))
+        X = _case(rng, kind, n, d)
+        eps = float(rng.choice([0.5, 1.0, 1.5, 2.0, 0.7]))
+        min_samples = int(rng.integers(1, 12))
+        est = DBSCAN(eps=eps, min_samples=min_samples, device="cpu").fit(X)
+        assert est.path_ == "hybrid-cpu"
+        _assert_same(est, X, eps, min_samples)
+
+
+@pytest.mark.parametrize("weights", ["int", "signed", "dyadic"])
+def test_equal_to_sklearn_sample_weight(weights):
+    rng = np.random.default_rng(7)
+    for trial in range(15):
+        d = int(rng.integers(1, 5))
+        n = int(rng.integers(1, 250))
+        X = _case(rng, ["grid", "blobs", "halves"][trial % 3], n, d)
+        if weights == "int":
+            w = rng.integers(0, 5, n).astype(float)
+        elif weights == "signed":
+            w = rng.integers(-2, 6, n).astype(float)
+        else:
+            w = rng.integers(0, 16, n) / 8.0
+        eps = float(rng.choice([0.5, 1.0, 1.5]))
+        min_samples = int(rng.integers(1, 15))
+        est = DBSCAN(eps=eps, min_samples=min_samples, device="cpu").fit(X, sample_weight=w)
+        _assert_same(est, X, eps, min_samples, w)
+
+
+def test_larger_blobs_and_function_form():
+    rng = np.random.default_rng(3)
+    C = rng.uniform(0, 30, (12, 2))
+    X = C[rng.integers(0, 12, 6000)] + rng.normal(0, 1.0, (6000, 2))
+    core, labels = dbscan(X, eps=0.3, min_samples=8, device="cpu")
+    core_sk, labels_sk = _oracle(X, 0.3, 8)
+    np.testing.assert_array_equal(core, core_sk)
+    np.testing.assert_array_equal(labels, labels_sk)
+    assert labels.max() > 3  # a real multi-cluster case
+
+
+def test_labels_order_and_border_rule_known_case():
+    # 0 1 2 3 4 on a line, eps 1, min_samples 3: 1..3 are core, one chain.
+    # A border point (5) between two clusters takes the lower label.
+    X = np.array([[0.0], [1.0], [2.0], [10.0], [11.0], [12.0], [6.0], [5.0], [7.0]])
+    # clusters: {0,1,2} (+ ...), {3,4,5}; point 7 (x=5) and 8 (x=7) bridge nothing
+    core, labels = dbscan(X, eps=1.0, min_samples=2, device="cpu")
+    sk_core, sk_labels = _oracle(X, 1.0, 2)
+    np.testing.assert_array_equal(labels, sk_labels)
+    # border point 1 with core neighbours in two clusters
+    X = np.array([[2.0], [1.0], [0.0], [-0.5], [3.0], [3.5]])
+    w = np.array([1, 1, 3, 1, 3, 1.0])
+    est = DBSCAN(eps=1.0, min_samples=3, device="cpu").fit(X, sample_weight=w)
+    _assert_same(est, X, 1.0, 3, w)
+
+
+def test_float32_precision_matches_away_from_ties():
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 5, (800, 3))
+    a = DBSCAN(eps=0.4, min_samples=4, device="cpu", precision="float32").fit(X)
+    _assert_same(a, X, 0.4, 4)
+
+
+def test_single_point_and_all_noise():
+    est = DBSCAN(eps=1.0, min_samples=1, device="cpu").fit([[3.0, 4.0]])
+    assert est.labels_.tolist() == [0] and est.core_sample_indices_.tolist() == [0]
+    est = DBSCAN(eps=0.1, min_samples=3, device="cpu").fit(np.arange(10.0).reshape(-1, 1))
+    assert (est.labels_ == -1).all() and est.components_.shape == (0, 1)
+
+
+# --- the assignment on its own -----------------------------------------------
+
+def _table(X, eps):
+    G = radius_neighbors_graph(X, eps, mode="connectivity", include_self=False)
+    return G.indptr.astype(np.int64), G.indices.astype(np.int32)
+
+
+def test_parallel_forests_merge_equal_sequential():
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        d = int(rng.integers(1, 4))
+        X = rng.integers(0, 9, (int(rng.integers(2, 700)), d)).astype(float)
+        indptr, indices = _table(X, 1.0)
+        min_samples = int(rng.integers(1, 6))
+        is_core = core_points(indptr, indices, min_samples)
+        expect = dbscan_inner_sequential(indptr, indices, is_core)
+        np.testing.assert_array_equal(expect, _oracle(X, 1.0, min_samples)[1])
+        for n_threads in (1, 2, 3, 8):
+            got = point_assignment(indptr, indices, is_core, n_threads=n_threads,
+                                   min_edges_per_slice=1)
+            np.testing.assert_array_equal(got, expect)
+
+
+def test_no_recursion_long_chain():
+    # a chain of 200k core points: one component, expanded without recursion
+    n = 200_000
+    X = np.arange(n, dtype=np.float64).reshape(-1, 1)
+    core, labels = dbscan(X, eps=1.0, min_samples=3, device="cpu")
+    assert len(core) == n - 2 and (labels == 0).all()
+
+
+# --- precomputed graphs and delegated metrics ----------------------------------
+
+def test_precomputed_sparse_graph_used_directly():
+    rng = np.random.default_rng(2)
+    X = rng.integers(0, 8, (300, 2)).astype(float)
+    G = radius_neighbors_graph(X, 1.5, mode="distance")
+    for eps in (1.0, 1.5):
+        est = DBSCAN(eps=eps, min_samples=4, metric="precomputed").fit(G)
+        sk = SkDBSCAN(eps=eps, min_samples=4, metric="precomputed").fit(G)
+        assert est.path_ == "graph"
+        np.testing.assert_array_equal(est.labels_, sk.labels_)
+        np.testing.assert_array_equal(est.core_sample_indices_, sk.core_sample_indices_)
+
+
+def test_precomputed_asymmetric_graph_matches_sklearn():
+    rng = np.random.default_rng(9)
+    for trial in range(20):
+        n = int(rng.integers(2, 80))
+        A = sp.random(n, n, density=0.08, random_state=int(rng.integers(1 << 30)),
+                      format="csr", data_rvs=lambda k: rng.uniform(0, 2, k))
+        est = DBSCAN(eps=1.0, min_samples=2, metric="precomputed").fit(A)
+        sk = SkDBSCAN(eps=1.0, min_samples=2, metric="precomputed").fit(A)
+        np.testing.assert_array_equal(est.labels_, sk.labels_)
+        np.testing.assert_array_equal(est.core_sample_indices_, sk.core_sample_indices_)
+
+
+@pytest.mark.parametrize("kwargs", [dict(metric="manhattan"), dict(metric="minkowski", p=1),
+                                    dict(metric="chebyshev"), dict(metric=lambda a, b: abs(a - b).sum())])
+def test_other_metrics_delegated(kwargs):
+    rng = np.random.default_rng(4)
+    X = rng.uniform(0, 3, (200, 2))
+    est = DBSCAN(eps=0.4, min_samples=4, **kwargs).fit(X)
+    sk = SkDBSCAN(eps=0.4, min_samples=4, **kwargs).fit(X)
+    assert est.path_ == "sklearn"
+    np.testing.assert_array_equal(est.labels_, sk.labels_)
+
+
+def test_minkowski_p2_and_dense_precomputed():
+    rng = np.random.default_rng(6)
+    X = rng.integers(0, 5, (150, 3)).astype(float)
+    est = DBSCAN(eps=1.0, min_samples=3, metric="minkowski", p=2, device="cpu").fit(X)
+    assert est.path_ == "hybrid-cpu"
+    _assert_same(est, X, 1.0, 3)
+    D = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    est = DBSCAN(eps=1.0, min_samples=3, metric="precomputed").fit(D)
+    assert est.path_ == "sklearn"
+    np.testing.assert_array_equal(est.labels_, _oracle(X, 1.0, 3)[1])
+
+
+# --- bad input -------------------------------------------------------------------
+
+@pytest.mark.parametrize("params", [dict(eps=0.0), dict(eps=-1.0), dict(min_samples=0),
+                                    dict(min_samples=1.5), dict(device="tpu"),
+                                    dict(precision="float16"), dict(metric="nope")])
+def test_bad_parameters(params):
+    with pytest.raises(ValueError):
+        DBSCAN(**params).fit(np.zeros((5, 2)))
+
+
+@pytest.mark.parametrize("X", [np.array([[0.0, np.nan], [1.0, 1.0]]),
+                               np.array([[0.0, np.inf], [1.0, 1.0]]),
+                               np.zeros(5), np.zeros((2, 2, 2)), np.zeros((0, 2))])
+def test_bad_points(X):
+    with pytest.raises(ValueError):
+        DBSCAN(device="cpu").fit(X)
+
+
+def test_bad_sample_weight():
+    with pytest.raises(ValueError):
+        DBSCAN(device="cpu").fit(np.zeros((3, 2)), sample_weight=[1.0, 2.0])
+
+
+def test_gpu_without_gpu_is_an_error():
+    if skyjoin.gpu_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(skyjoin.GPUUnavailableError):
+        DBSCAN(device="gpu").fit(np.zeros((3, 2)))
