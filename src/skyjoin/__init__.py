@@ -16,11 +16,15 @@ import importlib
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
+# ``join`` is both a public function and the name of the subpackage that
+# implements it.  Importing the subpackage binds the module as the attribute
+# ``skyjoin.join``; importing it here, first, and then binding the function
+# over it keeps ``skyjoin.join`` the function for good.  ``join.api`` imports
+# only NumPy-level code (engines load on first use).
+from .join.api import join, self_join, self_join_chunks  # noqa: E402
+
+# public name -> module that defines it (loaded on first access)
 _EXPORTS = {
-    "self_join": "skyjoin.join.api",
-    "join": "skyjoin.join.api",
-    "self_join_chunks": "skyjoin.join.api",
     "NeighborTable": "skyjoin.join.result",
     "PairChunk": "skyjoin.join.result",
     "build_grid": "skyjoin.grid",
@@ -36,7 +40,7 @@ _EXPORTS = {
     "io": "skyjoin.io",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = sorted(list(_EXPORTS) + ["join", "self_join", "self_join_chunks"]) + ["__version__"]
 
 
 def __getattr__(name: str):

@@ -91,3 +91,226 @@ def cell_sides(lo, hi, eps: float, d: int, precision: str = "float64") -> np.nda
     side = side * (1.0 + 4.0 * _U64)
     side = np.maximum(side, span / float(2**61))
     return side
+
+
+@dataclass
+class Grid:
+    """An epsilon grid of non-empty cells (see the module docstring).
+
+    Attributes
+    ----------
+    points : ndarray, shape (n, d)
+        The points reordered by cell, in the working dtype.
+    order : ndarray of int32 or int64, shape (n,)
+        ``points[r] == X[order[r]]`` (the paper's lookup array A).
+    cell_start : ndarray of int64, shape (n_cells + 1,)
+        Cell c holds reordered points ``cell_start[c]:cell_start[c + 1]``.
+    cell_ids : ndarray of int64, shape (n_cells,)
+        Sorted linear ids (in rank space) of the non-empty cells (array B).
+    coords : ndarray of int64
+        Occupied cell coordinates of every indexed dimension, concatenated:
+        dimension j holds ``coords[coord_off[j]:coord_off[j + 1]]``, sorted
+        (the paper's masks M_j).  The rank of a coordinate is its position.
+    coord_off : ndarray of int64, shape (k + 1,)
+    radix : ndarray of int64, shape (k,)
+        Number of occupied coordinates per indexed dimension.
+    stride : ndarray of int64, shape (k,)
+        Linear id = sum_j rank_j * stride[j] (last dimension fastest).
+    lower_bound : ndarray of int64
+        When the rank space is small (dense), ``lower_bound[v]`` is the index
+        of the first cell whose id is >= v (length volume + 1); else empty,
+        and cells are found by binary search in ``cell_ids``.
+    lo, side : ndarray of float64, shape (k,)
+        Cell coordinate of x in dimension j: ``floor((x_j - lo[j]) / side[j])``.
+    slack : ndarray of float64, shape (k,)
+        Bound, in cells, on the rounding error of that coordinate (used to
+        keep distance-to-cell pruning conservative).
+    eps : float
+    k : int
+        Number of indexed dimensions (may be fewer than asked if the linear
+        id would not fit in 63 bits).
+    """
+
+    points: np.ndarray
+    order: np.ndarray
+    cell_start: np.ndarray
+    cell_ids: np.ndarray
+    coords: np.ndarray
+    coord_off: np.ndarray
+    radix: np.ndarray
+    stride: np.ndarray
+    lower_bound: np.ndarray
+    lo: np.ndarray
+    side: np.ndarray
+    slack: np.ndarray
+    eps: float
+    k: int
+
+    @property
+    def n_points(self) -> int:
+        return self.points.shape[0]
+
+    @property
+    def n_cells(self) -> int:
+        return self.cell_ids.shape[0]
+
+    @property
+    def dense(self) -> bool:
+        return self.lower_bound.shape[0] > 0
+
+    def mask(self, j: int) -> np.ndarray:
+        """Occupied cell coordinates of indexed dimension j (the mask M_j)."""
+        return self.coords[self.coord_off[j]:self.coord_off[j + 1]]
+
+    def cell_sizes(self) -> np.ndarray:
+        """Number of points in each non-empty cell."""
+        return np.diff(self.cell_start)
+
+    def nbytes(self) -> int:
+        """Memory held by the grid's arrays."""
+        return sum(a.nbytes for a in (self.points, self.order, self.cell_start, self.cell_ids,
+                                      self.coords, self.coord_off, self.lower_bound))
+
+
+def default_index_dims(d: int) -> int:
+    """Number of dimensions indexed by default (see the module docstring)."""
+    return min(d, DEFAULT_INDEX_DIMS)
+
+
+def check_index_dims(index_dims, d: int) -> int:
+    """Validate the ``index_dims`` argument against the dimensionality d."""
+    if index_dims is None:
+        return default_index_dims(d)
+    if isinstance(index_dims, bool) or not isinstance(index_dims, (int, np.integer)):
+        raise TypeError(f"index_dims must be an integer, got {type(index_dims).__name__}")
+    if not 1 <= index_dims <= min(d, MAX_INDEX_DIMS):
+        raise ValueError(
+            f"index_dims must be between 1 and min(d, {MAX_INDEX_DIMS}) = "
+            f"{min(d, MAX_INDEX_DIMS)}, got {index_dims}"
+        )
+    return int(index_dims)
+
+
+_I63 = 2**63 - 1
+
+
+def build_grid(X, eps: float, index_dims: int | None = None, precision: str = "float64",
+               bounds: tuple[np.ndarray, np.ndarray] | None = None,
+               like: "Grid | None" = None) -> Grid:
+    """Build the epsilon grid of a point set on the CPU (self-join paper §IV-B, IV-C).
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, d)
+        Validated points in the working dtype (see ``skyjoin._validate``).
+    eps : float
+        The join radius.
+    index_dims : int, optional
+        Number of leading dimensions to index (default ``min(d, 6)``).
+    precision : {"float64", "float32"}
+        Working precision of the distance test (sets the rounding margin).
+    bounds : (lo, hi), optional
+        Bounds of the indexed dimensions over every point that will be
+        compared (for R join S: both sets).  Default: those of X.
+    like : Grid, optional
+        Reuse the cell geometry (``lo``, ``side``, ``k``) of another grid,
+        so that the cells of both line up (R join S).
+
+    Returns
+    -------
+    Grid
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = build_grid(np.array([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0]]), eps=0.5)
+    >>> g.n_cells
+    2
+    """
+    from . import _grid_kernels as gk
+
+    n, d = X.shape
+    if like is not None:
+        k, lo, side, slack = like.k, like.lo, like.side, like.slack
+    else:
+        k = check_index_dims(index_dims, d)
+        if bounds is None:
+            if n:
+                lo, hi = X[:, :k].min(axis=0).astype(np.float64), X[:, :k].max(axis=0).astype(np.float64)
+            else:
+                lo = hi = np.zeros(k)
+        else:
+            lo = np.asarray(bounds[0], dtype=np.float64)[:k]
+            hi = np.asarray(bounds[1], dtype=np.float64)[:k]
+        side = cell_sides(lo, hi, eps, d, precision)
+        # |fl(fl(x - lo) / side) - (x - lo) / side| <= 2.01 u (x - lo) / side:
+        # twice that for two points, plus headroom, in units of cells
+        slack = 4.1 * _U64 * (np.maximum(hi - lo, 0.0) / side + 1.0)
+
+    lid = np.zeros(n, dtype=np.int64)
+    raw = np.empty(n, dtype=np.int64)
+    coords_list, radix = [], []
+    volume = 1
+    for j in range(k):
+        gk.raw_coords(X, j, lo[j], side[j], raw)
+        span = int(raw.max()) + 1 if n else 1
+        if span <= 4 * n + 64 and int(raw.min() if n else 0) >= 0:
+            occ = np.zeros(span, dtype=np.bool_)
+            occ[raw] = True
+            cj = np.flatnonzero(occ).astype(np.int64)
+            rank_of = np.cumsum(occ, dtype=np.int64) - 1
+            rank = rank_of[raw]
+            del occ, rank_of
+        else:
+            cj = np.unique(raw)
+            rank = np.searchsorted(cj, raw).astype(np.int64)
+        r = max(len(cj), 1)
+        if volume * r > _I63:
+            # The linear id of one more dimension would not fit in 63 bits:
+            # index fewer dimensions (the distance test still uses all d).
+            k = j
+            lo, side, slack = lo[:k], side[:k], slack[:k]
+            break
+        volume *= r
+        gk.horner_step(lid, rank, r)
+        coords_list.append(cj)
+        radix.append(r)
+        del rank
+    del raw
+    if k == 0:  # only possible for a pathological first dimension: index it coarsely
+        raise ValueError("cannot index any dimension: the data span is too large for the grid")
+
+    radix = np.asarray(radix, dtype=np.int64)
+    stride = np.ones(k, dtype=np.int64)
+    for j in range(k - 2, -1, -1):
+        stride[j] = stride[j + 1] * radix[j + 1]
+    coord_off = np.zeros(k + 1, dtype=np.int64)
+    coord_off[1:] = np.cumsum([len(c) for c in coords_list])
+    coords = np.concatenate(coords_list) if coords_list else np.zeros(0, np.int64)
+
+    order_dtype = np.int32 if n < 2**31 else np.int64
+    if volume <= 2 * n + 1024:
+        # Dense rank space: a counting sort by linear id, which also yields
+        # the lower-bound table used for O(1) cell lookups.
+        order, lower_bound = gk.counting_sort(lid, volume, order_dtype(0))
+    else:
+        order = np.argsort(lid, kind="stable").astype(order_dtype)
+        lower_bound = np.zeros(0, dtype=np.int64)
+    sorted_lid = lid[order]
+    del lid
+    if n:
+        starts = np.flatnonzero(np.diff(sorted_lid)) + 1
+        cell_start = np.empty(len(starts) + 2, dtype=np.int64)
+        cell_start[0] = 0
+        cell_start[1:-1] = starts
+        cell_start[-1] = n
+        cell_ids = sorted_lid[cell_start[:-1]].copy()
+    else:
+        cell_start = np.zeros(1, dtype=np.int64)
+        cell_ids = np.zeros(0, dtype=np.int64)
+    del sorted_lid
+    points = gk.gather_rows(X, order)
+    return Grid(points=points, order=order, cell_start=cell_start, cell_ids=cell_ids,
+                coords=coords, coord_off=coord_off, radix=radix, stride=stride,
+                lower_bound=lower_bound, lo=np.asarray(lo, np.float64), side=np.asarray(side, np.float64),
+                slack=np.asarray(slack, np.float64), eps=float(eps), k=int(k))

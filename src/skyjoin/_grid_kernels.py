@@ -1,0 +1,60 @@
+"""Numba kernels behind ``skyjoin.grid.build_grid``."""
+
+import numba as nb
+import numpy as np
+
+from ._config import NUMBA_CACHE
+
+
+@nb.njit(parallel=True, cache=NUMBA_CACHE)
+def raw_coords(X, j, lo, side, out):
+    """Cell coordinate floor((x_j - lo) / side) of every point (§IV-B)."""
+    for i in nb.prange(X.shape[0]):
+        out[i] = np.int64(np.floor((np.float64(X[i, j]) - lo) / side))
+
+
+@nb.njit(parallel=True, cache=NUMBA_CACHE)
+def horner_step(lid, rank, radix):
+    """lid = lid * radix + rank: append one dimension to the linear ids."""
+    for i in nb.prange(lid.shape[0]):
+        lid[i] = lid[i] * radix + rank[i]
+
+
+@nb.njit(cache=NUMBA_CACHE)
+def counting_sort(lid, volume, order_zero):
+    """Stable counting sort of points by linear id; also the lower-bound table.
+
+    Returns (order, lower_bound) where lower_bound[v] is the index of the
+    first non-empty cell whose id is >= v, for v in [0, volume].
+    """
+    n = lid.shape[0]
+    hist = np.zeros(volume + 1, dtype=np.int64)
+    for i in range(n):
+        hist[lid[i] + 1] += 1
+    lower_bound = np.empty(volume + 1, dtype=np.int64)
+    cells = 0
+    for v in range(volume):
+        lower_bound[v] = cells
+        if hist[v + 1] > 0:
+            cells += 1
+    lower_bound[volume] = cells
+    for v in range(volume):
+        hist[v + 1] += hist[v]
+    order = np.empty(n, dtype=type(order_zero))
+    for i in range(n):
+        v = lid[i]
+        order[hist[v]] = i
+        hist[v] += 1
+    return order, lower_bound
+
+
+@nb.njit(parallel=True, cache=NUMBA_CACHE)
+def gather_rows(X, order):
+    """X[order] into a new C-contiguous array, in parallel."""
+    n, d = X.shape
+    out = np.empty((n, d), dtype=X.dtype)
+    for r in nb.prange(n):
+        src = order[r]
+        for t in range(d):
+            out[r, t] = X[src, t]
+    return out

@@ -1,0 +1,393 @@
+"""Public API of the epsilon join: ``self_join``, ``join``, ``self_join_chunks``.
+
+The functions check their input once, pick the device, and hand the work to
+an engine: ``skyjoin.join.cpu`` (Numba) or ``skyjoin.join.gpu`` (CuPy and
+CUDA C++).  Both return the same ``NeighborTable``.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+import numpy as np
+
+from .._device import is_device_array, resolve_device
+from .._validate import check_eps, check_points, check_precision, working_dtype
+from .result import NeighborTable, PairChunk, index_dtype
+
+__all__ = ["self_join", "join", "self_join_chunks"]
+
+OUTPUTS = ("table", "counts")
+PATTERNS = ("auto", "full", "unicomp", "lid_unicomp")
+# Options understood by the GPU engine only.
+GPU_OPTIONS = ("kernel", "threads_per_point", "schedule", "batch_pairs",
+               "device_memory_limit", "on_device")
+
+# Measured on the development machine (2 cores; ``skyjoin bench join``): the
+# full pattern has no scatter pass and wins on every case of the CPU suite,
+# so it is the CPU default.  The symmetric patterns halve the distance
+# computations but must mirror half of the pairs sequentially.
+CPU_DEFAULT_PATTERN = "full"
+
+
+@contextmanager
+def _phase(timings, name):
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        if timings is not None:
+            timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+
+
+def _check_choice(value, name, choices):
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def _split_options(device: str, options: dict) -> dict:
+    unknown = [k for k in options if k not in GPU_OPTIONS and k != "progress"]
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    if device == "cpu":
+        gpu_only = [k for k, v in options.items() if k in GPU_OPTIONS and v not in (None, False, "auto")]
+        if gpu_only:
+            raise TypeError(
+                f"option(s) {', '.join(sorted(gpu_only))} apply to device='gpu' only"
+            )
+    return options
+
+
+def _prepare(X, name, precision, device):
+    """Validate points for the chosen device; GPU arrays stay on the GPU."""
+    if device == "gpu" and is_device_array(X):
+        return X  # checked by the GPU engine, on the GPU
+    return check_points(X, name=name, dtype=working_dtype(precision))
+
+
+def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort: bool = True,
+              pattern: str = "auto", device: str | None = None, precision: str = "float64",
+              index_dims: int | None = None, timings: dict | None = None, **options):
+    """All pairs of points of X within distance eps of each other.
+
+    The pair (i, j) is reported iff ``sum_k (X[i, k] - X[j, k])**2 <= eps**2``
+    evaluated in the working precision.  Results are symmetric: (i, j) and
+    (j, i) both appear.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, d)
+        The points; any real dtype.  A CuPy array is accepted on the GPU path.
+    eps : float
+        Radius of the join, finite and > 0.
+    include_self : bool, default False
+        Also report each point as its own neighbour (i, i).
+    output : {"table", "counts"}
+        "table" returns a :class:`NeighborTable`; "counts" returns the int64
+        number of neighbours of each point, without building the table.
+    sort : bool, default True
+        Columns ascending within each row (as scipy users expect, and equal
+        across devices).  ``sort=False`` skips that work.
+    pattern : {"auto", "full", "unicomp", "lid_unicomp"}
+        Cell access pattern: every adjacent cell ("full"), or one of the two
+        patterns in which one distance computation yields both (i, j) and
+        (j, i): UNICOMP (Gowanlock & Karsin 2018, §V-B) and LID-UNICOMP
+        (Gallet & Gowanlock 2019, §III-B).  "auto" picks the fastest measured
+        for the device.  All give identical results.
+    device : {"auto", "cpu", "gpu"}, optional
+        Default: the environment variable ``SKYJOIN_DEVICE``, else "auto"
+        (the GPU when CuPy finds one).  "gpu" without a GPU is an error.
+    precision : {"float64", "float32"}
+        Working precision of the distance test.  float32 is opt-in: it halves
+        memory traffic but pairs within a few float32 ulps of eps may differ
+        from the float64 answer.
+    index_dims : int, optional
+        Number of leading dimensions the grid indexes (default min(d, 6)).
+    timings : dict, optional
+        If given, filled with the seconds spent in each phase.
+    **options
+        GPU engine options (``kernel``, ``threads_per_point``, ``schedule``,
+        ``batch_pairs``, ``device_memory_limit``, ``on_device``); see
+        :mod:`skyjoin.join.gpu`.
+
+    Returns
+    -------
+    NeighborTable or ndarray of int64
+
+    Raises
+    ------
+    ValueError
+        Bad shape, NaN or inf values, eps <= 0 or not finite, unknown option
+        value.
+    TypeError
+        Non-numeric input, or GPU options on the CPU.
+    skyjoin.GPUUnavailableError
+        ``device="gpu"`` without a usable GPU.
+
+    Examples
+    --------
+    >>> import numpy as np, skyjoin as sj
+    >>> X = np.array([[0.0, 0.0], [0.3, 0.4], [2.0, 2.0]])
+    >>> nt = sj.self_join(X, eps=0.5, device="cpu")
+    >>> nt.pairs().tolist()
+    [[0, 1], [1, 0]]
+    >>> sj.self_join(X, eps=0.5, output="counts", include_self=True, device="cpu").tolist()
+    [2, 2, 1]
+    """
+    eps = check_eps(eps)
+    precision = check_precision(precision)
+    _check_choice(output, "output", OUTPUTS)
+    _check_choice(pattern, "pattern", PATTERNS)
+    dev = resolve_device(device)
+    options = _split_options(dev, options)
+    X = _prepare(X, "X", precision, dev)
+    if dev == "gpu":
+        from . import gpu
+
+        return gpu.gpu_self_join(X, eps, include_self=include_self, output=output, sort=sort,
+                                 precision=precision, index_dims=index_dims, pattern=pattern,
+                                 timings=timings, **options)
+    return _cpu_self_join(X, eps, include_self, output, sort, pattern, precision, index_dims,
+                          timings)
+
+
+def _empty_table(n_rows, n_cols):
+    return NeighborTable(np.zeros(n_rows + 1, dtype=np.int64),
+                         np.zeros(0, dtype=index_dtype(n_cols)), (n_rows, n_cols), True)
+
+
+def _cpu_self_join(X, eps, include_self, output, sort, pattern, precision, index_dims, timings):
+    from ..grid import build_grid, check_index_dims
+    from . import cpu
+
+    n, d = X.shape
+    check_index_dims(index_dims, d)
+    if pattern == "auto":
+        pattern = CPU_DEFAULT_PATTERN
+    if n == 0:
+        return np.zeros(0, dtype=np.int64) if output == "counts" else _empty_table(0, 0)
+    dtype = X.dtype
+    eps2 = cpu.eps_squared(eps, dtype)
+    with _phase(timings, "grid"):
+        g = build_grid(X, eps, index_dims=index_dims, precision=precision)
+    code = cpu.PATTERN_CODE[pattern]
+    idx_dtype = index_dtype(n)
+    if output == "counts" or code == 0:
+        # the full pattern counts each row exactly and fills it in place;
+        # counts alone never need the symmetric patterns' mirrored half
+        with _phase(timings, "count"):
+            counts_r = cpu.counts_reordered(g, g, eps2, 0, True, include_self)
+        if output == "counts":
+            out = np.empty(n, dtype=np.int64)
+            cpu.to_caller_order(g.order, counts_r, out)
+            return out
+        with _phase(timings, "fill"):
+            indptr, row_pos, total = cpu.table_from_counts(g, counts_r, n)
+            indices = np.empty(total, dtype=idx_dtype)
+            cpu.fill_full(g, g, eps2, True, include_self, sort, row_pos, counts_r, indices)
+            del row_pos, counts_r
+    else:
+        with _phase(timings, "fill"):
+            indptr, indices, _ = cpu.symmetric_table(g, eps2, code, include_self, idx_dtype)
+        if sort:
+            with _phase(timings, "sort"):
+                cpu.sort_csr_rows(indptr, indices)
+    return NeighborTable(indptr, indices, (n, n), sorted=bool(sort))
+
+
+def join(R, S, eps, *, output: str = "table", sort: bool = True, device: str | None = None,
+         precision: str = "float64", index_dims: int | None = None,
+         timings: dict | None = None, **options):
+    """All pairs (i, j) with R[i] within distance eps of S[j] (R join S).
+
+    Parameters
+    ----------
+    R : array_like, shape (n_r, d)
+        Query points: the rows of the result.
+    S : array_like, shape (n_s, d)
+        Data points: the columns of the result.
+    eps : float
+        Radius, finite and > 0.
+    output : {"table", "counts"}
+        A :class:`NeighborTable` of shape (n_r, n_s), or the int64 number of
+        points of S near each point of R.
+    sort, device, precision, index_dims, timings, **options
+        As for :func:`self_join`.
+
+    Returns
+    -------
+    NeighborTable or ndarray of int64
+
+    Raises
+    ------
+    ValueError
+        As for :func:`self_join`, and if R and S differ in dimensionality.
+
+    Examples
+    --------
+    >>> import numpy as np, skyjoin as sj
+    >>> R = np.array([[0.0], [5.0]]); S = np.array([[0.5], [1.0], [9.0]])
+    >>> sj.join(R, S, eps=1.0, device="cpu").pairs().tolist()
+    [[0, 0], [0, 1]]
+    """
+    eps = check_eps(eps)
+    precision = check_precision(precision)
+    _check_choice(output, "output", OUTPUTS)
+    dev = resolve_device(device)
+    options = _split_options(dev, options)
+    R = _prepare(R, "R", precision, dev)
+    S = _prepare(S, "S", precision, dev)
+    if R.shape[1] != S.shape[1]:
+        raise ValueError(
+            f"R and S must have the same number of dimensions, got {R.shape[1]} and {S.shape[1]}"
+        )
+    if dev == "gpu":
+        from . import gpu
+
+        return gpu.gpu_join(R, S, eps, output=output, sort=sort, precision=precision,
+                            index_dims=index_dims, timings=timings, **options)
+    return _cpu_join(R, S, eps, output, sort, precision, index_dims, timings)
+
+
+def _joint_grids(R, S, eps, index_dims, precision):
+    """Grids of S (data) and R (queries) with the same cell geometry."""
+    from ..grid import build_grid
+
+    k_req = index_dims
+    while True:
+        both_lo = np.minimum(R.min(axis=0), S.min(axis=0)).astype(np.float64)
+        both_hi = np.maximum(R.max(axis=0), S.max(axis=0)).astype(np.float64)
+        gs = build_grid(S, eps, index_dims=k_req, precision=precision, bounds=(both_lo, both_hi))
+        gr = build_grid(R, eps, precision=precision, like=gs)
+        if gr.k == gs.k:
+            return gr, gs
+        k_req = gr.k  # R's ranks needed fewer dimensions: index that many in both
+
+
+def _cpu_join(R, S, eps, output, sort, precision, index_dims, timings):
+    from ..grid import check_index_dims
+    from . import cpu
+
+    nr, d = R.shape
+    ns = S.shape[0]
+    check_index_dims(index_dims, d)
+    if nr == 0 or ns == 0:
+        return np.zeros(nr, dtype=np.int64) if output == "counts" else _empty_table(nr, ns)
+    eps2 = cpu.eps_squared(eps, R.dtype)
+    with _phase(timings, "grid"):
+        gr, gs = _joint_grids(R, S, eps, index_dims, precision)
+    with _phase(timings, "count"):
+        counts_r = cpu.counts_reordered(gr, gs, eps2, 0, False, False)
+    if output == "counts":
+        out = np.empty(nr, dtype=np.int64)
+        cpu.to_caller_order(gr.order, counts_r, out)
+        return out
+    with _phase(timings, "fill"):
+        indptr, row_pos, total = cpu.table_from_counts(gr, counts_r, ns)
+        indices = np.empty(total, dtype=index_dtype(ns))
+        cpu.fill_full(gr, gs, eps2, False, False, sort, row_pos, counts_r, indices)
+    return NeighborTable(indptr, indices, (nr, ns), sorted=bool(sort))
+
+
+DEFAULT_CHUNK_PAIRS = 1 << 24
+
+
+def self_join_chunks(X, eps, *, include_self: bool = False, sort: bool = True,
+                     max_pairs: int = DEFAULT_CHUNK_PAIRS, device: str | None = None,
+                     precision: str = "float64", index_dims: int | None = None,
+                     **options) -> Iterator[PairChunk]:
+    """The self-join result as a stream of bounded chunks, for any result size.
+
+    Rows are taken in order: each chunk holds every pair of the rows
+    ``[chunk.row_start, chunk.row_stop)``, grouped by row (columns ascending
+    within a row when ``sort``).  Chunks hold at most ``max_pairs`` pairs,
+    except that a single row with more neighbours than that forms a chunk of
+    its own (rows are never split).  Memory stays bounded by the chunk size
+    plus O(n), whatever the total number of pairs.
+
+    Parameters
+    ----------
+    X, eps, include_self, sort, device, precision, index_dims, **options
+        As for :func:`self_join`.
+    max_pairs : int
+        Target number of pairs per chunk (default 2**24).
+
+    Yields
+    ------
+    PairChunk
+        With int64 arrays ``i`` (rows) and ``j`` (columns).
+
+    Examples
+    --------
+    >>> import numpy as np, skyjoin as sj
+    >>> X = np.random.default_rng(0).uniform(0, 1, (500, 2))
+    >>> total = sum(len(c) for c in sj.self_join_chunks(X, 0.1, max_pairs=1000, device="cpu"))
+    >>> total == sj.self_join(X, 0.1, device="cpu").n_pairs
+    True
+    """
+    eps = check_eps(eps)
+    precision = check_precision(precision)
+    if isinstance(max_pairs, bool) or not isinstance(max_pairs, (int, np.integer)) or max_pairs < 1:
+        raise ValueError(f"max_pairs must be an integer >= 1, got {max_pairs!r}")
+    dev = resolve_device(device)
+    options = _split_options(dev, options)
+    X = _prepare(X, "X", precision, dev)
+    if dev == "gpu":
+        from . import gpu
+
+        return gpu.gpu_self_join_chunks(X, eps, include_self=include_self, sort=sort,
+                                        max_pairs=int(max_pairs), precision=precision,
+                                        index_dims=index_dims, **options)
+    return _cpu_self_join_chunks(X, eps, include_self, sort, int(max_pairs), precision, index_dims)
+
+
+def chunk_bounds(counts: np.ndarray, max_pairs: int) -> list[tuple[int, int]]:
+    """Split rows into consecutive blocks of at most max_pairs pairs each
+    (a row larger than max_pairs is a block of its own)."""
+    n = len(counts)
+    bounds = []
+    start = 0
+    csum = np.cumsum(counts)
+    while start < n:
+        base = csum[start - 1] if start else 0
+        stop = int(np.searchsorted(csum, base + max_pairs, side="right"))
+        stop = max(stop, start + 1)
+        bounds.append((start, min(stop, n)))
+        start = stop
+    return bounds
+
+
+def _cpu_self_join_chunks(X, eps, include_self, sort, max_pairs, precision, index_dims):
+    from ..grid import build_grid, check_index_dims
+    from . import cpu
+
+    n, d = X.shape
+    check_index_dims(index_dims, d)
+    if n == 0:
+        return
+    eps2 = cpu.eps_squared(eps, X.dtype)
+    g = build_grid(X, eps, index_dims=index_dims, precision=precision)
+    counts_r = cpu.counts_reordered(g, g, eps2, 0, True, include_self)
+    counts = np.empty(n, dtype=np.int64)
+    cpu.to_caller_order(g.order, counts_r, counts)
+    inv = np.empty(n, dtype=np.int64)
+    inv[g.order] = np.arange(n, dtype=np.int64)
+    point_cell = np.repeat(np.arange(g.n_cells, dtype=np.int64), np.diff(g.cell_start))
+    row_pos = np.full(n, -1, dtype=np.int64)
+    idx_dtype = index_dtype(n)
+    for r0, r1 in chunk_bounds(counts, max_pairs):
+        c = counts[r0:r1]
+        indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
+        np.cumsum(c, out=indptr[1:])
+        members = inv[r0:r1]
+        row_pos[members] = indptr[:-1]
+        indices = np.empty(int(indptr[-1]), dtype=idx_dtype)
+        cells = np.unique(point_cell[members])
+        cpu.fill_full(g, g, eps2, True, include_self, sort, row_pos, counts_r, indices,
+                      cell_list=cells)
+        row_pos[members] = -1
+        i = np.repeat(np.arange(r0, r1, dtype=np.int64), c)
+        yield PairChunk(i=i, j=indices.astype(np.int64), row_start=r0, row_stop=r1)

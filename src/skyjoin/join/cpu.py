@@ -1,0 +1,811 @@
+"""The multicore CPU join engine (Numba, parallel over grid cells).
+
+Each query cell looks up its adjacent non-empty cells once (self-join paper
+§IV-D: the per-dimension masks M_j restrict the search to occupied
+coordinates), and all points of the cell scan the resulting candidate
+ranges.  Because the grid stores linear ids in rank space with the last
+dimension fastest, the adjacent cells that differ only in the last indexed
+dimension are consecutive ids, so one lookup yields one contiguous range of
+reordered points ("a row"): 3^(k-1) lookups per cell instead of 3^k.
+
+Outputs follow count -> exclusive scan -> fill, since Numba's CPU target has
+no atomics: a counting pass sizes every row exactly, then a filling pass
+writes each row straight to its final place (rows in the caller's order), so
+nothing is ever over-allocated, truncated or copied twice.
+
+Cell patterns (``pattern=``):
+
+* ``"full"``: every point scans all adjacent cells (GPUCALCGLOBAL's pattern,
+  self-join paper §IV-E).  Rows are independent; no scatter.
+* ``"unicomp"``: the UNICOMP pattern (self-join paper §V-B): a cell
+  compares with an adjacent cell iff its own coordinate is odd in the last
+  dimension in which the two differ, so each pair of distinct adjacent
+  cells is compared exactly once.
+* ``"lid_unicomp"``: LID-UNICOMP (load-imbalance paper §III-B): a cell
+  compares with the adjacent cells of higher linear id.
+
+With the two symmetric patterns one distance computation yields both (i, j)
+and (j, i); the second half of each pair is scattered to its row in a
+sequential pass (no atomics on the CPU).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .._config import NUMBA_CACHE
+
+PATTERNS = ("full", "unicomp", "lid_unicomp")
+PATTERN_CODE = {"full": 0, "unicomp": 1, "lid_unicomp": 2}
+
+_jit = dict(cache=NUMBA_CACHE, nogil=True)
+
+
+# ---------------------------------------------------------------------------
+# Neighbour-cell enumeration
+# ---------------------------------------------------------------------------
+
+@nb.njit(inline="always", **_jit)
+def _find_cell(cell_ids, lower_bound, lid):
+    """Index of the first non-empty cell whose linear id is >= lid."""
+    if lower_bound.shape[0] > 0:
+        if lid >= lower_bound.shape[0]:
+            return cell_ids.shape[0]
+        return lower_bound[lid]
+    return np.searchsorted(cell_ids, lid)
+
+
+@nb.njit(**_jit)
+def _rank_interval(coords, off0, off1, c):
+    """Ranks of the occupied coordinates within [c - 1, c + 1] of one dimension.
+
+    Returns (lo, hi) with lo > hi when none is occupied (the mask test of
+    self-join paper §IV-D: O_j intersected with M_j).
+    """
+    lo = off0 + np.searchsorted(coords[off0:off1], c - 1)
+    hi = lo - 1
+    j = lo
+    while j < off1 and coords[j] <= c + 1:
+        hi = j
+        j += 1
+    return lo - off0, hi - off0
+
+
+@nb.njit(**_jit)
+def cell_rows(qc, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound, s_cell_start,
+              s_coords, s_coord_off, s_stride, k, pattern, own_cell, out):
+    """Point ranges of the adjacent cells that query cell ``qc`` must scan.
+
+    ``qc`` is a cell of the query grid (its linear id is decoded into
+    per-dimension coordinates through the query grid's masks); the adjacent
+    cells are looked up in the data grid ``s_*``.  For a self-join both
+    grids are the same and ``own_cell`` is the index of ``qc`` (else -1).
+    Writes (start, stop) pairs into ``out`` and returns how many.  The own
+    cell is left out for the symmetric patterns (the caller scans it with
+    j > i), and included for ``full``.
+
+    Patterns: 0 full; 1 UNICOMP (self-join paper §V-B, Algorithm 2): the
+    pair of adjacent cells (A, B) is compared by the cell whose coordinate
+    is odd in the last dimension where A and B differ; 2 LID-UNICOMP
+    (load-imbalance paper §III-B, Algorithm 3): by the cell of lower id.
+    """
+    # decode the query cell's coordinates and find the rank interval of each
+    # dimension in the data grid (lo_r[j] .. hi_r[j])
+    lo_r = np.empty(k, dtype=np.int64)
+    hi_r = np.empty(k, dtype=np.int64)
+    own_r = np.empty(k, dtype=np.int64)
+    odd = np.empty(k, dtype=np.bool_)
+    rem = qc
+    for j in range(k - 1, -1, -1):
+        r = rem % q_radix[j]
+        rem //= q_radix[j]
+        c = q_coords[q_coord_off[j] + r]
+        lo, hi = _rank_interval(s_coords, s_coord_off[j], s_coord_off[j + 1], c)
+        if lo > hi:
+            return 0
+        lo_r[j] = lo
+        hi_r[j] = hi
+        # rank of the query's own coordinate in the data grid (self-join: r)
+        own_r[j] = r
+        odd[j] = (c & 1) == 1
+    n_out = 0
+    last = k - 1
+    own_last = own_r[last]
+    # odometer over the first k-1 dimensions; the last one is a lid range
+    cur = lo_r.copy()
+    while True:
+        base = 0
+        for j in range(last):
+            base += cur[j] * s_stride[j]
+        a = _find_cell(s_cell_ids, s_lower_bound, base + lo_r[last])
+        b = _find_cell(s_cell_ids, s_lower_bound, base + hi_r[last] + 1)
+        if pattern == 0:
+            n_out = _emit(out, n_out, s_cell_start, a, b)
+        elif pattern == 2:
+            # LID-UNICOMP: only cells of higher linear id (= higher index)
+            n_out = _emit(out, n_out, s_cell_start, max(a, own_cell + 1), b)
+        else:
+            # UNICOMP: cell B is compared by the own cell A iff A's coordinate
+            # is odd in the last dimension where A and B differ.  In this row
+            # the cells other than the one at the own last coordinate differ
+            # in the last dimension; that one differs last in dimension m.
+            m = -1
+            for j in range(last - 1, -1, -1):
+                if cur[j] != own_r[j]:
+                    m = j
+                    break
+            x = _find_cell(s_cell_ids, s_lower_bound, base + own_last)
+            y = _find_cell(s_cell_ids, s_lower_bound, base + own_last + 1)
+            middle = m >= 0 and odd[m]
+            if odd[last]:
+                if middle:
+                    n_out = _emit(out, n_out, s_cell_start, a, b)
+                else:
+                    n_out = _emit(out, n_out, s_cell_start, a, x)
+                    n_out = _emit(out, n_out, s_cell_start, y, b)
+            elif middle:
+                n_out = _emit(out, n_out, s_cell_start, x, y)
+        # advance the odometer
+        j = last - 1
+        while j >= 0:
+            cur[j] += 1
+            if cur[j] <= hi_r[j]:
+                break
+            cur[j] = lo_r[j]
+            j -= 1
+        if j < 0:
+            break
+    return n_out
+
+
+@nb.njit(inline="always", **_jit)
+def _emit(out, n_out, cell_start, a, b):
+    """Append the points of cells [a, b) as one range, if any."""
+    if a < b:
+        out[n_out, 0] = cell_start[a]
+        out[n_out, 1] = cell_start[b]
+        n_out += 1
+    return n_out
+
+
+def max_row_ranges(k: int) -> int:
+    """Upper bound on the ranges ``cell_rows`` writes for k indexed dims."""
+    return 2 * 3 ** (k - 1) + 1
+
+
+@nb.njit(inline="always", **_jit)
+def _within(qp, sp, i, j, d, eps2):
+    """sum_k (q_ik - s_jk)^2 <= eps2 in the working precision, k in order."""
+    acc = eps2 * 0
+    for t in range(d):
+        diff = qp[i, t] - sp[j, t]
+        acc += diff * diff
+    return acc <= eps2
+
+
+# ---------------------------------------------------------------------------
+# Counting and filling
+# ---------------------------------------------------------------------------
+
+@nb.njit(parallel=True, **_jit)
+def count_pass(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
+               s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
+               k, eps2, pattern, self_join, include_self, counts):
+    """Number of neighbours of every reordered query point (forward half for
+    the symmetric patterns: neighbours in scanned cells and j > i in the own
+    cell).  Query points are processed cell by cell."""
+    n_cells = q_cell_ids.shape[0]
+    d = q_pts.shape[1]
+    max_rows = 2
+    for j in range(k - 1):
+        max_rows *= 3
+    for c in nb.prange(n_cells):
+        rows = np.empty((max_rows + 1, 2), dtype=np.int64)
+        own = np.int64(c) if self_join else np.int64(-1)
+        n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
+                           s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
+                           k, pattern, own, rows)
+        c0 = q_cell_start[c]
+        c1 = q_cell_start[c + 1]
+        for i in range(c0, c1):
+            cnt = 0
+            for r in range(n_rows):
+                for j in range(rows[r, 0], rows[r, 1]):
+                    if _within(q_pts, s_pts, i, j, d, eps2):
+                        cnt += 1
+            if pattern != 0:
+                for j in range(i + 1, c1):
+                    if _within(q_pts, s_pts, i, j, d, eps2):
+                        cnt += 1
+            elif self_join and not include_self:
+                cnt -= 1  # the point itself was counted in its own cell
+            counts[i] = cnt
+    return counts
+
+
+@nb.njit(parallel=True, **_jit)
+def fill_pass(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
+              s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
+              k, eps2, pattern, self_join, include_self, cell_list, row_pos, s_order, indices):
+    """Write the neighbours found by ``count_pass`` (as original ids of the
+    data set) starting at ``row_pos[i]`` for reordered query point i.
+
+    Only the query cells in ``cell_list`` are visited, and points with
+    ``row_pos[i] < 0`` are skipped (used to fill one chunk of rows)."""
+    d = q_pts.shape[1]
+    max_rows = 2
+    for j in range(k - 1):
+        max_rows *= 3
+    for ci in nb.prange(cell_list.shape[0]):
+        c = cell_list[ci]
+        rows = np.empty((max_rows + 1, 2), dtype=np.int64)
+        own = np.int64(c) if self_join else np.int64(-1)
+        n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
+                           s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
+                           k, pattern, own, rows)
+        c0 = q_cell_start[c]
+        c1 = q_cell_start[c + 1]
+        for i in range(c0, c1):
+            pos = row_pos[i]
+            if pos < 0:
+                continue
+            skip = i if (self_join and pattern == 0 and not include_self) else -1
+            for r in range(n_rows):
+                for j in range(rows[r, 0], rows[r, 1]):
+                    if j != skip and _within(q_pts, s_pts, i, j, d, eps2):
+                        indices[pos] = s_order[j]
+                        pos += 1
+            if pattern != 0:
+                for j in range(i + 1, c1):
+                    if _within(q_pts, s_pts, i, j, d, eps2):
+                        indices[pos] = s_order[j]
+                        pos += 1
+
+
+# ---------------------------------------------------------------------------
+# The full pattern, tiled: per cell, the candidates are gathered once into a
+# local structure-of-arrays buffer; every point of the cell then runs a
+# branch-free, vectorisable distance loop over it.
+# ---------------------------------------------------------------------------
+
+@nb.njit(**_jit)
+def _gather(rows, n_rows, s_pts, s_order, by_id):
+    """Candidates of a cell: coordinates (d, m), caller ids and reordered
+    ids; sorted by caller id when ``by_id`` (so that rows come out sorted)."""
+    m = 0
+    for r in range(n_rows):
+        m += rows[r, 1] - rows[r, 0]
+    d = s_pts.shape[1]
+    cj = np.empty(m, dtype=np.int64)
+    p = 0
+    for r in range(n_rows):
+        for j in range(rows[r, 0], rows[r, 1]):
+            cj[p] = j
+            p += 1
+    cid = np.empty(m, dtype=np.int64)
+    for p in range(m):
+        cid[p] = s_order[cj[p]]
+    if by_id:
+        perm = np.argsort(cid, kind="mergesort")
+        cj = cj[perm]
+        cid = cid[perm]
+    cp = np.empty((d, m), dtype=s_pts.dtype)
+    for p in range(m):
+        j = cj[p]
+        for t in range(d):
+            cp[t, p] = s_pts[j, t]
+    return cp, cid, cj, m
+
+
+@nb.njit(inline="always", **_jit)
+def _distances(q_pts, i, cp, m, db):
+    """db[p] = sum_t (q_it - cp[t, p])^2, summed in dimension order."""
+    d = cp.shape[0]
+    for p in range(m):
+        db[p] = 0
+    for t in range(d):
+        q = q_pts[i, t]
+        row = cp[t]
+        for p in range(m):
+            diff = q - row[p]
+            db[p] += diff * diff
+
+
+@nb.njit(parallel=True, **_jit)
+def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
+               s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
+               k, eps2, self_join, include_self, s_order, lo, side, slack, lim, tile_min,
+               counts):
+    """Full-pattern neighbour count of every reordered query point: cells
+    of at least ``tile_min`` points take the tiled path, others the pruned
+    point-by-point path."""
+    n_cells = q_cell_ids.shape[0]
+    d = q_pts.shape[1]
+    early = d > 3
+    max_rows = 2
+    for j in range(k - 1):
+        max_rows *= 3
+    dummy = np.empty(0, dtype=np.int32)
+    for c in nb.prange(n_cells):
+        c0 = q_cell_start[c]
+        c1 = q_cell_start[c + 1]
+        if c1 - c0 < tile_min:
+            craw = np.empty(k, dtype=np.int64)
+            lo_r = np.empty(k, dtype=np.int64)
+            hi_r = np.empty(k, dtype=np.int64)
+            if not _decode_cell(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_coords,
+                                s_coord_off, k, craw, lo_r, hi_r):
+                for i in range(c0, c1):
+                    counts[i] = 0
+                continue
+            gl2 = np.empty(k)
+            gh2 = np.empty(k)
+            cur = np.empty(k, dtype=np.int64)
+            partial = np.empty(k)
+            for i in range(c0, c1):
+                _cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2)
+                excl = i if (self_join and not include_self) else -1
+                counts[i] = _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r,
+                                        hi_r, s_coords, s_coord_off, s_stride, s_cell_ids,
+                                        s_lower_bound, s_cell_start, gl2, gh2, cur, partial,
+                                        s_order, dummy, 0, -1)
+            continue
+        rows = np.empty((max_rows + 1, 2), dtype=np.int64)
+        n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
+                           s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
+                           k, 0, np.int64(-1), rows)
+        cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, False)
+        db = np.empty(m, dtype=cp.dtype)
+        for i in range(c0, c1):
+            _distances(q_pts, i, cp, m, db)
+            cnt = 0
+            for p in range(m):
+                cnt += db[p] <= eps2
+            if self_join and not include_self:
+                cnt -= 1  # the point itself, at distance 0
+            counts[i] = cnt
+
+
+@nb.njit(parallel=True, **_jit)
+def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
+                     s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off,
+                     s_stride, k, eps2, self_join, include_self, sort, cell_list, row_pos,
+                     row_len, s_order, lo, side, slack, lim, tile_min, indices, bad):
+    """Full-pattern fill: write the caller ids of the neighbours of reordered
+    query point i at ``row_pos[i]`` (skipped if < 0), ``row_len[i]`` of them.
+
+    With ``sort``, a cell whose candidate set is cheaper to sort once than
+    its rows one by one gathers the candidates in caller-id order, so its
+    rows come out sorted; other rows are sorted in place.  A row whose
+    length differs from the count (which cannot happen with deterministic
+    arithmetic) is not written past its end: ``bad[0]`` is set instead.
+    Cells of fewer than ``tile_min`` points take the pruned point-by-point
+    path, whose rows are sorted in place."""
+    d = q_pts.shape[1]
+    early = d > 3
+    max_rows = 2
+    for j in range(k - 1):
+        max_rows *= 3
+    for ci in nb.prange(cell_list.shape[0]):
+        c = cell_list[ci]
+        c0 = q_cell_start[c]
+        c1 = q_cell_start[c + 1]
+        if c1 - c0 < tile_min:
+            craw = np.empty(k, dtype=np.int64)
+            lo_r = np.empty(k, dtype=np.int64)
+            hi_r = np.empty(k, dtype=np.int64)
+            if not _decode_cell(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_coords,
+                                s_coord_off, k, craw, lo_r, hi_r):
+                continue
+            gl2 = np.empty(k)
+            gh2 = np.empty(k)
+            cur = np.empty(k, dtype=np.int64)
+            partial = np.empty(k)
+            for i in range(c0, c1):
+                start = row_pos[i]
+                if start < 0:
+                    continue
+                _cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2)
+                excl = i if (self_join and not include_self) else -1
+                n_found = _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r,
+                                      hi_r, s_coords, s_coord_off, s_stride, s_cell_ids,
+                                      s_lower_bound, s_cell_start, gl2, gh2, cur, partial,
+                                      s_order, indices, start, row_len[i])
+                if n_found != row_len[i]:
+                    bad[0] = 1
+                    continue
+                if sort:
+                    if n_found <= 24:
+                        _insertion_sort(indices, start, start + n_found)
+                    else:
+                        indices[start:start + n_found].sort()
+            continue
+        rows = np.empty((max_rows + 1, 2), dtype=np.int64)
+        n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
+                           s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
+                           k, 0, np.int64(-1), rows)
+        m = 0
+        for r in range(n_rows):
+            m += rows[r, 1] - rows[r, 0]
+        by_id = False
+        if sort:
+            # cost of sorting the candidates once vs. every row separately
+            rows_cost = 0.0
+            for i in range(c0, c1):
+                if row_pos[i] >= 0 and row_len[i] > 16:
+                    rows_cost += row_len[i] * np.log2(row_len[i])
+            by_id = m * np.log2(m + 1) < rows_cost
+        cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, by_id)
+        db = np.empty(m, dtype=cp.dtype)
+        buf = np.empty(m + 1, dtype=indices.dtype)
+        for i in range(c0, c1):
+            start = row_pos[i]
+            if start < 0:
+                continue
+            excl = i if (self_join and not include_self) else -1
+            _distances(q_pts, i, cp, m, db)
+            n_found = 0
+            for p in range(m):
+                buf[n_found] = cid[p]
+                n_found += (db[p] <= eps2) & (cj[p] != excl)
+            if n_found != row_len[i]:
+                bad[0] = 1
+                continue
+            if sort and not by_id:
+                if n_found <= 24:
+                    _insertion_sort(buf, 0, n_found)
+                else:
+                    buf[:n_found].sort()
+            for p in range(n_found):
+                indices[start + p] = buf[p]
+
+
+# ---------------------------------------------------------------------------
+# The full pattern, point by point with distance-to-cell pruning.  For
+# sparse cells (a few points each, typical from 4 dimensions up) gathering a
+# cell's 3^k neighbours is wasted work: instead each point walks the
+# neighbour odometer with a running lower bound on its squared distance to
+# the cells, skips every cell (and whole sub-trees) out of reach, and tests
+# candidates with an early exit.  Exactness: the bound is rigorous, see
+# ``_cell_gaps``; a skipped cell holds no point that could pass the test.
+# ---------------------------------------------------------------------------
+
+_U64 = 2.0 ** -53
+
+
+@nb.njit(**_jit)
+def _cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2):
+    """Squared lower bounds on |q_ij - y_j| for y in the cell below
+    (``gl2[j]``) and above (``gh2[j]``) the query's cell in dimension j.
+
+    With v = fl(fl(q - lo) / side) (the value whose floor is the cell
+    coordinate c) and f = v - c, every point y of the cell below satisfies
+    q - y > side (f - slack), since both coordinates carry at most
+    ``slack / 2`` cells of rounding; likewise y - q > side (1 - f - slack)
+    above.  The bounds are shrunk by a few ulps more for their own rounding.
+    """
+    for j in range(k):
+        v = (np.float64(q_pts[i, j]) - lo[j]) / side[j]
+        f = v - np.floor(v)
+        a = f - slack[j]
+        b = 1.0 - f - slack[j]
+        a = side[j] * a * (1.0 - 8.0 * _U64) if a > 0.0 else 0.0
+        b = side[j] * b * (1.0 - 8.0 * _U64) if b > 0.0 else 0.0
+        gl2[j] = a * a
+        gh2[j] = b * b
+
+
+@nb.njit(inline="always", **_jit)
+def _gap2(s_coords, off, r, c, gl2j, gh2j):
+    e = s_coords[off + r]
+    if e < c:
+        return gl2j
+    if e > c:
+        return gh2j
+    return 0.0
+
+
+@nb.njit(inline="always", **_jit)
+def _test(q_pts, i, s_pts, j, d, eps2, early):
+    """The distance test; with ``early`` it stops once the partial sum
+    exceeds eps2 (partial sums of squares only grow, so the answer is the
+    same)."""
+    acc = eps2 * 0
+    for t in range(d):
+        diff = q_pts[i, t] - s_pts[j, t]
+        acc += diff * diff
+        if early and acc > eps2:
+            return False
+    return acc <= eps2
+
+
+@nb.njit(**_jit)
+def _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r, hi_r,
+                s_coords, s_coord_off, s_stride, s_cell_ids, s_lower_bound, s_cell_start,
+                gl2, gh2, cur, partial, s_order, out, out_start, cap):
+    """Count the neighbours of query point i, walking only the adjacent
+    cells within reach (``lim`` bounds the squared distance of any pair that
+    can pass the test); with ``cap >= 0`` also write the first ``cap`` of
+    them from ``out[out_start]`` (never more: the caller checks the count)."""
+    last = k - 1
+    n_found = 0
+    j = 0
+    if last > 0:
+        cur[0] = lo_r[0]
+    while True:
+        if last > 0:
+            if cur[j] > hi_r[j]:
+                j -= 1
+                if j < 0:
+                    break
+                cur[j] += 1
+                continue
+            ps = partial[j - 1] if j > 0 else 0.0
+            ps += _gap2(s_coords, s_coord_off[j], cur[j], craw[j], gl2[j], gh2[j])
+            if ps > lim:
+                cur[j] += 1
+                continue
+            partial[j] = ps
+            if j < last - 1:
+                j += 1
+                cur[j] = lo_r[j]
+                continue
+        else:
+            ps = 0.0
+        # a row: the last dimension's reachable ranks form one interval
+        off = s_coord_off[last]
+        r0 = lo_r[last]
+        r1 = hi_r[last]
+        while r0 <= r1 and ps + _gap2(s_coords, off, r0, craw[last], gl2[last], gh2[last]) > lim:
+            r0 += 1
+        while r1 >= r0 and ps + _gap2(s_coords, off, r1, craw[last], gl2[last], gh2[last]) > lim:
+            r1 -= 1
+        if r0 <= r1:
+            base = 0
+            for t in range(last):
+                base += cur[t] * s_stride[t]
+            a = _find_cell(s_cell_ids, s_lower_bound, base + r0)
+            b = _find_cell(s_cell_ids, s_lower_bound, base + r1 + 1)
+            for jj in range(s_cell_start[a], s_cell_start[b]):
+                if jj != excl and _test(q_pts, i, s_pts, jj, q_pts.shape[1], eps2, early):
+                    if n_found < cap:
+                        out[out_start + n_found] = s_order[jj]
+                    n_found += 1
+        if last == 0:
+            break
+        cur[j] += 1
+    return n_found
+
+
+@nb.njit(**_jit)
+def _decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw, lo_r, hi_r):
+    """Per-dimension coordinate of query cell qc and the interval of data
+    ranks within one cell of it; False if some dimension has none."""
+    rem = qc
+    for j in range(k - 1, -1, -1):
+        r = rem % q_radix[j]
+        rem //= q_radix[j]
+        c = q_coords[q_coord_off[j] + r]
+        lo, hi = _rank_interval(s_coords, s_coord_off[j], s_coord_off[j + 1], c)
+        if lo > hi:
+            return False
+        craw[j] = c
+        lo_r[j] = lo
+        hi_r[j] = hi
+    return True
+
+
+def pruning_limit(eps: float, d: int, k: int, precision: str) -> float:
+    """Squared distance beyond which no pair can pass the test.
+
+    A pair that passes ``fl(sum_k fl(fl(x_k - y_k)^2)) <= fl(eps^2)`` in a
+    precision of unit roundoff u has exact squared distance at most
+    (eps (1 + (d + 5) u))^2 (same argument as ``skyjoin.grid.cell_sides``),
+    so the exact sum of its per-dimension gaps to a cell is no larger; the
+    float64 sum of k lower bounds errs by at most a factor 1 + k u64.
+    """
+    u_w = float(np.finfo(np.float32 if precision == "float32" else np.float64).eps) / 2
+    e = eps * (1.0 + 4.0 * (d + 5) * u_w)
+    return e * e * (1.0 + 16.0 * (k + 2) * _U64)
+
+
+@nb.njit(**_jit)
+def mirror_counts(half_indices, total):
+    """Every forward pair (i, j) of a symmetric pattern also belongs to row j:
+    add those to the row counts (sequential: the CPU target has no atomics)."""
+    for p in range(half_indices.shape[0]):
+        total[half_indices[p]] += 1
+
+
+@nb.njit(parallel=True, **_jit)
+def place_forward(order, half_indptr, half_indices, include_self, fill_pos, indices):
+    """Copy the forward half of reordered row r to the start of row order[r]
+    (plus the self pair if asked); advance ``fill_pos`` past them."""
+    for r in nb.prange(order.shape[0]):
+        o = order[r]
+        pos = fill_pos[o]
+        for p in range(half_indptr[r], half_indptr[r + 1]):
+            indices[pos] = half_indices[p]
+            pos += 1
+        if include_self:
+            indices[pos] = o
+            pos += 1
+        fill_pos[o] = pos
+
+
+@nb.njit(**_jit)
+def mirror_fill(order, half_indptr, half_indices, fill_pos, indices):
+    """Scatter the mirrored half: for each forward pair (i, j), write i into
+    row j at its next free slot (sequential)."""
+    for r in range(order.shape[0]):
+        o = order[r]
+        for p in range(half_indptr[r], half_indptr[r + 1]):
+            j = half_indices[p]
+            indices[fill_pos[j]] = o
+            fill_pos[j] += 1
+
+
+@nb.njit(parallel=True, **_jit)
+def to_caller_order(order, values_reordered, out):
+    """out[order[r]] = values_reordered[r] (reordered rows back to caller order)."""
+    for r in nb.prange(order.shape[0]):
+        out[order[r]] = values_reordered[r]
+
+
+@nb.njit(parallel=True, **_jit)
+def from_caller_order(order, values, out):
+    """out[r] = values[order[r]] (caller-order values to reordered rows)."""
+    for r in nb.prange(order.shape[0]):
+        out[r] = values[order[r]]
+
+
+@nb.njit(**_jit)
+def _insertion_sort(a, lo, hi):
+    for i in range(lo + 1, hi):
+        v = a[i]
+        j = i - 1
+        while j >= lo and a[j] > v:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = v
+
+
+@nb.njit(parallel=True, **_jit)
+def sort_csr_rows(indptr, indices):
+    """Sort the columns of every CSR row in place, in parallel."""
+    n = indptr.shape[0] - 1
+    for i in nb.prange(n):
+        lo = indptr[i]
+        hi = indptr[i + 1]
+        if hi - lo <= 24:
+            _insertion_sort(indices, lo, hi)
+        else:
+            indices[lo:hi].sort()
+
+
+@nb.njit(**_jit)
+def exclusive_scan_into(counts, indptr):
+    """indptr[0] = 0, indptr[i + 1] = sum(counts[:i + 1]) (sequential scan,
+    parallel conversion)."""
+    total = 0
+    indptr[0] = 0
+    for i in range(counts.shape[0]):
+        total += counts[i]
+        indptr[i + 1] = total
+    return total
+
+
+# ---------------------------------------------------------------------------
+# Host-side orchestration
+# ---------------------------------------------------------------------------
+
+def _query_args(g):
+    return (g.points, g.cell_start, g.cell_ids, g.coords, g.coord_off, g.radix)
+
+
+def _data_args(g):
+    return (g.points, g.cell_ids, g.lower_bound, g.cell_start, g.coords, g.coord_off, g.stride)
+
+
+# Cells with at least this many points are processed by the tiled path (the
+# gather of the candidates is shared by enough points to pay off); smaller
+# cells point by point with pruning.  From 4 dimensions up the pruning saves
+# more than the tiling, so every cell goes point by point.
+TILE_MIN_POINTS = 8
+
+
+def _pruning_args(g):
+    d = g.points.shape[1]
+    precision = "float32" if g.points.dtype == np.float32 else "float64"
+    tile_min = TILE_MIN_POINTS if g.k <= 3 else np.iinfo(np.int64).max
+    return (g.lo, g.side, g.slack, pruning_limit(g.eps, d, g.k, precision), tile_min)
+
+
+def eps_squared(eps: float, dtype) -> float:
+    """eps^2 evaluated in the working precision (the threshold of the test)."""
+    e = dtype.type(eps)
+    return e * e
+
+
+def counts_reordered(gq, gs, eps2, pattern: int, self_join: bool, include_self: bool) -> np.ndarray:
+    """Neighbour counts of the query grid's reordered points (forward half
+    for the symmetric patterns)."""
+    counts = np.empty(gq.n_points, dtype=np.int64)
+    if gq.n_points == 0:
+        return counts
+    if pattern == 0:
+        count_full(*_query_args(gq), *_data_args(gs), gs.k, eps2, self_join, include_self,
+                   gs.order, *_pruning_args(gs), counts)
+    else:
+        count_pass(*_query_args(gq), *_data_args(gs), gs.k, eps2, pattern, self_join,
+                   include_self, counts)
+    return counts
+
+
+def fill_full(gq, gs, eps2, self_join, include_self, sort, row_pos, row_len, indices,
+              cell_list=None):
+    """Full-pattern filling pass (rows sorted when ``sort``)."""
+    if cell_list is None:
+        cell_list = np.arange(gq.n_cells, dtype=np.int64)
+    if gq.n_points == 0:
+        return
+    bad = np.zeros(1, dtype=np.int8)
+    fill_full_kernel(*_query_args(gq), *_data_args(gs), gs.k, eps2, self_join, include_self,
+                     sort, cell_list, row_pos, row_len, gs.order, *_pruning_args(gs), indices,
+                     bad)
+    if bad[0]:
+        raise RuntimeError("internal error: a row's neighbour count changed between the "
+                           "counting and filling passes; no result was produced")
+
+
+def fill_rows(gq, gs, eps2, pattern, self_join, include_self, row_pos, indices, cell_list=None):
+    """Run the filling pass over all query cells (or ``cell_list``)."""
+    if cell_list is None:
+        cell_list = np.arange(gq.n_cells, dtype=np.int64)
+    if gq.n_points:
+        fill_pass(*_query_args(gq), *_data_args(gs), gs.k, eps2, pattern, self_join,
+                  include_self, cell_list, row_pos, gs.order, indices)
+
+
+def table_from_counts(g_rows, counts_r, n_cols):
+    """Caller-order indptr from reordered counts, and each reordered row's
+    start position.  Returns (indptr, row_pos, total)."""
+    from .result import index_dtype  # noqa: F401  (kept for symmetry of imports)
+
+    n = g_rows.n_points
+    counts_o = np.empty(n, dtype=np.int64)
+    to_caller_order(g_rows.order, counts_r, counts_o)
+    indptr = np.empty(n + 1, dtype=np.int64)
+    total = exclusive_scan_into(counts_o, indptr)
+    del counts_o
+    row_pos = np.empty(n, dtype=np.int64)
+    from_caller_order(g_rows.order, indptr[:-1], row_pos)
+    return indptr, row_pos, int(total)
+
+
+def symmetric_table(g, eps2, pattern, include_self, idx_dtype):
+    """Self-join CSR with a symmetric pattern: the forward half is computed
+    once, then mirrored (every distance computation yields both pairs)."""
+    n = g.n_points
+    half_counts = counts_reordered(g, g, eps2, pattern, True, False)
+    half_indptr = np.empty(n + 1, dtype=np.int64)
+    half_total = exclusive_scan_into(half_counts, half_indptr)
+    half_indices = np.empty(half_total, dtype=idx_dtype)
+    fill_rows(g, g, eps2, pattern, True, False, half_indptr[:-1].copy(), half_indices)
+    total = np.zeros(n, dtype=np.int64)
+    mirror_counts(half_indices, total)
+    # rows in caller order: forward + mirrored (+ self)
+    fwd = np.empty(n, dtype=np.int64)
+    to_caller_order(g.order, half_counts, fwd)
+    total += fwd
+    if include_self:
+        total += 1
+    del fwd, half_counts
+    indptr = np.empty(n + 1, dtype=np.int64)
+    grand = exclusive_scan_into(total, indptr)
+    indices = np.empty(grand, dtype=idx_dtype)
+    fill_pos = indptr[:-1].copy()
+    place_forward(g.order, half_indptr, half_indices, include_self, fill_pos, indices)
+    mirror_fill(g.order, half_indptr, half_indices, fill_pos, indices)
+    return indptr, indices, total

@@ -1,0 +1,19 @@
+import numpy as np
+import pytest
+
+import skyjoin
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip GPU tests cleanly where no GPU can be used."""
+    if skyjoin.gpu_available():
+        return
+    skip = pytest.mark.skip(reason="no usable GPU (CuPy missing or no CUDA device)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)

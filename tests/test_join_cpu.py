@@ -1,0 +1,216 @@
+"""The CPU epsilon join against float64 brute force and scipy's cKDTree."""
+
+import os
+
+import numpy as np
+import pytest
+from scipy.spatial import cKDTree
+
+import skyjoin as sj
+from skyjoin.grid import build_grid
+
+from oracles import brute_pairs, table_matrix
+
+PATTERNS = ["full", "unicomp", "lid_unicomp"]
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+
+
+def random_case(rng, kind, n, d):
+    if kind == "uniform":
+        return rng.uniform(-5, 5, (n, d)), float(rng.choice([0.3, 0.5, 1.0, 2.0]))
+    if kind == "grid":  # exactly representable coordinates: many ties at exactly eps
+        return rng.integers(-3, 4, (n, d)).astype(float) * 0.5, float(rng.choice([0.5, 1.0]))
+    if kind == "scaled":  # very small and very large scales
+        s = 10.0 ** rng.uniform(-8, 8)
+        return rng.normal(0, 1, (n, d)) * s, float(s * rng.uniform(0.2, 1.5))
+    if kind == "clustered":
+        X = rng.normal(0, 0.2, (n, d)) + rng.integers(0, 3, (n, 1)) - 10.0
+        return X, 0.25
+    if kind == "duplicates":
+        base = rng.uniform(0, 2, (max(1, n // 5), d))
+        return base[rng.integers(0, len(base), n)], 0.4
+    if kind == "outlier":  # a far outlier: the grid must not wrap its linear ids
+        X = rng.uniform(0, 3, (n, d))
+        X[0] = 1e14
+        X[-1, 0] = -3e15
+        return X, 0.5
+    raise ValueError(kind)
+
+
+KINDS = ["uniform", "grid", "scaled", "clustered", "duplicates", "outlier"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_self_join_matches_brute_force(rng, kind, pattern):
+    for trial in range(12):
+        n = int(rng.integers(2, 250))
+        d = int(rng.integers(1, 11))
+        X, eps = random_case(rng, kind, n, d)
+        k = int(rng.integers(1, min(d, 8) + 1))
+        for include_self in (False, True):
+            nt = sj.self_join(X, eps, device="cpu", pattern=pattern, index_dims=k,
+                              include_self=include_self)
+            want = brute_pairs(X, X, eps, self_join=True, include_self=include_self)
+            assert np.array_equal(table_matrix(nt), want), (kind, pattern, n, d, k, include_self)
+            # columns ascending within each row
+            assert all(np.all(np.diff(nt.row(i)) > 0) for i in range(n))
+            assert nt.sorted
+
+
+def test_patterns_identical_on_larger_data(rng):
+    X = np.concatenate([rng.uniform(0, 20, (6000, 3)), rng.normal(5, 0.3, (4000, 3))])
+    tables = [sj.self_join(X, 0.35, device="cpu", pattern=p) for p in PATTERNS]
+    for t in tables[1:]:
+        assert t == tables[0]
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5, 10])
+def test_matches_ckdtree(rng, d):
+    n = 20000 if d <= 3 else 8000
+    X = rng.uniform(0, 10, (n, d))
+    eps = {1: 0.002, 2: 0.06, 3: 0.25, 5: 1.2, 10: 4.0}[d]
+    nt = sj.self_join(X, eps, device="cpu")
+    pairs = cKDTree(X).query_pairs(eps, output_type="ndarray")
+    assert nt.n_pairs == 2 * len(pairs)
+    got = nt.pairs()
+    got = got[got[:, 0] < got[:, 1]]
+    want = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    assert np.array_equal(got, want)
+
+
+def test_unsorted_rows_hold_the_same_sets(rng):
+    X = rng.uniform(0, 5, (3000, 2))
+    a = sj.self_join(X, 0.2, device="cpu", sort=False)
+    b = sj.self_join(X, 0.2, device="cpu")
+    assert not a.sorted and b.sorted
+    assert np.array_equal(a.indptr, b.indptr)
+    assert a.sort_rows() == b
+
+
+def test_counts_equal_row_lengths(rng):
+    X = rng.uniform(0, 4, (5000, 3))
+    for include_self in (False, True):
+        nt = sj.self_join(X, 0.3, device="cpu", include_self=include_self)
+        c = sj.self_join(X, 0.3, device="cpu", output="counts", include_self=include_self)
+        assert c.dtype == np.int64
+        assert np.array_equal(c, nt.counts())
+
+
+@pytest.mark.parametrize("kind", ["uniform", "grid", "clustered", "outlier"])
+def test_join_r_s_matches_brute_force(rng, kind):
+    for trial in range(10):
+        d = int(rng.integers(1, 9))
+        S, eps = random_case(rng, kind, int(rng.integers(1, 200)), d)
+        R, _ = random_case(rng, kind, int(rng.integers(1, 150)), d)
+        R = R + rng.normal(0, eps, R.shape) * (trial % 2)
+        nt = sj.join(R, S, eps, device="cpu")
+        assert nt.shape == (len(R), len(S))
+        assert np.array_equal(table_matrix(nt), brute_pairs(R, S, eps))
+        c = sj.join(R, S, eps, device="cpu", output="counts")
+        assert np.array_equal(c, nt.counts())
+
+
+@pytest.mark.parametrize("max_pairs", [1, 50, 1000, 10**9])
+def test_chunks_reassemble(rng, max_pairs):
+    X = np.concatenate([rng.uniform(0, 3, (1500, 2)), rng.uniform(0, 3, (10, 2))])
+    nt = sj.self_join(X, 0.15, device="cpu")
+    chunks = list(sj.self_join_chunks(X, 0.15, device="cpu", max_pairs=max_pairs))
+    assert chunks[0].row_start == 0 and chunks[-1].row_stop == len(X)
+    for a, b in zip(chunks, chunks[1:]):
+        assert a.row_stop == b.row_start
+    for c in chunks:
+        assert len(c) <= max_pairs or c.row_stop - c.row_start == 1
+    i = np.concatenate([c.i for c in chunks])
+    j = np.concatenate([c.j for c in chunks])
+    assert np.array_equal(np.column_stack([i, j]), nt.pairs())
+
+
+def test_float32_precision(rng):
+    X = rng.uniform(0, 3, (2000, 3))
+    nt = sj.self_join(X, 0.2, device="cpu", precision="float32")
+    want = brute_pairs(X, X, 0.2, self_join=True, dtype=np.float32)
+    assert np.array_equal(table_matrix(nt), want)
+
+
+def test_ties_at_exactly_eps():
+    X = np.array([[0.0, 0.0], [0.5, 0.0], [0.0, 0.5], [0.5, 0.5], [1.5, 0.0]])
+    nt = sj.self_join(X, 0.5, device="cpu")
+    assert nt.pairs().tolist() == [[0, 1], [0, 2], [1, 0], [1, 3], [2, 0], [2, 3], [3, 1], [3, 2]]
+    X = np.array([[3.0, 4.0], [0.0, 0.0]])  # distance exactly 5
+    assert sj.self_join(X, 5.0, device="cpu").n_pairs == 2
+    assert sj.self_join(X, np.nextafter(5.0, 0), device="cpu").n_pairs == 0
+
+
+def test_empty_and_single_point():
+    nt = sj.self_join(np.zeros((0, 3)), 1.0, device="cpu")
+    assert nt.shape == (0, 0) and nt.n_pairs == 0
+    assert sj.self_join(np.zeros((0, 3)), 1.0, device="cpu", output="counts").shape == (0,)
+    nt = sj.self_join(np.ones((1, 3)), 1.0, device="cpu")
+    assert nt.shape == (1, 1) and nt.n_pairs == 0
+    assert sj.self_join(np.ones((1, 3)), 1.0, device="cpu", include_self=True).pairs().tolist() == [[0, 0]]
+    assert list(sj.self_join_chunks(np.zeros((0, 2)), 1.0, device="cpu")) == []
+    assert sj.join(np.zeros((0, 2)), np.ones((3, 2)), 1.0, device="cpu").shape == (0, 3)
+
+
+def test_integer_and_float32_input_dtypes(rng):
+    Xi = rng.integers(0, 20, (500, 2))
+    assert sj.self_join(Xi, 1.0, device="cpu") == sj.self_join(Xi.astype(float), 1.0, device="cpu")
+    Xf = rng.uniform(0, 1, (500, 2)).astype(np.float32)
+    assert sj.self_join(Xf, 0.1, device="cpu") == sj.self_join(Xf.astype(np.float64), 0.1, device="cpu")
+
+
+def test_results_deterministic(rng):
+    X = rng.uniform(0, 2, (4000, 2))
+    a = sj.self_join(X, 0.1, device="cpu", sort=False)
+    b = sj.self_join(X, 0.1, device="cpu", sort=False)
+    assert np.array_equal(a.indices, b.indices)
+
+
+def test_neighbor_table_conversions(rng):
+    X = rng.uniform(0, 1, (300, 2))
+    nt = sj.self_join(X, 0.1, device="cpu")
+    m = nt.to_scipy()
+    assert m.shape == (300, 300) and m.nnz == nt.n_pairs
+    assert (m != m.T).nnz == 0
+    p = nt.pairs()
+    assert p.shape == (nt.n_pairs, 2) and p.dtype == np.int64
+    assert np.array_equal(nt.counts(), np.bincount(p[:, 0], minlength=300))
+    assert "NeighborTable" in repr(nt)
+
+
+def test_gdsjoin_known_answer():
+    path = os.path.join(DATA, "gdsjoin-test-2d-100k.txt")
+    if not os.path.exists(path):
+        pytest.skip("shared data set not found")
+    X = np.loadtxt(path, delimiter=",")
+    assert X.shape == (100000, 2)
+    nt = sj.self_join(X, 1.0, device="cpu")
+    assert nt.n_pairs == 27_882_048
+    assert sj.self_join(X, 1.0, device="cpu", output="counts", include_self=True).sum() == 27_982_048
+
+
+def test_grid_outlier_never_wraps():
+    X = np.array([[0.0, 0.0], [0.1, 0.0], [1e300, -1e300], [-1e300, 1e300]])
+    g = build_grid(X, 1e-3)
+    assert g.k >= 1 and np.all(g.cell_ids >= 0) and np.all(np.diff(g.cell_ids) > 0)
+    assert sj.self_join(X, 0.2, device="cpu").pairs().tolist() == [[0, 1], [1, 0]]
+
+
+def test_grid_structure(rng):
+    X = rng.uniform(0, 10, (2000, 4))
+    g = build_grid(X, 0.7)
+    assert g.k == 4
+    assert np.array_equal(np.sort(g.order), np.arange(2000))
+    assert np.array_equal(g.points, X[g.order])
+    assert g.cell_start[0] == 0 and g.cell_start[-1] == 2000
+    assert np.all(np.diff(g.cell_start) > 0)  # only non-empty cells
+    for j in range(4):
+        m = g.mask(j)
+        assert np.all(np.diff(m) > 0)
+    # every point lies in the cell whose coordinates its linear id encodes
+    coords = np.floor((g.points[:, :4] - g.lo) / g.side).astype(np.int64)
+    ranks = np.stack([np.searchsorted(g.mask(j), coords[:, j]) for j in range(4)], axis=1)
+    lid = (ranks * g.stride).sum(axis=1)
+    cell_of_point = np.repeat(np.arange(g.n_cells), np.diff(g.cell_start))
+    assert np.array_equal(lid, g.cell_ids[cell_of_point])
