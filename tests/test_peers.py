@@ -96,3 +96,17 @@ def test_gds_file_known_answer(name):
 
     X = io.read_points(GDS)
     assert peers.PEERS[name](X, 1.0) == 27_882_048
+
+
+def test_peer_impls_memory_guard():
+    X = _data(5, 100, 2)
+    huge = 10**15                       # a petabyte of pairs: nobody has the memory
+    impls = {i.name: i for i in peers.peer_impls(X, 0.5, pairs_hint=huge, shape=X.shape)}
+    assert "GiB" in impls["sklearn radius_neighbors_graph(n_jobs=-1)"].skip_reason
+    assert "GiB" in impls["scipy cKDTree.query_pairs"].skip_reason
+    assert impls["scipy cKDTree.query_ball_point(workers=-1)"].skip_reason is None
+    assert impls["R-tree search-and-refine (1 thread)"].skip_reason is None
+    small = {i.name: i for i in peers.peer_impls(X, 0.5, pairs_hint=10, shape=X.shape)}
+    assert all(i.skip_reason is None for i in small.values())
+    with pytest.raises(ValueError, match="unknown peer"):
+        peers.estimated_peak_bytes("nope", 1, 1, 1)

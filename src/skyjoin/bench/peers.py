@@ -34,6 +34,8 @@ __all__ = [
     "rtree_search_and_refine",
     "PEERS",
     "peer_impls",
+    "estimated_peak_bytes",
+    "available_memory_bytes",
 ]
 
 
@@ -292,8 +294,59 @@ PEERS: dict[str, Callable] = {
 }
 
 
+# Bytes of peak memory per ordered pair found, beyond the input (measured
+# orders of magnitude, rounded up): query_pairs returns an (m, 2) int64 array
+# of the m = pairs / 2 unordered pairs and grows it by doubling; scikit-learn
+# keeps a per-row int64 array, concatenates them and adds float64 ones.
+_BYTES_PER_PAIR = {
+    "scipy cKDTree.query_pairs": 16,
+    "sklearn radius_neighbors_graph(n_jobs=-1)": 32,
+}
+
+
+def available_memory_bytes() -> int | None:
+    """Memory the system can still give (Linux MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def estimated_peak_bytes(name: str, n: int, d: int, pairs: int) -> int:
+    """Rough peak memory of a peer beyond the input, for ``pairs`` ordered pairs.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`PEERS`.
+    n, d : int
+        Points and dimensions.
+    pairs : int
+        Ordered pairs excluding self pairs (the peers' result).
+
+    Returns
+    -------
+    int
+        Bytes; the tree-only peers need O(n d).
+
+    Examples
+    --------
+    >>> from skyjoin.bench.peers import estimated_peak_bytes
+    >>> estimated_peak_bytes("scipy cKDTree.query_pairs", 1000, 2, 10**6) >= 16 * 10**6
+    True
+    """
+    if name not in PEERS:
+        raise ValueError(f"unknown peer {name!r}; choose one of {', '.join(PEERS)}")
+    return _BYTES_PER_PAIR.get(name, 0) * int(pairs) + 64 * int(n) * max(1, int(d))
+
+
 def peer_impls(data, eps: float, rtree_max_seconds: float | None = 600.0,
-               skip: tuple[str, ...] = ()) -> list:
+               skip: tuple[str, ...] = (), pairs_hint: int | None = None,
+               shape: tuple[int, int] | None = None, memory_fraction: float = 0.6) -> list:
     """The peers of one join case as ``bench.harness.Impl`` objects.
 
     Parameters
@@ -309,6 +362,17 @@ def peer_impls(data, eps: float, rtree_max_seconds: float | None = 600.0,
     skip : tuple of str
         Names in :data:`PEERS` to list as skipped (with reason "skipped by
         the suite").
+    pairs_hint : int, optional
+        The expected result (ordered pairs excluding self), e.g. a known
+        answer or our engine's count from the same run.  With ``shape``, a
+        peer whose estimated peak memory (:func:`estimated_peak_bytes`)
+        exceeds ``memory_fraction`` of the memory available now is listed as
+        skipped with the reason, instead of risking the machine's OOM killer
+        (scikit-learn needs about 32 bytes per pair: 25 GB for 784M pairs).
+    shape : tuple (n, d), optional
+        Shape of the data, for the memory estimate.
+    memory_fraction : float
+        Share of the available memory a peer may plan to use.
 
     Returns
     -------
@@ -326,12 +390,18 @@ def peer_impls(data, eps: float, rtree_max_seconds: float | None = 600.0,
     from .harness import Impl
 
     get = data if callable(data) else (lambda: data)
+    avail = available_memory_bytes()
     impls = []
     for name, fn in PEERS.items():
         if fn is rtree_search_and_refine:
             call = (lambda fn=fn: fn(get(), eps, max_seconds=rtree_max_seconds))
         else:
             call = (lambda fn=fn: fn(get(), eps))
-        impls.append(Impl(name=name, fn=call, ours=False,
-                          skip_reason="skipped by the suite" if name in skip else None))
+        reason = "skipped by the suite" if name in skip else None
+        if reason is None and pairs_hint is not None and shape is not None and avail:
+            need = estimated_peak_bytes(name, shape[0], shape[1], pairs_hint)
+            if need > memory_fraction * avail:
+                reason = (f"needs about {need / 2**30:.1f} GiB for {pairs_hint:,} pairs, "
+                          f"{avail / 2**30:.1f} GiB available")
+        impls.append(Impl(name=name, fn=call, ours=False, skip_reason=reason))
     return impls
