@@ -224,3 +224,19 @@ def test_gpu_without_gpu_is_an_error():
         pytest.skip("a GPU is present")
     with pytest.raises(skyjoin.GPUUnavailableError):
         DBSCAN(device="gpu").fit(np.zeros((3, 2)))
+
+
+def test_reordered_table_numbers_clusters_by_caller_ids():
+    rng = np.random.default_rng(12)
+    for trial in range(30):
+        X = rng.integers(0, 9, (int(rng.integers(2, 600)), 2)).astype(float)
+        order = rng.permutation(len(X))
+        indptr, indices = _table(X[order], 1.0)
+        m = int(rng.integers(1, 6))
+        w = rng.integers(0, 3, len(X)).astype(float) if trial % 2 else None
+        core_sk, labels_sk = _oracle(X, 1.0, m, w)
+        for n_threads in (1, 3):
+            is_core, labels = labels_from_table(indptr, indices, m, w, order=order,
+                                                n_threads=n_threads)
+            np.testing.assert_array_equal(np.flatnonzero(is_core), core_sk)
+            np.testing.assert_array_equal(labels, labels_sk)

@@ -59,6 +59,7 @@ __all__ = [
     "assign_border_points",
     "point_assignment",
     "dbscan_inner_sequential",
+    "labels_from_roots",
     "labels_from_table",
 ]
 
@@ -257,7 +258,70 @@ def _number_clusters(root, is_core):
     return labels
 
 
-def point_assignment(indptr, indices, is_core, n_threads=None, min_edges_per_slice=65536):
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _number_clusters_by_order(root, is_core, order):
+    """Cluster labels of core points when point p is row ``order[p]`` of the caller.
+
+    The union-find ran on the reordered ids, so its roots are the lowest
+    *reordered* id of each component; scikit-learn numbers clusters by the
+    lowest *original* id, found here in one pass, then ranked.
+    """
+    n = root.shape[0]
+    first = np.full(n, -1, dtype=np.int64)   # lowest original id, kept at the root
+    for p in range(n):
+        if is_core[p]:
+            r = root[p]
+            o = order[p]
+            if first[r] < 0 or o < first[r]:
+                first[r] = o
+    n_roots = 0
+    for p in range(n):
+        if is_core[p] and root[p] == p:
+            n_roots += 1
+    keys = np.empty(n_roots, dtype=np.int64)
+    ids = np.empty(n_roots, dtype=np.int64)
+    k = 0
+    for p in range(n):
+        if is_core[p] and root[p] == p:
+            keys[k] = first[p]
+            ids[k] = p
+            k += 1
+    rank = np.argsort(keys)
+    label_of_root = np.empty(n, dtype=np.intp)
+    for c in range(n_roots):
+        label_of_root[ids[rank[c]]] = c
+    labels = np.full(n, -1, dtype=np.intp)
+    for p in range(n):
+        if is_core[p]:
+            labels[p] = label_of_root[root[p]]
+    return labels
+
+
+def labels_from_roots(root, is_core, indptr, indices, order=None):
+    """Final labels from the component roots: numbering, then border points.
+
+    Parameters
+    ----------
+    root : ndarray of int64
+        Root (lowest id) of the component of each core point, -1 elsewhere.
+    is_core : ndarray of uint8
+    indptr, indices : ndarray
+        The (symmetric) neighbour table.
+    order : ndarray of int, optional
+        If the table's ids are a reordering of the caller's points (point p
+        is the caller's row ``order[p]``): number clusters by the caller's
+        ids.  The labels returned are still indexed by the table's ids.
+    """
+    if order is None:
+        labels = _number_clusters(root, is_core)
+    else:
+        labels = _number_clusters_by_order(root, is_core, order)
+    assign_border_points(indptr, indices, is_core, labels)
+    return labels
+
+
+def point_assignment(indptr, indices, is_core, n_threads=None, min_edges_per_slice=65536,
+                     order=None):
     """DBSCAN labels from a symmetric neighbour table and core flags (§3, Alg. 1 line 7).
 
     Parameters
@@ -268,6 +332,10 @@ def point_assignment(indptr, indices, is_core, n_threads=None, min_edges_per_sli
     is_core : ndarray of uint8, shape (n,)
     n_threads, min_edges_per_slice : int, optional
         Parallel slicing of the union-find (see ``union_find_core_components``).
+    order : ndarray of int, optional
+        Point p of the table is the caller's row ``order[p]`` (a spatial
+        reordering makes the union-find's memory accesses local); clusters
+        are then numbered by the caller's ids.  Labels stay in table order.
 
     Returns
     -------
@@ -285,9 +353,7 @@ def point_assignment(indptr, indices, is_core, n_threads=None, min_edges_per_sli
     """
     root = union_find_core_components(indptr, indices, is_core, n_threads,
                                       min_edges_per_slice)
-    labels = _number_clusters(root, is_core)
-    assign_border_points(indptr, indices, is_core, labels)
-    return labels
+    return labels_from_roots(root, is_core, indptr, indices, order)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -326,7 +392,7 @@ def dbscan_inner_sequential(indptr, indices, is_core):
 
 
 def labels_from_table(indptr, indices, min_samples, sample_weight=None,
-                      self_in_table=False, symmetric=True, n_threads=None):
+                      self_in_table=False, symmetric=True, n_threads=None, order=None):
     """Core flags and labels of DBSCAN on a CSR neighbour table.
 
     Parameters
@@ -341,6 +407,10 @@ def labels_from_table(indptr, indices, min_samples, sample_weight=None,
     symmetric : bool
         Whether the table is symmetric (any join result is); if not, the
         sequential expansion is used.
+    order : ndarray of int, optional
+        Point p of the table is the caller's row ``order[p]`` (symmetric
+        tables only); ``sample_weight`` is then in the caller's order too,
+        and so are the results.
 
     Returns
     -------
@@ -351,10 +421,21 @@ def labels_from_table(indptr, indices, min_samples, sample_weight=None,
     indices = np.ascontiguousarray(indices)
     if indices.dtype not in (np.int32, np.int64):
         indices = indices.astype(np.int64)
+    if order is not None:
+        if not symmetric:
+            raise ValueError("a reordered table must be symmetric")
+        order = np.ascontiguousarray(order)
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)[order]
     is_core = core_points(indptr, indices, min_samples, sample_weight, self_in_table)
     is_core = np.ascontiguousarray(is_core)
-    if symmetric:
-        labels = point_assignment(indptr, indices, is_core, n_threads)
-    else:
-        labels = dbscan_inner_sequential(indptr, indices, is_core)
-    return is_core, labels
+    if not symmetric:
+        return is_core, dbscan_inner_sequential(indptr, indices, is_core)
+    labels = point_assignment(indptr, indices, is_core, n_threads, order=order)
+    if order is None:
+        return is_core, labels
+    core_out = np.empty_like(is_core)
+    core_out[order] = is_core
+    labels_out = np.empty_like(labels)
+    labels_out[order] = labels
+    return core_out, labels_out

@@ -1,0 +1,68 @@
+"""dbscan_sweep and dbscan_model against scikit-learn and against their own definitions."""
+
+import numpy as np
+import pytest
+from sklearn.cluster import DBSCAN as SkDBSCAN
+
+import skyjoin
+from skyjoin.cluster.sweep import ideal_pipeline_time
+
+
+def _oracle(X, eps, m, w=None):
+    sk = SkDBSCAN(eps=eps, min_samples=m, algorithm="kd_tree").fit(X, sample_weight=w)
+    return sk.core_sample_indices_, sk.labels_
+
+
+@pytest.mark.parametrize("pipeline", [True, False])
+def test_sweep_equals_separate_sklearn_runs(pipeline):
+    rng = np.random.default_rng(0)
+    C = rng.uniform(0, 10, (5, 2))
+    X = np.round(C[rng.integers(0, 5, 1500)] + rng.normal(0, 0.7, (1500, 2)), 1)  # ties
+    eps = [0.2, 0.3, 0.5]
+    ms = [3, 20, 8, 1, 8, 40]
+    res = list(skyjoin.dbscan_sweep(X, eps=eps, min_samples=ms, device="cpu",
+                                    pipeline=pipeline))
+    assert [(r.eps, r.min_samples) for r in res] == [(e, m) for e in eps for m in (40, 20, 8, 3, 1)]
+    for r in res:
+        core, labels = _oracle(X, r.eps, r.min_samples)
+        np.testing.assert_array_equal(r.core_sample_indices, core)
+        np.testing.assert_array_equal(r.labels, labels)
+        assert r.n_clusters == labels.max() + 1
+        assert r.timings["table"] >= 0 and r.timings["assign"] >= 0
+
+
+def test_sweep_weights_and_dimensions():
+    rng = np.random.default_rng(1)
+    for d in (1, 3, 5):
+        X = rng.integers(0, 6, (300, d)).astype(float)
+        w = rng.integers(-1, 4, 300).astype(float)
+        for r in skyjoin.dbscan_sweep(X, eps=[1.0, 1.5], min_samples=[2, 5, 9],
+                                      sample_weight=w, device="cpu", progress=False):
+            core, labels = _oracle(X, r.eps, r.min_samples, w)
+            np.testing.assert_array_equal(r.core_sample_indices, core)
+            np.testing.assert_array_equal(r.labels, labels)
+
+
+def test_sweep_bad_input():
+    X = np.zeros((4, 2))
+    with pytest.raises(ValueError):
+        list(skyjoin.dbscan_sweep(X, eps=[0.1, -1.0], min_samples=[3]))
+    with pytest.raises(ValueError):
+        list(skyjoin.dbscan_sweep(X, eps=[0.1], min_samples=[0]))
+    with pytest.raises(ValueError):
+        list(skyjoin.dbscan_sweep(X, eps=[], min_samples=[3]))
+    with pytest.raises(ValueError):
+        list(skyjoin.dbscan_sweep(X, eps=0.1, min_samples=3, sample_weight=[1.0]))
+
+
+def test_sweep_stops_cleanly_when_abandoned():
+    X = np.random.default_rng(2).uniform(0, 1, (500, 2))
+    gen = skyjoin.dbscan_sweep(X, eps=[0.05, 0.06, 0.07, 0.08], min_samples=[3], device="cpu")
+    first = next(gen)
+    assert first.eps == 0.05
+    gen.close()  # the producer thread must stop, not hang
+
+
+def test_ideal_pipeline_time():
+    assert ideal_pipeline_time(10.0, 1) == 10.0
+    assert ideal_pipeline_time(8.0, 8) == pytest.approx(8.0 * 9 / 16)
