@@ -66,3 +66,26 @@ def test_sweep_stops_cleanly_when_abandoned():
 def test_ideal_pipeline_time():
     assert ideal_pipeline_time(10.0, 1) == 10.0
     assert ideal_pipeline_time(8.0, 8) == pytest.approx(8.0 * 9 / 16)
+
+
+def test_model_reproduces_probe_and_scales_with_ball_volume():
+    rng = np.random.default_rng(3)
+    for d in (2, 3):
+        X = rng.uniform(0, 40, (20000, d))
+        model = skyjoin.dbscan_model(X, probe_eps=1.5 if d == 2 else 3.0, device="cpu")
+        assert model.d == d and model.n == 20000
+        assert model.predict(model.probe_eps) == pytest.approx(model.probe_time)
+        assert model.predict(2 * model.probe_eps) > model.predict(model.probe_eps)
+        # mean neighbours at another eps, against the real join (uniform data:
+        # linear in the ball volume, up to border effects)
+        eps = 0.7 * model.probe_eps
+        real = skyjoin.self_join(X, eps, output="counts", device="cpu").mean()
+        assert model.predict_neighbours(eps) == pytest.approx(real, rel=0.1)
+        np.testing.assert_allclose(model.predict([eps, eps]), model.predict(eps))
+
+
+def test_model_bad_input():
+    with pytest.raises(ValueError):
+        skyjoin.dbscan_model(np.zeros((0, 2)), probe_eps=1.0)
+    with pytest.raises(ValueError):
+        skyjoin.dbscan_model(np.zeros((3, 2)), probe_eps=0.0)
