@@ -1,0 +1,257 @@
+"""The epsilon grid of non-empty cells, built on the GPU with CuPy.
+
+Same grid as ``skyjoin.grid`` (Gowanlock & Karsin 2018, §IV): cells of side
+``skyjoin.grid.cell_sides`` in the first k dimensions, only non-empty cells
+stored, points reordered by cell, sorted linear ids.  Everything is built on
+the device with CuPy's sort / unique / scan: no point crosses back to the host
+(only a few scalars do: the bounds, the number of cells, the radices).
+
+Linear ids never wrap around: each indexed dimension's coordinate is replaced
+by its rank among the occupied coordinates of that dimension (the masks M_j
+of §IV-C), so each radix is at most the number of distinct occupied
+coordinates; if the product of the radices still exceeds 2^62, fewer
+dimensions are indexed (distances stay exact, the grid only prunes less).
+
+The candidate *ranges*: with the last indexed dimension varying fastest in the
+linear id, the (up to three) cells adjacent along that dimension are
+consecutive among the sorted non-empty cells, so their points form one
+contiguous run of the reordered points.  Each query cell therefore owns at
+most 3^(k-1) ranges, found once per cell (not once per point) by
+``build_cell_ranges`` in ``kernels/join.cu``.  Data on the same cells as the
+CPU engine's grid; only the search differs.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..grid import DEFAULT_INDEX_DIMS, MAX_INDEX_DIMS, cell_sides
+
+__all__ = ["GpuGrid", "build_gpu_grids", "build_cell_ranges", "bruteforce_ranges",
+           "PATTERNS", "compile_module"]
+
+PATTERNS = {"full": 0, "unicomp": 1, "lid_unicomp": 2}
+_KERNEL_FILE = os.path.join(os.path.dirname(__file__), "kernels", "join.cu")
+_MAX_LINEAR = 2 ** 62
+
+
+@functools.lru_cache(maxsize=None)
+def _source() -> str:
+    """The CUDA source of the join kernels."""
+    with open(_KERNEL_FILE, encoding="utf-8") as fh:
+        return fh.read()
+
+
+@functools.lru_cache(maxsize=None)
+def compile_module(names: tuple):
+    """Compile (once per process and set of instantiations) the join kernels.
+
+    ``names`` are the template instantiations wanted (NVRTC name expressions);
+    the module is cached per tuple, i.e. per (d, k, dtype, options).
+    """
+    import cupy as cp
+
+    return cp.RawModule(code=_source(), options=("-std=c++17", "--fmad=false"),
+                        name_expressions=list(names))
+
+
+@dataclass
+class GpuGrid:
+    """A grid of non-empty cells on the GPU (arrays are CuPy arrays).
+
+    Attributes
+    ----------
+    points : (n, d) working dtype, reordered by cell, C-contiguous
+    order : (n,) int32, original row of each reordered point (array A)
+    point_cell : (n,) int32, cell index of each reordered point
+    cell_ids : (n_cells,) int64, sorted linear ids of the non-empty cells (B)
+    cell_start : (n_cells + 1,) int32, cell c holds points [start[c], start[c+1])
+    cell_coords : (n_cells, k) int64, cell coordinates (not ranks)
+    masks : list of k (m_j,) int64, occupied coordinates per dimension (M_j)
+    stride : tuple of int, linear id = sum rank_j * stride[j]
+    k : int, number of indexed dimensions
+    """
+
+    points: object
+    order: object
+    point_cell: object
+    cell_ids: object
+    cell_start: object
+    cell_coords: object
+    masks: list
+    stride: tuple
+    k: int
+
+    @property
+    def n_points(self) -> int:
+        return int(self.points.shape[0])
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.cell_ids.shape[0])
+
+
+def _cell_coords(cp, P, lo, side, k):
+    """Integer cell coordinates floor((x_j - lo_j) / side_j) of the first k dims, in float64."""
+    x = P[:, :k].astype(cp.float64)
+    c = cp.floor((x - cp.asarray(lo)) / cp.asarray(side))
+    return c.astype(cp.int64)
+
+
+def _masks(cp, coords):
+    """Sorted occupied coordinates of each dimension (the masks M_j)."""
+    return [cp.unique(coords[:, j]) for j in range(coords.shape[1])]
+
+
+def _fits(radix) -> bool:
+    """Whether the product of the radices leaves linear ids below 2^62."""
+    prod = 1
+    for r in radix:
+        prod *= int(r)
+    return prod < _MAX_LINEAR
+
+
+def _grid_from_coords(cp, P, coords, masks, k) -> GpuGrid:
+    """Sort the points by linear id (in rank space) and find the non-empty cells."""
+    n = P.shape[0]
+    radix = [int(m.size) for m in masks[:k]]
+    stride = [1] * k
+    for j in range(k - 2, -1, -1):
+        stride[j] = stride[j + 1] * radix[j + 1]
+    lid = cp.zeros(n, dtype=cp.int64)
+    for j in range(k):
+        rank = cp.searchsorted(masks[j], coords[:, j])
+        lid += rank.astype(cp.int64) * stride[j]
+    order = cp.argsort(lid)                      # stable: ties keep the original order
+    lid_sorted = lid[order]
+    flag = cp.empty(n, dtype=cp.bool_)
+    flag[0] = True
+    if n > 1:
+        cp.not_equal(lid_sorted[1:], lid_sorted[:-1], out=flag[1:])
+    starts = cp.flatnonzero(flag).astype(cp.int32)
+    n_cells = int(starts.size)
+    cell_start = cp.empty(n_cells + 1, dtype=cp.int32)
+    cell_start[:-1] = starts
+    cell_start[-1] = n
+    point_cell = (cp.cumsum(flag, dtype=cp.int32) - 1).astype(cp.int32)
+    cell_ids = lid_sorted[starts]
+    first = order[starts]
+    cell_coords = cp.ascontiguousarray(coords[first][:, :k])
+    points = cp.ascontiguousarray(P[order])
+    return GpuGrid(points=points, order=order.astype(cp.int32), point_cell=point_cell,
+                   cell_ids=cell_ids, cell_start=cell_start, cell_coords=cell_coords,
+                   masks=list(masks[:k]), stride=tuple(stride), k=k)
+
+
+def build_gpu_grids(R, S, eps: float, precision: str, index_dims=None):
+    """Build the data grid on S and (for R join S) the query grid on R, on the GPU.
+
+    Parameters
+    ----------
+    R : cupy.ndarray (n_r, d) or None
+        Query points in the working dtype (None for a self-join).
+    S : cupy.ndarray (n_s, d)
+        Data points in the working dtype.
+    eps : float
+    precision : {"float64", "float32"}
+    index_dims : int or None
+        Number of leading dimensions to index (default ``min(d, 6)``).
+
+    Returns
+    -------
+    (query_grid, data_grid) : GpuGrid, GpuGrid (the same object for a self-join)
+    """
+    import cupy as cp
+
+    d = S.shape[1]
+    if index_dims is None:
+        k = min(d, DEFAULT_INDEX_DIMS)
+    else:
+        k = int(index_dims)
+        if not 1 <= k <= min(d, MAX_INDEX_DIMS):
+            raise ValueError(f"index_dims must be between 1 and {min(d, MAX_INDEX_DIMS)}, got {index_dims}")
+    sets = [S] if R is None else [S, R]
+    lo = np.min(np.stack([cp.asnumpy(P[:, :k].min(axis=0)) for P in sets]), axis=0).astype(np.float64)
+    hi = np.max(np.stack([cp.asnumpy(P[:, :k].max(axis=0)) for P in sets]), axis=0).astype(np.float64)
+    side = cell_sides(lo, hi, eps, d, precision)
+    coords = [_cell_coords(cp, P, lo, side, k) for P in sets]
+    masks = [_masks(cp, c) for c in coords]
+    while k > 1 and not all(_fits([m.size for m in ms[:k]]) for ms in masks):
+        k -= 1                                   # index fewer dims: ids must not wrap
+    grids = [_grid_from_coords(cp, P, c, m, k) for P, c, m in zip(sets, coords, masks)]
+    data = grids[0]
+    query = data if R is None else grids[1]
+    return query, data
+
+
+def _rank_ranges(cp, qgrid: GpuGrid, dgrid: GpuGrid):
+    """Per query cell and dimension: ranks in the data masks of coordinates c-1..c+1."""
+    k = dgrid.k
+    cc = qgrid.cell_coords
+    nqc = cc.shape[0]
+    rlo = cp.empty((nqc, k), dtype=cp.int32)
+    rhi = cp.empty((nqc, k), dtype=cp.int32)
+    own = cp.empty((nqc, k), dtype=cp.int32)
+    for j in range(k):
+        m = dgrid.masks[j]
+        c = cc[:, j]
+        rlo[:, j] = cp.searchsorted(m, c - 1, side="left")
+        rhi[:, j] = cp.searchsorted(m, c + 1, side="right") - 1
+        own[:, j] = cp.searchsorted(m, c, side="left")
+    return rlo, rhi, own
+
+
+def build_cell_ranges(qgrid: GpuGrid, dgrid: GpuGrid, pattern: str = "full"):
+    """Candidate ranges of every query cell (count, scan, fill on the GPU).
+
+    Returns
+    -------
+    rptr : cupy int64 (n_query_cells + 1,)
+    ranges : cupy int32 (n_ranges, 2) of [start, stop) data positions
+    """
+    import cupy as cp
+
+    pat = PATTERNS[pattern]
+    if pat == PATTERNS["unicomp"] and qgrid is not dgrid:
+        raise ValueError("the UNICOMP pattern needs a self-join")
+    k = dgrid.k
+    nqc = qgrid.n_cells
+    rlo, rhi, own = _rank_ranges(cp, qgrid, dgrid)
+    strides = cp.asarray(np.asarray(dgrid.stride, dtype=np.int64))
+    kpat = pat if pat == PATTERNS["unicomp"] else 0   # LID-UNICOMP reuses the full ranges
+    names = (f"build_cell_ranges<{k},{kpat},false>", f"build_cell_ranges<{k},{kpat},true>")
+    mod = compile_module(names)
+    f_count = mod.get_function(names[0])
+    f_fill = mod.get_function(names[1])
+    nr = cp.empty(nqc, dtype=cp.int32)
+    rptr = cp.zeros(nqc + 1, dtype=cp.int64)
+    threads = 128
+    blocks = (nqc + threads - 1) // threads
+    null_i64 = cp.zeros(1, dtype=cp.int64)
+    dummy = cp.zeros(1, dtype=cp.int32)
+    ranges_dummy = cp.zeros((1, 2), dtype=cp.int32)
+    args_common = (np.int32(nqc), rlo, rhi, own, qgrid.cell_coords, dgrid.cell_ids,
+                   np.int32(dgrid.n_cells), dgrid.cell_start, strides)
+    f_count((blocks,), (threads,), args_common + (nr, null_i64, ranges_dummy))
+    cp.cumsum(nr, dtype=cp.int64, out=rptr[1:])
+    total = int(rptr[-1])
+    ranges = cp.empty((max(total, 1), 2), dtype=cp.int32)
+    f_fill((blocks,), (threads,), args_common + (dummy, rptr, ranges))
+    return rptr, ranges[:total]
+
+
+def bruteforce_ranges(qgrid: GpuGrid, dgrid: GpuGrid):
+    """One range holding every data point for each query cell (the brute-force baseline)."""
+    import cupy as cp
+
+    nqc = qgrid.n_cells
+    rptr = cp.arange(nqc + 1, dtype=cp.int64)
+    ranges = cp.empty((nqc, 2), dtype=cp.int32)
+    ranges[:, 0] = 0
+    ranges[:, 1] = dgrid.n_points
+    return rptr, ranges

@@ -1,0 +1,368 @@
+"""GPU epsilon join: every kernel and option equal to a float64 brute force, pair for pair.
+
+All tests are marked ``gpu`` and skip cleanly without CuPy or a GPU.  The
+oracle evaluates the same test as the library (sum over k of (x_k - y_k)^2 <=
+eps^2, terms added in dimension order, in the working precision) by brute
+force in NumPy, which performs no fused multiply-add.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import skyjoin
+from skyjoin.join.result import NeighborTable
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cp():
+    cupy = pytest.importorskip("cupy")
+    if not skyjoin.gpu_available():
+        pytest.skip("no usable GPU")
+    return cupy
+
+
+def gpu():
+    from skyjoin.join import gpu as g
+
+    return g
+
+
+# ---------------------------------------------------------------------------
+# oracle and data
+# ---------------------------------------------------------------------------
+
+def brute(R, S, eps, *, self_join, include_self=False, precision="float64"):
+    """CSR (indptr, indices) of the join by brute force in the working precision."""
+    dt = np.float32 if precision == "float32" else np.float64
+    Rw = np.asarray(R, dtype=dt)
+    Sw = np.asarray(S, dtype=dt)
+    e = dt(eps)
+    e2 = dt(e * e)
+    s = np.zeros((Rw.shape[0], Sw.shape[0]), dtype=dt)
+    for k in range(Rw.shape[1]):
+        t = Rw[:, None, k] - Sw[None, :, k]
+        s = s + t * t
+    mask = s <= e2
+    if self_join and not include_self:
+        np.fill_diagonal(mask, False)
+    counts = mask.sum(axis=1)
+    indptr = np.zeros(Rw.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.nonzero(mask)[1].astype(np.int32)
+    return indptr, indices
+
+
+def make_points(rng, n, d, kind):
+    """Uniform, clustered, duplicated, lattice (ties at exactly eps) or outlier data."""
+    if kind == "uniform":
+        X = rng.uniform(0, 10, (n, d))
+    elif kind == "clustered":
+        centers = rng.uniform(0, 10, (4, d))
+        X = centers[rng.integers(0, 4, n)] + rng.normal(0, 0.3, (n, d))
+    elif kind == "duplicates":
+        base = rng.uniform(0, 5, (max(1, n // 4), d))
+        X = base[rng.integers(0, base.shape[0], n)]
+    elif kind == "lattice":
+        # coordinates on a 0.25 grid: many squared distances equal eps^2 exactly
+        X = rng.integers(0, 12, (n, d)) * 0.25
+    elif kind == "outlier":
+        n = max(n, 2)
+        X = rng.uniform(0, 10, (n, d))
+        X[0] = 1e15
+        X[1, 0] = -3e14
+    else:
+        raise ValueError(kind)
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
+def eps_for(kind, d):
+    return {"lattice": 0.5, "duplicates": 0.4}.get(kind, 0.6 + 0.25 * d)
+
+
+def assert_table_equal(nt, indptr, indices, sorted_rows=True):
+    assert isinstance(nt, NeighborTable)
+    h = nt.to_host()
+    np.testing.assert_array_equal(np.asarray(h.indptr), indptr)
+    got = np.asarray(h.indices)
+    if sorted_rows:
+        np.testing.assert_array_equal(got, indices)
+    else:
+        for i in range(len(indptr) - 1):
+            a, b = indptr[i], indptr[i + 1]
+            np.testing.assert_array_equal(np.sort(got[a:b]), indices[a:b])
+
+
+# ---------------------------------------------------------------------------
+# the default path
+# ---------------------------------------------------------------------------
+
+KINDS = ["uniform", "clustered", "duplicates", "lattice", "outlier"]
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_self_join_random_cases(cp, seed):
+    rng = np.random.default_rng(1000 + seed)
+    d = int(rng.integers(1, 11))
+    kind = KINDS[seed % len(KINDS)]
+    n = int(rng.integers(1, 1500))
+    X = make_points(rng, n, d, kind)
+    eps = eps_for(kind, d)
+    include_self = bool(seed % 2)
+    precision = "float32" if seed % 3 == 0 else "float64"
+    nt = gpu().gpu_self_join(X, eps, include_self=include_self, precision=precision)
+    ip, ind = brute(X, X, eps, self_join=True, include_self=include_self, precision=precision)
+    assert_table_equal(nt, ip, ind)
+    assert nt.sorted and nt.shape == (n, n)
+    counts = gpu().gpu_self_join(X, eps, include_self=include_self, precision=precision,
+                                 output="counts")
+    assert counts.dtype == np.int64
+    np.testing.assert_array_equal(counts, np.diff(ip))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_join_r_s(cp, seed):
+    rng = np.random.default_rng(2000 + seed)
+    d = int(rng.integers(1, 8))
+    kind = KINDS[seed % len(KINDS)]
+    R = make_points(rng, int(rng.integers(1, 700)), d, kind)
+    S = make_points(rng, int(rng.integers(1, 900)), d, "uniform" if seed % 2 else kind)
+    eps = eps_for(kind, d)
+    precision = "float32" if seed % 2 else "float64"
+    nt = gpu().gpu_join(R, S, eps, precision=precision)
+    ip, ind = brute(R, S, eps, self_join=False, precision=precision)
+    assert nt.shape == (len(R), len(S))
+    assert_table_equal(nt, ip, ind)
+    c = gpu().gpu_join(R, S, eps, precision=precision, output="counts")
+    np.testing.assert_array_equal(c, np.diff(ip))
+
+
+def test_sort_false_same_pairs(cp):
+    rng = np.random.default_rng(5)
+    X = make_points(rng, 1200, 3, "clustered")
+    nt = gpu().gpu_self_join(X, 0.5, sort=False)
+    ip, ind = brute(X, X, 0.5, self_join=True)
+    assert not nt.sorted
+    assert_table_equal(nt, ip, ind, sorted_rows=False)
+
+
+def test_deterministic(cp):
+    rng = np.random.default_rng(6)
+    X = make_points(rng, 2000, 2, "clustered")
+    a = gpu().gpu_self_join(X, 0.3, sort=False, threads_per_point=4)
+    b = gpu().gpu_self_join(X, 0.3, sort=False, threads_per_point=4)
+    np.testing.assert_array_equal(a.indices, b.indices)
+
+
+def test_dimensions_up_to_20(cp):
+    rng = np.random.default_rng(7)
+    for d in (12, 16, 20):
+        X = rng.uniform(0, 1, (400, d))
+        eps = 0.35 * np.sqrt(d) * 0.5
+        nt = gpu().gpu_self_join(X, eps)
+        assert_table_equal(nt, *brute(X, X, eps, self_join=True))
+        for k in (7, 8):
+            nt = gpu().gpu_self_join(X, eps, index_dims=k)
+            assert_table_equal(nt, *brute(X, X, eps, self_join=True))
+
+
+def test_linear_ids_never_wrap(cp):
+    # 8 indexed dims with ~n occupied coordinates each: the product overflows
+    # 62 bits, so fewer dimensions are indexed; results stay exact.
+    rng = np.random.default_rng(8)
+    X = rng.uniform(0, 1e6, (3000, 8))
+    X[:100] = X[100:200] + rng.uniform(0, 0.5, (100, 8))
+    nt = gpu().gpu_self_join(X, 1.5, index_dims=8)
+    assert gpu().last_stats()["index_dims"] < 8
+    assert_table_equal(nt, *brute(X, X, 1.5, self_join=True))
+
+
+def test_single_point_and_empty(cp):
+    X = np.zeros((1, 3))
+    nt = gpu().gpu_self_join(X, 1.0)
+    assert nt.n_pairs == 0 and nt.shape == (1, 1)
+    nt = gpu().gpu_self_join(X, 1.0, include_self=True)
+    assert nt.pairs().tolist() == [[0, 0]]
+    nt = gpu().gpu_self_join(np.zeros((0, 2)), 1.0)
+    assert nt.n_pairs == 0 and nt.shape == (0, 0)
+
+
+# ---------------------------------------------------------------------------
+# every kernel and option of the papers
+# ---------------------------------------------------------------------------
+
+OPTION_CASES = (
+    [dict(kernel="global", pattern=p) for p in ("full", "unicomp", "lid_unicomp", "lid-unicomp")]
+    + [dict(threads_per_point=k) for k in (1, 2, 4, 8, 16, 32)]
+    + [dict(schedule=s) for s in ("grid", "sortbywl", "workqueue")]
+    + [dict(pattern="lid_unicomp", schedule="workqueue", threads_per_point=8),
+       dict(pattern="unicomp", schedule="sortbywl", threads_per_point=4),
+       dict(kernel="shared"), dict(kernel="bruteforce"),
+       dict(kernel="bruteforce", threads_per_point=32)]
+)
+
+
+@pytest.mark.parametrize("opts", OPTION_CASES, ids=lambda o: "-".join(f"{v}" for v in o.values()))
+@pytest.mark.parametrize("d", [2, 3])
+def test_options_equal_bruteforce(cp, opts, d):
+    rng = np.random.default_rng(30 + d)
+    X = np.concatenate([make_points(rng, 900, d, "clustered"),
+                        make_points(rng, 300, d, "lattice")])
+    for include_self in (False, True):
+        for eps in (0.5, 1.0):
+            nt = gpu().gpu_self_join(X, eps, include_self=include_self, **opts)
+            assert_table_equal(nt, *brute(X, X, eps, self_join=True, include_self=include_self))
+            c = gpu().gpu_self_join(X, eps, include_self=include_self, output="counts", **opts)
+            np.testing.assert_array_equal(c, np.diff(brute(X, X, eps, self_join=True,
+                                                           include_self=include_self)[0]))
+
+
+@pytest.mark.parametrize("opts", [dict(threads_per_point=8), dict(schedule="workqueue"),
+                                  dict(kernel="shared"), dict(kernel="bruteforce")],
+                         ids=lambda o: "-".join(f"{v}" for v in o.values()))
+def test_join_options(cp, opts):
+    rng = np.random.default_rng(40)
+    R = make_points(rng, 500, 3, "clustered")
+    S = make_points(rng, 800, 3, "clustered")
+    nt = gpu().gpu_join(R, S, 0.7, **opts)
+    assert_table_equal(nt, *brute(R, S, 0.7, self_join=False))
+
+
+def test_bad_options(cp):
+    X = np.zeros((10, 2))
+    with pytest.raises(ValueError):
+        gpu().gpu_self_join(X, 1.0, pattern="diagonal")
+    with pytest.raises(ValueError):
+        gpu().gpu_self_join(X, 1.0, threads_per_point=3)
+    with pytest.raises(ValueError):
+        gpu().gpu_self_join(X, 1.0, schedule="random")
+    with pytest.raises(ValueError):
+        gpu().gpu_self_join(X, 1.0, kernel="shared", threads_per_point=8)
+    with pytest.raises(ValueError):
+        gpu().gpu_self_join(X, 1.0, output="pairs")
+    with pytest.raises(ValueError):
+        gpu().gpu_self_join(X, -1.0)
+    with pytest.raises(ValueError):
+        gpu().gpu_self_join(X, 1.0, index_dims=3)
+
+
+# ---------------------------------------------------------------------------
+# batching: many batches, memory caps, results on the device, chunks
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("opts", [dict(), dict(pattern="lid_unicomp"), dict(pattern="unicomp"),
+                                  dict(schedule="workqueue", threads_per_point=4),
+                                  dict(kernel="shared")],
+                         ids=["default", "lid", "uni", "wq-k4", "shared"])
+def test_many_batches(cp, opts):
+    rng = np.random.default_rng(50)
+    X = make_points(rng, 1500, 2, "clustered")
+    ref = brute(X, X, 0.4, self_join=True)
+    longest = int(np.diff(ref[0]).max())
+    nt = gpu().gpu_self_join(X, 0.4, batch_pairs=longest, **opts)
+    st = gpu().last_stats()
+    assert st["batches"] >= 10
+    assert_table_equal(nt, *ref)
+
+
+def test_device_memory_limit_forces_batches(cp):
+    rng = np.random.default_rng(51)
+    X = make_points(rng, 3000, 2, "clustered")
+    ref = brute(X, X, 0.3, self_join=True)
+    pool = cp.get_default_memory_pool()
+    used = pool.used_bytes()
+    # the grid and counts take well under 2 MB here; the rest holds a few rows only
+    limit = used + 2 * 1024 * 1024 + 12 * 3 * int(np.diff(ref[0]).max())
+    assert ref[0][-1] * 12 > 4 * 1024 * 1024
+    nt = gpu().gpu_self_join(X, 0.3, device_memory_limit=limit)
+    assert gpu().last_stats()["batches"] > 1
+    assert_table_equal(nt, *ref)
+    with pytest.raises(MemoryError):
+        gpu().gpu_self_join(X, 0.3, device_memory_limit=1, on_device=True)
+
+
+def test_on_device_result(cp):
+    rng = np.random.default_rng(52)
+    X = make_points(rng, 1000, 3, "clustered")
+    nt = gpu().gpu_self_join(X, 0.5, on_device=True)
+    assert nt.on_device
+    assert isinstance(nt.indptr, cp.ndarray) and nt.indices.dtype == np.int32
+    assert_table_equal(nt, *brute(X, X, 0.5, self_join=True))
+    nt = gpu().gpu_self_join(X, 0.5, on_device=True, batch_pairs=2000)
+    assert gpu().last_stats()["batches"] > 1
+    assert_table_equal(nt, *brute(X, X, 0.5, self_join=True))
+    c = gpu().gpu_self_join(X, 0.5, on_device=True, output="counts")
+    assert isinstance(c, cp.ndarray)
+
+
+def test_cupy_input(cp):
+    rng = np.random.default_rng(53)
+    X = make_points(rng, 800, 2, "uniform")
+    nt = gpu().gpu_self_join(cp.asarray(X), 0.4)
+    assert_table_equal(nt, *brute(X, X, 0.4, self_join=True))
+    nt = gpu().gpu_self_join(cp.asarray(X.astype(np.float32)), 0.4, precision="float32")
+    assert_table_equal(nt, *brute(X.astype(np.float32), X.astype(np.float32), 0.4,
+                                  self_join=True, precision="float32"))
+    Y = cp.asarray(X)
+    Y[3, 1] = cp.nan
+    with pytest.raises(ValueError):
+        gpu().gpu_self_join(Y, 0.4)
+    with pytest.raises(ValueError):
+        gpu().gpu_self_join(cp.zeros(5), 0.4)
+    with pytest.raises(TypeError):
+        gpu().gpu_self_join(cp.zeros((5, 2), dtype=cp.complex64), 0.4)
+
+
+def test_chunks(cp):
+    rng = np.random.default_rng(54)
+    X = make_points(rng, 1500, 2, "clustered")
+    ip, ind = brute(X, X, 0.4, self_join=True, include_self=True)
+    longest = int(np.diff(ip).max())
+    chunks = list(gpu().gpu_self_join_chunks(X, 0.4, include_self=True, max_pairs=3 * longest))
+    assert len(chunks) > 3
+    i = np.concatenate([c.i for c in chunks])
+    j = np.concatenate([c.j for c in chunks])
+    rows = np.repeat(np.arange(len(X)), np.diff(ip))
+    np.testing.assert_array_equal(i, rows)
+    np.testing.assert_array_equal(j, ind)
+    for c in chunks:
+        assert len(c) <= 3 * longest
+        assert c.i.dtype == np.int64 and c.j.dtype == np.int64
+
+
+def test_long_rows_are_sorted(cp):
+    # rows longer than 64, 2048, 8192 and 32768 entries take each sorting path
+    rng = np.random.default_rng(55)
+    S = rng.uniform(0, 1, (40000, 2))
+    R = rng.uniform(0, 1, (40, 2))
+    for e in (0.05, 0.3, 0.6, 2.0):
+        nt = gpu().gpu_join(R, S, e)
+        assert_table_equal(nt, *brute(R, S, e, self_join=False))
+    X = rng.uniform(0, 1, (3000, 2))
+    nt = gpu().gpu_self_join(X, 0.5)
+    assert_table_equal(nt, *brute(X, X, 0.5, self_join=True))
+
+
+def test_sampled_estimate(cp):
+    rng = np.random.default_rng(56)
+    X = rng.uniform(0, 10, (20000, 2))
+    est = gpu().sampled_estimate(X, 0.3, fraction=0.05, buffer_pairs=10**5)
+    true = int(gpu().gpu_self_join(X, 0.3, include_self=True, output="counts").sum())
+    assert 0.7 * true < est["estimate"] < 1.3 * true
+    assert est["batches"] == int(np.ceil(1.05 * est["estimate"] / 10**5))
+
+
+def test_public_api_gpu_equals_cpu(cp):
+    api = pytest.importorskip("skyjoin.join.api")
+    rng = np.random.default_rng(57)
+    for d, kind in ((2, "clustered"), (3, "lattice"), (5, "duplicates")):
+        X = make_points(rng, 1200, d, kind)
+        eps = eps_for(kind, d)
+        for precision in ("float64", "float32"):
+            g = skyjoin.self_join(X, eps, device="gpu", precision=precision)
+            c = skyjoin.self_join(X, eps, device="cpu", precision=precision)
+            assert g == c
+    del api
