@@ -1,0 +1,91 @@
+"""DBSCAN on the GPU (GPU-only and hybrid paths) against scikit-learn; skipped without a GPU."""
+
+import numpy as np
+import pytest
+from sklearn.cluster import DBSCAN as SkDBSCAN
+
+import skyjoin
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cp():
+    cupy = pytest.importorskip("cupy")
+    if not skyjoin.gpu_available():
+        pytest.skip("no usable GPU")
+    return cupy
+
+
+def _oracle(X, eps, m, w=None):
+    sk = SkDBSCAN(eps=eps, min_samples=m, algorithm="kd_tree").fit(X, sample_weight=w)
+    return sk.core_sample_indices_, sk.labels_
+
+
+def _cases():
+    rng = np.random.default_rng(0)
+    for trial in range(24):
+        d = 1 + trial % 8
+        n = int(rng.integers(1, 2500))
+        if trial % 3 == 0:
+            X = rng.integers(0, 7, (n, d)).astype(float)        # duplicates, ties
+        elif trial % 3 == 1:
+            C = rng.uniform(0, 10, (5, d))
+            X = C[rng.integers(0, 5, n)] + rng.normal(0, 0.5, (n, d))
+        else:
+            X = rng.uniform(0, 5, (n, d))
+        eps = float(rng.choice([0.5, 1.0, 1.5]))
+        m = int(rng.integers(1, 15))
+        w = rng.integers(-1, 4, n).astype(float) if trial % 4 == 0 else None
+        yield X, eps, m, w
+
+
+def test_gpu_union_find_on_host_built_table(cp):
+    from skyjoin.cluster.gpu import gpu_dbscan_table
+
+    for X, eps, m, w in _cases():
+        nt = skyjoin.self_join(X, eps, device="cpu", sort=False)
+        is_core, labels = gpu_dbscan_table(cp.asarray(nt.indptr), cp.asarray(nt.indices), m,
+                                           sample_weight=w)
+        core_sk, labels_sk = _oracle(X, eps, m, w)
+        np.testing.assert_array_equal(np.flatnonzero(is_core.get()), core_sk)
+        np.testing.assert_array_equal(labels.get(), labels_sk)
+
+
+def test_gpu_estimator_paths_equal_sklearn(cp):
+    from skyjoin.cluster.estimator import hybrid_dbscan
+
+    for X, eps, m, w in _cases():
+        core_sk, labels_sk = _oracle(X, eps, m, w)
+        est = skyjoin.DBSCAN(eps=eps, min_samples=m, device="gpu").fit(X, sample_weight=w)
+        assert est.path_ == "gpu"
+        np.testing.assert_array_equal(est.core_sample_indices_, core_sk)
+        np.testing.assert_array_equal(est.labels_, labels_sk)
+        core, labels = hybrid_dbscan(X, eps, m, sample_weight=w, device="gpu")
+        np.testing.assert_array_equal(core, core_sk)
+        np.testing.assert_array_equal(labels, labels_sk)
+
+
+def test_gpu_large_blobs_all_paths_agree(cp):
+    from skyjoin.cluster.estimator import hybrid_dbscan
+
+    X = skyjoin.datasets.blobs(200_000, 2, seed=1)
+    cpu = skyjoin.DBSCAN(eps=0.3, min_samples=10, device="cpu").fit(X)
+    gpu = skyjoin.DBSCAN(eps=0.3, min_samples=10, device="gpu").fit(X)
+    np.testing.assert_array_equal(gpu.labels_, cpu.labels_)
+    np.testing.assert_array_equal(gpu.core_sample_indices_, cpu.core_sample_indices_)
+    core, labels = hybrid_dbscan(X, 0.3, 10, device="gpu")
+    np.testing.assert_array_equal(labels, cpu.labels_)
+    sk = SkDBSCAN(eps=0.3, min_samples=10).fit(X[:50_000])
+    np.testing.assert_array_equal(
+        skyjoin.DBSCAN(eps=0.3, min_samples=10, device="gpu").fit(X[:50_000]).labels_, sk.labels_)
+
+
+def test_gpu_sweep_equals_cpu_sweep(cp):
+    X = skyjoin.datasets.blobs(30_000, 2, centers=10, std=1.0, low=0, high=30, seed=2)
+    kw = dict(eps=[0.2, 0.3], min_samples=[5, 10, 20])
+    a = list(skyjoin.dbscan_sweep(X, device="cpu", **kw))
+    b = list(skyjoin.dbscan_sweep(X, device="gpu", **kw))
+    for ra, rb in zip(a, b):
+        assert (ra.eps, ra.min_samples) == (rb.eps, rb.min_samples)
+        np.testing.assert_array_equal(ra.labels, rb.labels)
