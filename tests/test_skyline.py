@@ -53,7 +53,7 @@ def cases(seed=0):
     return out
 
 
-ALGS = [("skyalign", None), ("skyalign", "sync"), ("skyalign", "noquart"),
+ALGS = [("skyalign", None), ("skyalign", "levelwise"), ("skyalign", "sync"), ("skyalign", "noquart"),
         ("bnl", None), ("sfs", None), ("ggs", None), ("bruteforce", None)]
 
 

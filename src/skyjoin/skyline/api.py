@@ -13,7 +13,7 @@ from .._validate import check_points
 __all__ = ["skyline", "ALGORITHMS", "VARIANTS", "MAX_SKYALIGN_D"]
 
 ALGORITHMS = ("auto", "skyalign", "bruteforce", "bnl", "sfs", "ggs")
-VARIANTS = ("default", "nosync", "sync", "noquart", "padded")
+VARIANTS = ("default", "nosync", "levelwise", "sync", "noquart", "padded")
 MAX_SKYALIGN_D = 64          # masks are 64-bit words
 _CPU_ONLY = ("bruteforce", "bnl", "sfs")
 
@@ -229,8 +229,9 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
 def _skyline_cpu(Xm: np.ndarray, algorithm: str, variant: str | None):
     """Dispatch to a CPU algorithm; Xm is float64 under minimisation."""
     n, d = Xm.shape
-    if algorithm == "skyalign" and variant not in (None, "nosync", "sync", "noquart"):
-        raise ValueError(f"variant {variant!r} is GPU-only; the CPU has nosync, sync, noquart")
+    if algorithm == "skyalign" and variant not in (None, "nosync", "levelwise", "sync", "noquart"):
+        raise ValueError(f"variant {variant!r} is GPU-only; the CPU has nosync, levelwise, sync, "
+                         "noquart")
     if n <= 1:
         return np.arange(n, dtype=np.int64), {"algorithm": algorithm, "device": "cpu", "n": n,
                                               "d": d, "dominance_tests": 0, "mask_tests": 0,

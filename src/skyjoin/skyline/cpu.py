@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import NUMBA_CACHE
-from .masks import (cell_boundaries, median_quartile_masks, popcount64, quartiles,
+from .masks import (cell_boundaries, fine_levels, gather_sums, median_quartile_masks, popcount64, quartiles,
                     sort_by_order_and_mask, sum_prefilter, tau_prefilter)
 
 __all__ = ["skyalign_cpu", "CHUNK"]
@@ -48,8 +48,12 @@ def quartile_dtype(d: int):
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
-def _dominates_distinct(P, j, i, d):
-    """p_j <_distinct p_i of Definition 1: p_j no worse on every dimension."""
+def _dominates_distinct(P, L, j, i, d):
+    """p_j <_distinct p_i of Definition 1: p_j no worse on every dimension
+    (refuted first on the 8-bit levels L, then checked in float64)."""
+    for k in range(d):
+        if L[j, k] > L[i, k]:
+            return False
     for k in range(d):
         if P[j, k] > P[i, k]:
             return False
@@ -57,8 +61,11 @@ def _dominates_distinct(P, j, i, d):
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
-def _dominates(P, j, i, d):
+def _dominates(P, L, j, i, d):
     """Full dominance p_j < p_i: no worse everywhere, strictly better once."""
+    for k in range(d):
+        if L[j, k] > L[i, k]:
+            return False
     lt = False
     for k in range(d):
         a = P[j, k]
@@ -102,8 +109,9 @@ def _mask_tests(Q, lo, hi, need, flags):
     (may dominate).  Zero-pads flags to whole 8-byte words; returns the count
     of words."""
     k = hi - lo
+    Qs = Q[lo:hi]   # a slice: no negative-index wrap check, so LLVM vectorises
     for t in range(k):
-        flags[t] = (Q[lo + t] & need) == 0
+        flags[t] = (Qs[t] & need) == 0
     nw = (k + 7) >> 3
     for t in range(k, nw * 8):
         flags[t] = 0
@@ -111,7 +119,7 @@ def _mask_tests(Q, lo, hi, need, flags):
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
-def _scan_lower_cell(P, Q, lo, hi, need, i, d, flags, fw):
+def _scan_lower_cell(P, L, Q, lo, hi, need, i, d, flags, fw):
     """Compare p_i with the points of a dominating-candidate cell (Algorithm 1,
     lines 16-19): Eq. 4 on quartile masks, then the distinct-value test.
     Returns (dominated?, mask tests, dominance tests)."""
@@ -123,13 +131,13 @@ def _scan_lower_cell(P, Q, lo, hi, need, i, d, flags, fw):
             j = lo + w * 8 + np.int64(_ctz64(x) >> np.uint64(3))   # little-endian bytes
             x &= x - np.uint64(1)
             nd += 1
-            if _dominates_distinct(P, j, i, d):
+            if _dominates_distinct(P, L, j, i, d):
                 return True, hi - lo, nd
     return False, hi - lo, nd
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
-def _scan_own_cell(P, Q, lo, hi, need, i, d, flags, fw):
+def _scan_own_cell(P, L, Q, lo, hi, need, i, d, flags, fw):
     """Compare p_i with the other points of its own cell (lines 21-24): Eq. 5,
     then the full dominance test (ties possible here)."""
     nw = _mask_tests(Q, lo, hi, need, flags)
@@ -142,23 +150,23 @@ def _scan_own_cell(P, Q, lo, hi, need, i, d, flags, fw):
             if j == i:
                 continue
             nd += 1
-            if _dominates(P, j, i, d):
+            if _dominates(P, L, j, i, d):
                 return True, hi - lo, nd
     return False, hi - lo, nd
 
 
 @njit(cache=NUMBA_CACHE, parallel=True)
-def skyalign_nosync(P, M, Q, order, point_cell, starts, cmasks, cell_of_order, dense,
-                    use_quart, n_virtual):
-    """SkyAlign without synchronisation (§6.2.3 NoSync; the CPU port of §7.1).
+def skyalign_points(P, L, M, Q, order, point_cell, starts, ends, cmasks, cell_of_order, dense,
+                    use_quart, n_virtual, p_lo, p_hi, dominated, mts, dts):
+    """SkyAlign's per-point work (Algorithm 1, lines 14-24, all levels at once)
+    for the sorted points p_lo..p_hi, in chunks of 32 (§7.1).
 
-    P, M, Q, order are sorted by <|M|, M>; returns (dominated flags, mask
-    tests, dominance tests) per point."""
+    Each point is tested against the points of every non-empty cell whose
+    median mask is a proper subset of its own (Eq. 1; the candidates of cell c
+    are starts[c]..ends[c]), then against its own cell.  Fills dominated,
+    mts (mask tests) and dts (dominance tests)."""
     m, d = P.shape
-    dominated = np.zeros(m, dtype=np.uint8)
-    mts = np.zeros(m, dtype=np.int64)
-    dts = np.zeros(m, dtype=np.int64)
-    nchunks = (m + CHUNK - 1) // CHUNK
+    nchunks = (p_hi - p_lo + CHUNK - 1) // CHUNK
     maxcell = 1
     for c0 in range(starts.shape[0] - 1):
         maxcell = max(maxcell, starts[c0 + 1] - starts[c0])
@@ -168,8 +176,8 @@ def skyalign_nosync(P, M, Q, order, point_cell, starts, cmasks, cell_of_order, d
         needq = np.empty_like(Q[:2])   # the masks cast to Q's width
         for r in range((nchunks - w + n_virtual - 1) // n_virtual):
             c = w + r * n_virtual
-            lo_i = c * CHUNK
-            hi_i = min(m, lo_i + CHUNK)
+            lo_i = p_lo + c * CHUNK
+            hi_i = min(p_hi, lo_i + CHUNK)
             for i in range(lo_i, hi_i):
                 Mi = M[i]
                 nMi = ~Mi
@@ -188,7 +196,7 @@ def skyalign_nosync(P, M, Q, order, point_cell, starts, cmasks, cell_of_order, d
                         nm += 1
                         if cc >= 0:
                             needq[0] = (cmasks[cc] | nMi) & nQi
-                            dom, a, b = _scan_lower_cell(P, Q, starts[cc], starts[cc + 1],
+                            dom, a, b = _scan_lower_cell(P, L, Q, starts[cc], ends[cc],
                                                          needq[0], i, d, flags, fw)
                             nm += a * use_quart
                             nd += b
@@ -203,14 +211,14 @@ def skyalign_nosync(P, M, Q, order, point_cell, starts, cmasks, cell_of_order, d
                         if (Mj & nMi) != np.uint64(0):
                             continue
                         needq[0] = (Mj | nMi) & nQi
-                        dom, a, b = _scan_lower_cell(P, Q, starts[cc], starts[cc + 1],
+                        dom, a, b = _scan_lower_cell(P, L, Q, starts[cc], ends[cc],
                                                      needq[0], i, d, flags, fw)
                         nm += a * use_quart
                         nd += b
                         if dom:
                             break
                 if not dom:
-                    dom, a, b = _scan_own_cell(P, Q, starts[ci], starts[ci + 1],
+                    dom, a, b = _scan_own_cell(P, L, Q, starts[ci], starts[ci + 1],
                                                needq[1], i, d, flags, fw)
                     nm += a * use_quart
                     nd += b
@@ -219,11 +227,30 @@ def skyalign_nosync(P, M, Q, order, point_cell, starts, cmasks, cell_of_order, d
                     Q[i] = Q[i] | ~Q[i]   # all ones: later mask tests skip p_i
                 mts[i] = nm
                 dts[i] = nd
-    return dominated, mts, dts
 
 
 @njit(cache=NUMBA_CACHE, parallel=True)
-def skyalign_round(P, M, Q, order, point_cell, starts, cmasks, level, c_lo, c_hi,
+def compact_cells(P, L, Q, idx, dominated, starts, ends, c_lo, c_hi):
+    """Repack the survivors of cells c_lo..c_hi to the front of each cell
+    (§5.2's repacking, per cell so that start indexes stay valid); sets ends."""
+    d = P.shape[1]
+    for cc in prange(c_lo, c_hi):
+        w = starts[cc]
+        for r in range(starts[cc], starts[cc + 1]):
+            if dominated[r] == 0:
+                if w != r:
+                    for k in range(d):
+                        P[w, k] = P[r, k]
+                        L[w, k] = L[r, k]
+                    Q[w] = Q[r]
+                    idx[w] = idx[r]
+                    dominated[w] = 0
+                w += 1
+        ends[cc] = w
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def skyalign_round(P, L, M, Q, order, point_cell, starts, cmasks, level, c_lo, c_hi,
                    use_quart, n_virtual):
     """One round (iteration l) of Algorithm 1, lines 13-24: points of order > l
     against the cells of order l (cells c_lo..c_hi), points of order l
@@ -259,7 +286,7 @@ def skyalign_round(P, M, Q, order, point_cell, starts, cmasks, level, c_lo, c_hi
                         if (Mj & nMi) != np.uint64(0):
                             continue
                         needq[0] = (Mj | nMi) & nQi
-                        dom, a, b = _scan_lower_cell(P, Q, starts[cc], starts[cc + 1],
+                        dom, a, b = _scan_lower_cell(P, L, Q, starts[cc], starts[cc + 1],
                                                      needq[0], i, d, flags, fw)
                         nm += a * use_quart
                         nd += b
@@ -267,7 +294,7 @@ def skyalign_round(P, M, Q, order, point_cell, starts, cmasks, level, c_lo, c_hi
                             break
                 else:
                     ci = point_cell[i]
-                    dom, a, b = _scan_own_cell(P, Q, starts[ci], starts[ci + 1],
+                    dom, a, b = _scan_own_cell(P, L, Q, starts[ci], starts[ci + 1],
                                                needq[1], i, d, flags, fw)
                     nm += a * use_quart
                     nd += b
@@ -309,7 +336,7 @@ def _n_virtual() -> int:
     return 16 * max(1, numba.get_num_threads())
 
 
-VARIANTS = ("nosync", "sync", "noquart")
+VARIANTS = ("nosync", "levelwise", "sync", "noquart")
 
 
 def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+sum",
@@ -334,7 +361,7 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     idx = np.flatnonzero(keep)
     stats["tau_survivors"] = int(idx.size)
     if prefilter == "tau+sum" and idx.size > 4 * n_pivots:
-        sums = X[idx].sum(axis=1)
+        sums = gather_sums(X, idx)
         piv = idx[np.argpartition(sums, n_pivots)[:n_pivots]]
         k2 = sum_prefilter(X, idx, piv)
         idx = idx[k2.view(np.bool_)]
@@ -349,6 +376,7 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     times["masks"] = t2 - t1
     perm = sort_by_order_and_mask(M, order, d)
     P = np.ascontiguousarray(P[perm])
+    L = fine_levels(P)
     M = M[perm]
     Q = Q[perm]
     order = order[perm]
@@ -364,13 +392,38 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     qdt = quartile_dtype(d)
     Q = Q.astype(qdt) if use_quart else np.zeros(Q.shape, dtype=qdt)
     nv = _n_virtual()
+    m = P.shape[0]
+    dominated = np.zeros(m, dtype=np.uint8)
+    mts = np.zeros(m, dtype=np.int64)
+    dts = np.zeros(m, dtype=np.int64)
     if variant in ("nosync", "noquart"):
+        ends = starts[1:].copy()
         with numba.parallel_chunksize(1):
-            dominated, mts, dts = skyalign_nosync(P, M, Q, order, point_cell, starts, cmasks,
-                                                  cell_of_order, dense, use_quart, nv)
+            skyalign_points(P, L, M, Q, order, point_cell, starts, ends, cmasks, cell_of_order,
+                            dense, use_quart, nv, 0, m, dominated, mts, dts)
         sky = idx[dominated == 0]
         stats["mask_tests"] = int(mts.sum())
         stats["dominance_tests"] = int(dts.sum())
+    elif variant == "levelwise":
+        # one pass per order l: the points of order l against the (already
+        # repacked) skyline points of lower cells and their own cell; then the
+        # order-l cells are repacked, so later points never meet dead points.
+        ends = starts[1:].copy()
+        pstart = np.searchsorted(order, np.arange(d + 2)).astype(np.int64)
+        with numba.parallel_chunksize(1):
+            for level in range(d + 1):
+                p_lo, p_hi = int(pstart[level]), int(pstart[level + 1])
+                if p_hi == p_lo:
+                    continue
+                skyalign_points(P, L, M, Q, order, point_cell, starts, ends, cmasks,
+                                cell_of_order, dense, use_quart, nv, p_lo, p_hi, dominated,
+                                mts, dts)
+                compact_cells(P, L, Q, idx, dominated, starts, ends,
+                              int(cell_of_order[level]), int(cell_of_order[level + 1]))
+        stats["mask_tests"] = int(mts.sum())
+        stats["dominance_tests"] = int(dts.sum())
+        sky = np.concatenate([idx[starts[c]:ends[c]] for c in range(cmasks.size)]) \
+            if cmasks.size else np.zeros(0, np.int64)
     elif variant == "sync":
         out = []
         nmt = ndt = 0
@@ -380,7 +433,7 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
             starts, cmasks, point_cell, cell_of_order, _ = _cell_tables(M, d)
             c_lo, c_hi = int(cell_of_order[level]), int(cell_of_order[level + 1])
             with numba.parallel_chunksize(1):
-                dominated, mts, dts = skyalign_round(P, M, Q, order, point_cell, starts,
+                dominated, mts, dts = skyalign_round(P, L, M, Q, order, point_cell, starts,
                                                      cmasks, level, c_lo, c_hi, use_quart, nv)
             nmt += int(mts.sum())
             ndt += int(dts.sum())
@@ -389,6 +442,7 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
             out.append(idx[done])
             rest = alive & (order > level)       # line 25: repack the survivors
             P = np.ascontiguousarray(P[rest])
+            L = np.ascontiguousarray(L[rest])
             M, Q, order, idx = M[rest], Q[rest], order[rest], idx[rest]
         sky = np.concatenate(out) if out else np.zeros(0, np.int64)
         stats["mask_tests"] = nmt
