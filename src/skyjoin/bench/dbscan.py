@@ -1,0 +1,316 @@
+"""The DBSCAN benchmark suite (``skyjoin bench dbscan``).
+
+Cases (issue 4, item 8), every implementation timed in the same process:
+
+* ``Blobs2D-1M``, ``Blobs2D-10M``: 2-D Gaussian blobs (50 centres, std 1.5,
+  centres in [0,100]^2), eps 0.3, min_samples 10;
+* ``Expo2D-2M``: 2M exponential 2-D points (the join suite's recipe, rate 40),
+  eps 0.0004, min_samples 10;
+* ``Unif3D-2M``: 2M uniform 3-D points in [0,100]^3, eps 1.5, min_samples 10;
+* ``Sweep16-minpts``: 1M blobs, eps 0.3, 16 min_samples (the paper's Table 5
+  list 5..80): ``dbscan_sweep`` against 16 separate runs of our estimator;
+* ``Sweep8-eps``: 1M blobs, 8 eps (0.1 .. 0.45), min_samples 10 (the paper's
+  Table 3 scenario): pipelined against non-pipelined, with the ideal
+  pipelined time of equation (2); the response-time model (§7.7) probed at
+  eps 0.3 is compared with the measured single runs (median and worst error).
+
+Peers: ``sklearn.cluster.DBSCAN`` (all cores) and the ``dbscan`` package
+(Wang, Gu, Shun).  Every implementation reports its number of clusters as
+the size, so the harness checks that they agree.  ``quick`` shrinks every
+case to 100k points, scaling eps to keep the neighbours per point.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numpy as np
+
+from .harness import Case, Impl, format_table, run_suite, write_report
+
+__all__ = ["cases", "run", "PAPER_MINPTS", "SWEEP_EPS"]
+
+PAPER_MINPTS = [5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80]
+SWEEP_EPS = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45]
+QUICK_N = 100_000
+
+# sklearn's DBSCAN keeps every neighbourhood as a Python-object array of
+# int64: skip it where that would take more than this many pairs
+SKLEARN_MAX_PAIRS = 400_000_000
+
+
+def _scaled_eps(eps, n_full, n, d):
+    """eps that keeps the mean neighbours per point when n_full points become n."""
+    return eps * (n_full / n) ** (1.0 / d)
+
+
+def _data(kind, n, seed):
+    """The points of a case."""
+    from .. import datasets
+
+    if kind == "blobs":
+        return datasets.blobs(n, 2, centers=50, std=1.5, low=0.0, high=100.0, seed=seed)
+    if kind == "expo":
+        return datasets.exponential(n, 2, rate=40.0, seed=seed)
+    if kind == "unif3":
+        return datasets.uniform(n, 3, 0.0, 100.0, seed=seed)
+    raise ValueError(kind)
+
+
+def _n_clusters(labels):
+    return int(labels.max()) + 1 if len(labels) else 0
+
+
+def _available_bytes():
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _ours(get, eps, m, device):
+    """Our estimator on the case's device, with its phase times."""
+    import skyjoin as sj
+
+    def fn():
+        est = sj.DBSCAN(eps=eps, min_samples=m, device=device).fit(get())
+        out = {"size": _n_clusters(est.labels_), "noise": int((est.labels_ < 0).sum()),
+               "path": est.path_}
+        out.update({f"phase_{k}_s": round(float(v), 4) for k, v in est.timings_.items()
+                    if k != "pairs"})
+        if "pairs" in est.timings_:
+            out["pairs"] = int(est.timings_["pairs"])
+        return out
+
+    return Impl(f"skyjoin DBSCAN ({device})", fn, ours=True, warmup=True)
+
+
+def _peers(get, eps, m, est_pairs):
+    """sklearn's DBSCAN and the dbscan package."""
+    out = []
+
+    def sk():
+        from sklearn.cluster import DBSCAN
+
+        labels = DBSCAN(eps=eps, min_samples=m, n_jobs=-1).fit(get()).labels_
+        return {"size": _n_clusters(labels), "noise": int((labels < 0).sum())}
+
+    skip = None
+    if est_pairs is not None and est_pairs > SKLEARN_MAX_PAIRS:
+        skip = (f"about {est_pairs / 1e6:.0f}M pairs: sklearn's per-point neighbour arrays "
+                f"would exceed the machine's memory and take too long")
+    out.append(Impl("sklearn DBSCAN (n_jobs=-1)", sk, skip_reason=skip))
+
+    try:
+        import dbscan as _pkg  # noqa: F401
+        pkg_skip = None
+    except ImportError:
+        pkg_skip = "the dbscan package is not installed (pip install dbscan)"
+
+    def pkg():
+        import dbscan as _pkg
+
+        labels, _core = _pkg.DBSCAN(get(), eps=eps, min_samples=m)
+        return {"size": _n_clusters(labels), "noise": int((labels < 0).sum())}
+
+    out.append(Impl("dbscan package (Wang-Gu-Shun)", pkg, skip_reason=pkg_skip))
+    return out
+
+
+def _single_cases(quick, device, names):
+    """The single-clustering cases."""
+    specs = [("Blobs2D-1M", "blobs", 1_000_000, 2, 0.3, 10, 1, 213.6),
+             ("Blobs2D-10M", "blobs", 10_000_000, 2, 0.3, 10, 2, 2136.0),
+             ("Expo2D-2M", "expo", 2_000_000, 2, 0.0004, 10, 3, 396.8),
+             ("Unif3D-2M", "unif3", 2_000_000, 3, 1.5, 10, 4, 28.3)]
+    out = []
+    for name, kind, n_full, d, eps_full, m, seed, mean_nb in specs:
+        if names and name not in names:
+            continue
+        n = QUICK_N if quick else n_full
+        eps = _scaled_eps(eps_full, n_full, n, d) if quick else eps_full
+        est_pairs = mean_nb * n
+        holder: dict = {}
+
+        def get(holder=holder):
+            return holder["X"]
+
+        def setup(holder=holder, kind=kind, n=n, seed=seed):
+            holder["X"] = _data(kind, n, seed)
+
+        def teardown(holder=holder):
+            holder.clear()
+
+        ours = _ours(get, eps, m, device)
+        avail = _available_bytes()
+        if device == "cpu" and avail is not None and est_pairs * 4 * 2.5 > avail:
+            ours.skip_reason = (f"the neighbour table (~{est_pairs / 1e9:.1f}G pairs) does not "
+                                f"fit in this machine's memory")
+        impls = [ours] + _peers(get, eps, m, est_pairs)
+        out.append(Case(name + (" (quick)" if quick else ""),
+                        {"n": n, "d": d, "eps": eps, "min_samples": m, "kind": kind,
+                         "seed": seed}, impls, setup=setup, teardown=teardown))
+    return out
+
+
+def _sweep_minpts_case(quick, device):
+    """16 min_samples at one eps: the sweep against 16 separate runs (§7.6)."""
+    import skyjoin as sj
+
+    n = QUICK_N if quick else 1_000_000
+    eps = _scaled_eps(0.3, 1_000_000, n, 2) if quick else 0.3
+    holder: dict = {}
+
+    def setup():
+        holder["X"] = _data("blobs", n, 1)
+
+    def sweep():
+        res = list(sj.dbscan_sweep(holder["X"], eps=eps, min_samples=PAPER_MINPTS,
+                                   device=device))
+        return {"size": len(res), "clusters": [r.n_clusters for r in res],
+                "table_s": round(res[0].timings["table"], 4),
+                "assign_s": [round(r.timings["assign"], 4) for r in res]}
+
+    def separate():
+        ks = []
+        for m in PAPER_MINPTS:
+            est = sj.DBSCAN(eps=eps, min_samples=m, device=device).fit(holder["X"])
+            ks.append(_n_clusters(est.labels_))
+        return {"size": len(ks), "clusters": ks}
+
+    return Case("Sweep16-minpts" + (" (quick)" if quick else ""),
+                {"n": n, "eps": eps, "min_samples": PAPER_MINPTS},
+                [Impl(f"skyjoin dbscan_sweep ({device})", sweep, ours=True, warmup=False),
+                 Impl(f"16 x skyjoin DBSCAN ({device})", separate)],
+                setup=setup, teardown=holder.clear)
+
+
+def _sweep_eps_case(quick, device):
+    """8 eps at one min_samples: pipelined vs not, equation (2), and the model (§7.5, §7.7)."""
+    import skyjoin as sj
+    from ..cluster.estimator import hybrid_dbscan
+
+    n = QUICK_N if quick else 1_000_000
+    scale = _scaled_eps(1.0, 1_000_000, n, 2) if quick else 1.0
+    eps_list = [e * scale for e in SWEEP_EPS]
+    holder: dict = {}
+
+    def setup():
+        holder["X"] = _data("blobs", n, 1)
+
+    def run_sweep(pipeline):
+        def fn():
+            res = list(sj.dbscan_sweep(holder["X"], eps=eps_list, min_samples=[10],
+                                       device=device, pipeline=pipeline))
+            return {"size": len(res), "clusters": [r.n_clusters for r in res],
+                    "table_s": [round(r.timings["table"], 4) for r in res],
+                    "assign_s": [round(r.timings["assign"], 4) for r in res]}
+        return fn
+
+    def model():
+        m = sj.dbscan_model(holder["X"], probe_eps=0.3 * scale, min_samples=10, device=device)
+        errors = []
+        for e in eps_list:
+            t: dict = {}
+            t0 = time.perf_counter()
+            hybrid_dbscan(holder["X"], e, 10, device=device, timings=t)
+            real = time.perf_counter() - t0
+            pred = m.predict(e)
+            errors.append({"eps": e, "measured_s": round(real, 4), "predicted_s": round(pred, 4),
+                           "error_pct": round(100 * abs(pred - real) / real, 2)})
+        errs = [x["error_pct"] for x in errors if not math.isclose(x["eps"], m.probe_eps)]
+        return {"size": len(errors), "size_not_comparable": True,
+                "probe_eps": m.probe_eps, "median_error_pct": float(np.median(errs)),
+                "worst_error_pct": float(np.max(errs)), "points": errors}
+
+    return Case("Sweep8-eps" + (" (quick)" if quick else ""),
+                {"n": n, "eps": eps_list, "min_samples": 10},
+                [Impl(f"skyjoin dbscan_sweep pipelined ({device})", run_sweep(True), ours=True,
+                      warmup=False),
+                 Impl(f"skyjoin dbscan_sweep not pipelined ({device})", run_sweep(False)),
+                 Impl(f"response-time model ({device})", model)],
+                setup=setup, teardown=holder.clear)
+
+
+def cases(quick: bool = False, device: str = "cpu", names=None) -> list[Case]:
+    """The suite's cases (``names`` selects some by name)."""
+    names = list(names) if names else None
+    out = _single_cases(quick, device, names)
+    if not names or "Sweep16-minpts" in names:
+        out.append(_sweep_minpts_case(quick, device))
+    if not names or "Sweep8-eps" in names:
+        out.append(_sweep_eps_case(quick, device))
+    return out
+
+
+def _sweep_summary(rows, device, log):
+    """Ratios the issue asks for: sweep vs separate runs, pipeline vs eq. (2), model error."""
+    from ..cluster.sweep import ideal_pipeline_time
+
+    t = {(r.case.split(" (")[0], r.impl): r for r in rows}
+
+    def time_of(case, impl):
+        r = t.get((case, impl))
+        return r.time_s if r is not None else None
+
+    out = {}
+    sweep = time_of("Sweep16-minpts", f"skyjoin dbscan_sweep ({device})")
+    separate = time_of("Sweep16-minpts", f"16 x skyjoin DBSCAN ({device})")
+    if sweep and separate:
+        out["sweep16_speedup_vs_separate"] = separate / sweep
+    pipelined = time_of("Sweep8-eps", f"skyjoin dbscan_sweep pipelined ({device})")
+    plain = time_of("Sweep8-eps", f"skyjoin dbscan_sweep not pipelined ({device})")
+    if pipelined and plain:
+        t_opt = ideal_pipeline_time(plain, len(SWEEP_EPS))
+        out.update(sweep8_non_pipelined_s=plain, sweep8_pipelined_s=pipelined,
+                   sweep8_ideal_eq2_s=t_opt,
+                   sweep8_pct_above_ideal=100 * (pipelined - t_opt) / t_opt)
+    r = t.get(("Sweep8-eps", f"response-time model ({device})"))
+    if r is not None and r.extra:
+        out["model_median_error_pct"] = r.extra.get("median_error_pct")
+        out["model_worst_error_pct"] = r.extra.get("worst_error_pct")
+    for k, v in out.items():
+        log(f"  {k}: {v:.3f}" if isinstance(v, float) else f"  {k}: {v}")
+    return out
+
+
+def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results", names=None,
+        log=print) -> list:
+    """Run the suite; write ``dbscan-<device>.json``/``.png``; return the rows.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}
+        Device of our implementations (peers run on the CPU).
+    quick : bool
+        100k-point versions of every case (a smoke test).
+    out_dir : str
+        Folder of the report.
+    names : list of str, optional
+        Only these cases.
+
+    Returns
+    -------
+    list of skyjoin.bench.harness.Row
+
+    Examples
+    --------
+    >>> from skyjoin.bench import dbscan as bd            # doctest: +SKIP
+    >>> rows = bd.run(device="cpu", quick=True)           # doctest: +SKIP
+    """
+    suite = f"dbscan-{device}"
+    rows = run_suite(suite, cases(quick=quick, device=device, names=names), log=log)
+    summary = _sweep_summary(rows, device, log)
+    for r in rows:
+        if r.case.startswith("Sweep"):
+            r.extra.update({f"summary_{k}": v for k, v in summary.items()})
+    json_path, png = write_report(suite, rows, out_dir)
+    log(format_table(rows))
+    log(f"report: {json_path}" + (f", chart: {png}" if png else ""))
+    return rows
