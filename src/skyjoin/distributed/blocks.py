@@ -1,0 +1,253 @@
+"""Inputs of the distributed operators as row blocks held by the Dask workers.
+
+Every operator starts from the same thing: a list of futures, one per block
+of consecutive rows, plus the global row id of each block's first row (rows
+are numbered in block order, so global ids are the caller's row numbers).
+
+* a NumPy array is cut into blocks and scattered to the workers; each block
+  is replicated on ``replicas`` workers (default 2 when there are two or
+  more), because scattered data has no lineage: if the only worker holding
+  a block died, the job could not recompute it;
+* a Dask array or Dask DataFrame keeps its own chunks / partitions, which
+  Dask can recompute from their lineage;
+* a path or glob of ``.parquet`` / ``.csv`` / ``.txt`` / ``.npy`` files is
+  read by the workers themselves (one block per file, in sorted path order),
+  so the files must be visible to every worker (a shared file system).
+
+Each block is checked on its worker (2-D, real numbers, no NaN or inf) and
+summarised there (length, bounds, a random sample), so the driver only
+handles small objects.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validate import check_points
+
+__all__ = ["Blocks", "get_client", "as_blocks", "DEFAULT_BLOCK_ROWS"]
+
+DEFAULT_BLOCK_ROWS = 1 << 20
+SAMPLE_PER_BLOCK = 4096
+
+
+def get_client(client=None):
+    """The given client, else the current Dask client; a clear error if there is none."""
+    if client is not None:
+        return client
+    try:
+        from distributed import default_client
+    except ImportError as exc:  # pragma: no cover - dask is an optional dependency
+        raise ImportError("skyjoin.distributed needs dask[distributed]: "
+                          "pip install 'skyjoin[distributed]'") from exc
+    try:
+        return default_client()
+    except ValueError as exc:
+        raise ValueError("no Dask client: pass client= or create one first, e.g. "
+                         "distributed.Client(distributed.LocalCluster())") from exc
+
+
+def new_token(what: str) -> str:
+    """A unique key prefix for the tasks of one call (shows on the dashboard)."""
+    return f"skyjoin-{what}-{uuid.uuid4().hex[:10]}"
+
+
+@dataclass
+class Blocks:
+    """Row blocks held by the workers.
+
+    Attributes
+    ----------
+    futures : list of distributed.Future
+        Each resolves to a C-contiguous (m_b, d) array in the working dtype.
+    offsets : ndarray of int64, shape (n_blocks + 1,)
+        Block b holds global rows ``offsets[b]:offsets[b + 1]``.
+    d : int
+    lo, hi : ndarray of float64, shape (d,)
+        Bounds of all points (zeros when empty).
+    sample : ndarray, shape (m, d)
+        A uniform sample of the points (for the partition plan).
+    """
+
+    futures: list
+    offsets: np.ndarray
+    d: int
+    lo: np.ndarray
+    hi: np.ndarray
+    sample: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.offsets[-1])
+
+
+def _checked(block, dtype, name):
+    """Validate a block on its worker (shape, real dtype, finite values)."""
+    if hasattr(block, "to_numpy") and hasattr(block, "columns"):
+        block = block.to_numpy()
+    return check_points(block, name=name, dtype=dtype)
+
+
+def _read_file(path, columns, dtype):
+    """Read one point file on a worker."""
+    from ..io import read_points
+
+    return read_points(path, columns=columns, dtype=dtype)
+
+
+def _frame_block(frame, columns, dtype, name):
+    """A DataFrame partition's chosen columns as a checked array."""
+    if columns is not None:
+        frame = frame[list(columns)]
+    return check_points(frame.to_numpy(), name=name, dtype=dtype)
+
+
+def _summary(block, seed):
+    """Length, bounds and a uniform sample of one block (runs on a worker)."""
+    n, d = block.shape
+    if n == 0:
+        return n, d, None, None, block[:0]
+    rng = np.random.default_rng(seed)
+    m = min(n, SAMPLE_PER_BLOCK)
+    pick = np.sort(rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
+    return (n, d, block.min(axis=0).astype(np.float64), block.max(axis=0).astype(np.float64),
+            block[pick])
+
+
+def _combine_samples(summaries, target: int, seed: int) -> np.ndarray:
+    """A sample of about ``target`` rows in which each block weighs by its length."""
+    total = sum(s[0] for s in summaries)
+    rng = np.random.default_rng(seed)
+    parts = []
+    for n, _, _, _, smp in summaries:
+        if n == 0:
+            continue
+        k = min(len(smp), max(1, int(round(target * n / total))))
+        parts.append(smp[np.sort(rng.choice(len(smp), size=k, replace=False))])
+    return np.concatenate(parts) if parts else np.zeros((0, summaries[0][1]))
+
+
+def _is_dask_array(X) -> bool:
+    return type(X).__module__.startswith("dask.array") or (
+        hasattr(X, "dask") and hasattr(X, "chunks") and hasattr(X, "to_delayed"))
+
+
+def _is_dask_frame(X) -> bool:
+    return type(X).__module__.startswith("dask.dataframe") or (
+        hasattr(X, "dask") and hasattr(X, "npartitions") and hasattr(X, "to_delayed"))
+
+
+def _file_list(path) -> list[str]:
+    """The files named by a path, a glob pattern or a directory (sorted)."""
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        files = sorted(os.path.join(p, f) for f in os.listdir(p)
+                       if os.path.splitext(f)[1].lower() in (".parquet", ".csv", ".txt", ".tsv",
+                                                             ".dat", ".npy"))
+    else:
+        files = sorted(glob.glob(p))
+    if not files:
+        raise FileNotFoundError(f"no point files match {p!r}")
+    return files
+
+
+def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | None = None,
+              replicas: int | None = None, name: str = "X", seed: int = 0,
+              sample_target: int = 20000, retries: int = 2) -> Blocks:
+    """Turn any supported input into row blocks on the workers, checked and summarised.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    X : ndarray, dask.array.Array, dask.dataframe.DataFrame, str or os.PathLike
+        The points (see the module docstring).  Anything else that
+        ``numpy.asarray`` accepts is treated as a NumPy array.
+    dtype : dtype
+        Working dtype of the blocks.
+    columns : list, optional
+        Columns to use, for files and data frames.
+    block_rows : int, optional
+        Rows per block for NumPy input (default: about two blocks per worker
+        thread, at most 2**20 rows).
+    replicas : int, optional
+        Copies of each scattered NumPy block (default min(2, n_workers)).
+    name : str
+        Argument name for error messages.
+    seed : int
+        Seed of the sample.
+    sample_target : int
+        Size of the combined sample.
+    retries : int
+        Dask retries of each task.
+
+    Returns
+    -------
+    Blocks
+
+    Raises
+    ------
+    ValueError
+        Bad shape, NaN or inf values, blocks of different widths.
+    FileNotFoundError
+        A path that matches no file.
+    """
+    dtype = np.dtype(dtype)
+    if isinstance(X, (str, os.PathLike)):
+        files = _file_list(X)
+        futures = [client.submit(_read_file, f, columns, dtype, retries=retries,
+                                 key=f"{new_token('read')}-{k}") for k, f in enumerate(files)]
+    elif _is_dask_frame(X):
+        parts = X.to_delayed()
+        futs = client.compute(parts)
+        futures = [client.submit(_frame_block, f, columns, dtype, name, retries=retries)
+                   for f in futs]
+    elif _is_dask_array(X):
+        if X.ndim != 2:
+            raise ValueError(f"{name} must be 2-D with shape (n_points, n_dims), got "
+                             f"{X.ndim}-D array of shape {X.shape}")
+        if len(X.chunks[1]) > 1:
+            X = X.rechunk({1: -1})
+        parts = X.to_delayed()[:, 0].tolist()
+        futs = client.compute(parts)
+        futures = [client.submit(_checked, f, dtype, name, retries=retries) for f in futs]
+    else:
+        if columns is not None:
+            raise TypeError("columns= selects columns of files and data frames; "
+                            "slice the array instead")
+        arr = check_points(X, name=name, dtype=dtype)
+        n = arr.shape[0]
+        n_workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+        if block_rows is None:
+            threads = max(1, sum(client.nthreads().values()))
+            block_rows = int(min(DEFAULT_BLOCK_ROWS, max(1024, -(-n // (2 * threads)))))
+        if isinstance(block_rows, bool) or int(block_rows) < 1:
+            raise ValueError(f"block_rows must be an integer >= 1, got {block_rows!r}")
+        bounds = list(range(0, n, int(block_rows))) + [n]
+        if n == 0:
+            bounds = [0, 0]
+        pieces = [arr[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        futures = client.scatter(pieces, hash=False)
+        copies = min(2, n_workers) if replicas is None else int(replicas)
+        if copies > 1:
+            client.replicate(futures, n=copies)
+    summaries = client.gather([client.submit(_summary, f, seed + k, retries=retries)
+                               for k, f in enumerate(futures)])
+    widths = {s[1] for s in summaries}
+    if len(widths) != 1:
+        raise ValueError(f"the blocks of {name} have different numbers of columns: {sorted(widths)}")
+    d = widths.pop()
+    offsets = np.zeros(len(summaries) + 1, dtype=np.int64)
+    np.cumsum([s[0] for s in summaries], out=offsets[1:])
+    full = [s for s in summaries if s[0]]
+    if full:
+        lo = np.min([s[2] for s in full], axis=0)
+        hi = np.max([s[3] for s in full], axis=0)
+    else:
+        lo = hi = np.zeros(d)
+    sample = _combine_samples(summaries, sample_target, seed) if full else np.zeros((0, d))
+    return Blocks(futures=list(futures), offsets=offsets, d=d, lo=lo, hi=hi, sample=sample)

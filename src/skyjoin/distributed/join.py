@@ -1,0 +1,375 @@
+"""The epsilon self-join on Dask: coarse partitions with halos, owned rows only.
+
+1. The input becomes row blocks on the workers (:mod:`.blocks`), each
+   summarised there (length, bounds, a sample).
+2. The driver picks the partition boxes from the sample
+   (:func:`.partition.plan_partitions`): a coarse two-level grid whose boxes
+   are at least one halo width (a hair more than eps) wide.
+3. Each block is routed on its worker: for every partition, the rows it
+   owns and the rows in its halo (:func:`.partition.route_block`).
+4. Each partition joins its owned points (rows) against its owned and halo
+   points (columns) with the single-machine engine of the worker's device
+   (``skyjoin.join``: Numba on a CPU worker, CUDA on a GPU worker).  A pair
+   (i, j) is emitted only by the partition that owns i, as part of row i, so
+   every pair appears exactly once; every neighbour of an owned point is in
+   the partition's owned points or halo, so every row is complete.
+5. The rows come back to the driver as one NeighborTable (``output="table"``,
+   when it fits in memory), as counts, or are written by the workers as one
+   Parquet file per partition (``out="dir/"``).
+
+The distance test is the single-machine one (the same engine, the same
+working precision), so the result is identical to ``skyjoin.self_join``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validate import check_eps, check_precision, working_dtype
+from ..join.result import NeighborTable, index_dtype
+from .blocks import as_blocks, get_client, new_token
+from .partition import halo_width, plan_partitions, route_block
+
+__all__ = ["self_join", "PartitionedPairs", "route_blocks", "make_plan"]
+
+OUTPUTS = ("table", "counts")
+
+
+@dataclass
+class PartitionedPairs:
+    """A join result written by the workers as one Parquet file per partition.
+
+    Each file holds int64 columns ``i`` (row, a global row id) and ``j``
+    (column), grouped by row; the rows of a file are the points its
+    partition owns, so every pair is in exactly one file.
+
+    Attributes
+    ----------
+    path : str
+        The folder.
+    files : list of str
+        The files written (partitions without pairs write none).
+    n_pairs : int
+    shape : tuple (n, n)
+    sorted : bool
+        Columns ascending within each row.
+    """
+
+    path: str
+    files: list
+    n_pairs: int
+    shape: tuple
+    sorted: bool
+
+    def to_table(self) -> NeighborTable:
+        """Read every file back into one NeighborTable (it must fit in memory)."""
+        import pyarrow.parquet as pq
+
+        n = self.shape[0]
+        counts = np.zeros(n, dtype=np.int64)
+        parts = []
+        for f in self.files:
+            t = pq.read_table(f)
+            i = t.column("i").to_numpy()
+            j = t.column("j").to_numpy()
+            counts += np.bincount(i, minlength=n)
+            parts.append((i, j))
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        indices = np.empty(int(indptr[-1]), dtype=index_dtype(n))
+        fill = indptr[:-1].copy()
+        for i, j in parts:
+            # rows are grouped in a file: place each row's run at its offset
+            starts = np.flatnonzero(np.r_[True, i[1:] != i[:-1]])
+            lens = np.diff(np.r_[starts, len(i)])
+            rows = i[starts]
+            dest = np.repeat(fill[rows] - starts, lens) + np.arange(len(i))
+            indices[dest] = j
+            fill[rows] += lens
+        return NeighborTable(indptr, indices, self.shape, sorted=self.sorted)
+
+
+# --------------------------------------------------------------------------
+# worker side
+# --------------------------------------------------------------------------
+def _route(block, offset, plan, width):
+    """Route one block: per partition, (owned ids, owned points, halo ids, halo points)."""
+    out = []
+    for own, halo in route_block(plan, block, width):
+        out.append((own + offset, block[own], halo + offset, block[halo]))
+    return out
+
+
+def _n_pairs(rows):
+    """Number of pairs in a partition's rows."""
+    return len(rows[2])
+
+
+def _select(routed, p):
+    """Piece p of a routed block."""
+    return routed[p]
+
+
+def _concat_pieces(pieces, d, dtype):
+    """Owned ids/points and halo ids/points of a partition, from its pieces (ids ascending)."""
+    def cat(k, shape):
+        arrs = [pc[k] for pc in pieces if len(pc[k])]
+        if not arrs:
+            return np.zeros(shape, dtype=np.int64 if len(shape) == 1 else dtype)
+        return np.concatenate(arrs)
+
+    return cat(0, (0,)), cat(1, (0, d)), cat(2, (0,)), cat(3, (0, d))
+
+
+def partition_rows(own_ids, own_X, halo_ids, halo_X, eps, *, include_self, sort, device,
+                   precision):
+    """Rows of the join owned by a partition: (counts, global columns) per owned point.
+
+    The owned points are joined against the owned and halo points by the
+    single-machine engine; columns are mapped to global ids, the self pair
+    dropped (unless include_self) and, with ``sort``, ascending within rows.
+    """
+    from ..join.api import join
+
+    S_X = np.concatenate([own_X, halo_X])
+    S_ids = np.concatenate([own_ids, halo_ids])
+    nR = len(own_ids)
+    nt = join(own_X, S_X, eps, sort=False, device=device, precision=precision).to_host()
+    counts = np.diff(nt.indptr)
+    local = nt.indices
+    if not include_self:
+        rows = np.repeat(np.arange(nR, dtype=np.int64), counts)
+        keep = local != rows           # column k < nR is owned point k itself
+        local = local[keep]
+        counts = np.bincount(rows[keep], minlength=nR).astype(np.int64)
+    cols = S_ids[local].astype(index_dtype(int(S_ids.max()) + 1 if len(S_ids) else 0))
+    if sort and len(cols):
+        from ..join.cpu import sort_csr_rows
+
+        indptr = np.zeros(nR + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        sort_csr_rows(indptr, cols)
+    return counts.astype(np.int64), cols
+
+
+def _partition_join(p, eps, include_self, output, sort, device, precision, out_dir, shape, d,
+                    dtype, *pieces):
+    """Join of one partition (runs on a worker); returns its owned rows or writes them."""
+    own_ids, own_X, halo_ids, halo_X = _concat_pieces(pieces, d, dtype)
+    if output == "counts":
+        from ..join.api import join
+
+        S_X = np.concatenate([own_X, halo_X])
+        c = join(own_X, S_X, eps, output="counts", device=device, precision=precision)
+        if not include_self:
+            c = c - 1
+        return own_ids, np.asarray(c, dtype=np.int64)
+    counts, cols = partition_rows(own_ids, own_X, halo_ids, halo_X, eps, include_self=include_self,
+                                  sort=sort, device=device, precision=precision)
+    if out_dir is None:
+        return own_ids, counts, cols
+    if len(cols) == 0:
+        return None, 0
+    from ..io import ParquetPairWriter
+
+    path = os.path.join(out_dir, f"part-{p:05d}.parquet")
+    with ParquetPairWriter(path, shape=shape, sorted=sort) as w:
+        w.write(np.repeat(own_ids, counts), cols.astype(np.int64))
+    return path, int(len(cols))
+
+
+# --------------------------------------------------------------------------
+# driver side
+# --------------------------------------------------------------------------
+def default_partitions(client, n: int) -> int:
+    """Two partitions per worker thread, and at least one per 4M points."""
+    threads = max(1, sum(client.nthreads().values()))
+    return int(max(2 * threads, -(-n // (1 << 22)), 1))
+
+
+def make_plan(blocks, eps, precision, n_partitions, client, halo_factor: int = 1):
+    """Partition plan for blocks: boxes at least ``halo_factor`` halo widths wide.
+
+    Returns the plan and the (single) halo width h.
+    """
+    h = halo_width(eps, blocks.d, blocks.lo, blocks.hi, precision)
+    if n_partitions is None:
+        n_partitions = default_partitions(client, blocks.n)
+    if isinstance(n_partitions, bool) or int(n_partitions) < 1:
+        raise ValueError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
+    plan = plan_partitions(blocks.sample, blocks.lo, blocks.hi, int(n_partitions),
+                           halo_factor * h, n_points=blocks.n)
+    return plan, h
+
+
+def route_blocks(client, blocks, plan, width, token, retries):
+    """Route every block on its worker; return, per partition, the futures of its pieces."""
+    P = plan.n_partitions
+    routed = [client.submit(_route, f, int(blocks.offsets[b]), plan, width, retries=retries,
+                            key=f"{token}-route-{b}")
+              for b, f in enumerate(blocks.futures)]
+    return [[client.submit(_select, r, p, retries=retries, key=f"{token}-piece-{b}-{p}")
+             for b, r in enumerate(routed)] for p in range(P)]
+
+
+def _check_fits(n_pairs: int, n: int) -> None:
+    """Refuse to assemble a table the driver cannot hold (no silent truncation)."""
+    need = 4 * n_pairs * (2 if n >= 2**31 else 1) + 8 * (n + 1)
+    try:
+        import psutil
+
+        avail = psutil.virtual_memory().available
+    except Exception:  # pragma: no cover - psutil comes with distributed
+        return
+    if need > 0.8 * avail:
+        raise MemoryError(
+            f"the join has {n_pairs:,} pairs ({need / 2**30:.1f} GiB as a table) but only "
+            f"{avail / 2**30:.1f} GiB is available on the driver; pass out='folder/' to have "
+            "the workers write partitioned Parquet, or output='counts'")
+
+
+def self_join(X, eps, *, client=None, include_self: bool = False, output: str = "table",
+              sort: bool = True, out=None, device: str | None = None,
+              precision: str = "float64", columns=None, n_partitions: int | None = None,
+              block_rows: int | None = None, replicas: int | None = None, retries: int = 2,
+              timings: dict | None = None):
+    """All pairs of points within distance eps, computed on a Dask cluster.
+
+    The same result as :func:`skyjoin.self_join` (pairs (i, j) and (j, i),
+    ``sum_k (x_ik - x_jk)**2 <= eps**2`` in the working precision), computed
+    by partitions of space with halos on the workers of ``client``.
+
+    Parameters
+    ----------
+    X : ndarray, dask.array.Array, dask.dataframe.DataFrame, str or os.PathLike
+        The points: an in-memory array (scattered to the workers), a Dask
+        collection, or a path, glob or folder of ``.parquet`` / ``.csv`` /
+        ``.txt`` / ``.npy`` files that the workers read themselves (rows are
+        numbered file by file in sorted path order).
+    eps : float
+        Join radius, finite and > 0.
+    client : distributed.Client, optional
+        Default: the current client.
+    include_self : bool
+        Also report (i, i).
+    output : {"table", "counts"}
+        A :class:`~skyjoin.NeighborTable` assembled on the driver, or the
+        int64 neighbour count of each point.
+    sort : bool
+        Columns ascending within each row.
+    out : str or os.PathLike, optional
+        A folder: the workers write the pairs there as one Parquet file per
+        partition and a :class:`PartitionedPairs` is returned (for results
+        larger than the driver's memory).  Only with ``output="table"``.
+    device : {"auto", "cpu", "gpu"}, optional
+        Device of the workers' engine, resolved on each worker (default:
+        the worker's ``SKYJOIN_DEVICE``, else "auto").
+    precision : {"float64", "float32"}
+    columns : list, optional
+        Columns to use, for files and data frames.
+    n_partitions : int, optional
+        Target number of partitions (default: two per worker thread, at least
+        one per 4M points).
+    block_rows : int, optional
+        Rows per block when X is an in-memory array.
+    replicas : int, optional
+        Copies of each scattered block (default min(2, workers)), so that a
+        worker's death loses no input.
+    retries : int
+        Dask retries of each task (a task that raises is run again).
+    timings : dict, optional
+        Filled with the seconds of each phase ("load", "plan", "join",
+        "assemble") and the number of partitions.
+
+    Returns
+    -------
+    NeighborTable, ndarray of int64, or PartitionedPairs
+
+    Raises
+    ------
+    ValueError
+        As :func:`skyjoin.self_join`; no Dask client.
+    MemoryError
+        ``output="table"`` without ``out`` for a result the driver cannot
+        hold (the message says how large it is).
+
+    Examples
+    --------
+    >>> import numpy as np, skyjoin.distributed as sd
+    >>> from distributed import Client, LocalCluster
+    >>> with LocalCluster(n_workers=2, processes=False) as cl, Client(cl) as client:
+    ...     X = np.array([[0.0, 0.0], [0.3, 0.4], [2.0, 2.0]])
+    ...     sd.self_join(X, 0.5, client=client, device="cpu").pairs().tolist()
+    [[0, 1], [1, 0]]
+    """
+    eps = check_eps(eps)
+    precision = check_precision(precision)
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+    if out is not None and output != "table":
+        raise ValueError("out= writes the pairs; it cannot be combined with output='counts'")
+    client = get_client(client)
+    tm = {} if timings is None else timings
+    dtype = working_dtype(precision)
+    t0 = time.perf_counter()
+    blocks = as_blocks(client, X, dtype=dtype, columns=columns, block_rows=block_rows,
+                       replicas=replicas, retries=retries)
+    n = blocks.n
+    t1 = time.perf_counter()
+    plan, h = make_plan(blocks, eps, precision, n_partitions, client)
+    token = new_token("join")
+    pieces = route_blocks(client, blocks, plan, h, token, retries)
+    out_dir = None
+    if out is not None:
+        out_dir = os.path.abspath(os.fspath(out))
+        os.makedirs(out_dir, exist_ok=True)
+    t2 = time.perf_counter()
+    futs = [client.submit(_partition_join, p, eps, include_self, output, sort, device, precision,
+                          out_dir, (n, n), blocks.d, dtype, *pieces[p], retries=retries,
+                          key=f"{token}-join-partition-{p}")
+            for p in range(plan.n_partitions)]
+    if output == "counts":
+        res = client.gather(futs)
+        t3 = time.perf_counter()
+        counts = np.zeros(n, dtype=np.int64)
+        for ids, c in res:
+            counts[ids] = c
+        result = counts
+    elif out_dir is not None:
+        res = client.gather(futs)
+        t3 = time.perf_counter()
+        files = [r[0] for r in res if r[0] is not None]
+        result = PartitionedPairs(out_dir, files, int(sum(r[1] for r in res)), (n, n), bool(sort))
+    else:
+        sizes = client.gather([client.submit(_n_pairs, f, key=f"{token}-size-{p}")
+                              for p, f in enumerate(futs)])
+        _check_fits(int(sum(sizes)), n)
+        res = client.gather(futs)
+        t3 = time.perf_counter()
+        result = assemble_table(res, n, sort)
+    del futs, pieces, blocks
+    tm.update(load=t1 - t0, plan=t2 - t1, join=t3 - t2, assemble=time.perf_counter() - t3,
+              n_partitions=plan.n_partitions)
+    return result
+
+
+def assemble_table(rows, n: int, sort: bool) -> NeighborTable:
+    """One CSR table from the partitions' owned rows (ids, counts, columns)."""
+    counts = np.zeros(n, dtype=np.int64)
+    for ids, c, _ in rows:
+        counts[ids] = c
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.empty(int(indptr[-1]), dtype=index_dtype(n))
+    for ids, c, cols in rows:
+        if not len(cols):
+            continue
+        local = np.zeros(len(c) + 1, dtype=np.int64)
+        np.cumsum(c, out=local[1:])
+        dest = np.repeat(indptr[ids] - local[:-1], c) + np.arange(len(cols), dtype=np.int64)
+        indices[dest] = cols
+    return NeighborTable(indptr, indices, (n, n), sorted=bool(sort))

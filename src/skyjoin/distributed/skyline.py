@@ -1,0 +1,129 @@
+"""The skyline on Dask: local skylines per block, then a tree reduction of unions.
+
+The skyline of a union is the skyline of the union of the skylines: a point
+dominated in the union is dominated by a point of the union's skyline
+(dominance is transitive and the sets are finite), and a point not
+dominated in the union is not dominated in its own block.  So each block's
+skyline is computed on its worker (``skyjoin.skyline``, CPU or GPU), then
+groups of ``fan_in`` partial skylines are merged, level by level, until one
+remains.  Every partial result carries the global row ids of its points,
+ordered by id, so that:
+
+* copies of equal points, which never dominate each other, all survive
+  (SkyBench semantics), whichever blocks they come from;
+* with ``distinct=True`` each merge keeps the lowest index of each group of
+  equal points, which is the lowest global id of the group.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .blocks import as_blocks, get_client, new_token
+
+__all__ = ["skyline"]
+
+
+def _local_skyline(block, offset, maximise, distinct, device):
+    """Skyline of one block, as (global ids, rows under minimisation)."""
+    from ..skyline.api import skyline as sky, to_minimisation
+
+    Xm = to_minimisation(block, maximise)
+    idx = sky(Xm, distinct=distinct, device=device)
+    return idx.astype(np.int64) + offset, Xm[idx]
+
+
+def _merge_skylines(distinct, device, *parts):
+    """Skyline of the union of partial skylines (parts ordered by global id)."""
+    from ..skyline.api import skyline as sky
+
+    ids = np.concatenate([p[0] for p in parts])
+    rows = np.concatenate([p[1] for p in parts])
+    order = np.argsort(ids, kind="stable")
+    ids, rows = ids[order], rows[order]
+    if len(ids) < 2:
+        return ids, rows
+    idx = sky(rows, distinct=distinct, device=device)
+    return ids[idx], rows[idx]
+
+
+def skyline(X, client=None, sense=None, distinct: bool = False, *, columns=None,
+            device: str | None = None, fan_in: int = 4, block_rows: int | None = None,
+            replicas: int | None = None, retries: int = 2, timings: dict | None = None):
+    """The skyline (Pareto set) of a point set, computed on a Dask cluster.
+
+    The same result as :func:`skyjoin.skyline`: the sorted row ids of the
+    points that no point dominates (p dominates q iff p is no worse on every
+    column and strictly better on one; equal points never dominate each
+    other).
+
+    Parameters
+    ----------
+    X : ndarray, dask.array.Array, dask.dataframe.DataFrame, str or os.PathLike
+        As :func:`skyjoin.distributed.self_join`.
+    client : distributed.Client, optional
+        Default: the current client.
+    sense : "min", "max" or sequence of them, optional
+        Preference per column (default: minimise every column).
+    distinct : bool
+        Keep only the lowest row id of each group of equal skyline points.
+    columns : list, optional
+        Columns to use, for files and data frames.
+    device : {"auto", "cpu", "gpu"}, optional
+        Device of the workers' skyline, resolved on each worker.
+    fan_in : int
+        Partial skylines merged per task of the reduction tree (>= 2).
+    block_rows, replicas, retries
+        As :func:`skyjoin.distributed.self_join`.
+    timings : dict, optional
+        Filled with the seconds of "load" and "skyline".
+
+    Returns
+    -------
+    ndarray of int64
+        Sorted global row ids of the skyline.
+
+    Raises
+    ------
+    ValueError
+        NaN/inf values, a wrong shape, an unknown sense, fan_in < 2, no client.
+
+    Examples
+    --------
+    >>> import numpy as np, skyjoin.distributed as sd
+    >>> from distributed import Client, LocalCluster
+    >>> X = np.array([[1, 3], [2, 2], [3, 1], [3, 3], [2, 2]])
+    >>> with LocalCluster(n_workers=2, processes=False) as cl, Client(cl) as client:
+    ...     sd.skyline(X, client=client, device="cpu", block_rows=2)
+    array([0, 1, 2, 4])
+    """
+    from ..skyline.api import check_sense
+
+    if not isinstance(distinct, (bool, np.bool_)):
+        raise TypeError(f"distinct must be a bool, got {type(distinct).__name__}")
+    if isinstance(fan_in, bool) or not isinstance(fan_in, (int, np.integer)) or fan_in < 2:
+        raise ValueError(f"fan_in must be an integer >= 2, got {fan_in!r}")
+    client = get_client(client)
+    t0 = time.perf_counter()
+    blocks = as_blocks(client, X, dtype=np.float64, columns=columns, block_rows=block_rows,
+                       replicas=replicas, retries=retries)
+    maximise = check_sense(sense, blocks.d)
+    t1 = time.perf_counter()
+    if blocks.n == 0:
+        return np.zeros(0, dtype=np.int64)
+    token = new_token("skyline")
+    level = [client.submit(_local_skyline, f, int(blocks.offsets[b]), maximise, bool(distinct),
+                           device, retries=retries, key=f"{token}-local-{b}")
+             for b, f in enumerate(blocks.futures) if blocks.offsets[b + 1] > blocks.offsets[b]]
+    depth = 0
+    while len(level) > 1:
+        depth += 1
+        level = [client.submit(_merge_skylines, bool(distinct), device, *level[k:k + fan_in],
+                               retries=retries, key=f"{token}-merge-{depth}-{k}")
+                 for k in range(0, len(level), fan_in)]
+    ids, _ = level[0].result()
+    if timings is not None:
+        timings.update(load=t1 - t0, skyline=time.perf_counter() - t1)
+    return np.sort(ids).astype(np.int64)
