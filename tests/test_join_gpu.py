@@ -14,11 +14,13 @@ import pytest
 import skyjoin
 from skyjoin.join.result import NeighborTable
 
-pytestmark = pytest.mark.gpu
+# Every test that touches the GPU is marked ``gpu``; the host-side planning
+# tests at the end need no GPU and run everywhere.
 
 
 @pytest.fixture(scope="module")
 def cp():
+    """CuPy, or skip: these tests need a GPU."""
     cupy = pytest.importorskip("cupy")
     if not skyjoin.gpu_available():
         pytest.skip("no usable GPU")
@@ -103,6 +105,7 @@ def assert_table_equal(nt, indptr, indices, sorted_rows=True):
 KINDS = ["uniform", "clustered", "duplicates", "lattice", "outlier"]
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("seed", range(24))
 def test_self_join_random_cases(cp, seed):
     rng = np.random.default_rng(1000 + seed)
@@ -123,6 +126,7 @@ def test_self_join_random_cases(cp, seed):
     np.testing.assert_array_equal(counts, np.diff(ip))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("seed", range(8))
 def test_join_r_s(cp, seed):
     rng = np.random.default_rng(2000 + seed)
@@ -140,6 +144,7 @@ def test_join_r_s(cp, seed):
     np.testing.assert_array_equal(c, np.diff(ip))
 
 
+@pytest.mark.gpu
 def test_sort_false_same_pairs(cp):
     rng = np.random.default_rng(5)
     X = make_points(rng, 1200, 3, "clustered")
@@ -149,6 +154,7 @@ def test_sort_false_same_pairs(cp):
     assert_table_equal(nt, ip, ind, sorted_rows=False)
 
 
+@pytest.mark.gpu
 def test_deterministic(cp):
     rng = np.random.default_rng(6)
     X = make_points(rng, 2000, 2, "clustered")
@@ -157,6 +163,7 @@ def test_deterministic(cp):
     np.testing.assert_array_equal(a.indices, b.indices)
 
 
+@pytest.mark.gpu
 def test_dimensions_up_to_20(cp):
     rng = np.random.default_rng(7)
     for d in (12, 16, 20):
@@ -169,6 +176,7 @@ def test_dimensions_up_to_20(cp):
             assert_table_equal(nt, *brute(X, X, eps, self_join=True))
 
 
+@pytest.mark.gpu
 def test_linear_ids_never_wrap(cp):
     # 8 indexed dims with ~n occupied coordinates each: the product overflows
     # 62 bits, so fewer dimensions are indexed; results stay exact.
@@ -180,6 +188,7 @@ def test_linear_ids_never_wrap(cp):
     assert_table_equal(nt, *brute(X, X, 1.5, self_join=True))
 
 
+@pytest.mark.gpu
 def test_single_point_and_empty(cp):
     X = np.zeros((1, 3))
     nt = gpu().gpu_self_join(X, 1.0)
@@ -205,6 +214,7 @@ OPTION_CASES = (
 )
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("opts", OPTION_CASES, ids=lambda o: "-".join(f"{v}" for v in o.values()))
 @pytest.mark.parametrize("d", [2, 3])
 def test_options_equal_bruteforce(cp, opts, d):
@@ -220,6 +230,7 @@ def test_options_equal_bruteforce(cp, opts, d):
                                                            include_self=include_self)[0]))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("opts", [dict(threads_per_point=8), dict(schedule="workqueue"),
                                   dict(kernel="shared"), dict(kernel="bruteforce")],
                          ids=lambda o: "-".join(f"{v}" for v in o.values()))
@@ -231,6 +242,7 @@ def test_join_options(cp, opts):
     assert_table_equal(nt, *brute(R, S, 0.7, self_join=False))
 
 
+@pytest.mark.gpu
 def test_bad_options(cp):
     X = np.zeros((10, 2))
     with pytest.raises(ValueError):
@@ -253,6 +265,7 @@ def test_bad_options(cp):
 # batching: many batches, memory caps, results on the device, chunks
 # ---------------------------------------------------------------------------
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("opts", [dict(), dict(pattern="lid_unicomp"), dict(pattern="unicomp"),
                                   dict(schedule="workqueue", threads_per_point=4),
                                   dict(kernel="shared")],
@@ -268,6 +281,7 @@ def test_many_batches(cp, opts):
     assert_table_equal(nt, *ref)
 
 
+@pytest.mark.gpu
 def test_device_memory_limit_forces_batches(cp):
     rng = np.random.default_rng(51)
     X = make_points(rng, 3000, 2, "clustered")
@@ -284,6 +298,7 @@ def test_device_memory_limit_forces_batches(cp):
         gpu().gpu_self_join(X, 0.3, device_memory_limit=1, on_device=True)
 
 
+@pytest.mark.gpu
 def test_on_device_result(cp):
     rng = np.random.default_rng(52)
     X = make_points(rng, 1000, 3, "clustered")
@@ -298,6 +313,7 @@ def test_on_device_result(cp):
     assert isinstance(c, cp.ndarray)
 
 
+@pytest.mark.gpu
 def test_cupy_input(cp):
     rng = np.random.default_rng(53)
     X = make_points(rng, 800, 2, "uniform")
@@ -316,6 +332,7 @@ def test_cupy_input(cp):
         gpu().gpu_self_join(cp.zeros((5, 2), dtype=cp.complex64), 0.4)
 
 
+@pytest.mark.gpu
 def test_chunks(cp):
     rng = np.random.default_rng(54)
     X = make_points(rng, 1500, 2, "clustered")
@@ -333,6 +350,7 @@ def test_chunks(cp):
         assert c.i.dtype == np.int64 and c.j.dtype == np.int64
 
 
+@pytest.mark.gpu
 def test_long_rows_are_sorted(cp):
     # rows longer than 64, 2048, 8192 and 32768 entries take each sorting path
     rng = np.random.default_rng(55)
@@ -346,6 +364,7 @@ def test_long_rows_are_sorted(cp):
     assert_table_equal(nt, *brute(X, X, 0.5, self_join=True))
 
 
+@pytest.mark.gpu
 def test_sampled_estimate(cp):
     rng = np.random.default_rng(56)
     X = rng.uniform(0, 10, (20000, 2))
@@ -355,6 +374,7 @@ def test_sampled_estimate(cp):
     assert est["batches"] == int(np.ceil(1.05 * est["estimate"] / 10**5))
 
 
+@pytest.mark.gpu
 def test_public_api_gpu_equals_cpu(cp):
     api = pytest.importorskip("skyjoin.join.api")
     rng = np.random.default_rng(57)
@@ -366,3 +386,67 @@ def test_public_api_gpu_equals_cpu(cp):
             c = skyjoin.self_join(X, eps, device="cpu", precision=precision)
             assert g == c
     del api
+
+
+# ---------------------------------------------------------------------------
+# host-side planning (pure Python: these run without a GPU too)
+# ---------------------------------------------------------------------------
+
+def test_plan_row_batches_cover_rows_within_capacity():
+    from skyjoin.join.plan import plan_row_batches
+
+    rng = np.random.default_rng(60)
+    for _ in range(50):
+        n = int(rng.integers(1, 300))
+        counts = rng.integers(0, 50, n)
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        cap = int(max(counts.max(), 1) * rng.integers(1, 6))
+        batches = plan_row_batches(indptr, cap)
+        assert batches[0][0] == 0 and batches[-1][1] == n
+        for (a, b), (c, _) in zip(batches, batches[1:]):
+            assert b == c and b > a
+        for a, b in batches:
+            assert indptr[b] - indptr[a] <= cap
+    with pytest.raises(ValueError):
+        plan_row_batches(np.array([0, 5, 6], dtype=np.int64), 4)
+
+
+def test_batch_capacity_and_estimate():
+    from skyjoin.join.plan import batch_capacity, estimate_batches
+
+    assert batch_capacity(10**9, 100, None, 12 * 1000, 12) == 1000
+    assert batch_capacity(10**9, 100, 500, 10**12, 12) == 500
+    assert batch_capacity(50, 10, None, 10**12, 12) == 50
+    assert batch_capacity(10**6, 3000, 10, 10**12, 12) == 3000      # a row is never split
+    with pytest.raises(MemoryError):
+        batch_capacity(10**6, 3000, None, 1000, 12)
+    with pytest.raises(ValueError):
+        batch_capacity(10, 1, 0, 10**6, 4)
+    a_b, n_b = estimate_batches(1000, 0.01, 10**4, gamma=0.05)
+    assert a_b == 100000 and n_b == 11
+
+
+def test_default_rule():
+    from skyjoin.join.gpu import choose_config
+
+    c = choose_config(1800.0, 0.2, True)
+    assert (c.kernel, c.pattern, c.kt, c.schedule) == ("global", "full", 8, "grid")
+    c = choose_config(100.0, 0.2, True)
+    assert c.kt == 1
+    c = choose_config(400.0, 2.5, True, index_dims=6)
+    assert (c.pattern, c.kt, c.schedule) == ("full", 1, "workqueue")
+    c = choose_config(400.0, 2.5, True, index_dims=6, counts_only=True)
+    assert (c.pattern, c.kt, c.schedule) == ("lid_unicomp", 1, "workqueue")
+    c = choose_config(400.0, 2.5, False, index_dims=6, counts_only=True)
+    assert c.pattern == "full"                     # R join S has no symmetric pattern
+    c = choose_config(400.0, 0.3, True, index_dims=6, counts_only=True, kernel="shared")
+    assert (c.kernel, c.pattern, c.kt, c.schedule) == ("shared", "full", 1, "grid")
+    c = choose_config(10.0, 0.1, True, pattern="lid-unicomp", threads_per_point=16,
+                      schedule="sortbywl")
+    assert (c.pattern, c.kt, c.schedule) == ("lid_unicomp", 16, "sortbywl")
+    for bad in (dict(pattern="x"), dict(kernel="x"), dict(schedule="x"),
+                dict(threads_per_point=5), dict(kernel="bruteforce", pattern="unicomp")):
+        with pytest.raises(ValueError):
+            choose_config(10.0, 0.1, True, **bad)
+    with pytest.raises(ValueError):
+        choose_config(10.0, 0.1, False, pattern="unicomp")

@@ -23,7 +23,8 @@ kernel still checks every write against ``indptr`` and flags a batch that
 would overflow or come up short; such a batch is recomputed once, then the
 call fails loudly.
 
-Default configuration (``kernel="auto"`` etc.): see ``choose_config``.
+Default configuration (``kernel="auto"`` etc.): see ``choose_config``, whose
+docstring gives the measurements behind the rule.
 """
 
 from __future__ import annotations
@@ -76,20 +77,42 @@ class Config:
     reason: str = ""
 
 
-def choose_config(mean_work: float, work_cv: float, self_join: bool, *, kernel="auto",
-                  pattern="auto", threads_per_point="auto", schedule="auto") -> Config:
+def choose_config(mean_work: float, work_cv: float, self_join: bool, *, index_dims: int = 2,
+                  counts_only: bool = False, kernel="auto", pattern="auto",
+                  threads_per_point="auto", schedule="auto") -> Config:
     """Resolve "auto" options into a configuration (the documented default rule).
 
-    Rule (measured on an H100, see ``skyjoin.bench.join_gpu`` and the notes of
-    issue 3): the global-memory kernel with the full cell pattern, because
-    count-then-fill writes each row contiguously only with the full pattern
-    (UNICOMP patterns emit to two rows and need atomics and a row sort), and a
-    single batch of the UNICOMP patterns costs as much as the full one;
-    ``k = 8`` threads per query when the mean candidate count per query is at
-    least 256 (dense data: the 8 lanes split the candidates and balance the
-    warp), else ``k = 1``; WORKQUEUE when the per-query work varies a lot
-    (coefficient of variation above 1, e.g. exponential data), else the grid
-    order (which keeps the queries of one cell in one warp).
+    The rule, from the option sweep of ``skyjoin.bench.join_gpu`` on an H200
+    (counts only, seconds end to end, 2M points; k = threads per query):
+
+    =================  ======  ======  ======  ======  ======  ======  =========  =======
+    case               k1      k8      k32     k1      k1      k8      LID k1 WQ  UNI k1
+                       grid    grid    grid    SBWL    WQ      WQ
+    =================  ======  ======  ======  ======  ======  ======  =========  =======
+    Unif2D2M-0.5       0.012   0.013   0.013   0.013   0.013   0.013   0.017      0.015
+    Unif2D2M-1.0       0.014   0.014   0.016   0.014   0.015   0.015   0.018      0.018
+    Expo2D2M-0.0004    0.013   0.014   0.014   0.013   0.014   0.013   0.016      0.015
+    Unif6D2M-8.0       0.048   0.050   0.067   0.052   0.052   0.057   0.048      0.039
+    Expo6D2M-0.012     0.216   0.201   0.372   0.175   0.170   0.205   0.116      0.160
+    =================  ======  ======  ======  ======  ======  ======  =========  =======
+
+    (the shared-memory kernel: 0.013, 0.014, 0.013, 0.126, 0.339.)  Hence:
+
+    * kernel: the global-memory kernel (GPUCALCGLOBAL); the shared-memory
+      kernel ties in 2-D and loses in 6-D, where cells hold few points;
+    * cell pattern: *full* for tables, because count-then-fill writes each
+      row contiguously only with the full pattern (the UNICOMP patterns emit
+      into two rows, need atomics and a row sort, and every batch must visit
+      every query); for counts only with three or more indexed dimensions,
+      LID-UNICOMP (one distance serves two points: 0.116 s against 0.170 s on
+      Expo6D2M); in 2-D the full pattern is faster;
+    * threads per query: in 2-D, k = 8 when the mean candidate count is at
+      least 256 (ties with k = 1 on the measured cases; the papers find it
+      helps dense 2-D data), else 1; with three or more indexed dimensions
+      k = 1 (0.170 s against 0.205 s on Expo6D2M with the work queue);
+    * schedule: WORKQUEUE when the per-query work varies a lot (coefficient
+      of variation above 1: Expo6D2M 0.170 s against 0.216 s in grid order),
+      else the grid order, which keeps the queries of one cell in one warp.
 
     Parameters
     ----------
@@ -98,12 +121,28 @@ def choose_config(mean_work: float, work_cv: float, self_join: bool, *, kernel="
     work_cv : float
         Coefficient of variation of the per-query candidate counts.
     self_join : bool
+    index_dims : int
+        Number of dimensions the grid indexes.
+    counts_only : bool
+        Whether only the neighbour counts are wanted.
     kernel, pattern, threads_per_point, schedule
         The caller's choices; "auto" entries are resolved.
 
     Returns
     -------
     Config
+
+    Raises
+    ------
+    ValueError
+        For an unknown option value or an incompatible combination.
+
+    Examples
+    --------
+    >>> choose_config(1800.0, 0.2, True).kt
+    8
+    >>> choose_config(300.0, 3.0, True, index_dims=6, counts_only=True).pattern
+    'lid_unicomp'
     """
     cfg = Config()
     why = []
@@ -116,7 +155,9 @@ def choose_config(mean_work: float, work_cv: float, self_join: bool, *, kernel="
     else:
         raise ValueError(f"kernel must be 'auto' or one of {KERNELS}, got {kernel!r}")
     if pattern == "auto":
-        cfg.pattern = "full"
+        lid = counts_only and self_join and index_dims >= 3 and cfg.kernel == "global"
+        cfg.pattern = "lid_unicomp" if lid else "full"
+        why.append(f"pattern={cfg.pattern}")
     elif pattern in gpu_grid.PATTERNS:
         cfg.pattern = pattern
     else:
@@ -124,8 +165,8 @@ def choose_config(mean_work: float, work_cv: float, self_join: bool, *, kernel="
     if cfg.pattern != "full" and not self_join:
         raise ValueError(f"pattern={cfg.pattern!r} needs a self-join (one distance gives two pairs)")
     if threads_per_point == "auto":
-        cfg.kt = 8 if mean_work >= 256 else 1
-        why.append(f"k={cfg.kt} (mean candidates {mean_work:.0f})")
+        cfg.kt = 8 if (index_dims <= 2 and mean_work >= 256) else 1
+        why.append(f"k={cfg.kt} (mean candidates {mean_work:.0f}, {index_dims} indexed dims)")
     else:
         if threads_per_point not in THREADS_PER_POINT:
             raise ValueError(f"threads_per_point must be 'auto' or one of {THREADS_PER_POINT}, "
@@ -257,7 +298,8 @@ _T_NAME = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}
 class _Engine:
     """State of one join on the device: grids, ranges, configuration, kernels."""
 
-    def __init__(self, cp, R, S, eps, precision, index_dims, include_self, options, stats):
+    def __init__(self, cp, R, S, eps, precision, index_dims, include_self, options, stats,
+                 counts_only=False):
         self.cp = cp
         self.stats = stats
         self.dtype = working_dtype(precision)
@@ -308,7 +350,8 @@ class _Engine:
         stats["index_dims"] = self.dgrid.k
         stats["n_ranges"] = int(self.ranges.shape[0])
         stats["candidates"] = int((self.cell_work * cp.diff(self.qgrid.cell_start)).sum())
-        self.cfg = choose_config(mean, cv, self.self_join, kernel=kernel, pattern=pattern,
+        self.cfg = choose_config(mean, cv, self.self_join, index_dims=self.dgrid.k,
+                                 counts_only=counts_only, kernel=kernel, pattern=pattern,
                                  threads_per_point=options.get("threads_per_point", "auto"),
                                  schedule=options.get("schedule", "auto"))
         if self.cfg.pattern == "unicomp" and range_pattern != "unicomp":
@@ -502,7 +545,7 @@ class _Engine:
 # drivers
 # ---------------------------------------------------------------------------
 
-def _start(R, S, eps, precision, index_dims, include_self, options):
+def _start(R, S, eps, precision, index_dims, include_self, options, counts_only=False):
     """Validate scalars, pick up CuPy, build the engine; returns (cp, engine, stats)."""
     from .._device import cupy as _cupy
 
@@ -513,7 +556,8 @@ def _start(R, S, eps, precision, index_dims, include_self, options):
     _STATS.clear()
     _STATS.update(stats)
     t0 = time.perf_counter()
-    eng = _Engine(cp, R, S, eps, precision, index_dims, include_self, options, stats)
+    eng = _Engine(cp, R, S, eps, precision, index_dims, include_self, options, stats,
+                  counts_only=counts_only)
     stats["setup_s"] = time.perf_counter() - t0
     return cp, eng, stats
 
@@ -547,7 +591,8 @@ def _run(R, S, eps, *, include_self=False, output="table", sort=True, precision=
     if output not in ("table", "counts"):
         raise ValueError(f"output must be 'table' or 'counts', got {output!r}")
     t_start = time.perf_counter()
-    cp, eng, stats = _start(R, S, eps, precision, index_dims, include_self, options)
+    cp, eng, stats = _start(R, S, eps, precision, index_dims, include_self, options,
+                            counts_only=(output == "counts"))
     n_rows, n_cols = eng.n_rows, eng.n_cols
     if eng.empty:
         _report(timings, stats)
