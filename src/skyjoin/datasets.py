@@ -738,14 +738,16 @@ def _cases() -> dict[str, NamedCase]:
         NamedCase("Expo6D2M-0.012", "exponential", 2_000_000, 6, 4, 0.012, 1_729_275_652, i3),
         # issue 3, 10M versions: seeds and eps chosen here (eps scaled by about
         # 1/sqrt(5) from the 2M cases, to keep the mean number of neighbours
-        # in the same range at five times the density)
-        NamedCase("Unif2D10M-0.25", "uniform", 10_000_000, 2, 5, 0.25, None, i3 + own),
-        NamedCase("Expo2D10M-0.0002", "exponential", 10_000_000, 2, 6, 0.0002, None, i3 + own),
+        # in the same range at five times the density).  Pair counts of these
+        # and of the 1M cases: scipy cKDTree.query_ball_point, float64.
+        NamedCase("Unif2D10M-0.25", "uniform", 10_000_000, 2, 5, 0.25, 1_969_148_342, i3 + own),
+        NamedCase("Expo2D10M-0.0002", "exponential", 10_000_000, 2, 6, 0.0002, 5_007_001_402,
+                  i3 + own),
         # issue 2, the CPU cases
-        NamedCase("Unif2D1M-0.5", "uniform", 1_000_000, 2, 11, 0.5, None, i2 + own),
-        NamedCase("Unif6D1M-12", "uniform", 1_000_000, 6, 12, 12.0, None, i2 + own),
-        NamedCase("Expo2D1M-0.0008", "exponential", 1_000_000, 2, 13, 0.0008, None, i2 + own),
-        NamedCase("Expo6D1M-0.02", "exponential", 1_000_000, 6, 14, 0.02, None, i2 + own),
+        NamedCase("Unif2D1M-0.5", "uniform", 1_000_000, 2, 11, 0.5, 79_234_870, i2 + own),
+        NamedCase("Unif6D1M-12", "uniform", 1_000_000, 6, 12, 12.0, 13_438_614, i2 + own),
+        NamedCase("Expo2D1M-0.0008", "exponential", 1_000_000, 2, 13, 0.0008, 785_267_382, i2 + own),
+        NamedCase("Expo6D1M-0.02", "exponential", 1_000_000, 6, 14, 0.02, 5_399_736_586, i2 + own),
     ]
     return {c.name: c for c in cases}
 
@@ -770,21 +772,24 @@ def named_case(name: str) -> tuple[np.ndarray, float]:
     Expo2D2M-0.0004      2M      2     expo lambda=40      3       793,578,794
     Expo2D2M-0.002       2M      2     expo lambda=40      3       18,765,695,968
     Expo6D2M-0.012       2M      6     expo lambda=40      4       1,729,275,652
-    Unif2D10M-0.25       10M     2     uniform [0,100]^2   5       (seed, eps chosen here)
-    Expo2D10M-0.0002     10M     2     expo lambda=40      6       (seed, eps chosen here)
-    Unif2D1M-0.5         1M      2     uniform [0,100]^2   11      (issue 2 CPU case)
-    Unif6D1M-12          1M      6     uniform [0,100]^6   12      (issue 2 CPU case)
-    Expo2D1M-0.0008      1M      2     expo lambda=40      13      (issue 2 CPU case)
-    Expo6D1M-0.02        1M      6     expo lambda=40      14      (issue 2 CPU case)
+    Unif2D10M-0.25       10M     2     uniform [0,100]^2   5       1,969,148,342
+    Expo2D10M-0.0002     10M     2     expo lambda=40      6       5,007,001,402
+    Unif2D1M-0.5         1M      2     uniform [0,100]^2   11      79,234,870
+    Unif6D1M-12          1M      6     uniform [0,100]^6   12      13,438,614
+    Expo2D1M-0.0008      1M      2     expo lambda=40      13      785,267,382
+    Expo6D1M-0.02        1M      6     expo lambda=40      14      5,399,736,586
     ===================  ======  ====  ==================  ======  ======================
 
     The first six are the GPU cases of issue 3, with the seeds and the exact
-    float64 pair counts pinned there.  The 10M cases are issue 3's
-    "10M-point versions of Unif2D and Expo2D"; their seeds and eps were
-    chosen here (eps about 1/sqrt(5) of the 2M cases', so the mean number of
-    neighbours stays in the same range).  The 1M cases are the CPU cases of
-    issue 2, with seeds chosen here.  ``NAMED_CASES[name]`` holds the recipe
-    and, where known, the pair count.
+    float64 pair counts pinned there (scipy's cKDTree reproduces all six
+    from these generators).  The 10M cases are issue 3's "10M-point
+    versions of Unif2D and Expo2D"; their seeds and eps were chosen here
+    (eps about 1/sqrt(5) of the 2M cases', so the mean number of neighbours
+    stays in the same range).  The 1M cases are the CPU cases of issue 2,
+    with seeds chosen here.  Their counts were computed with scipy's
+    ``cKDTree.query_ball_point`` in float64.  Note the size of Expo6D1M-0.02:
+    5.4 billion pairs, a 21.6 GB CSR table (int32 columns).
+    ``NAMED_CASES[name]`` holds the recipe and the pair count.
 
     Parameters
     ----------
