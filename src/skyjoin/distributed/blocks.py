@@ -139,7 +139,7 @@ def _is_dask_array(X) -> bool:
 
 def _is_dask_frame(X) -> bool:
     return type(X).__module__.startswith("dask.dataframe") or (
-        hasattr(X, "dask") and hasattr(X, "npartitions") and hasattr(X, "to_delayed"))
+        hasattr(X, "dask") and hasattr(X, "columns") and hasattr(X, "to_delayed"))
 
 
 def _file_list(path) -> list[str]:

@@ -1,0 +1,276 @@
+"""skyjoin.distributed on a LocalCluster of 2 worker processes.
+
+The join, DBSCAN and the skyline on Dask must equal the single-machine
+results exactly (which the other test files check against float64 brute
+force, scikit-learn and a brute-force skyline); here also against cKDTree
+and scikit-learn directly for a few cases.  Data includes points exactly on
+partition cuts (lattice data, whose quantile cuts are data values), ties at
+exactly eps, duplicates, and clusters that cross every partition.  The last
+test kills a worker process in the middle of a join.
+"""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+import skyjoin as sj  # noqa: E402
+import skyjoin.distributed as sd  # noqa: E402
+from skyjoin.skyline.api import skyline as single_skyline  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = sd.local_cluster(2, numba_threads=1, silence_logs=40)
+    c = distributed.Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+def lattice(rng, n, d, side=12):
+    """Integer points: many exact ties at eps = 1 and duplicates; cuts fall on points."""
+    return rng.integers(0, side, size=(n, d)).astype(np.float64)
+
+
+def mixed_blobs(rng, n, d):
+    """Gaussian blobs plus uniform noise."""
+    centres = rng.uniform(0, 20, size=(6, d))
+    k = n * 3 // 4
+    blobs = centres[rng.integers(0, 6, k)] + rng.normal(0, 0.7, size=(k, d))
+    noise = rng.uniform(-2, 22, size=(n - k, d))
+    X = np.vstack([blobs, noise])
+    return X[rng.permutation(n)]
+
+
+# --------------------------------------------------------------------------
+# join
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("seed,d,kind,eps,parts", [
+    (0, 2, "lattice", 1.0, 9),
+    (1, 1, "lattice", 1.0, 5),
+    (2, 3, "lattice", 1.0, 12),
+    (3, 2, "blobs", 0.35, 16),
+    (4, 5, "blobs", 1.2, 6),
+])
+def test_join_equals_single_machine(client, seed, d, kind, eps, parts):
+    rng = np.random.default_rng(seed)
+    X = lattice(rng, 3000, d) if kind == "lattice" else mixed_blobs(rng, 4000, d)
+    ref = sj.self_join(X, eps, device="cpu")
+    got = sd.self_join(X, eps, client=client, device="cpu", n_partitions=parts,
+                       block_rows=700)
+    assert got == ref
+    assert got.sorted
+    counts = sd.self_join(X, eps, client=client, device="cpu", output="counts",
+                          include_self=True, n_partitions=parts)
+    np.testing.assert_array_equal(counts, ref.counts() + 1)
+
+
+def test_join_against_kdtree_and_options(client):
+    from scipy.spatial import cKDTree
+
+    rng = np.random.default_rng(7)
+    X = np.vstack([lattice(rng, 1500, 2), mixed_blobs(rng, 1500, 2)])
+    eps = 1.0
+    pairs = cKDTree(X).query_pairs(eps, output_type="ndarray")
+    expect = np.unique(np.vstack([pairs, pairs[:, ::-1]]), axis=0)
+    got = sd.self_join(X, eps, client=client, device="cpu", n_partitions=10)
+    np.testing.assert_array_equal(got.pairs(), expect)
+    # include_self, unsorted rows
+    ref = sj.self_join(X, eps, device="cpu", include_self=True)
+    uns = sd.self_join(X, eps, client=client, device="cpu", include_self=True, sort=False,
+                       n_partitions=10)
+    assert not uns.sorted
+    assert uns.sort_rows() == ref
+
+
+def test_join_partitioned_parquet(client, tmp_path):
+    rng = np.random.default_rng(8)
+    X = mixed_blobs(rng, 3000, 2)
+    res = sd.self_join(X, 0.4, client=client, device="cpu", out=tmp_path / "pairs",
+                       n_partitions=6)
+    ref = sj.self_join(X, 0.4, device="cpu")
+    assert isinstance(res, sd.PartitionedPairs)
+    assert res.n_pairs == ref.n_pairs
+    assert all(os.path.exists(f) for f in res.files)
+    assert res.to_table() == ref
+
+
+def test_inputs_dask_collections_and_files(client, tmp_path):
+    import dask.array as da
+    import dask.dataframe as dd
+    import pandas as pd
+
+    rng = np.random.default_rng(9)
+    X = mixed_blobs(rng, 2500, 3)
+    eps = 0.8
+    ref = sj.self_join(X, eps, device="cpu")
+    assert sd.self_join(da.from_array(X, chunks=(600, 2)), eps, client=client,
+                        device="cpu") == ref
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(name="x")
+    ddf = dd.from_pandas(frame, npartitions=4)
+    assert sd.self_join(ddf, eps, client=client, device="cpu",
+                        columns=["a", "b", "c"]) == ref
+    # files read by the workers: rows numbered file by file in sorted order
+    for k, (a, b) in enumerate([(0, 900), (900, 1800), (1800, 2500)]):
+        frame.iloc[a:b, :3].to_parquet(tmp_path / f"part-{k}.parquet")
+        np.savetxt(tmp_path / f"pts-{k}.csv", X[a:b], delimiter=",", fmt="%.17g")
+    assert sd.self_join(str(tmp_path / "part-*.parquet"), eps, client=client,
+                        device="cpu") == ref
+    assert sd.self_join(str(tmp_path / "pts-*.csv"), eps, client=client, device="cpu") == ref
+
+
+def test_bad_input(client):
+    X = np.zeros((10, 2))
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        sd.self_join(X, 1.0, client=client)
+    with pytest.raises(ValueError, match="eps"):
+        sd.self_join(np.zeros((4, 2)), -1.0, client=client)
+    with pytest.raises(ValueError, match="output"):
+        sd.self_join(np.zeros((4, 2)), 1.0, client=client, output="pairs")
+    with pytest.raises(ValueError, match="2-D"):
+        sd.skyline(np.zeros(5), client=client)
+    with pytest.raises(ValueError, match="min_samples"):
+        sd.DBSCAN(eps=1.0, min_samples=0, client=client).fit(np.zeros((4, 2)))
+    with pytest.raises(FileNotFoundError):
+        sd.self_join("/nonexistent/dir/*.parquet", 1.0, client=client)
+    empty = sd.self_join(np.zeros((0, 2)), 1.0, client=client, device="cpu")
+    assert empty.shape == (0, 0) and empty.n_pairs == 0
+
+
+# --------------------------------------------------------------------------
+# DBSCAN
+# --------------------------------------------------------------------------
+def long_clusters(rng, n):
+    """A spiral and a long diagonal band that cross every partition, plus noise."""
+    t = rng.uniform(0, 6 * np.pi, n // 3)
+    spiral = np.column_stack([t * np.cos(t), t * np.sin(t)]) + rng.normal(0, 0.15, (len(t), 2))
+    u = rng.uniform(-20, 20, n // 3)
+    band = np.column_stack([u, 0.7 * u - 3]) + rng.normal(0, 0.2, (len(u), 2))
+    noise = rng.uniform(-20, 20, (n - len(t) - len(u), 2))
+    X = np.vstack([spiral, band, noise])
+    return X[rng.permutation(len(X))]
+
+
+@pytest.mark.parametrize("seed,kind,eps,min_samples,parts", [
+    (0, "long", 0.5, 5, 16),
+    (1, "blobs", 0.45, 6, 9),
+    (2, "lattice", 1.0, 4, 9),
+    (3, "lattice", 1.0, 12, 5),
+    (4, "long", 0.3, 1, 7),
+])
+def test_dbscan_equals_single_machine(client, seed, kind, eps, min_samples, parts):
+    from sklearn.cluster import DBSCAN as SkDBSCAN
+
+    rng = np.random.default_rng(seed)
+    if kind == "long":
+        X = long_clusters(rng, 4000)
+    elif kind == "blobs":
+        X = mixed_blobs(rng, 4000, 2)
+    else:
+        X = lattice(rng, 2500, 2, side=30)
+    ref = sj.DBSCAN(eps=eps, min_samples=min_samples, device="cpu").fit(X)
+    got = sd.DBSCAN(eps=eps, min_samples=min_samples, client=client, device="cpu",
+                    n_partitions=parts, block_rows=900).fit(X)
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    np.testing.assert_array_equal(got.core_sample_indices_, ref.core_sample_indices_)
+    assert got.n_partitions_ > 1
+    if kind == "long":
+        sk = SkDBSCAN(eps=eps, min_samples=min_samples, algorithm="kd_tree").fit(X)
+        np.testing.assert_array_equal(got.labels_, sk.labels_)
+        # the spiral and the band cross many partitions
+        assert got.labels_.max() >= 1
+
+
+# --------------------------------------------------------------------------
+# skyline
+# --------------------------------------------------------------------------
+def brute_skyline(X, distinct=False):
+    """O(n^2) skyline under minimisation; distinct keeps the lowest index of equal points."""
+    le = (X[:, None, :] <= X[None, :, :]).all(axis=2)
+    lt = (X[:, None, :] < X[None, :, :]).any(axis=2)
+    dominated = (le & lt).any(axis=0)
+    sky = np.flatnonzero(~dominated)
+    if distinct:
+        keep = [i for i in sky if not any((X[j] == X[i]).all() for j in sky if j < i)]
+        sky = np.asarray(keep, dtype=np.int64)
+    return sky
+
+
+@pytest.mark.parametrize("seed,d,sense,distinct", [
+    (0, 2, None, False),
+    (1, 3, ["min", "max", "min"], False),
+    (2, 3, None, True),
+    (3, 4, "max", True),
+])
+def test_skyline_equals_single_machine(client, seed, d, sense, distinct):
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 6, size=(1500, d)).astype(np.float64)   # many equal points
+    X[rng.integers(0, 1500, 40)] = X[rng.integers(0, 1500, 40)]
+    ref = single_skyline(X, sense=sense, distinct=distinct, device="cpu")
+    got = sd.skyline(X, client=client, sense=sense, distinct=distinct, device="cpu",
+                     block_rows=200, fan_in=3)
+    np.testing.assert_array_equal(got, ref)
+    assert got.dtype == np.int64
+    Xm = X.copy()
+    if sense is not None:
+        mx = np.array([sense] * d if isinstance(sense, str) else sense) == "max"
+        Xm[:, mx] *= -1
+    np.testing.assert_array_equal(got, brute_skyline(Xm, distinct))
+
+
+def test_skyline_anticorrelated_dask_array(client):
+    import dask.array as da
+
+    X = sj.datasets.anticorrelated(5000, 3, seed=5)
+    ref = single_skyline(X, device="cpu")
+    got = sd.skyline(da.from_array(X, chunks=(700, 3)), client=client, device="cpu")
+    np.testing.assert_array_equal(got, ref)
+
+
+# --------------------------------------------------------------------------
+# a worker dies in the middle of a join
+# --------------------------------------------------------------------------
+class KillOnce(distributed.WorkerPlugin):
+    """Kill this worker's process when it starts its first partition join (once per marker)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish == "executing" and "join-partition" in str(key):
+            try:
+                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return
+            os.write(fd, str(key).encode())
+            os.close(fd)
+            os._exit(1)
+
+
+def test_killed_worker_is_replaced_and_result_is_the_same(client, tmp_path):
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    rng = np.random.default_rng(11)
+    X = mixed_blobs(rng, 6000, 2)
+    ref = sj.self_join(X, 0.3, device="cpu")
+    before = set(client.scheduler_info(n_workers=-1)["workers"])
+    marker = str(tmp_path / "killed")
+    client.register_plugin(KillOnce(marker), name="skyjoin-kill-once")
+    try:
+        got = sd.self_join(X, 0.3, client=client, device="cpu", n_partitions=8, retries=3)
+    finally:
+        client.unregister_worker_plugin("skyjoin-kill-once")
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert os.path.exists(marker), "no worker was killed"
+    assert got == ref
+    client.wait_for_workers(2, timeout=60)
+    after = set(client.scheduler_info(n_workers=-1)["workers"])
+    assert len(after) == 2 and after != before      # the dead worker was replaced
