@@ -16,6 +16,8 @@ import skyjoin
 from skyjoin import DBSCAN, dbscan
 from skyjoin.cluster.assign import (core_points, dbscan_inner_sequential, labels_from_table,
                                     point_assignment)
+from skyjoin.cluster.estimator import hybrid_dbscan
+from skyjoin.cluster.grid_dbscan import MAX_DIMS, grid_dbscan
 
 
 def _oracle(X, eps, min_samples, sample_weight=None, algorithm="kd_tree"):
@@ -53,8 +55,12 @@ def test_equal_to_sklearn_random(d, kind):
         eps = float(rng.choice([0.5, 1.0, 1.5, 2.0, 0.7]))
         min_samples = int(rng.integers(1, 12))
         est = DBSCAN(eps=eps, min_samples=min_samples, device="cpu").fit(X)
-        assert est.path_ == "hybrid-cpu"
+        assert est.path_ == ("grid-cpu" if d <= MAX_DIMS else "hybrid-cpu")
         _assert_same(est, X, eps, min_samples)
+        # the other path too: HYBRID-DBSCAN on the join for every d
+        core, labels = hybrid_dbscan(X, eps, min_samples, device="cpu")
+        np.testing.assert_array_equal(core, est.core_sample_indices_)
+        np.testing.assert_array_equal(labels, est.labels_)
 
 
 @pytest.mark.parametrize("weights", ["int", "signed", "dyadic"])
@@ -188,7 +194,7 @@ def test_minkowski_p2_and_dense_precomputed():
     rng = np.random.default_rng(6)
     X = rng.integers(0, 5, (150, 3)).astype(float)
     est = DBSCAN(eps=1.0, min_samples=3, metric="minkowski", p=2, device="cpu").fit(X)
-    assert est.path_ == "hybrid-cpu"
+    assert est.path_ == "grid-cpu"
     _assert_same(est, X, 1.0, 3)
     D = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
     est = DBSCAN(eps=1.0, min_samples=3, metric="precomputed").fit(D)
@@ -240,3 +246,33 @@ def test_reordered_table_numbers_clusters_by_caller_ids():
                                                 n_threads=n_threads)
             np.testing.assert_array_equal(np.flatnonzero(is_core), core_sk)
             np.testing.assert_array_equal(labels, labels_sk)
+
+
+def test_path_rule():
+    rng = np.random.default_rng(8)
+    X = rng.uniform(0, 5, (300, 2))
+    assert DBSCAN(eps=0.3, device="cpu").fit(X).path_ == "grid-cpu"
+    assert DBSCAN(eps=0.3, device="cpu").fit(X, sample_weight=np.ones(300)).path_ == "hybrid-cpu"
+    assert DBSCAN(eps=0.3, device="cpu", precision="float32").fit(X).path_ == "hybrid-cpu"
+    assert DBSCAN(eps=0.3, device="cpu").fit(rng.uniform(0, 5, (300, 5))).path_ == "hybrid-cpu"
+    # a far outlier makes the dense grid too large: the join path, same labels
+    Y = np.vstack([X, [[1e12, 0.0]]])
+    est = DBSCAN(eps=0.3, min_samples=3, device="cpu").fit(Y)
+    assert est.path_ == "hybrid-cpu"
+    assert grid_dbscan(Y, 0.3, 3) is None
+    _assert_same(est, Y, 0.3, 3)
+
+
+def test_grid_dbscan_dense_cells_and_ties():
+    rng = np.random.default_rng(13)
+    for trial in range(60):
+        d = int(rng.integers(1, MAX_DIMS + 1))
+        n = int(rng.integers(1, 3000))
+        # heavy duplicates: many dense cells; and points on cell boundaries
+        X = rng.integers(0, 4, (n, d)) * (0.25 if trial % 2 else 1.0)
+        eps = float(rng.choice([0.25, 0.5, 1.0]))
+        m = int(rng.integers(1, 40))
+        core, labels = grid_dbscan(X, eps, m)
+        core_sk, labels_sk = _oracle(X, eps, m)
+        np.testing.assert_array_equal(core, core_sk)
+        np.testing.assert_array_equal(labels, labels_sk)

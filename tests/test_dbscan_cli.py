@@ -73,4 +73,4 @@ def test_demo_dbscan_draws_and_summarises():
     sk = SkDBSCAN(eps=0.15, min_samples=5).fit(X)
     assert s["clusters"] == sk.labels_.max() + 1
     assert s["noise"] == int((sk.labels_ == -1).sum()) and s["n"] == 2000
-    assert s["path"] == "hybrid-cpu"
+    assert s["path"] == "grid-cpu"

@@ -14,7 +14,13 @@ Which path ``fit`` takes (the documented rule)
 2. Euclidean distance on dense data (``metric`` "euclidean", "l2", or
    "minkowski" with p = 2, no ``metric_params``): the join.
 
-   * device "cpu": join on the CPU, assignment on the CPU
+   * device "cpu", float64, no sample_weight, d <= 4, and a fine grid of
+     cells of side eps/sqrt(d) over the data's bounding box of at most
+     max(8 n, 2^22) cells: ``grid_dbscan``, which needs no neighbour table
+     (``path_ = "grid-cpu"``).  Measured on the 2-core development machine,
+     1M 2-D blobs, eps 0.3, min_samples 10: 0.6 s, against 5-6 s for
+     building the 214M-pair table and assigning (``skyjoin bench dbscan``);
+   * otherwise on the CPU: join on the CPU, assignment on the CPU
      (``path_ = "hybrid-cpu"``);
    * device "gpu": join on the GPU with the table left on the GPU, core flags
      and union-find on the GPU, only the labels come back
@@ -238,8 +244,8 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when X has feature names that are all strings.
     path_ : str
-        Which path computed the result: "hybrid-cpu", "hybrid-gpu", "gpu",
-        "graph" or "sklearn".
+        Which path computed the result: "grid-cpu", "hybrid-cpu",
+        "hybrid-gpu", "gpu", "graph" or "sklearn".
     timings_ : dict
         Seconds spent in the phases of the fit ("table", "assign", ...).
 
@@ -405,6 +411,14 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             core, labels = hybrid_dbscan(X, eps, min_samples, sample_weight=sample_weight,
                                          device="gpu", precision=self.precision, timings=timings)
             return core, labels, "hybrid-gpu"
+        if sample_weight is None and self.precision == "float64":
+            from .grid_dbscan import grid_dbscan
+
+            t0 = time.perf_counter()
+            res = grid_dbscan(np.asarray(X, dtype=np.float64), eps, min_samples)
+            if res is not None:
+                timings["grid_dbscan"] = time.perf_counter() - t0
+                return res[0], res[1], "grid-cpu"
         core, labels = hybrid_dbscan(X, eps, min_samples, sample_weight=sample_weight,
                                      device="cpu", precision=self.precision, timings=timings)
         return core, labels, "hybrid-cpu"

@@ -1,0 +1,389 @@
+"""Single-run Euclidean DBSCAN on a fine grid, without a neighbour table (CPU).
+
+HYBRID-DBSCAN materialises T, every pair within eps: on 1M 2-D blobs at
+eps 0.3 that is 214M pairs (850 MB) to write and read back, for one
+clustering.  A single clustering needs much less than T: whether each point
+is core, one core-core link per pair of touching groups, and each border
+point's lowest cluster.  This module gets exactly those, on a grid of cells
+of side ``eps / sqrt(d)`` (the cell-graph formulation of Gunawan 2013 and of
+Wang, Gu & Shun 2020, implemented here from the description):
+
+* ``dense cells``: all points of a cell whose bounding box passes the
+  distance test are pairwise within eps (rounding is monotone, so the test on
+  the box's diagonal bounds every pair's test), so a cell holding at least
+  min_samples points makes them all core, and its core points form one
+  group, without a single distance computation;
+* ``core_flags``: other points count neighbours in the cells that can hold
+  one, stopping at min_samples;
+* ``link_cells``: union-find over the points; inside a cell its core points
+  are chained; between two cells, core pairs are searched until the first
+  pair within eps (nothing to do when both are already in one set);
+* ``border_labels``: a non-core point takes the lowest cluster label among
+  the cells whose core points reach it, skipping cells whose label cannot
+  lower the current one.
+
+Every distance decision is the join's test, ``sum_k (x_k - y_k)^2 <= eps^2``
+in float64, so the labels equal scikit-learn's, numbered as in
+``skyjoin.cluster.assign``.  The grid is dense (an array over the bounding
+box of the cells), so it is used only when that box holds at most
+``max(8 n, 2^22)`` cells and d <= 4; ``grid_dbscan`` returns None otherwise
+and the caller takes the join path.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .._config import NUMBA_CACHE
+
+__all__ = ["grid_dbscan", "MAX_DIMS"]
+
+MAX_DIMS = 4
+_SIDE_FACTOR = 0.999  # cells a little smaller than eps / sqrt(d): dense cells pass the box test
+
+
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _d2(X, a, b):
+    """Squared distance of rows a and b, summed over k in order (the join's test)."""
+    s = 0.0
+    for k in range(X.shape[1]):
+        t = X[a, k] - X[b, k]
+        s += t * t
+    return s
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _bin(X, lo, side, radix):
+    """Linear cell id of every point and the count of every cell."""
+    n, d = X.shape
+    total = 1
+    for k in range(d):
+        total *= radix[k]
+    cell = np.empty(n, dtype=np.int64)
+    count = np.zeros(total + 1, dtype=np.int64)
+    for i in range(n):
+        c = 0
+        for k in range(d):
+            q = int(math.floor((X[i, k] - lo[k]) / side))
+            if q < 0:
+                q = 0
+            elif q >= radix[k]:
+                q = radix[k] - 1
+            c = c * radix[k] + q
+        cell[i] = c
+        count[c + 1] += 1
+    return cell, count
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _scatter(cell, start):
+    """Counting sort of the points by cell: perm[p] is the row of sorted point p."""
+    n = cell.shape[0]
+    pos = start[:-1].copy()
+    perm = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        c = cell[i]
+        perm[pos[c]] = i
+        pos[c] += 1
+    return perm
+
+
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+def _cell_close(Xs, start, cells, eps2):
+    """Whether every pair of points of each non-empty cell passes the test (box diagonal)."""
+    m = cells.shape[0]
+    d = Xs.shape[1]
+    close = np.zeros(m, dtype=np.uint8)
+    for t in prange(m):
+        c = cells[t]
+        a, b = start[c], start[c + 1]
+        s = 0.0
+        for k in range(d):
+            lo = Xs[a, k]
+            hi = Xs[a, k]
+            for p in range(a + 1, b):
+                v = Xs[p, k]
+                if v < lo:
+                    lo = v
+                if v > hi:
+                    hi = v
+            w = hi - lo
+            s += w * w
+        close[t] = 1 if s <= eps2 else 0
+    return close
+
+
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _neighbour_cell(c, o, radix, offsets):
+    """Linear id of cell c moved by offsets[o], or -1 outside the box."""
+    d = radix.shape[0]
+    rem = c
+    out = 0
+    stride = 1
+    for k in range(d - 1, -1, -1):
+        q = rem % radix[k]
+        rem //= radix[k]
+        q2 = q + offsets[o, k]
+        if q2 < 0 or q2 >= radix[k]:
+            return -1
+        out += q2 * stride
+        stride *= radix[k]
+    return out
+
+
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+def core_flags(Xs, start, cells, close, radix, offsets, eps2, min_samples):
+    """Core flag of every (sorted) point: dense cells at once, others by counting (§2.1)."""
+    n = Xs.shape[0]
+    m = cells.shape[0]
+    core = np.zeros(n, dtype=np.uint8)
+    n_off = offsets.shape[0]
+    for t in prange(m):
+        c = cells[t]
+        a, b = start[c], start[c + 1]
+        size = b - a
+        if close[t] and size >= min_samples:
+            for p in range(a, b):
+                core[p] = 1
+            continue
+        for p in range(a, b):
+            if close[t]:
+                cnt = size
+            else:
+                cnt = 0
+                for q in range(a, b):
+                    if _d2(Xs, p, q) <= eps2:
+                        cnt += 1
+            if cnt >= min_samples:
+                core[p] = 1
+                continue
+            for o in range(n_off):
+                c2 = _neighbour_cell(c, o, radix, offsets)
+                if c2 < 0 or c2 == c:
+                    continue
+                for q in range(start[c2], start[c2 + 1]):
+                    if _d2(Xs, p, q) <= eps2:
+                        cnt += 1
+                if cnt >= min_samples:
+                    core[p] = 1
+                    break
+    return core
+
+
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _find(parent, x):
+    """Root of x with path halving (parents always have lower ids)."""
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _union(parent, a, b):
+    """Join two sets, the larger root under the smaller."""
+    ra = _find(parent, a)
+    rb = _find(parent, b)
+    if ra < rb:
+        parent[rb] = ra
+    elif rb < ra:
+        parent[ra] = rb
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def link_cells(Xs, start, cells, close, core, radix, offsets, eps2):
+    """Union-find over the sorted points: core points within eps end in one set."""
+    n = Xs.shape[0]
+    m = cells.shape[0]
+    parent = np.full(n, -1, dtype=np.int64)
+    first_core = np.full(m, -1, dtype=np.int64)
+    for p in range(n):
+        if core[p]:
+            parent[p] = p
+    # inside each cell
+    for t in range(m):
+        c = cells[t]
+        a, b = start[c], start[c + 1]
+        for p in range(a, b):
+            if core[p]:
+                first_core[t] = p
+                break
+        if first_core[t] < 0:
+            continue
+        if close[t]:
+            for p in range(first_core[t] + 1, b):
+                if core[p]:
+                    _union(parent, first_core[t], p)
+        else:
+            for p in range(a, b):
+                if not core[p]:
+                    continue
+                for q in range(p + 1, b):
+                    if core[q] and _find(parent, p) != _find(parent, q) \
+                            and _d2(Xs, p, q) <= eps2:
+                        _union(parent, p, q)
+    # between cells: offsets listed once per unordered pair of cells (o > 0)
+    n_off = offsets.shape[0]
+    slot_of = np.full(start.shape[0] - 1, -1, dtype=np.int64)
+    for t in range(m):
+        slot_of[cells[t]] = t
+    for t in range(m):
+        if first_core[t] < 0:
+            continue
+        c = cells[t]
+        a, b = start[c], start[c + 1]
+        for o in range(n_off):
+            if not _positive(offsets, o):
+                continue
+            c2 = _neighbour_cell(c, o, radix, offsets)
+            if c2 < 0:
+                continue
+            t2 = slot_of[c2]
+            if t2 < 0 or first_core[t2] < 0:
+                continue
+            a2, b2 = start[c2], start[c2 + 1]
+            if close[t] and close[t2]:
+                # one set per cell: one pair within eps joins them
+                if _find(parent, first_core[t]) == _find(parent, first_core[t2]):
+                    continue
+                found = False
+                for p in range(a, b):
+                    if not core[p]:
+                        continue
+                    for q in range(a2, b2):
+                        if core[q] and _d2(Xs, p, q) <= eps2:
+                            _union(parent, p, q)
+                            found = True
+                            break
+                    if found:
+                        break
+            else:
+                for p in range(a, b):
+                    if not core[p]:
+                        continue
+                    for q in range(a2, b2):
+                        if core[q] and _find(parent, p) != _find(parent, q) \
+                                and _d2(Xs, p, q) <= eps2:
+                            _union(parent, p, q)
+    return parent
+
+
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _positive(offsets, o):
+    """Whether offset o is lexicographically > 0 (each cell pair once)."""
+    for k in range(offsets.shape[1]):
+        if offsets[o, k] > 0:
+            return True
+        if offsets[o, k] < 0:
+            return False
+    return False
+
+
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+def border_labels(Xs, start, cells, slot_of, close, core, labels, radix, offsets, eps2):
+    """Each non-core point takes the lowest label among its core neighbours (in place)."""
+    m = cells.shape[0]
+    n_off = offsets.shape[0]
+    for t in prange(m):
+        c = cells[t]
+        a, b = start[c], start[c + 1]
+        for p in range(a, b):
+            if core[p]:
+                continue
+            best = -1
+            for o in range(n_off + 1):
+                if o == n_off:
+                    c2 = c
+                else:
+                    c2 = _neighbour_cell(c, o, radix, offsets)
+                    if c2 < 0 or c2 == c:
+                        continue
+                t2 = slot_of[c2]
+                if t2 < 0:
+                    continue
+                for q in range(start[c2], start[c2 + 1]):
+                    if not core[q]:
+                        continue
+                    lab = labels[q]
+                    if best >= 0 and lab >= best:
+                        if close[t2]:
+                            break  # one label per close cell: nothing lower here
+                        continue
+                    if _d2(Xs, p, q) <= eps2:
+                        best = lab
+                        if close[t2]:
+                            break
+            labels[p] = best
+
+
+def _offsets(d, side, eps):
+    """Cell offsets whose cells can hold a point within eps of a point of the centre cell."""
+    r = int(math.floor(1 + eps / side))
+    grids = np.meshgrid(*[np.arange(-r, r + 1)] * d, indexing="ij")
+    offs = np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
+    gap = np.maximum(np.abs(offs) - 1, 0) * side           # smallest distance per axis
+    keep = (gap ** 2).sum(axis=1) <= eps * eps * (1 + 1e-6)  # generous: extra cells cost time only
+    return np.ascontiguousarray(offs[keep])
+
+
+def grid_dbscan(X, eps, min_samples):
+    """Exact DBSCAN (scikit-learn's labels) on a fine grid, or None when the grid does not fit.
+
+    Parameters
+    ----------
+    X : ndarray of float64, shape (n, d)
+        Validated, finite points.
+    eps : float
+    min_samples : int
+
+    Returns
+    -------
+    (core_sample_indices, labels) or None
+        None when d > MAX_DIMS or the dense grid would be too large (the
+        caller then uses the join path).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0], [1.0], [2.0], [9.0]])
+    >>> core, labels = grid_dbscan(X, 1.0, 3)
+    >>> core.tolist(), labels.tolist()
+    ([1], [0, 0, 0, -1])
+    """
+    from .assign import _number_clusters_by_order, _roots
+
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n, d = X.shape
+    if n == 0 or d > MAX_DIMS:
+        return None if n else (np.zeros(0, np.int64), np.zeros(0, np.intp))
+    side = eps / math.sqrt(d) * _SIDE_FACTOR
+    lo = X.min(axis=0)
+    hi = X.max(axis=0)
+    radix = np.floor((hi - lo) / side).astype(np.float64) + 1
+    total = float(np.prod(radix))
+    if not np.isfinite(total) or total > max(8 * n, 1 << 22):
+        return None
+    radix = radix.astype(np.int64)
+    eps2 = float(np.float64(eps) * np.float64(eps))
+    cell, count = _bin(X, lo, side, radix)
+    start = np.cumsum(count)
+    perm = _scatter(cell, start)
+    Xs = X[perm]
+    cells = np.flatnonzero(count[1:]).astype(np.int64)
+    slot_of = np.full(len(count) - 1, -1, dtype=np.int64)
+    slot_of[cells] = np.arange(len(cells))
+    close = _cell_close(Xs, start, cells, eps2)
+    offsets = _offsets(d, side, eps)
+    core = core_flags(Xs, start, cells, close, radix, offsets, eps2, min_samples)
+    parent = link_cells(Xs, start, cells, close, core, radix, offsets, eps2)
+    root = _roots(parent)
+    labels = _number_clusters_by_order(root, core, perm)
+    border_labels(Xs, start, cells, slot_of, close, core, labels, radix, offsets, eps2)
+    core_out = np.empty(n, dtype=np.uint8)
+    core_out[perm] = core
+    labels_out = np.empty(n, dtype=np.intp)
+    labels_out[perm] = labels
+    return np.flatnonzero(core_out), labels_out
