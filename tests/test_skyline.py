@@ -9,7 +9,7 @@ import pytest
 
 import skyjoin as sj
 
-NBA = "/work/shared/data/nba-U-8-17264.csv"
+NBA = os.environ.get("SKYJOIN_NBA", "/work/shared/data/nba-U-8-17264.csv")
 
 
 def oracle(X, sense=None, distinct=False):

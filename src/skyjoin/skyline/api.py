@@ -193,7 +193,8 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
         d = X.shape[1] if X.ndim == 2 else None
         if frame is None:
             maximise = check_sense(sense, d if d is not None else 0)
-        sky, stats = gpu.skyline_gpu(X, maximise, distinct, algorithm, variant)
+        sky, stats = gpu.skyline_gpu(X, maximise, distinct, algorithm, variant,
+                                      count=return_stats)
         return (sky, stats) if return_stats else sky
 
     t0 = time.perf_counter()
@@ -212,7 +213,8 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
 
     if dev == "gpu":
         from . import gpu
-        sky, stats = gpu.skyline_gpu(Xc, maximise, distinct, algorithm, variant)
+        sky, stats = gpu.skyline_gpu(Xc, maximise, distinct, algorithm, variant,
+                                      count=return_stats)
     else:
         Xm = to_minimisation(Xc, maximise)
         sky, stats = _skyline_cpu(Xm, algorithm, variant)

@@ -1,0 +1,295 @@
+"""SkyAlign and a GGS-style baseline on the GPU: CuPy host side.
+
+The irregular kernels are in ``kernels/skyalign.cu``, compiled at run time by
+``cupy.RawModule`` (NVRTC) for each (dimension, mask word) and cached.  The
+regular steps use CuPy: the tau pre-filter (§5.1) is a reduction and a
+compaction, the quartiles come from a per-column sort (Algorithm 1, lines
+3-5), and the <|M|, M> order from CuPy's radix argsort (line 10).
+
+Variants (§6.2.3): "sync" (default; Algorithm 1 with its d + 1 rounds and
+repacking of the survivors after each), "nosync" (one launch, no rounds),
+"noquart" (sync without quartile-level masks), "padded" (sync with every
+median-level cell padded to whole warps, so no warp straddles two cells).
+CuPy is imported only here, lazily, through :func:`skyjoin._device.cupy`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+
+import numpy as np
+
+from .._device import cupy as _cupy
+
+__all__ = ["skyline_gpu", "skyalign_gpu", "ggs_gpu", "GPU_VARIANTS"]
+
+GPU_VARIANTS = ("sync", "nosync", "noquart", "padded")
+_BLOCK = 256
+_WARP = 32
+_DENSE_MAX_D = 20
+_NULL = np.uint64(0)   # a null pointer argument for the kernels
+
+
+def _kernel_source() -> str:
+    """The CUDA source, read next to this module."""
+    path = os.path.join(os.path.dirname(__file__), "kernels", "skyalign.cu")
+    with open(path) as fh:
+        return fh.read()
+
+
+def _mask_type(d: int) -> str:
+    """C++ mask word for d dimensions."""
+    return "unsigned int" if d <= 32 else "unsigned long long"
+
+
+@functools.lru_cache(maxsize=None)
+def _module(d: int):
+    """Compile (once per d) the kernels for dimension d."""
+    cp = _cupy()
+    mt = _mask_type(d)
+    names = [f"median_quartile_masks<{d}, {mt}>", f"skyalign_kernel<{d}, {mt}>",
+             f"ggs_block<{d}>", f"ggs_filter<{d}>"]
+    mod = cp.RawModule(code=_kernel_source(), options=("-std=c++17",), name_expressions=names)
+    return {"masks": mod.get_function(names[0]), "skyalign": mod.get_function(names[1]),
+            "ggs_block": mod.get_function(names[2]), "ggs_filter": mod.get_function(names[3])}
+
+
+def _grid(n: int) -> tuple[int]:
+    return (max(1, (int(n) + _BLOCK - 1) // _BLOCK),)
+
+
+def _sync():
+    _cupy().cuda.get_current_stream().synchronize()
+
+
+def to_device_minimisation(X, maximise: np.ndarray):
+    """Copy X to the GPU as float64 under minimisation; check NaN/inf."""
+    cp = _cupy()
+    Xd = cp.array(X, dtype=cp.float64, order="C", copy=True)
+    if Xd.ndim != 2:
+        raise ValueError(f"X must be 2-D with shape (n_points, n_dims), got shape {Xd.shape}")
+    if Xd.shape[1] == 0:
+        raise ValueError(f"X has no columns (shape {Xd.shape})")
+    if Xd.size and not bool(cp.isfinite(Xd).all()):
+        raise ValueError("X contains NaN or inf values; remove or impute them first")
+    if maximise.size != Xd.shape[1]:
+        raise ValueError(f"sense has {maximise.size} entries but the data has {Xd.shape[1]} columns")
+    if maximise.any():
+        Xd *= cp.asarray(np.where(maximise, -1.0, 1.0))
+    Xd += 0.0
+    return Xd
+
+
+def skyline_gpu(X, maximise: np.ndarray, distinct: bool, algorithm: str, variant: str | None,
+                count: bool = True):
+    """The GPU path of :func:`skyjoin.skyline`.  Returns (indices, stats):
+    a NumPy array for host input, a CuPy array for CuPy input."""
+    cp = _cupy()
+    on_device = hasattr(X, "__cuda_array_interface__")
+    t0 = time.perf_counter()
+    Xd = to_device_minimisation(X, maximise)
+    _sync()
+    t_in = time.perf_counter() - t0
+    n, d = Xd.shape
+    if algorithm in ("auto", "skyalign"):
+        if d > 64:
+            raise ValueError(f"SkyAlign supports up to 64 dimensions, got {d}; use algorithm='ggs'")
+        sky, stats = skyalign_gpu(Xd, variant or "sync", count=count)
+    elif algorithm == "ggs":
+        sky, stats = ggs_gpu(Xd)
+    else:
+        raise ValueError(f"algorithm={algorithm!r} runs on the CPU only; pass device='cpu'")
+    if distinct and sky.size > 1:
+        rows = Xd[sky]
+        order = cp.lexsort(cp.ascontiguousarray(rows.T[::-1]))
+        srt = rows[order]
+        first = cp.ones(sky.size, dtype=bool)
+        first[1:] = (srt[1:] != srt[:-1]).any(axis=1)
+        sky = cp.sort(sky[order[first]])
+    stats["times"]["to_device"] = t_in
+    stats["distinct"] = bool(distinct)
+    stats["skyline_size"] = int(sky.size)
+    out = sky if on_device else cp.asnumpy(sky)
+    stats["times"]["host_total"] = time.perf_counter() - t0
+    return out, stats
+
+
+def tau_prefilter_gpu(Xd):
+    """§5.1 pre-filter (exact under ties): keep q iff some q[k] < tau or q
+    equals the point s reaching tau = min max."""
+    cp = _cupy()
+    rowmax = Xd.max(axis=1)
+    s = int(cp.argmin(rowmax))
+    tau = rowmax[s]
+    keep = (Xd < tau).any(axis=1) | (Xd == Xd[s]).all(axis=1)
+    return cp.flatnonzero(keep)
+
+
+def _cells(M):
+    """Cell starts (with end sentinel), masks and each point's cell index."""
+    cp = _cupy()
+    m = M.size
+    brk = cp.zeros(m, dtype=cp.int32)
+    if m > 1:
+        brk[1:] = (M[1:] != M[:-1])
+    point_cell = cp.cumsum(brk, dtype=cp.int32)
+    heads = cp.concatenate([cp.zeros(1, cp.int64), cp.flatnonzero(brk[1:]) + 1])
+    starts = cp.concatenate([heads.astype(cp.int64), cp.array([m], dtype=cp.int64)])
+    return starts, M[heads], point_cell
+
+
+def skyalign_gpu(Xd, variant: str = "sync", count: bool = True):
+    """SkyAlign (Algorithm 1) on minimised float64 points already on the GPU.
+
+    Returns (sorted CuPy int64 indices, stats)."""
+    cp = _cupy()
+    if variant not in GPU_VARIANTS:
+        raise ValueError(f"unknown GPU SkyAlign variant {variant!r}; expected one of {GPU_VARIANTS}")
+    n, d = Xd.shape
+    mt = cp.uint32 if d <= 32 else cp.uint64
+    stats = {"algorithm": "skyalign", "variant": variant, "device": "gpu", "n": n, "d": d,
+             "dominance_tests": 0, "mask_tests": 0, "times": {}}
+    times = stats["times"]
+    if n == 0:
+        stats["prefilter_survivors"] = 0
+        return cp.zeros(0, cp.int64), stats
+    k = _module(d)
+    t0 = time.perf_counter()
+    idx = tau_prefilter_gpu(Xd)
+    m = int(idx.size)
+    stats["prefilter_survivors"] = stats["tau_survivors"] = m
+    P = Xd[idx]
+    _sync()
+    t1 = time.perf_counter()
+    times["prefilter"] = t1 - t0
+
+    S = cp.sort(P, axis=0)                                   # lines 3-5
+    rows = [min((q * m) // 4, m - 1) for q in (1, 2, 3)]
+    quart = cp.ascontiguousarray(S[rows])
+    del S
+    M = cp.empty(m, dtype=mt)
+    Q = cp.empty(m, dtype=mt)
+    order = cp.empty(m, dtype=cp.int32)
+    key = cp.empty(m, dtype=cp.uint64)
+    k["masks"](_grid(m), (_BLOCK,), (P, quart, np.int64(m), M, Q, order, key))
+    if d <= 56:                                               # line 10
+        perm = cp.argsort(key)
+    else:
+        perm = cp.lexsort(cp.stack([M.astype(cp.uint64), order.astype(cp.uint64)]))
+    P = P[perm]
+    M, Q, order, idx = M[perm], Q[perm], order[perm], idx[perm]
+    if variant == "noquart":
+        Q = cp.zeros_like(Q)
+    _sync()
+    t2 = time.perf_counter()
+    times["masks_sort"] = t2 - t1
+
+    counters = cp.zeros(2, dtype=cp.uint64) if count else None
+    out = []
+    levels = []
+    if variant == "nosync":
+        starts, cmasks, point_cell = _cells(M)
+        ends = cp.ascontiguousarray(starts[1:])
+        use_dense = d <= _DENSE_MAX_D
+        dense = cp.full(1 << d if use_dense else 1, -1, dtype=cp.int32)
+        if use_dense:
+            dense[cmasks.astype(cp.int64)] = cp.arange(cmasks.size, dtype=cp.int32)
+        dead = cp.zeros(m, dtype=cp.uint8)
+        k["skyalign"](_grid(m), (_BLOCK,),
+                      (P, Q, M, point_cell, starts, ends, cmasks, dense, np.int32(use_dense),
+                       np.int32(0), np.int32(0), np.int32(0), np.int32(0), np.int64(m), _NULL,
+                       dead, _NULL if counters is None else counters))
+        out.append(idx[dead == 0])
+    else:
+        dummy_dense = cp.full(1, -1, dtype=cp.int32)
+        for level in range(d + 1):                              # line 11
+            m = int(P.shape[0])
+            if m == 0:
+                break
+            starts, cmasks, point_cell = _cells(M)              # line 12
+            ends = cp.ascontiguousarray(starts[1:])
+            corder = order[starts[:-1]]
+            c_lo, c_hi = (int(v) for v in cp.searchsorted(corder, cp.array([level, level + 1])))
+            tmap = None
+            n_threads = m
+            if variant == "padded":
+                sizes = starts[1:] - starts[:-1]
+                psizes = (sizes + _WARP - 1) // _WARP * _WARP
+                pstart = cp.cumsum(psizes) - psizes
+                n_threads = int(psizes.sum())
+                tmap = cp.full(n_threads, -1, dtype=cp.int32)
+                pos = pstart[point_cell] + (cp.arange(m) - starts[point_cell])
+                tmap[pos] = cp.arange(m, dtype=cp.int32)
+            dead = cp.zeros(m, dtype=cp.uint8)
+            k["skyalign"](_grid(n_threads), (_BLOCK,),
+                          (P, Q, M, point_cell, starts, ends, cmasks, dummy_dense, np.int32(0),
+                           np.int32(1), np.int32(level), np.int32(c_lo), np.int32(c_hi),
+                           np.int64(n_threads), _NULL if tmap is None else tmap, dead,
+                           _NULL if counters is None else counters))
+            alive = dead == 0
+            done = alive & (order == level)                     # line 26
+            out.append(idx[done])
+            rest = cp.flatnonzero(alive & (order > level))      # line 25: repack
+            levels.append((level, m, int(done.sum())))
+            P = P[rest]
+            M, Q, order, idx = M[rest], Q[rest], order[rest], idx[rest]
+        stats["rounds"] = levels
+    sky = cp.sort(cp.concatenate(out)) if out else cp.zeros(0, cp.int64)
+    _sync()
+    t3 = time.perf_counter()
+    times["skyline"] = t3 - t2
+    times["total"] = t3 - t0
+    if count:
+        c = cp.asnumpy(counters)
+        stats["mask_tests"] = int(c[0])
+        stats["dominance_tests"] = int(c[1])
+    else:
+        stats["mask_tests"] = stats["dominance_tests"] = None
+    return sky, stats
+
+
+def ggs_gpu(Xd, alpha: int = 2048):
+    """GGS-style sort-based skyline (Bøgh et al. 2013) on the GPU: presort by
+    sum (ties lexicographic); settle the next alpha alive points among
+    themselves, then filter every later point against the block's skyline."""
+    cp = _cupy()
+    n, d = Xd.shape
+    t0 = time.perf_counter()
+    stats = {"algorithm": "ggs", "device": "gpu", "n": n, "d": d, "dominance_tests": None,
+             "mask_tests": 0, "prefilter_survivors": None, "times": {}}
+    if n == 0:
+        return cp.zeros(0, cp.int64), stats
+    k = _module(d)
+    keys = cp.concatenate([Xd.T[::-1], Xd.sum(axis=1)[None, :]], axis=0)
+    order = cp.lexsort(keys)
+    Xs = cp.ascontiguousarray(Xd[order])
+    alive = cp.ones(n, dtype=cp.uint8)
+    res = []
+    pos = 0
+    while pos < n:
+        live = cp.flatnonzero(alive[pos:pos + 64 * alpha])
+        if live.size == 0:
+            rest = cp.flatnonzero(alive[pos:])
+            if rest.size == 0:
+                break
+            pos += int(rest[0])
+            continue
+        blk = (live[:alpha] + pos).astype(cp.int64)
+        nb = int(blk.size)
+        dom = cp.empty(nb, dtype=cp.uint8)
+        k["ggs_block"](_grid(nb), (_BLOCK,), (Xs, blk, np.int32(nb), dom))
+        sky_b = blk[dom == 0]
+        res.append(sky_b)
+        alive[blk] = 0
+        nxt = int(blk[-1]) + 1
+        ns = int(sky_b.size)
+        if nxt < n and ns:
+            k["ggs_filter"](_grid(n - nxt), (_BLOCK,),
+                            (Xs, alive, np.int64(nxt), np.int64(n), sky_b, np.int32(ns)))
+        pos = nxt
+    sky = cp.sort(order[cp.concatenate(res)]) if res else cp.zeros(0, cp.int64)
+    _sync()
+    stats["times"]["total"] = time.perf_counter() - t0
+    return sky, stats
