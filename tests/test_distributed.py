@@ -274,3 +274,45 @@ def test_killed_worker_is_replaced_and_result_is_the_same(client, tmp_path):
     client.wait_for_workers(2, timeout=60)
     after = set(client.scheduler_info(n_workers=-1)["workers"])
     assert len(after) == 2 and after != before      # the dead worker was replaced
+
+
+# --------------------------------------------------------------------------
+# command-line helpers
+# --------------------------------------------------------------------------
+def test_cli_helpers(client, tmp_path):
+    import click
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from skyjoin.distributed.cli import (client_from_options, distributed_options, run_dbscan,
+                                         run_join, run_skyline)
+    from skyjoin.io import read_neighbor_table
+
+    rng = np.random.default_rng(12)
+    X = mixed_blobs(rng, 2000, 2)
+    path = str(tmp_path / "pts.parquet")
+    pd.DataFrame(X, columns=["x", "y"]).to_parquet(path)
+    with client_from_options(None, None) as none:
+        assert none is None
+    with pytest.raises(ValueError, match="not both"):
+        with client_from_options("tcp://x:1", 2):
+            pass
+
+    @click.command()
+    @distributed_options
+    def cmd(scheduler, local_cluster):
+        with client_from_options(scheduler, local_cluster, echo=click.echo) as c:
+            click.echo(run_join(c, path, 0.4, out=str(tmp_path / "t.npz"), device="cpu"))
+            labels, msg = run_dbscan(c, path, 0.4, 5, out=str(tmp_path / "l.csv"), device="cpu")
+            click.echo(msg)
+            ids, msg = run_skyline(c, path, min_cols=["x"], max_cols=["y"], device="cpu")
+            click.echo(msg)
+            np.testing.assert_array_equal(
+                ids, single_skyline(X, sense=["min", "max"], device="cpu"))
+            np.testing.assert_array_equal(
+                labels, sj.DBSCAN(eps=0.4, min_samples=5, device="cpu").fit(X).labels_)
+
+    res = CliRunner().invoke(cmd, ["--scheduler", client.scheduler.address])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert "dashboard" in res.output and "pairs" in res.output
+    assert read_neighbor_table(str(tmp_path / "t.npz")) == sj.self_join(X, 0.4, device="cpu")

@@ -1,0 +1,184 @@
+"""Command-line support: ``--scheduler ADDRESS`` / ``--local-cluster N`` for join, dbscan, skyline.
+
+The ``skyjoin`` commands add the two options with :func:`distributed_options`
+and open the client with :func:`client_from_options`; with neither option
+they run on this machine as before.  With either, the input file is read by
+the workers themselves (it must be visible to them), and the operator runs
+through :mod:`skyjoin.distributed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+__all__ = ["distributed_options", "client_from_options", "uses_cluster", "run_join", "run_dbscan",
+           "run_skyline"]
+
+
+def distributed_options(fn):
+    """Click decorator adding ``--scheduler ADDRESS`` and ``--local-cluster N`` to a command."""
+    import click
+
+    fn = click.option("--local-cluster", "local_cluster", type=click.IntRange(min=1),
+                      default=None, metavar="N",
+                      help="Run on a local Dask cluster of N workers (with --device gpu: one "
+                           "worker per GPU, N GPUs).")(fn)
+    fn = click.option("--scheduler", "scheduler", default=None, metavar="ADDRESS",
+                      help="Run on the Dask cluster whose scheduler is at ADDRESS "
+                           "(e.g. tcp://10.0.0.1:8786); the workers read the input file "
+                           "themselves.")(fn)
+    return fn
+
+
+def uses_cluster(scheduler, local_cluster) -> bool:
+    """Whether the options ask for a Dask cluster."""
+    return scheduler is not None or local_cluster is not None
+
+
+@contextlib.contextmanager
+def client_from_options(scheduler=None, local_cluster=None, device=None, echo=None):
+    """A Dask client for the command-line options, closed on exit (None without options).
+
+    Prints the dashboard address.
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        Address of a running scheduler.
+    local_cluster : int, optional
+        Start a local cluster of this many workers (with ``device="gpu"``,
+        one worker per GPU).
+    device : {"auto", "cpu", "gpu"}, optional
+        The command's device.
+    echo : callable, optional
+        Where to print (default: standard error).
+
+    Yields
+    ------
+    distributed.Client or None
+
+    Raises
+    ------
+    ValueError
+        Both options given.
+
+    Examples
+    --------
+    >>> with client_from_options(None, None) as client:
+    ...     client is None
+    True
+    """
+    if scheduler is not None and local_cluster is not None:
+        raise ValueError("give --scheduler or --local-cluster, not both")
+    if echo is None:
+        def echo(msg):
+            print(msg, file=sys.stderr)
+    if scheduler is None and local_cluster is None:
+        yield None
+        return
+    from distributed import Client
+
+    from .cluster import local_cluster as make_cpu_cluster, local_gpu_cluster
+
+    with contextlib.ExitStack() as stack:
+        if scheduler is not None:
+            client = stack.enter_context(Client(scheduler))
+        else:
+            if device == "gpu":
+                cluster = local_gpu_cluster(local_cluster)
+            else:
+                cluster = make_cpu_cluster(local_cluster)
+            stack.enter_context(cluster)
+            client = stack.enter_context(Client(cluster))
+        n = len(client.scheduler_info(n_workers=-1)["workers"])
+        echo(f"Dask: {n} worker(s), dashboard {client.dashboard_link}")
+        yield client
+
+
+def run_join(client, data, eps, *, out=None, counts=False, include_self=False, sort=True,
+             precision="float64", columns=None, device=None):
+    """The ``skyjoin join`` command on a Dask cluster; returns its one-line summary.
+
+    ``out``: with ``counts``, a .csv/.parquet file of counts; a ``.npz`` or
+    ``.parquet`` file receives the whole table (assembled on this machine);
+    any other path is a folder where the workers write one Parquet file of
+    pairs per partition (for results larger than this machine's memory).
+    """
+    import os
+    import time
+
+    import numpy as np
+
+    from ..io import write_labels, write_neighbor_table
+    from .join import self_join
+
+    t0 = time.perf_counter()
+    ext = os.path.splitext(os.fspath(out))[1].lower() if out else ""
+    kw = dict(client=client, include_self=include_self, device=device, precision=precision,
+              columns=columns)
+    if counts:
+        c = self_join(data, eps, output="counts", **kw)
+        n, n_pairs = len(c), int(np.sum(c))
+        if out:
+            write_labels(out, c, name="count")
+    elif out and ext not in (".npz", ".parquet"):
+        res = self_join(data, eps, sort=sort, out=out, **kw)
+        n, n_pairs = res.shape[0], res.n_pairs
+    else:
+        nt = self_join(data, eps, sort=sort, **kw)
+        n, n_pairs = nt.shape[0], nt.n_pairs
+        if out:
+            write_neighbor_table(out, nt)
+    dt = time.perf_counter() - t0
+    mean = n_pairs / n if n else 0.0
+    return (f"{n:,} points, eps {eps:g}: {n_pairs:,} pairs ({mean:.2f} neighbours per point) "
+            f"in {dt:.3f} s on the Dask cluster (including reading)"
+            + (f"; wrote {out}" if out else ""))
+
+
+def run_dbscan(client, data, eps, min_samples, *, out=None, precision="float64", columns=None,
+               device=None):
+    """The ``skyjoin dbscan`` command (one clustering) on a Dask cluster; returns (labels, summary)."""
+    import time
+
+    from ..io import write_labels
+    from .dbscan import DBSCAN
+
+    t0 = time.perf_counter()
+    est = DBSCAN(eps=eps, min_samples=min_samples, client=client, device=device,
+                 precision=precision).fit(data, columns=columns)
+    dt = time.perf_counter() - t0
+    labels = est.labels_
+    k = int(labels.max()) + 1 if len(labels) else 0
+    if out:
+        write_labels(out, labels)
+    return labels, (f"eps={eps:g} min_samples={min_samples}: {k} clusters, "
+                    f"{len(est.core_sample_indices_):,} core, {int((labels < 0).sum()):,} noise "
+                    f"points ({dt:.3f} s on the Dask cluster, {est.n_partitions_} partitions, "
+                    f"including reading)" + (f"; labels: {out}" if out else ""))
+
+
+def run_skyline(client, data, *, min_cols=(), max_cols=(), distinct=False, device=None,
+                out=None):
+    """The ``skyjoin skyline`` command on a Dask cluster; returns (row ids, summary).
+
+    ``min_cols`` / ``max_cols`` name (or give 0-based positions of) the
+    columns to minimise / maximise; with neither, every column is minimised.
+    ``out`` receives the row ids (.csv or .parquet).
+    """
+    import time
+
+    from ..io import write_indices
+    from .skyline import skyline
+
+    cols = list(min_cols) + list(max_cols)
+    sense = ["min"] * len(min_cols) + ["max"] * len(max_cols) if cols else None
+    t0 = time.perf_counter()
+    ids = skyline(data, client=client, sense=sense, distinct=distinct, device=device,
+                  columns=cols or None)
+    dt = time.perf_counter() - t0
+    if out:
+        write_indices(out, ids)
+    return ids, (f"{len(ids):,} skyline rows ({dt:.3f} s on the Dask cluster, including "
+                 f"reading)" + (f"; wrote {out}" if out else ""))
