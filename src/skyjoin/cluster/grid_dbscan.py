@@ -56,6 +56,34 @@ def _d2(X, a, b):
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
+def _bounds(X):
+    """Per-dimension minimum and maximum (one pass over the rows)."""
+    n, d = X.shape
+    lo = X[0].copy()
+    hi = X[0].copy()
+    for i in range(1, n):
+        for k in range(d):
+            v = X[i, k]
+            if v < lo[k]:
+                lo[k] = v
+            elif v > hi[k]:
+                hi[k] = v
+    return lo, hi
+
+
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+def _gather(X, perm):
+    """X[perm] for a 2-D array, in parallel."""
+    n, d = X.shape
+    out = np.empty((n, d), dtype=X.dtype)
+    for p in prange(n):
+        i = perm[p]
+        for k in range(d):
+            out[p, k] = X[i, k]
+    return out
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
 def _bin(X, lo, side, radix):
     """Linear cell id of every point and the count of every cell."""
     n, d = X.shape
@@ -92,11 +120,17 @@ def _scatter(cell, start):
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def _cell_close(Xs, start, cells, eps2):
-    """Whether every pair of points of each non-empty cell passes the test (box diagonal)."""
+def _cell_boxes(Xs, start, cells, eps2):
+    """Bounding box of each non-empty cell, and whether all its pairs pass the test.
+
+    A cell is "close" when its box diagonal passes the distance test:
+    rounding is monotone, so every pair of its points passes it too.
+    """
     m = cells.shape[0]
     d = Xs.shape[1]
     close = np.zeros(m, dtype=np.uint8)
+    box_lo = np.empty((m, d), dtype=Xs.dtype)
+    box_hi = np.empty((m, d), dtype=Xs.dtype)
     for t in prange(m):
         c = cells[t]
         a, b = start[c], start[c + 1]
@@ -110,10 +144,26 @@ def _cell_close(Xs, start, cells, eps2):
                     lo = v
                 if v > hi:
                     hi = v
+            box_lo[t, k] = lo
+            box_hi[t, k] = hi
             w = hi - lo
             s += w * w
         close[t] = 1 if s <= eps2 else 0
-    return close
+    return close, box_lo, box_hi
+
+
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _boxes_apart(box_lo, box_hi, t, u, eps2):
+    """Whether no point of cell slot t can be within eps of one of slot u (box gap test)."""
+    s = 0.0
+    for k in range(box_lo.shape[1]):
+        g = box_lo[u, k] - box_hi[t, k]
+        g2 = box_lo[t, k] - box_hi[u, k]
+        if g2 > g:
+            g = g2
+        if g > 0.0:
+            s += g * g
+    return s > eps2
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
@@ -135,7 +185,8 @@ def _neighbour_cell(c, o, radix, offsets):
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def core_flags(Xs, start, cells, close, radix, offsets, eps2, min_samples):
+def core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets, eps2,
+               min_samples):
     """Core flag of every (sorted) point: dense cells at once, others by counting (§2.1)."""
     n = Xs.shape[0]
     m = cells.shape[0]
@@ -163,6 +214,9 @@ def core_flags(Xs, start, cells, close, radix, offsets, eps2, min_samples):
             for o in range(n_off):
                 c2 = _neighbour_cell(c, o, radix, offsets)
                 if c2 < 0 or c2 == c:
+                    continue
+                t2 = slot_of[c2]
+                if t2 < 0 or _boxes_apart(box_lo, box_hi, t, t2, eps2):
                     continue
                 for q in range(start[c2], start[c2 + 1]):
                     if _d2(Xs, p, q) <= eps2:
@@ -194,7 +248,8 @@ def _union(parent, a, b):
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def link_cells(Xs, start, cells, close, core, radix, offsets, eps2):
+def link_cells(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets, n_adjacent,
+               eps2):
     """Union-find over the sorted points: core points within eps end in one set."""
     n = Xs.shape[0]
     m = cells.shape[0]
@@ -225,50 +280,62 @@ def link_cells(Xs, start, cells, close, core, radix, offsets, eps2):
                     if core[q] and _find(parent, p) != _find(parent, q) \
                             and _d2(Xs, p, q) <= eps2:
                         _union(parent, p, q)
-    # between cells: offsets listed once per unordered pair of cells (o > 0)
+    # between cells: offsets listed once per unordered pair of cells (o > 0);
+    # the adjacent cells first, over the whole grid, so that by the time the
+    # farther offsets are tried most of their cell pairs are already joined
     n_off = offsets.shape[0]
-    slot_of = np.full(start.shape[0] - 1, -1, dtype=np.int64)
-    for t in range(m):
-        slot_of[cells[t]] = t
-    for t in range(m):
-        if first_core[t] < 0:
-            continue
-        c = cells[t]
-        a, b = start[c], start[c + 1]
-        for o in range(n_off):
-            if not _positive(offsets, o):
+    for sweep in range(2):
+        o_lo = 0 if sweep == 0 else n_adjacent
+        o_hi = n_adjacent if sweep == 0 else n_off
+        for t in range(m):
+            if first_core[t] < 0:
                 continue
-            c2 = _neighbour_cell(c, o, radix, offsets)
-            if c2 < 0:
-                continue
-            t2 = slot_of[c2]
-            if t2 < 0 or first_core[t2] < 0:
-                continue
-            a2, b2 = start[c2], start[c2 + 1]
-            if close[t] and close[t2]:
-                # one set per cell: one pair within eps joins them
-                if _find(parent, first_core[t]) == _find(parent, first_core[t2]):
-                    continue
-                found = False
-                for p in range(a, b):
-                    if not core[p]:
-                        continue
-                    for q in range(a2, b2):
-                        if core[q] and _d2(Xs, p, q) <= eps2:
-                            _union(parent, p, q)
-                            found = True
-                            break
-                    if found:
-                        break
-            else:
-                for p in range(a, b):
-                    if not core[p]:
-                        continue
-                    for q in range(a2, b2):
-                        if core[q] and _find(parent, p) != _find(parent, q) \
-                                and _d2(Xs, p, q) <= eps2:
-                            _union(parent, p, q)
+            _link_cell(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets,
+                       eps2, parent, first_core, t, o_lo, o_hi)
     return parent
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _link_cell(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets, eps2,
+               parent, first_core, t, o_lo, o_hi):
+    """Join the core points of cell slot t with those of its cells at offsets [o_lo, o_hi)."""
+    c = cells[t]
+    a, b = start[c], start[c + 1]
+    for o in range(o_lo, o_hi):
+        if not _positive(offsets, o):
+            continue
+        c2 = _neighbour_cell(c, o, radix, offsets)
+        if c2 < 0:
+            continue
+        t2 = slot_of[c2]
+        if t2 < 0 or first_core[t2] < 0:
+            continue
+        if _boxes_apart(box_lo, box_hi, t, t2, eps2):
+            continue
+        a2, b2 = start[c2], start[c2 + 1]
+        if close[t] and close[t2]:
+            # one set per cell: one pair within eps joins them
+            if _find(parent, first_core[t]) == _find(parent, first_core[t2]):
+                continue
+            found = False
+            for p in range(a, b):
+                if not core[p]:
+                    continue
+                for q in range(a2, b2):
+                    if core[q] and _d2(Xs, p, q) <= eps2:
+                        _union(parent, p, q)
+                        found = True
+                        break
+                if found:
+                    break
+        else:
+            for p in range(a, b):
+                if not core[p]:
+                    continue
+                for q in range(a2, b2):
+                    if core[q] and _find(parent, p) != _find(parent, q) \
+                            and _d2(Xs, p, q) <= eps2:
+                        _union(parent, p, q)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
@@ -283,7 +350,8 @@ def _positive(offsets, o):
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def border_labels(Xs, start, cells, slot_of, close, core, labels, radix, offsets, eps2):
+def border_labels(Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels, radix, offsets,
+                  eps2):
     """Each non-core point takes the lowest label among its core neighbours (in place)."""
     m = cells.shape[0]
     n_off = offsets.shape[0]
@@ -302,7 +370,7 @@ def border_labels(Xs, start, cells, slot_of, close, core, labels, radix, offsets
                     if c2 < 0 or c2 == c:
                         continue
                 t2 = slot_of[c2]
-                if t2 < 0:
+                if t2 < 0 or _boxes_apart(box_lo, box_hi, t, t2, eps2):
                     continue
                 for q in range(start[c2], start[c2 + 1]):
                     if not core[q]:
@@ -326,7 +394,10 @@ def _offsets(d, side, eps):
     offs = np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
     gap = np.maximum(np.abs(offs) - 1, 0) * side           # smallest distance per axis
     keep = (gap ** 2).sum(axis=1) <= eps * eps * (1 + 1e-6)  # generous: extra cells cost time only
-    return np.ascontiguousarray(offs[keep])
+    offs = offs[keep]
+    adjacent = (np.abs(offs) <= 1).all(axis=1)
+    offs = np.concatenate([offs[adjacent], offs[~adjacent]])
+    return np.ascontiguousarray(offs), int(adjacent.sum())
 
 
 def grid_dbscan(X, eps, min_samples):
@@ -360,8 +431,7 @@ def grid_dbscan(X, eps, min_samples):
     if n == 0 or d > MAX_DIMS:
         return None if n else (np.zeros(0, np.int64), np.zeros(0, np.intp))
     side = eps / math.sqrt(d) * _SIDE_FACTOR
-    lo = X.min(axis=0)
-    hi = X.max(axis=0)
+    lo, hi = _bounds(X)
     radix = np.floor((hi - lo) / side).astype(np.float64) + 1
     total = float(np.prod(radix))
     if not np.isfinite(total) or total > max(8 * n, 1 << 22):
@@ -371,17 +441,20 @@ def grid_dbscan(X, eps, min_samples):
     cell, count = _bin(X, lo, side, radix)
     start = np.cumsum(count)
     perm = _scatter(cell, start)
-    Xs = X[perm]
+    Xs = _gather(X, perm)
     cells = np.flatnonzero(count[1:]).astype(np.int64)
     slot_of = np.full(len(count) - 1, -1, dtype=np.int64)
     slot_of[cells] = np.arange(len(cells))
-    close = _cell_close(Xs, start, cells, eps2)
-    offsets = _offsets(d, side, eps)
-    core = core_flags(Xs, start, cells, close, radix, offsets, eps2, min_samples)
-    parent = link_cells(Xs, start, cells, close, core, radix, offsets, eps2)
+    close, box_lo, box_hi = _cell_boxes(Xs, start, cells, eps2)
+    offsets, n_adjacent = _offsets(d, side, eps)
+    core = core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets, eps2,
+                      min_samples)
+    parent = link_cells(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets,
+                        n_adjacent, eps2)
     root = _roots(parent)
     labels = _number_clusters_by_order(root, core, perm)
-    border_labels(Xs, start, cells, slot_of, close, core, labels, radix, offsets, eps2)
+    border_labels(Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels, radix, offsets,
+                  eps2)
     core_out = np.empty(n, dtype=np.uint8)
     core_out[perm] = core
     labels_out = np.empty(n, dtype=np.intp)
