@@ -16,12 +16,14 @@ import importlib
 
 __version__ = "0.1.0"
 
-# ``join`` is both a public function and the name of the subpackage that
-# implements it.  Importing the subpackage binds the module as the attribute
-# ``skyjoin.join``; importing it here, first, and then binding the function
-# over it keeps ``skyjoin.join`` the function for good.  ``join.api`` imports
-# only NumPy-level code (engines load on first use).
+# ``join`` and ``skyline`` are both public functions and the names of the
+# subpackages that implement them.  Importing a subpackage binds the module as
+# the attribute ``skyjoin.join`` / ``skyjoin.skyline``; importing them here,
+# first, and then binding the functions over them keeps the functions for
+# good.  Both ``api`` modules import only NumPy-level code (engines load on
+# first use).
 from .join.api import join, self_join, self_join_chunks  # noqa: E402
+from .skyline.api import skyline  # noqa: E402
 
 # public name -> module that defines it (loaded on first access)
 _EXPORTS = {
@@ -33,14 +35,13 @@ _EXPORTS = {
     "dbscan": "skyjoin.cluster.estimator",
     "dbscan_sweep": "skyjoin.cluster.sweep",
     "dbscan_model": "skyjoin.cluster.model",
-    "skyline": "skyjoin.skyline.api",
     "gpu_available": "skyjoin._device",
     "GPUUnavailableError": "skyjoin._device",
     "datasets": "skyjoin.datasets",
     "io": "skyjoin.io",
 }
 
-__all__ = sorted(list(_EXPORTS) + ["join", "self_join", "self_join_chunks"]) + ["__version__"]
+__all__ = sorted(list(_EXPORTS) + ["join", "self_join", "self_join_chunks", "skyline"]) + ["__version__"]
 
 
 def __getattr__(name: str):
