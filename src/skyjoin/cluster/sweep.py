@@ -110,6 +110,9 @@ def _assign_levels(nt, min_samples_desc, sample_weight, order):
     """
     from .assign import _roots, labels_from_roots, weighted_neighbourhood
 
+    if nt.on_device:
+        yield from _assign_levels_gpu(nt, min_samples_desc, sample_weight, order)
+        return
     indptr = np.ascontiguousarray(nt.indptr, dtype=np.int64)
     indices = nt.indices
     n = len(indptr) - 1
@@ -129,6 +132,24 @@ def _assign_levels(nt, min_samples_desc, sample_weight, order):
         core_out[order] = is_core
         labels_out = np.empty_like(labels)
         labels_out[order] = labels
+        yield m, core_out, labels_out, time.perf_counter() - t0
+
+
+def _assign_levels_gpu(nt, min_samples_desc, sample_weight, order):
+    """Each min_samples assigned on the GPU from the table kept there (§7.6 on the device)."""
+    from .._device import cupy
+    from .gpu import gpu_dbscan_table
+
+    cp = cupy()
+    w = None if sample_weight is None else cp.asarray(sample_weight[order])
+    n = nt.shape[0]
+    for m in min_samples_desc:
+        t0 = time.perf_counter()
+        is_core, labels = gpu_dbscan_table(nt.indptr, nt.indices, m, sample_weight=w)
+        core_out = np.empty(n, dtype=np.uint8)
+        core_out[order] = cp.asnumpy(is_core)
+        labels_out = np.empty(n, dtype=np.intp)
+        labels_out[order] = cp.asnumpy(labels)
         yield m, core_out, labels_out, time.perf_counter() - t0
 
 
@@ -152,7 +173,10 @@ def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device="auto",
     sample_weight : array_like of shape (n,), optional
         As in ``DBSCAN.fit``.
     device : {"auto", "cpu", "gpu"} or None
-        Device of the join; the point assignment runs on the CPU.
+        Device of the join.  On the CPU the assignment runs on the CPU; on
+        the GPU each table stays in GPU memory when it fits and every
+        min_samples is assigned there, else it is streamed to the host and
+        assigned on the CPU (HYBRID-DBSCAN).
     precision : {"float64", "float32"}
     pipeline : bool, default True
         Build the next eps's table in a background thread while the current
@@ -195,12 +219,24 @@ def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device="auto",
 
 
 def _build(X, e, dev, precision):
-    """Build one table (on the points in cell order) and time it."""
+    """Build one table (on the points in cell order) and time it.
+
+    On the GPU the table stays in GPU memory when it fits (every min_samples
+    is then assigned there, ``gpu.gpu_dbscan_table``); otherwise it is
+    streamed to the host (HYBRID-DBSCAN).
+    """
     from .estimator import neighbor_table, spatial_order
 
     t0 = time.perf_counter()
     Xo, order = spatial_order(X, e, precision)
-    nt = neighbor_table(Xo, e, device=dev, precision=precision)
+    nt = None
+    if dev == "gpu":
+        try:
+            nt = neighbor_table(Xo, e, device=dev, precision=precision, on_device=True)
+        except MemoryError:
+            nt = None
+    if nt is None:
+        nt = neighbor_table(Xo, e, device=dev, precision=precision)
     return (nt, order), time.perf_counter() - t0
 
 
