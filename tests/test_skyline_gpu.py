@@ -51,7 +51,7 @@ def inputs():
     return out
 
 
-VARIANTS = ["sync", "nosync", "noquart", "padded"]
+VARIANTS = ["sync", "nosync", "levelwise", "noquart", "padded"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -133,8 +133,11 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
     variant : {"default", "nosync", "sync", "noquart", "padded"}, optional
         SkyAlign variants for experiments (§6.2.3).  CPU: "nosync" (default,
         the paper's CPU port), "sync" (Algorithm 1 with its d rounds),
-        "noquart" (no quartile masks).  GPU: "sync" (default, Algorithm 1),
-        "nosync", "noquart", "padded" (median cells padded to warps).
+        "noquart" (no quartile masks), "levelwise" (one pass per mask order,
+        lower cells repacked to skyline points).  GPU: "sync" (Algorithm 1),
+        "nosync", "levelwise", "noquart", "padded" (median cells padded to
+        whole warps); the GPU default picks "padded" when median-level cells
+        hold >= 8 points on average, else "sync".
 
     Returns
     -------

@@ -6,10 +6,14 @@ regular steps use CuPy: the tau pre-filter (§5.1) is a reduction and a
 compaction, the quartiles come from a per-column sort (Algorithm 1, lines
 3-5), and the <|M|, M> order from CuPy's radix argsort (line 10).
 
-Variants (§6.2.3): "sync" (default; Algorithm 1 with its d + 1 rounds and
+Variants (§6.2.3): "sync" (Algorithm 1 with its d + 1 rounds and
 repacking of the survivors after each), "nosync" (one launch, no rounds),
+"levelwise" (round l runs only the points of order l, against lower cells
+that hold skyline points only, then repacks),
 "noquart" (sync without quartile-level masks), "padded" (sync with every
 median-level cell padded to whole warps, so no warp straddles two cells).
+The default ("auto") takes "padded" when the median-level cells hold at least
+8 points on average, else "sync" (measured on the H200, see skyalign_gpu).
 CuPy is imported only here, lazily, through :func:`skyjoin._device.cupy`.
 """
 
@@ -25,7 +29,7 @@ from .._device import cupy as _cupy
 
 __all__ = ["skyline_gpu", "skyalign_gpu", "ggs_gpu", "GPU_VARIANTS"]
 
-GPU_VARIANTS = ("sync", "nosync", "noquart", "padded")
+GPU_VARIANTS = ("sync", "nosync", "levelwise", "noquart", "padded")
 _BLOCK = 256
 _WARP = 32
 _DENSE_MAX_D = 20
@@ -96,7 +100,7 @@ def skyline_gpu(X, maximise: np.ndarray, distinct: bool, algorithm: str, variant
     if algorithm in ("auto", "skyalign"):
         if d > 64:
             raise ValueError(f"SkyAlign supports up to 64 dimensions, got {d}; use algorithm='ggs'")
-        sky, stats = skyalign_gpu(Xd, variant or "sync", count=count)
+        sky, stats = skyalign_gpu(Xd, variant or "auto", count=count)
     elif algorithm == "ggs":
         sky, stats = ggs_gpu(Xd)
     else:
@@ -145,7 +149,7 @@ def skyalign_gpu(Xd, variant: str = "sync", count: bool = True):
 
     Returns (sorted CuPy int64 indices, stats)."""
     cp = _cupy()
-    if variant not in GPU_VARIANTS:
+    if variant != "auto" and variant not in GPU_VARIANTS:
         raise ValueError(f"unknown GPU SkyAlign variant {variant!r}; expected one of {GPU_VARIANTS}")
     n, d = Xd.shape
     mt = cp.uint32 if d <= 32 else cp.uint64
@@ -180,6 +184,13 @@ def skyalign_gpu(Xd, variant: str = "sync", count: bool = True):
         perm = cp.lexsort(cp.stack([M.astype(cp.uint64), order.astype(cp.uint64)]))
     P = P[perm]
     M, Q, order, idx = M[perm], Q[perm], order[perm], idx[perm]
+    if variant == "auto":
+        # Padded was fastest on the H200 at d = 12 (1M and 8M points); the
+        # paper finds it degrades when cells hold few points (more padding
+        # than work), so it is taken only for cells of >= 8 points on average.
+        n_cells = int(cp.count_nonzero(M[1:] != M[:-1])) + 1
+        variant = "padded" if m >= 8 * n_cells else "sync"
+        stats["variant"] = f"auto:{variant}"
     if variant == "noquart":
         Q = cp.zeros_like(Q)
     _sync()
@@ -202,6 +213,35 @@ def skyalign_gpu(Xd, variant: str = "sync", count: bool = True):
                        np.int32(0), np.int32(0), np.int32(0), np.int32(0), np.int64(m), _NULL,
                        dead, _NULL if counters is None else counters))
         out.append(idx[dead == 0])
+    elif variant == "levelwise":
+        # one round per order l: only the points of order l run, against the
+        # lower cells (already repacked to skyline points) and their own cell;
+        # then the dominated points of order l are removed (repacking).
+        use_dense = d <= _DENSE_MAX_D
+        for level in range(d + 1):
+            m = int(P.shape[0])
+            bounds = cp.searchsorted(order, cp.array([level, level + 1], dtype=cp.int32))
+            p_lo, p_hi = (int(v) for v in bounds)
+            if p_hi == p_lo:
+                continue
+            starts, cmasks, point_cell = _cells(M)
+            ends = cp.ascontiguousarray(starts[1:])
+            dense = cp.full(1 << d if use_dense else 1, -1, dtype=cp.int32)
+            if use_dense:
+                dense[cmasks.astype(cp.int64)] = cp.arange(cmasks.size, dtype=cp.int32)
+            tmap = cp.arange(p_lo, p_hi, dtype=cp.int32)
+            dead = cp.zeros(m, dtype=cp.uint8)
+            k["skyalign"](_grid(p_hi - p_lo), (_BLOCK,),
+                          (P, Q, M, point_cell, starts, ends, cmasks, dense, np.int32(use_dense),
+                           np.int32(0), np.int32(0), np.int32(0), np.int32(0),
+                           np.int64(p_hi - p_lo), tmap, dead,
+                           _NULL if counters is None else counters))
+            keep = cp.flatnonzero(dead == 0)
+            levels.append((level, p_hi - p_lo, p_hi - p_lo - (m - int(keep.size))))
+            P = P[keep]
+            M, Q, order, idx = M[keep], Q[keep], order[keep], idx[keep]
+        out.append(idx)
+        stats["rounds"] = levels
     else:
         dummy_dense = cp.full(1, -1, dtype=cp.int32)
         for level in range(d + 1):                              # line 11

@@ -73,19 +73,64 @@ __device__ __forceinline__ bool dominates(const double* __restrict__ pj, const d
 }
 
 // Algorithm 1, lines 16-19: the points of a dominating-candidate cell,
-// quartile-level MT by Eq. 4, then the distinct-value DT.
+// quartile-level MT by Eq. 4, then the distinct-value DT.  The masks are read
+// through the read-only cache (__ldg), four at a time for memory-level
+// parallelism; a stale mask (a point marked dominated meanwhile) only costs
+// an extra DT.  nm counts every mask of the cell.
 template <int D, typename MaskT>
 __device__ __forceinline__ bool scan_lower_cell(const double* __restrict__ P, const MaskT* Q,
                                                 long long lo, long long hi, MaskT need,
                                                 const double* me, unsigned long long& nm,
                                                 unsigned long long& nd)
 {
-    for (long long j = lo; j < hi; ++j) {
-        ++nm;
-        MaskT qj = *((volatile const MaskT*)(Q + j));
-        if (qj & need) continue;
+    nm += (unsigned long long)(hi - lo);
+    long long j = lo;
+    for (; j + 4 <= hi; j += 4) {
+        MaskT q[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) q[u] = __ldg(Q + j + u);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            if (!(q[u] & need)) {
+                ++nd;
+                if (dominates_distinct<D>(P + (j + u) * D, me)) return true;
+            }
+        }
+    }
+    for (; j < hi; ++j) {
+        if (__ldg(Q + j) & need) continue;
         ++nd;
         if (dominates_distinct<D>(P + j * D, me)) return true;
+    }
+    return false;
+}
+
+// Algorithm 1, lines 21-24: the other points of p_i's own cell, Eq. 5, then
+// the full DT (equal points never dominate each other).
+template <int D, typename MaskT>
+__device__ __forceinline__ bool scan_own_cell(const double* __restrict__ P, const MaskT* Q,
+                                              long long lo, long long hi, long long i, MaskT nQi,
+                                              const double* me, unsigned long long& nm,
+                                              unsigned long long& nd)
+{
+    nm += (unsigned long long)(hi - lo);
+    long long j = lo;
+    for (; j + 4 <= hi; j += 4) {
+        MaskT q[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) q[u] = __ldg(Q + j + u);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            if (!(q[u] & nQi) && (j + u != i)) {
+                ++nd;
+                if (dominates<D>(P + (j + u) * D, me)) return true;
+            }
+        }
+    }
+    for (; j < hi; ++j) {
+        if ((__ldg(Q + j) & nQi) || j == i) continue;
+        ++nd;
+        if (dominates<D>(P + j * D, me)) return true;
     }
     return false;
 }
@@ -164,17 +209,7 @@ __global__ void skyalign_kernel(const double* __restrict__ P, MaskT* Q, const Ma
         }
     }
     if (!dom && (mode == 0 || oi == level)) {
-        for (long long j = starts[ci]; j < ends[ci]; ++j) {
-            if (j == i) continue;
-            ++nm;
-            MaskT qj = *((volatile const MaskT*)(Q + j));
-            if (qj & nQi) continue;                    // Eq. 5
-            ++nd;
-            if (dominates<D>(P + j * D, me)) {
-                dom = true;
-                break;
-            }
-        }
+        dom = scan_own_cell<D, MaskT>(P, Q, starts[ci], ends[ci], i, nQi, me, nm, nd);  // Eq. 5
     }
     if (dom) {
         dead[i] = 1;
