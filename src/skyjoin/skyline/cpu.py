@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import NUMBA_CACHE
-from .masks import (cell_boundaries, fine_levels, gather_sums, median_quartile_masks, popcount64, quartiles,
+from .masks import (cell_boundaries, fine_levels, levels_no_worse, pack_levels, gather_sums, median_quartile_masks, popcount64, quartiles,
                     sort_by_order_and_mask, sum_prefilter, tau_prefilter)
 
 __all__ = ["skyalign_cpu", "CHUNK"]
@@ -50,10 +50,9 @@ def quartile_dtype(d: int):
 @njit(cache=NUMBA_CACHE, inline="always")
 def _dominates_distinct(P, L, j, i, d):
     """p_j <_distinct p_i of Definition 1: p_j no worse on every dimension
-    (refuted first on the 8-bit levels L, then checked in float64)."""
-    for k in range(d):
-        if L[j, k] > L[i, k]:
-            return False
+    (refuted first on the packed 7-bit levels L, then checked in float64)."""
+    if not levels_no_worse(L, j, i):
+        return False
     for k in range(d):
         if P[j, k] > P[i, k]:
             return False
@@ -63,9 +62,8 @@ def _dominates_distinct(P, L, j, i, d):
 @njit(cache=NUMBA_CACHE, inline="always")
 def _dominates(P, L, j, i, d):
     """Full dominance p_j < p_i: no worse everywhere, strictly better once."""
-    for k in range(d):
-        if L[j, k] > L[i, k]:
-            return False
+    if not levels_no_worse(L, j, i):
+        return False
     lt = False
     for k in range(d):
         a = P[j, k]
@@ -241,6 +239,7 @@ def compact_cells(P, L, Q, idx, dominated, starts, ends, c_lo, c_hi):
                 if w != r:
                     for k in range(d):
                         P[w, k] = P[r, k]
+                    for k in range(L.shape[1]):
                         L[w, k] = L[r, k]
                     Q[w] = Q[r]
                     idx[w] = idx[r]
@@ -376,7 +375,7 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     times["masks"] = t2 - t1
     perm = sort_by_order_and_mask(M, order, d)
     P = np.ascontiguousarray(P[perm])
-    L = fine_levels(P)
+    L = pack_levels(fine_levels(P))   # (m, ceil(d/8)) uint64
     M = M[perm]
     Q = Q[perm]
     order = order[perm]

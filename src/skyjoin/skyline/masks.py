@@ -195,7 +195,7 @@ def _levels_from_bounds(P, bounds, nb):
     return L
 
 
-def fine_levels(P: np.ndarray, n_levels: int = 256, sample: int = 16384,
+def fine_levels(P: np.ndarray, n_levels: int = 128, sample: int = 16384,
                 seed: int = 0) -> np.ndarray:
     """Per-dimension 8-bit levels (a finer, third resolution than quartiles).
 
@@ -219,6 +219,30 @@ def fine_levels(P: np.ndarray, n_levels: int = 256, sample: int = 16384,
         nb[k] = u.size
         bounds[k, :u.size] = u
     return _levels_from_bounds(P, bounds, nb)
+
+
+def pack_levels(L: np.ndarray) -> np.ndarray:
+    """Pack 7-bit levels, 8 dimensions per uint64 word (little-endian bytes,
+    unused bytes 0), for the branch-free test of :func:`levels_no_worse`."""
+    m, d = L.shape
+    W = (d + 7) // 8
+    pad = np.zeros((m, 8 * W), dtype=np.uint8)
+    pad[:, :d] = L
+    return np.ascontiguousarray(pad).view(np.uint64).reshape(m, W)
+
+
+_H = np.uint64(0x8080808080808080)
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def levels_no_worse(Lw, j, i):
+    """Whether L[j, k] <= L[i, k] on every dimension (SWAR on packed 7-bit
+    levels: byte k of (L_i | 0x80) - L_j keeps its top bit iff L_j <= L_i,
+    and no byte borrows since 128 + L_i - L_j >= 1)."""
+    for w in range(Lw.shape[1]):
+        if (((Lw[i, w] | _H) - Lw[j, w]) & _H) != _H:
+            return False
+    return True
 
 
 def sort_by_order_and_mask(M: np.ndarray, order: np.ndarray, d: int) -> np.ndarray:
