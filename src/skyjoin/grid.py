@@ -158,6 +158,16 @@ class Grid:
     def dense(self) -> bool:
         return self.lower_bound.shape[0] > 0
 
+    def point_lower_bound(self) -> np.ndarray:
+        """For a dense grid, ``cell_start[lower_bound]``: the first reordered
+        point of the first cell whose id is >= v, for v in [0, volume]
+        (one table load per row lookup); empty otherwise.  Computed once."""
+        plb = self.__dict__.get("_point_lb")
+        if plb is None:
+            plb = self.cell_start[self.lower_bound] if self.dense else np.zeros(0, np.int64)
+            self.__dict__["_point_lb"] = plb
+        return plb
+
     def mask(self, j: int) -> np.ndarray:
         """Occupied cell coordinates of indexed dimension j (the mask M_j)."""
         return self.coords[self.coord_off[j]:self.coord_off[j + 1]]

@@ -191,7 +191,12 @@ def _cpu_self_join(X, eps, include_self, output, sort, pattern, precision, index
             del row_pos, counts_r
     else:
         with _phase(timings, "fill"):
-            indptr, indices, _ = cpu.symmetric_table(g, eps2, code, include_self, idx_dtype)
+            half = cpu.forward_half(g, eps2, code, idx_dtype)
+            order = g.order
+            del g  # the reordered points are not needed for the mirror
+        with _phase(timings, "mirror"):
+            indptr, indices = cpu.mirror_table(order, *half, include_self, idx_dtype)
+            del half
         if sort:
             with _phase(timings, "sort"):
                 cpu.sort_csr_rows(indptr, indices)

@@ -316,10 +316,11 @@ def _distances(q_pts, i, cp, m, db):
 def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
                s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
                k, eps2, self_join, include_self, s_order, lo, side, slack, lim, tile_min,
-               counts):
+               point_lb, half, counts):
     """Full-pattern neighbour count of every reordered query point: cells
     of at least ``tile_min`` points take the tiled path, others the pruned
-    point-by-point path."""
+    point-by-point path.  With ``half`` (self-join, no tiled path) the
+    forward half of LID-UNICOMP is counted instead (see ``_point_scan``)."""
     n_cells = q_cell_ids.shape[0]
     d = q_pts.shape[1]
     early = d > 3
@@ -334,8 +335,10 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
             craw = np.empty(k, dtype=np.int64)
             lo_r = np.empty(k, dtype=np.int64)
             hi_r = np.empty(k, dtype=np.int64)
+            own_r = np.empty(k, dtype=np.int64)
+            eqp = np.empty(k, dtype=np.bool_)
             if not _decode_cell(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_coords,
-                                s_coord_off, k, craw, lo_r, hi_r):
+                                s_coord_off, k, craw, lo_r, hi_r, own_r):
                 for i in range(c0, c1):
                     counts[i] = 0
                 continue
@@ -345,11 +348,11 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
             partial = np.empty(k)
             for i in range(c0, c1):
                 _cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2)
-                excl = i if (self_join and not include_self) else -1
+                excl = i if (self_join and not include_self and not half) else -1
                 counts[i] = _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r,
-                                        hi_r, s_coords, s_coord_off, s_stride, s_cell_ids,
-                                        s_lower_bound, s_cell_start, gl2, gh2, cur, partial,
-                                        s_order, dummy, 0, -1)
+                                        hi_r, own_r, half, s_coords, s_coord_off, s_stride,
+                                        s_cell_ids, s_lower_bound, s_cell_start, point_lb, gl2,
+                                        gh2, cur, partial, eqp, s_order, dummy, 0, -1)
             continue
         rows = np.empty((max_rows + 1, 2), dtype=np.int64)
         n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
@@ -371,7 +374,8 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
 def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
                      s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off,
                      s_stride, k, eps2, self_join, include_self, sort, cell_list, row_pos,
-                     row_len, s_order, lo, side, slack, lim, tile_min, indices, bad):
+                     row_len, s_order, lo, side, slack, lim, tile_min, point_lb, half, indices,
+                     bad):
     """Full-pattern fill: write the caller ids of the neighbours of reordered
     query point i at ``row_pos[i]`` (skipped if < 0), ``row_len[i]`` of them.
 
@@ -395,8 +399,10 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
             craw = np.empty(k, dtype=np.int64)
             lo_r = np.empty(k, dtype=np.int64)
             hi_r = np.empty(k, dtype=np.int64)
+            own_r = np.empty(k, dtype=np.int64)
+            eqp = np.empty(k, dtype=np.bool_)
             if not _decode_cell(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_coords,
-                                s_coord_off, k, craw, lo_r, hi_r):
+                                s_coord_off, k, craw, lo_r, hi_r, own_r):
                 continue
             gl2 = np.empty(k)
             gh2 = np.empty(k)
@@ -407,11 +413,12 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
                 if start < 0:
                     continue
                 _cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2)
-                excl = i if (self_join and not include_self) else -1
+                excl = i if (self_join and not include_self and not half) else -1
                 n_found = _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r,
-                                      hi_r, s_coords, s_coord_off, s_stride, s_cell_ids,
-                                      s_lower_bound, s_cell_start, gl2, gh2, cur, partial,
-                                      s_order, indices, start, row_len[i])
+                                      hi_r, own_r, half, s_coords, s_coord_off, s_stride,
+                                      s_cell_ids, s_lower_bound, s_cell_start, point_lb, gl2,
+                                      gh2, cur, partial, eqp, s_order, indices, start,
+                                      row_len[i])
                 if n_found != row_len[i]:
                     bad[0] = 1
                     continue
@@ -520,19 +527,41 @@ def _test(q_pts, i, s_pts, j, d, eps2, early):
     return acc <= eps2
 
 
+@nb.njit(inline="always", **_jit)
+def _row_bounds(s_cell_ids, s_lower_bound, s_cell_start, point_lb, lid0, lid1):
+    """Reordered points [start, stop) of the non-empty cells with linear ids
+    in [lid0, lid1).  With a dense rank space ``point_lb[v]`` is the first
+    point of the first cell whose id is >= v (one table load instead of
+    lower_bound -> cell_start)."""
+    if point_lb.shape[0] > 0:
+        top = point_lb.shape[0] - 1
+        return point_lb[min(lid0, top)], point_lb[min(lid1, top)]
+    a = np.searchsorted(s_cell_ids, lid0)
+    b = np.searchsorted(s_cell_ids, lid1)
+    return s_cell_start[a], s_cell_start[b]
+
+
 @nb.njit(**_jit)
-def _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r, hi_r,
+def _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r, hi_r, own_r, half,
                 s_coords, s_coord_off, s_stride, s_cell_ids, s_lower_bound, s_cell_start,
-                gl2, gh2, cur, partial, s_order, out, out_start, cap):
+                point_lb, gl2, gh2, cur, partial, eqp, s_order, out, out_start, cap):
     """Count the neighbours of query point i, walking only the adjacent
     cells within reach (``lim`` bounds the squared distance of any pair that
     can pass the test); with ``cap >= 0`` also write the first ``cap`` of
-    them from ``out[out_start]`` (never more: the caller checks the count)."""
+    them from ``out[out_start]`` (never more: the caller checks the count).
+
+    With ``half`` (self-join only) the walk follows LID-UNICOMP
+    (load-imbalance paper §III-B): only cells of higher linear id than the
+    own cell (rank tuple ``own_r``), and in the own cell only points j > i.
+    Linear ids order cells lexicographically by rank tuple, so a prefix of
+    ranks below the own prefix is skipped whole, one above it is taken whole.
+    ``eqp[j]`` records whether ranks 0..j equal the own ranks."""
     last = k - 1
     n_found = 0
     j = 0
+    d = q_pts.shape[1]
     if last > 0:
-        cur[0] = lo_r[0]
+        cur[0] = own_r[0] if half else lo_r[0]
     while True:
         if last > 0:
             if cur[j] > hi_r[j]:
@@ -547,9 +576,11 @@ def _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r, hi_r,
                 cur[j] += 1
                 continue
             partial[j] = ps
+            if half:
+                eqp[j] = (j == 0 or eqp[j - 1]) and cur[j] == own_r[j]
             if j < last - 1:
                 j += 1
-                cur[j] = lo_r[j]
+                cur[j] = own_r[j] if (half and eqp[j - 1]) else lo_r[j]
                 continue
         else:
             ps = 0.0
@@ -557,6 +588,9 @@ def _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r, hi_r,
         off = s_coord_off[last]
         r0 = lo_r[last]
         r1 = hi_r[last]
+        own_row = half and (last == 0 or eqp[last - 1])
+        if own_row:
+            r0 = own_r[last]  # the own cell (gap 0) and those above it
         while r0 <= r1 and ps + _gap2(s_coords, off, r0, craw[last], gl2[last], gh2[last]) > lim:
             r0 += 1
         while r1 >= r0 and ps + _gap2(s_coords, off, r1, craw[last], gl2[last], gh2[last]) > lim:
@@ -565,10 +599,12 @@ def _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r, hi_r,
             base = 0
             for t in range(last):
                 base += cur[t] * s_stride[t]
-            a = _find_cell(s_cell_ids, s_lower_bound, base + r0)
-            b = _find_cell(s_cell_ids, s_lower_bound, base + r1 + 1)
-            for jj in range(s_cell_start[a], s_cell_start[b]):
-                if jj != excl and _test(q_pts, i, s_pts, jj, q_pts.shape[1], eps2, early):
+            p0, p1 = _row_bounds(s_cell_ids, s_lower_bound, s_cell_start, point_lb,
+                                 base + r0, base + r1 + 1)
+            if own_row:
+                p0 = i + 1  # r0 is the own cell: only its points after i
+            for jj in range(p0, p1):
+                if jj != excl and _test(q_pts, i, s_pts, jj, d, eps2, early):
                     if n_found < cap:
                         out[out_start + n_found] = s_order[jj]
                     n_found += 1
@@ -579,9 +615,11 @@ def _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r, hi_r,
 
 
 @nb.njit(**_jit)
-def _decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw, lo_r, hi_r):
-    """Per-dimension coordinate of query cell qc and the interval of data
-    ranks within one cell of it; False if some dimension has none."""
+def _decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw, lo_r, hi_r,
+                 own_r):
+    """Per-dimension coordinate of query cell qc, its rank in the query grid
+    (``own_r``) and the interval of data ranks within one cell of it; False
+    if some dimension has none."""
     rem = qc
     for j in range(k - 1, -1, -1):
         r = rem % q_radix[j]
@@ -593,6 +631,7 @@ def _decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, c
         craw[j] = c
         lo_r[j] = lo
         hi_r[j] = hi
+        own_r[j] = r
     return True
 
 
@@ -651,6 +690,13 @@ def to_caller_order(order, values_reordered, out):
     """out[order[r]] = values_reordered[r] (reordered rows back to caller order)."""
     for r in nb.prange(order.shape[0]):
         out[order[r]] = values_reordered[r]
+
+
+@nb.njit(parallel=True, **_jit)
+def add_caller_order(order, values_reordered, out):
+    """out[order[r]] += values_reordered[r]."""
+    for r in nb.prange(order.shape[0]):
+        out[order[r]] += values_reordered[r]
 
 
 @nb.njit(parallel=True, **_jit)
@@ -715,11 +761,12 @@ def _data_args(g):
 TILE_MIN_POINTS = 8
 
 
-def _pruning_args(g):
+def _pruning_args(g, half=False):
     d = g.points.shape[1]
     precision = "float32" if g.points.dtype == np.float32 else "float64"
-    tile_min = TILE_MIN_POINTS if g.k <= 3 else np.iinfo(np.int64).max
-    return (g.lo, g.side, g.slack, pruning_limit(g.eps, d, g.k, precision), tile_min)
+    tile_min = TILE_MIN_POINTS if (g.k <= 3 and not half) else np.iinfo(np.int64).max
+    return (g.lo, g.side, g.slack, pruning_limit(g.eps, d, g.k, precision), tile_min,
+            g.point_lower_bound(), bool(half))
 
 
 def eps_squared(eps: float, dtype) -> float:
@@ -737,6 +784,9 @@ def counts_reordered(gq, gs, eps2, pattern: int, self_join: bool, include_self: 
     if pattern == 0:
         count_full(*_query_args(gq), *_data_args(gs), gs.k, eps2, self_join, include_self,
                    gs.order, *_pruning_args(gs), counts)
+    elif pattern == 2:
+        count_full(*_query_args(gq), *_data_args(gs), gs.k, eps2, True, False,
+                   gs.order, *_pruning_args(gs, half=True), counts)
     else:
         count_pass(*_query_args(gq), *_data_args(gs), gs.k, eps2, pattern, self_join,
                    include_self, counts)
@@ -784,28 +834,53 @@ def table_from_counts(g_rows, counts_r, n_cols):
     return indptr, row_pos, int(total)
 
 
-def symmetric_table(g, eps2, pattern, include_self, idx_dtype):
-    """Self-join CSR with a symmetric pattern: the forward half is computed
-    once, then mirrored (every distance computation yields both pairs)."""
+def forward_half(g, eps2, pattern, idx_dtype):
+    """Forward half of a symmetric pattern (self-join): for reordered point
+    i, the caller ids of its neighbours in the cells the pattern assigns to
+    i's cell (and j > i in its own cell).  LID-UNICOMP runs on the pruned
+    point-by-point path; UNICOMP on the per-cell path.
+    Returns (half_counts, half_indptr, half_indices), rows in reordered order."""
     n = g.n_points
     half_counts = counts_reordered(g, g, eps2, pattern, True, False)
     half_indptr = np.empty(n + 1, dtype=np.int64)
     half_total = exclusive_scan_into(half_counts, half_indptr)
     half_indices = np.empty(half_total, dtype=idx_dtype)
-    fill_rows(g, g, eps2, pattern, True, False, half_indptr[:-1].copy(), half_indices)
+    if pattern == 2:
+        bad = np.zeros(1, dtype=np.int8)
+        fill_full_kernel(*_query_args(g), *_data_args(g), g.k, eps2, True, False, False,
+                         np.arange(g.n_cells, dtype=np.int64), half_indptr[:-1], half_counts,
+                         g.order, *_pruning_args(g, half=True), half_indices, bad)
+        if bad[0]:
+            raise RuntimeError("internal error: a row's neighbour count changed between the "
+                               "counting and filling passes; no result was produced")
+    else:
+        fill_rows(g, g, eps2, pattern, True, False, half_indptr[:-1].copy(), half_indices)
+    return half_counts, half_indptr, half_indices
+
+
+def mirror_table(order, half_counts, half_indptr, half_indices, include_self, idx_dtype):
+    """Caller-order CSR from a forward half: row order[r] gets the forward
+    half of reordered row r (+ the self pair), then every mirrored pair.
+    Returns (indptr, indices); rows are not sorted."""
+    n = order.shape[0]
     total = np.zeros(n, dtype=np.int64)
     mirror_counts(half_indices, total)
-    # rows in caller order: forward + mirrored (+ self)
-    fwd = np.empty(n, dtype=np.int64)
-    to_caller_order(g.order, half_counts, fwd)
-    total += fwd
+    add_caller_order(order, half_counts, total)
     if include_self:
         total += 1
-    del fwd, half_counts
     indptr = np.empty(n + 1, dtype=np.int64)
     grand = exclusive_scan_into(total, indptr)
+    del total
     indices = np.empty(grand, dtype=idx_dtype)
     fill_pos = indptr[:-1].copy()
-    place_forward(g.order, half_indptr, half_indices, include_self, fill_pos, indices)
-    mirror_fill(g.order, half_indptr, half_indices, fill_pos, indices)
-    return indptr, indices, total
+    place_forward(order, half_indptr, half_indices, include_self, fill_pos, indices)
+    mirror_fill(order, half_indptr, half_indices, fill_pos, indices)
+    return indptr, indices
+
+
+def symmetric_table(g, eps2, pattern, include_self, idx_dtype):
+    """Self-join CSR with a symmetric pattern: the forward half is computed
+    once, then mirrored (every distance computation yields both pairs)."""
+    half = forward_half(g, eps2, pattern, idx_dtype)
+    indptr, indices = mirror_table(g.order, *half, include_self, idx_dtype)
+    return indptr, indices
