@@ -166,26 +166,30 @@ def _boxes_apart(box_lo, box_hi, t, u, eps2):
     return s > eps2
 
 
-@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
-def _neighbour_cell(c, o, radix, offsets):
-    """Linear id of cell c moved by offsets[o], or -1 outside the box."""
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _neighbour_slots(c, radix, offsets, deltas, slot_of):
+    """Slots of the non-empty cells at each offset from cell c (-1: outside or empty)."""
     d = radix.shape[0]
+    q = np.empty(d, dtype=np.int64)
     rem = c
-    out = 0
-    stride = 1
     for k in range(d - 1, -1, -1):
-        q = rem % radix[k]
+        q[k] = rem % radix[k]
         rem //= radix[k]
-        q2 = q + offsets[o, k]
-        if q2 < 0 or q2 >= radix[k]:
-            return -1
-        out += q2 * stride
-        stride *= radix[k]
+    n_off = offsets.shape[0]
+    out = np.empty(n_off, dtype=np.int64)
+    for o in range(n_off):
+        inside = True
+        for k in range(d):
+            q2 = q[k] + offsets[o, k]
+            if q2 < 0 or q2 >= radix[k]:
+                inside = False
+                break
+        out[o] = slot_of[c + deltas[o]] if inside else -1
     return out
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets, eps2,
+def core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets, deltas, eps2,
                min_samples):
     """Core flag of every (sorted) point: dense cells at once, others by counting (§2.1)."""
     n = Xs.shape[0]
@@ -200,6 +204,7 @@ def core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets,
             for p in range(a, b):
                 core[p] = 1
             continue
+        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
         for p in range(a, b):
             if close[t]:
                 cnt = size
@@ -212,12 +217,10 @@ def core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets,
                 core[p] = 1
                 continue
             for o in range(n_off):
-                c2 = _neighbour_cell(c, o, radix, offsets)
-                if c2 < 0 or c2 == c:
+                t2 = nb[o]
+                if t2 < 0 or t2 == t or _boxes_apart(box_lo, box_hi, t, t2, eps2):
                     continue
-                t2 = slot_of[c2]
-                if t2 < 0 or _boxes_apart(box_lo, box_hi, t, t2, eps2):
-                    continue
+                c2 = cells[t2]
                 for q in range(start[c2], start[c2 + 1]):
                     if _d2(Xs, p, q) <= eps2:
                         cnt += 1
@@ -248,8 +251,8 @@ def _union(parent, a, b):
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def link_cells(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets, n_adjacent,
-               eps2):
+def link_cells(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets, deltas,
+               n_adjacent, eps2):
     """Union-find over the sorted points: core points within eps end in one set."""
     n = Xs.shape[0]
     m = cells.shape[0]
@@ -291,32 +294,30 @@ def link_cells(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, of
             if first_core[t] < 0:
                 continue
             _link_cell(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets,
-                       eps2, parent, first_core, t, o_lo, o_hi)
+                       deltas, eps2, parent, first_core, t, o_lo, o_hi)
     return parent
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _link_cell(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets, eps2,
-               parent, first_core, t, o_lo, o_hi):
+def _link_cell(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets, deltas,
+               eps2, parent, first_core, t, o_lo, o_hi):
     """Join the core points of cell slot t with those of its cells at offsets [o_lo, o_hi)."""
     c = cells[t]
     a, b = start[c], start[c + 1]
+    nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
     for o in range(o_lo, o_hi):
-        if not _positive(offsets, o):
+        t2 = nb[o]
+        if t2 < 0 or first_core[t2] < 0 or not _positive(offsets, o):
             continue
-        c2 = _neighbour_cell(c, o, radix, offsets)
-        if c2 < 0:
-            continue
-        t2 = slot_of[c2]
-        if t2 < 0 or first_core[t2] < 0:
+        both_close = close[t] and close[t2]
+        if both_close and _find(parent, first_core[t]) == _find(parent, first_core[t2]):
             continue
         if _boxes_apart(box_lo, box_hi, t, t2, eps2):
             continue
+        c2 = cells[t2]
         a2, b2 = start[c2], start[c2 + 1]
-        if close[t] and close[t2]:
+        if both_close:
             # one set per cell: one pair within eps joins them
-            if _find(parent, first_core[t]) == _find(parent, first_core[t2]):
-                continue
             found = False
             for p in range(a, b):
                 if not core[p]:
@@ -351,27 +352,35 @@ def _positive(offsets, o):
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
 def border_labels(Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels, radix, offsets,
-                  eps2):
+                  deltas, eps2):
     """Each non-core point takes the lowest label among its core neighbours (in place)."""
     m = cells.shape[0]
     n_off = offsets.shape[0]
     for t in prange(m):
         c = cells[t]
         a, b = start[c], start[c + 1]
+        all_core = True
+        for p in range(a, b):
+            if not core[p]:
+                all_core = False
+                break
+        if all_core:
+            continue
+        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
         for p in range(a, b):
             if core[p]:
                 continue
             best = -1
             for o in range(n_off + 1):
                 if o == n_off:
-                    c2 = c
+                    t2 = np.int64(t)
                 else:
-                    c2 = _neighbour_cell(c, o, radix, offsets)
-                    if c2 < 0 or c2 == c:
+                    t2 = nb[o]
+                    if t2 < 0 or t2 == t:
                         continue
-                t2 = slot_of[c2]
-                if t2 < 0 or _boxes_apart(box_lo, box_hi, t, t2, eps2):
+                if _boxes_apart(box_lo, box_hi, t, t2, eps2):
                     continue
+                c2 = cells[t2]
                 for q in range(start[c2], start[c2 + 1]):
                     if not core[q]:
                         continue
@@ -447,14 +456,18 @@ def grid_dbscan(X, eps, min_samples):
     slot_of[cells] = np.arange(len(cells))
     close, box_lo, box_hi = _cell_boxes(Xs, start, cells, eps2)
     offsets, n_adjacent = _offsets(d, side, eps)
-    core = core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets, eps2,
-                      min_samples)
+    strides = np.ones(d, dtype=np.int64)
+    for k in range(d - 2, -1, -1):
+        strides[k] = strides[k + 1] * radix[k + 1]
+    deltas = np.ascontiguousarray(offsets @ strides)
+    core = core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets, deltas,
+                      eps2, min_samples)
     parent = link_cells(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets,
-                        n_adjacent, eps2)
+                        deltas, n_adjacent, eps2)
     root = _roots(parent)
     labels = _number_clusters_by_order(root, core, perm)
     border_labels(Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels, radix, offsets,
-                  eps2)
+                  deltas, eps2)
     core_out = np.empty(n, dtype=np.uint8)
     core_out[perm] = core
     labels_out = np.empty(n, dtype=np.intp)
