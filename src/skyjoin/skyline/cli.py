@@ -64,7 +64,8 @@ def plot_skyline(ax, X, sky, sense=None, names=None, title=None, max_points=_MAX
         bg = X
         if n > max_points:
             bg = X[np.random.default_rng(seed).choice(n, max_points, replace=False)]
-        ax.scatter(bg[:, 0], bg[:, 1], s=2, c="0.75", lw=0, label="points", rasterized=True)
+        ax.scatter(bg[:, 0], bg[:, 1], s=2 if len(bg) > 5000 else 10, c="0.6", lw=0,
+                   label="points", rasterized=True)
         S = X[sky]
         # staircase: sort along x in the preferred direction of x
         order = np.argsort(S[:, 0], kind="stable")
