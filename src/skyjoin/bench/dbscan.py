@@ -344,3 +344,83 @@ def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results"
     log(format_table(rows))
     log(f"report: {json_path}" + (f", chart: {png}" if png else ""))
     return rows
+
+
+def gpu_check(out_dir: str = "bench-results", n_large: int = 10_000_000, log=print) -> dict:
+    """Short GPU figures in one process (for one run on the lent GPU machine).
+
+    1M 2-D blobs (eps 0.3, min_samples 10): the GPU-only path, HYBRID-DBSCAN
+    with the GPU join, our CPU path and the ``dbscan`` package on all cores,
+    with the labels of the three of ours compared; the 16-min_samples sweep
+    on the GPU against 16 GPU runs; then ``n_large`` blobs: our CPU path and
+    the ``dbscan`` package on all cores, and the GPU-only path if its table
+    fits in GPU memory.
+
+    Returns
+    -------
+    dict
+        The figures (also written to ``dbscan-gpu-check.json``).
+    """
+    import json
+
+    import skyjoin as sj
+    from ..cluster.estimator import hybrid_dbscan
+    from ..cluster.grid_dbscan import grid_dbscan
+    from ..cluster.gpu import gpu_dbscan_points
+
+    try:
+        import dbscan as pkg
+    except ImportError:
+        pkg = None
+    res: dict = {"cpus": os.cpu_count()}
+
+    def timed(name, fn, repeat=2):
+        best, out = None, None
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            out = fn()
+            t = time.perf_counter() - t0
+            best = t if best is None else min(best, t)
+        res[name] = round(best, 4)
+        log(f"  {name:<44} {best:9.4f} s")
+        return out
+
+    X = _data("blobs", 1_000_000, 1)
+    sj.DBSCAN(eps=0.3, min_samples=10, device="gpu").fit(X[:20000])  # compile kernels
+    grid_dbscan(X[:20000], 0.3, 10)
+    t: dict = {}
+    core_g, lab_g = timed("1M gpu-only", lambda: gpu_dbscan_points(X, 0.3, 10, timings=t))
+    res["1M gpu-only phases"] = {k: round(v, 4) for k, v in t.items()}
+    core_h, lab_h = timed("1M hybrid (gpu join + cpu assign)",
+                          lambda: hybrid_dbscan(X, 0.3, 10, device="gpu"), repeat=1)
+    core_c, lab_c = timed("1M cpu grid path", lambda: grid_dbscan(X, 0.3, 10))
+    res["1M labels equal gpu-only/hybrid/cpu"] = bool(
+        np.array_equal(lab_g, lab_c) and np.array_equal(lab_h, lab_c)
+        and np.array_equal(core_g, core_c) and np.array_equal(core_h, core_c))
+    res["1M clusters"] = _n_clusters(lab_c)
+    if pkg is not None:
+        timed("1M dbscan package", lambda: pkg.DBSCAN(X, eps=0.3, min_samples=10))
+    timed("1M sweep 16 min_samples (gpu)",
+          lambda: list(sj.dbscan_sweep(X, eps=0.3, min_samples=PAPER_MINPTS, device="gpu")),
+          repeat=1)
+    timed("1M 16 x DBSCAN (gpu)",
+          lambda: [sj.DBSCAN(eps=0.3, min_samples=m, device="gpu").fit(X) for m in PAPER_MINPTS],
+          repeat=1)
+    log(f"  1M labels equal across paths: {res['1M labels equal gpu-only/hybrid/cpu']}")
+    del X
+    if n_large:
+        X = _data("blobs", n_large, 2)
+        tag = f"{n_large // 1_000_000}M"
+        timed(f"{tag} cpu grid path", lambda: grid_dbscan(X, 0.3, 10), repeat=1)
+        if pkg is not None:
+            timed(f"{tag} dbscan package", lambda: pkg.DBSCAN(X, eps=0.3, min_samples=10),
+                  repeat=1)
+        try:
+            timed(f"{tag} gpu-only", lambda: gpu_dbscan_points(X, 0.3, 10), repeat=1)
+        except MemoryError as exc:
+            res[f"{tag} gpu-only"] = f"skipped: {exc}"
+            log(f"  {tag} gpu-only: {exc}")
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "dbscan-gpu-check.json"), "w") as fh:
+        json.dump(res, fh, indent=1)
+    return res
