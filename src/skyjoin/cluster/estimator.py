@@ -311,6 +311,8 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             return False
         if self.metric_params:
             return False
+        if self.metric == "minkowski":  # scikit-learn refuses p=None with minkowski
+            return self.p is not None and float(self.p) == 2.0
         return self.p is None or float(self.p) == 2.0
 
     def _route(self, X) -> str:
