@@ -44,8 +44,10 @@ def _ours(get, device, variants=("nosync",), tag=""):
     out = []
     for v in variants:
         def fn(v=v):
+            c0 = time.process_time()
             idx, st = sj.skyline(get(), device=device, variant=v, return_stats=True)
-            return {"size": int(idx.size), "prefilter_survivors": st.get("prefilter_survivors"),
+            return {"size": int(idx.size), "cpu_s": time.process_time() - c0,
+                    "prefilter_survivors": st.get("prefilter_survivors"),
                     "dominance_tests": st.get("dominance_tests"), "mask_tests": st.get("mask_tests"),
                     "phase_times": st.get("times")}
         out.append(Impl(f"skyjoin skyalign {v} ({device}){tag}", fn, ours=True, warmup=False))

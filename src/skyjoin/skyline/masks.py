@@ -29,6 +29,8 @@ dominate each other.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit, prange
 
@@ -124,17 +126,28 @@ def sum_prefilter(X, idx, pivots):
     return keep
 
 
+@njit(cache=NUMBA_CACHE, parallel=True)
+def _quartiles(P, k1, k2, k3):
+    """Order statistics k1 <= k2 <= k3 of every column (columns in parallel)."""
+    m, d = P.shape
+    out = np.empty((3, d), dtype=np.float64)
+    for k in prange(d):
+        col = P[:, k].copy()
+        a = np.partition(col, k2)
+        out[1, k] = a[k2]
+        lo = np.partition(a[:k2 + 1], k1)      # k1 <= k2: the lower part holds it
+        out[0, k] = lo[k1]
+        hi = np.partition(a[k2:], k3 - k2)
+        out[2, k] = hi[k3 - k2]
+    return out
+
+
 def quartiles(P: np.ndarray) -> np.ndarray:
     """Quartiles per dimension (Algorithm 1, lines 3-5): quart_i = P[floor(i*m/4)]
     of each column sorted; returns an array of shape (3, d)."""
     m, d = P.shape
-    ks = [(1 * m) // 4, (2 * m) // 4, (3 * m) // 4]
-    ks = [min(k, m - 1) for k in ks]
-    out = np.empty((3, d), dtype=np.float64)
-    for k in range(d):
-        part = np.partition(P[:, k], ks)
-        out[:, k] = part[ks]
-    return out
+    ks = [min((q * m) // 4, m - 1) for q in (1, 2, 3)]
+    return _quartiles(P, ks[0], ks[1], ks[2])
 
 
 @njit(cache=NUMBA_CACHE, parallel=True)
@@ -245,8 +258,38 @@ def levels_no_worse(Lw, j, i):
     return True
 
 
+@njit(cache=NUMBA_CACHE)
+def _counting_sort(M, rank, nb):
+    """Stable counting sort of points by rank[M] (nb buckets)."""
+    m = M.shape[0]
+    cnt = np.zeros(nb + 1, dtype=np.int64)
+    for i in range(m):
+        cnt[rank[M[i]] + 1] += 1
+    for b in range(nb):
+        cnt[b + 1] += cnt[b]
+    perm = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        r = rank[M[i]]
+        perm[cnt[r]] = i
+        cnt[r] += 1
+    return perm
+
+
+@functools.lru_cache(maxsize=None)
+def _mask_rank(d: int) -> np.ndarray:
+    """rank[mask] = position of mask in the <|M|, M> order of all 2^d masks."""
+    masks = np.arange(1 << d, dtype=np.uint64)
+    key = (np.bitwise_count(masks).astype(np.uint64) << np.uint64(d)) | masks
+    rank = np.empty(1 << d, dtype=np.int64)
+    rank[np.argsort(key, kind="stable")] = np.arange(1 << d)
+    return rank
+
+
 def sort_by_order_and_mask(M: np.ndarray, order: np.ndarray, d: int) -> np.ndarray:
-    """Permutation sorting points by <|M|, M> (Algorithm 1, line 10); stable."""
+    """Permutation sorting points by <|M|, M> (Algorithm 1, line 10); stable.
+    A counting sort over the 2^d possible masks for d <= 16, else argsort."""
+    if d <= 16:
+        return _counting_sort(M, _mask_rank(d), 1 << d)
     if d <= 56:
         key = (order.astype(np.uint64) << np.uint64(d)) | M
         return np.argsort(key, kind="stable")
