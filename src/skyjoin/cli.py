@@ -14,6 +14,8 @@ import time
 
 import click
 
+from .distributed.cli import client_from_options, distributed_options, uses_cluster
+
 # name -> (module, attribute) of subcommands defined beside their operator
 _LAZY = {
     "dbscan": ("skyjoin.cluster.cli", "dbscan_cmd"),
@@ -107,19 +109,29 @@ def main(verbose):
 @DEVICE
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar (default: when writing to a terminal).")
+@distributed_options
 def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, chunk_pairs,
-             columns, device, progress):
+             columns, device, progress, scheduler, local_cluster):
     """All pairs of points of DATA within distance EPS (the self-join).
 
     DATA is a .csv/.txt (comma or whitespace separated, optional header),
     .parquet or .npy file of points, one per row.  Prints a one-line summary:
-    points, dimensions, pairs, mean neighbours per point and time.
+    points, dimensions, pairs, mean neighbours per point and time.  With
+    --scheduler or --local-cluster the join runs on a Dask cluster (the
+    workers read DATA themselves; --out naming a folder gets one Parquet file
+    of pairs per partition).
     """
-    import numpy as np
-
     import skyjoin as sj
     from ._device import resolve_device
 
+    if uses_cluster(scheduler, local_cluster):
+        from .distributed.cli import run_join
+
+        with client_from_options(scheduler, local_cluster, device=device, echo=click.echo) as client:
+            click.echo(run_join(client, data, eps, out=out, counts=counts,
+                                include_self=include_self, sort=not no_sort, precision=precision,
+                                columns=_columns(columns), device=device))
+        return
     X, t_load = _load(data, columns)
     dev = resolve_device(device)
     n, d = X.shape
