@@ -54,7 +54,7 @@ def _loader(name: str, quick: bool) -> tuple[Callable[[], np.ndarray], float, di
         return load, 1.0, {"n": 100_000, "d": 2, "source": GDS_FILE, "pairs_excl_self": 27_882_048}
     c = NAMED_CASES[name]
     n = 50_000 if quick else c.n
-    eps = c.eps * (np.sqrt(c.n / n) ** (2 / c.d) if quick else 1.0)  # keep neighbours per point
+    eps = c.eps * ((c.n / n) ** (1.0 / c.d) if quick else 1.0)  # keep neighbours per point
 
     def load():
         from .. import datasets
@@ -63,11 +63,19 @@ def _loader(name: str, quick: bool) -> tuple[Callable[[], np.ndarray], float, di
             return datasets.uniform(n, c.d, 0.0, 100.0, seed=c.seed)
         return datasets.exponential(n, c.d, rate=40.0, seed=c.seed)
 
-    return load, float(eps), {"n": n, "d": c.d, "kind": c.kind, "seed": c.seed}
+    params = {"n": n, "d": c.d, "kind": c.kind, "seed": c.seed}
+    if not quick and c.pairs_excl_self is not None:
+        params["pairs_excl_self"] = c.pairs_excl_self
+    return load, float(eps), params
 
 
-def _ours(get, eps, device) -> list[Impl]:
+def _ours(get, eps, device, pairs_hint=None, memory_fraction=0.6) -> list[Impl]:
+    """Our implementations.  A table that would not fit in memory (4 bytes
+    per pair, from the case's known pair count) is skipped, with the reason,
+    and the result is streamed through ``self_join_chunks`` instead."""
     import skyjoin as sj
+
+    from .peers import available_memory_bytes
 
     def table(sort):
         def fn():
@@ -79,11 +87,23 @@ def _ours(get, eps, device) -> list[Impl]:
     def counts():
         return int(sj.self_join(get(), eps, device=device, output="counts").sum())
 
-    return [
-        Impl(f"skyjoin {device} table (sorted)", table(True), ours=True, warmup=True),
-        Impl(f"skyjoin {device} table (unsorted)", table(False), ours=True),
-        Impl(f"skyjoin {device} counts only", counts, ours=True),
+    def streamed():
+        return sum(len(c) for c in sj.self_join_chunks(get(), eps, device=device))
+
+    avail = available_memory_bytes()
+    too_big = None
+    if pairs_hint is not None and avail is not None and 4 * pairs_hint > memory_fraction * avail:
+        too_big = (f"a table of {pairs_hint:,} pairs needs {4 * pairs_hint / 2**30:.1f} GiB, "
+                   f"more than {memory_fraction:.0%} of the {avail / 2**30:.1f} GiB available")
+    impls = [
+        Impl(f"skyjoin {device} table (sorted)", table(True), ours=True, warmup=too_big is None,
+             skip_reason=too_big),
+        Impl(f"skyjoin {device} table (unsorted)", table(False), ours=True, skip_reason=too_big),
+        Impl(f"skyjoin {device} counts only", counts, ours=True, warmup=too_big is not None),
     ]
+    if too_big:
+        impls.append(Impl(f"skyjoin {device} chunks (streamed)", streamed, ours=True))
+    return impls
 
 
 def cases(quick: bool = False, device: str = "cpu", names=None, rtree_max_seconds: float = 300.0,
@@ -108,8 +128,10 @@ def cases(quick: bool = False, device: str = "cpu", names=None, rtree_max_second
         def teardown(holder=holder):
             holder.clear()
 
-        impls = _ours(get, eps, device) + peer_impls(get, eps, rtree_max_seconds=rtree_max_seconds,
-                                                     skip=skip_peers)
+        hint = params.get("pairs_excl_self")
+        impls = _ours(get, eps, device, pairs_hint=hint) + peer_impls(
+            get, eps, rtree_max_seconds=rtree_max_seconds, skip=skip_peers, pairs_hint=hint,
+            shape=(params["n"], params["d"]))
         out.append(Case(name if not quick else f"{name} (quick)", dict(params, eps=eps), impls,
                         setup=setup, teardown=teardown))
     return out
@@ -173,6 +195,13 @@ def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results"
     if memory:
         for name in (names or CPU_CASES):
             if name not in CPU_CASES:
+                continue
+            from ..datasets import NAMED_CASES
+            from .peers import available_memory_bytes
+
+            hint, avail = NAMED_CASES[name].pairs_excl_self, available_memory_bytes()
+            if not quick and hint and avail and 4 * hint > 0.6 * avail:
+                log(f"  {name:<24} peak memory: not probed (a table of {hint:,} pairs does not fit)")
                 continue
             try:
                 m = peak_memory(name, quick=quick, device=device)
