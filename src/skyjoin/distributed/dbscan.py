@@ -1,28 +1,31 @@
 """DBSCAN on Dask: local clustering with halos, a small merge graph, exact labels.
 
 Each partition (see :mod:`.join`) receives its owned points O and a halo of
-*two* halo widths, split into the inner halo H1 (within one width of the
-box) and the outer halo H2.  Every neighbour of a point of R = O + H1 lies in
-O + H1 + H2, so joining R against all of them gives the exact neighbour
-count, hence the exact core flag, of every point of R: of the owned points
-and of the halo points that can neighbour them.
+*two* halo widths.  Call H1 the halo points within one width of the box:
+every neighbour of a point of O + H1 is in the partition, so the neighbour
+counts, hence the core flags, of O + H1 are exact there -- those of the
+owned points and of every halo point that can neighbour them.  Farther halo
+points can only be under-counted, never made core wrongly.
 
-1. Local clustering (HYBRID-DBSCAN's assignment, Gowanlock et al. 2019, §3,
-   on the partition's table): the core points of R are joined into local
-   components by the single-machine union-find
-   (``skyjoin.cluster.assign.union_find_core_components``).  Each component
-   is named by its representative, the lowest global id of its core points.
-2. Merge graph: a partition emits, for each of its components, the edges
-   (representative, g) for every core point g of the component that is a
-   halo point or an owned point close enough to the box border to be in
-   another partition's halo.  Two partitions that share a core point g both
-   emit an edge to g, so their components meet.  The driver runs the same
-   union-find over this small graph (its nodes sorted by global id, so each
-   root is the lowest global id of a cluster's core points).
-3. Labels, exactly scikit-learn's: clusters numbered in order of their
-   lowest-index core point; each partition then labels its owned points: a
-   core point by its component's cluster, a border point by the lowest
-   label among the clusters of its core neighbours (all of which are in R),
+1. Local clustering: the single-machine DBSCAN (``skyjoin.DBSCAN``, the
+   fastest path of the worker's device) clusters the partition's points;
+   its clusters, restricted to core points, are local components of the
+   global core graph.  Each is named by its representative, the lowest
+   global id of its core points.
+2. Merge graph: a partition emits the edge (representative, g) for every
+   core point g of one of its components that is a halo point or an owned
+   point close enough to the box border to be in another partition's halo.
+   A core-core pair (a, b) within eps, a owned by p, lies in one component
+   of p (b is in H1, its flag exact); partitions that share a core point
+   both emit an edge to it, so their components meet.  The driver runs the
+   single-machine union-find (``skyjoin.cluster.assign``) over this small
+   graph, its nodes sorted by global id, so each root is the lowest global
+   id of a cluster's core points.
+3. Labels, exactly scikit-learn's (DESIGN.md): clusters numbered in order
+   of their lowest-index core point; each partition labels its owned
+   points: a core point by its component's cluster, a border point by the
+   lowest label among the clusters of its core neighbours (all of them in
+   O + H1, found by a join of its non-core points against its core points),
    noise -1.
 """
 
@@ -47,51 +50,61 @@ def local_clusters(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_sample
                    precision):
     """Local DBSCAN of partition p with its halo (step 1 and the edges of step 2).
 
+    The single-machine DBSCAN (``skyjoin.DBSCAN``: the grid, GPU or hybrid
+    path of the worker's device) clusters the owned and halo points S
+    together.  A point's count there is exact when all its neighbours are
+    in S, which holds for every point within one halo width of the box
+    (the halo is two widths wide); farther halo points can only be
+    under-counted, so every core point of the local run is a true core
+    point, and every edge between local core points is an edge of the
+    global core graph.
+
     Returns
     -------
     dict
         ``own_ids``, ``own_core`` (bool), ``own_comp`` (local component of
-        each owned core point, -1 otherwise), ``border_rows`` /
-        ``border_comps`` (owned non-core point, component of one of its core
-        neighbours; deduplicated), ``reps`` (global id representing each
-        local component) and the merge edges ``edge_rep`` -- ``edge_id``.
+        each owned core point), ``border_rows`` / ``border_comps`` (owned
+        non-core point, component of one of its core neighbours;
+        deduplicated), ``reps`` (global id representing each local
+        component) and the merge edges ``edge_rep`` -- ``edge_id``.
     """
-    from ..cluster.assign import union_find_core_components
+    from ..cluster.estimator import DBSCAN as SingleDBSCAN
     from ..join.api import join
 
-    inner = in_widened_box(plan, p, halo_X, h)
-    R_X = np.concatenate([own_X, halo_X[inner]])
-    R_ids = np.concatenate([own_ids, halo_ids[inner]])
-    S_X = np.concatenate([R_X, halo_X[~inner]])
-    nR, nO = len(R_ids), len(own_ids)
-    nt = join(R_X, S_X, eps, sort=False, device=device, precision=precision).to_host()
-    counts = np.diff(nt.indptr)                      # the point itself included
-    is_core = (counts >= min_samples).astype(np.uint8)
-    # the table restricted to R x R (symmetric): the local core graph
-    rows = np.repeat(np.arange(nR, dtype=np.int64), counts)
-    keep = nt.indices < nR
-    rows, cols = rows[keep], nt.indices[keep]
-    indptr = np.zeros(nR + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=nR), out=indptr[1:])
-    del nt, keep
-    root = union_find_core_components(indptr, np.ascontiguousarray(cols), is_core)
-    core = is_core.view(bool)
-    roots = np.unique(root[core])
-    comp = np.full(nR, -1, dtype=np.int64)
-    comp[core] = np.searchsorted(roots, root[core])
-    reps = np.full(len(roots), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(reps, comp[core], R_ids[core])
-    # merge edges: core points that another partition may also see
+    S_X = np.concatenate([own_X, halo_X])
+    S_ids = np.concatenate([own_ids, halo_ids])
+    nO = len(own_ids)
+    local = SingleDBSCAN(eps=eps, min_samples=min_samples, device=device,
+                         precision=precision).fit(S_X)
+    core = np.zeros(len(S_ids), dtype=bool)
+    core[local.core_sample_indices_] = True
+    comp = np.asarray(local.labels_, dtype=np.int64)     # a core point's local component
+    n_comp = int(comp.max()) + 1 if len(comp) else 0
+    reps = np.full(n_comp, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(reps, comp[core], S_ids[core])
+    # merge edges: the core points of O + H1 that another partition also sees (the halo
+    # points of H1, the owned points near the border); farther halo points are left out,
+    # since their owners may see them only deep inside and emit nothing for them
     shared = core.copy()
-    shared[:nO] &= ~deep_inside(plan, p, own_X, h)
+    shared[:nO] &= ~deep_inside(plan, p, own_X, h * (1.0 + 1e-6))
+    shared[nO:] &= in_widened_box(plan, p, halo_X, h)
     edge_rep = reps[comp[shared]]
-    edge_id = R_ids[shared]
-    # border candidates: owned non-core rows and the components of their core neighbours
-    sel = (rows < nO) & ~core[rows] & core[cols]
-    pairs = np.unique(np.stack([rows[sel], comp[cols[sel]]]), axis=1) if sel.any() else \
-        np.zeros((2, 0), dtype=np.int64)
+    edge_id = S_ids[shared]
+    # the components with an owned core point are nodes of the merge graph even without edges
+    is_node = np.zeros(n_comp, dtype=bool)
+    is_node[comp[:nO][core[:nO]]] = True
+    # border candidates: owned non-core points and the components of their core neighbours
+    rows = np.flatnonzero(~core[:nO])
+    pairs = np.zeros((2, 0), dtype=np.int64)
+    cores = np.flatnonzero(core)
+    if len(rows) and len(cores):
+        nt = join(own_X[rows], S_X[cores], eps, sort=False, device=device,
+                  precision=precision).to_host()
+        if nt.n_pairs:
+            pr = nt.pairs()
+            pairs = np.unique(np.stack([rows[pr[:, 0]], comp[cores[pr[:, 1]]]]), axis=1)
     return {"own_ids": own_ids, "own_core": core[:nO].copy(), "own_comp": comp[:nO].copy(),
-            "border_rows": pairs[0], "border_comps": pairs[1], "reps": reps,
+            "border_rows": pairs[0], "border_comps": pairs[1], "reps": reps, "is_node": is_node,
             "edge_rep": edge_rep, "edge_id": edge_id}
 
 
@@ -104,7 +117,7 @@ def _local_dbscan(p, plan, h, eps, min_samples, device, precision, d, dtype, *pi
 
 def _merge_part(state):
     """The small part of a local result that the driver needs (step 2)."""
-    return state["reps"], state["edge_rep"], state["edge_id"]
+    return state["reps"], state["is_node"], state["edge_rep"], state["edge_id"]
 
 
 def _final_labels(state, comp_labels):
@@ -131,24 +144,29 @@ def merge_local_clusters(parts):
 
     Parameters
     ----------
-    parts : list of (reps, edge_rep, edge_id)
+    parts : list of (reps, is_node, edge_rep, edge_id)
         Per partition: the representative (global id) of each local
-        component, and its merge edges.
+        component, whether it is a node of the graph by itself (it has an
+        owned core point), and the merge edges.
 
     Returns
     -------
     list of ndarray
-        Per partition, the final cluster label of each local component.
+        Per partition, the final cluster label of each local component (-1
+        for components that are not in the graph: their core points are far
+        halo points, which no owned point neighbours).
     """
     from ..cluster.assign import union_find_core_components
 
-    all_nodes = [r for r, _, _ in parts] + [a for _, a, _ in parts] + [b for _, _, b in parts]
-    nodes = np.unique(np.concatenate(all_nodes)) if all_nodes else np.zeros(0, np.int64)
+    pieces = [r[m] for r, m, _, _ in parts] + [a for _, _, a, _ in parts] + \
+        [b for _, _, _, b in parts]
+    nodes = np.unique(np.concatenate(pieces)) if pieces else np.zeros(0, np.int64)
     m = len(nodes)
+    out = [np.full(len(r), -1, dtype=np.int64) for r, _, _, _ in parts]
     if m == 0:
-        return [np.zeros(0, dtype=np.int64) for _ in parts]
-    a = np.concatenate([np.searchsorted(nodes, e) for _, e, _ in parts])
-    b = np.concatenate([np.searchsorted(nodes, e) for _, _, e in parts])
+        return out
+    a = np.concatenate([np.searchsorted(nodes, e) for _, _, e, _ in parts])
+    b = np.concatenate([np.searchsorted(nodes, e) for _, _, _, e in parts])
     src = np.concatenate([a, b])
     dst = np.concatenate([b, a])
     order = np.argsort(src, kind="stable")
@@ -157,9 +175,12 @@ def merge_local_clusters(parts):
     # nodes are sorted by global id, so each root is a cluster's lowest core id
     root = union_find_core_components(indptr, np.ascontiguousarray(dst[order]),
                                       np.ones(m, dtype=np.uint8))
-    cluster_roots = np.unique(root)
-    label_of_node = np.searchsorted(cluster_roots, root)
-    return [label_of_node[np.searchsorted(nodes, r)].astype(np.int64) for r, _, _ in parts]
+    label_of_node = np.searchsorted(np.unique(root), root)
+    for k, (r, _, _, _) in enumerate(parts):
+        pos = np.minimum(np.searchsorted(nodes, r), m - 1)
+        hit = nodes[pos] == r
+        out[k][hit] = label_of_node[pos[hit]]
+    return out
 
 
 class DBSCAN:

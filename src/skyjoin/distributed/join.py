@@ -126,34 +126,28 @@ def _concat_pieces(pieces, d, dtype):
 
 
 def partition_rows(own_ids, own_X, halo_ids, halo_X, eps, *, include_self, sort, device,
-                   precision):
+                   precision, n_total):
     """Rows of the join owned by a partition: (counts, global columns) per owned point.
 
-    The owned points are joined against the owned and halo points by the
-    single-machine engine; columns are mapped to global ids, the self pair
-    dropped (unless include_self) and, with ``sort``, ascending within rows.
+    The owned points are joined against the owned and halo points, ordered
+    by global id, by the single-machine engine; since the local order of the
+    columns is their global order, rows sorted by the engine stay sorted
+    once mapped to global ids.  The self pair is dropped unless include_self.
     """
     from ..join.api import join
+    from ._kernels import owned_rows
 
-    S_X = np.concatenate([own_X, halo_X])
     S_ids = np.concatenate([own_ids, halo_ids])
+    order = np.argsort(S_ids, kind="stable")
+    S_ids = S_ids[order]
+    S_X = np.concatenate([own_X, halo_X])[order]
     nR = len(own_ids)
-    nt = join(own_X, S_X, eps, sort=False, device=device, precision=precision).to_host()
-    counts = np.diff(nt.indptr)
-    local = nt.indices
-    if not include_self:
-        rows = np.repeat(np.arange(nR, dtype=np.int64), counts)
-        keep = local != rows           # column k < nR is owned point k itself
-        local = local[keep]
-        counts = np.bincount(rows[keep], minlength=nR).astype(np.int64)
-    cols = S_ids[local].astype(index_dtype(int(S_ids.max()) + 1 if len(S_ids) else 0))
-    if sort and len(cols):
-        from ..join.cpu import sort_csr_rows
-
-        indptr = np.zeros(nR + 1, dtype=np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        sort_csr_rows(indptr, cols)
-    return counts.astype(np.int64), cols
+    if include_self:
+        self_col = np.full(nR, -1, dtype=np.int64)
+    else:
+        self_col = np.searchsorted(S_ids, own_ids).astype(np.int64)
+    nt = join(own_X, S_X, eps, sort=sort, device=device, precision=precision).to_host()
+    return owned_rows(nt.indptr, nt.indices, self_col, S_ids, index_dtype(n_total))
 
 
 def _partition_join(p, eps, include_self, output, sort, device, precision, out_dir, shape, d,
@@ -169,7 +163,8 @@ def _partition_join(p, eps, include_self, output, sort, device, precision, out_d
             c = c - 1
         return own_ids, np.asarray(c, dtype=np.int64)
     counts, cols = partition_rows(own_ids, own_X, halo_ids, halo_X, eps, include_self=include_self,
-                                  sort=sort, device=device, precision=precision)
+                                  sort=sort, device=device, precision=precision,
+                                  n_total=shape[0])
     if out_dir is None:
         return own_ids, counts, cols
     if len(cols) == 0:
@@ -359,6 +354,8 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
 
 def assemble_table(rows, n: int, sort: bool) -> NeighborTable:
     """One CSR table from the partitions' owned rows (ids, counts, columns)."""
+    from ._kernels import place_rows
+
     counts = np.zeros(n, dtype=np.int64)
     for ids, c, _ in rows:
         counts[ids] = c
@@ -366,10 +363,6 @@ def assemble_table(rows, n: int, sort: bool) -> NeighborTable:
     np.cumsum(counts, out=indptr[1:])
     indices = np.empty(int(indptr[-1]), dtype=index_dtype(n))
     for ids, c, cols in rows:
-        if not len(cols):
-            continue
-        local = np.zeros(len(c) + 1, dtype=np.int64)
-        np.cumsum(c, out=local[1:])
-        dest = np.repeat(indptr[ids] - local[:-1], c) + np.arange(len(cols), dtype=np.int64)
-        indices[dest] = cols
+        if len(cols):
+            place_rows(indptr, ids, c, cols.astype(indices.dtype, copy=False), indices)
     return NeighborTable(indptr, indices, (n, n), sorted=bool(sort))

@@ -1,0 +1,229 @@
+"""Benchmark of skyjoin.distributed: 1 worker against N workers against one machine.
+
+Each case (2-D Gaussian blobs for the join and DBSCAN, anticorrelated data
+for the skyline) is timed three ways, each configuration with its own
+cluster, started before and closed after its cases, so that no idle
+cluster holds memory (or GPU memory) while another runs:
+
+* ``single machine``: the ordinary operator in this process (all cores, or
+  the GPU);
+* ``dask 1 worker``: :mod:`skyjoin.distributed` on a local cluster of one
+  worker (all cores through Numba's threads, or one GPU);
+* ``dask N workers``: N workers sharing the cores (each ``cores / N``
+  Numba threads), or one worker per GPU.
+
+Times include moving the data to the workers and the result back (an
+in-memory NumPy array in, a NeighborTable / labels / row ids out), which is
+what a user of the API waits for.  The report gives the scaling
+(1 worker / N workers) and the distributed overhead (1 worker / single
+machine).  The issue's figure, 20M 2-D points on 2 GPUs at least 1.7x
+faster than on 1 GPU and the 1-worker run within 15% of the single
+machine, is the ``device="gpu"`` run of this file on a 2-GPU host
+(``python -m skyjoin.bench.distributed --device gpu``).  On the 2-core
+development machine the CPU run can only show the overheads: two workers
+share the same two cores as one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from .harness import Case, Impl, format_table, run_suite, write_report
+
+__all__ = ["run", "case_specs"]
+
+# name, operator, n (full), n (quick), d, eps at the full n, min_samples
+_SPECS = {
+    "cpu": [("JoinBlobs2D-2M", "join", 2_000_000, 200_000, 2, 0.095, None),
+            ("JoinCountsBlobs2D-2M", "counts", 2_000_000, 200_000, 2, 0.095, None),
+            ("DBSCANBlobs2D-2M", "dbscan", 2_000_000, 200_000, 2, 0.095, 10),
+            ("SkylineAnti4D-2M", "skyline", 2_000_000, 200_000, 4, None, None)],
+    "gpu": [("JoinBlobs2D-20M", "join", 20_000_000, 2_000_000, 2, 0.03, None),
+            ("JoinCountsBlobs2D-20M", "counts", 20_000_000, 2_000_000, 2, 0.03, None),
+            ("DBSCANBlobs2D-20M", "dbscan", 20_000_000, 2_000_000, 2, 0.03, 10),
+            ("SkylineAnti4D-20M", "skyline", 20_000_000, 2_000_000, 4, None, None)],
+}
+
+
+def case_specs(device: str, quick: bool):
+    """(name, operator, n, d, eps, min_samples) of each case; eps keeps the neighbours per point."""
+    out = []
+    for name, op, n_full, n_quick, d, eps, m in _SPECS[device]:
+        n = n_quick if quick else n_full
+        if eps is not None and quick:
+            eps = eps * (n_full / n) ** (1.0 / d)
+        out.append((name + (" (quick)" if quick else ""), op, n, d, eps, m))
+    return out
+
+
+def _data(op, n, d):
+    """The case's points (seeded)."""
+    from .. import datasets
+
+    if op == "skyline":
+        return datasets.anticorrelated(n, d, seed=3)
+    return datasets.blobs(n, d, centers=50, std=1.5, low=0.0, high=100.0, seed=1)
+
+
+def _single_fn(op, get, eps, m, device):
+    """The single-machine operator."""
+    import skyjoin as sj
+
+    def fn():
+        if op == "join":
+            return sj.self_join(get(), eps, device=device).n_pairs
+        if op == "counts":
+            return int(sj.self_join(get(), eps, device=device, output="counts").sum())
+        if op == "dbscan":
+            return int(sj.DBSCAN(eps=eps, min_samples=m, device=device).fit(get()).labels_.max() + 1)
+        from ..skyline.api import skyline
+
+        return len(skyline(get(), device=device))
+    return fn
+
+
+def _dask_fn(op, get, eps, m, device, client):
+    """The distributed operator on ``client``."""
+    from .. import distributed as sd
+
+    def fn():
+        tm: dict = {}
+        if op == "join":
+            size = sd.self_join(get(), eps, client=client, device=device, timings=tm).n_pairs
+        elif op == "counts":
+            size = int(sd.self_join(get(), eps, client=client, device=device, output="counts",
+                                    timings=tm).sum())
+        elif op == "dbscan":
+            est = sd.DBSCAN(eps=eps, min_samples=m, client=client, device=device).fit(get())
+            size, tm = int(est.labels_.max() + 1), est.timings_
+        else:
+            size = len(sd.skyline(get(), client=client, device=device, timings=tm))
+        return {"size": size, **{f"phase_{k}_s" if k != "n_partitions" else k:
+                                 (round(v, 4) if isinstance(v, float) else v)
+                                 for k, v in tm.items()}}
+    return fn
+
+
+def _cluster(n_workers, device):
+    """A local cluster of n workers (CPU processes sharing the cores, or one per GPU)."""
+    from ..distributed import local_cluster, local_gpu_cluster
+
+    if device == "gpu":
+        return local_gpu_cluster(n_workers)
+    return local_cluster(n_workers, silence_logs=40)
+
+
+def _cases(specs, device, client, label):
+    """Cases for one configuration (client None: single machine)."""
+    cases = []
+    for name, op, n, d, eps, m in specs:
+        holder: dict = {}
+
+        def get(holder=holder):
+            return holder["X"]
+
+        def setup(holder=holder, op=op, n=n, d=d):
+            holder["X"] = _data(op, n, d)
+
+        def teardown(holder=holder):
+            holder.clear()
+            if device == "gpu":
+                from .._device import cupy
+
+                cupy().get_default_memory_pool().free_all_blocks()
+
+        fn = (_single_fn(op, get, eps, m, device) if client is None
+              else _dask_fn(op, get, eps, m, device, client))
+        impl = Impl(label, fn, ours=client is not None, warmup=True)
+        params = {"n": n, "d": d, "eps": eps, "min_samples": m, "operator": op, "device": device}
+        cases.append(Case(name, params, [impl], setup=setup, teardown=teardown))
+    return cases
+
+
+def run(quick: bool = False, out_dir: str = "bench-results", device: str = "cpu",
+        n_workers: int = 2, names=None, log=print):
+    """Run the suite; write ``distributed.json`` / ``.png`` and return the rows.
+
+    Parameters
+    ----------
+    quick : bool
+        Cases of 200k points (CPU) or 2M (GPU) instead of 2M / 20M.
+    out_dir : str
+        Folder of the report.
+    device : {"cpu", "gpu"}
+        CPU workers sharing the cores, or one worker per GPU.
+    n_workers : int
+        Workers (GPUs) of the N-worker configuration.
+    names : list of str, optional
+        Run only these cases (names without " (quick)").
+    log : callable
+
+    Returns
+    -------
+    list of harness.Row
+    """
+    from distributed import Client
+
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    specs = case_specs(device, quick)
+    if names:
+        specs = [s for s in specs if s[0].replace(" (quick)", "") in set(names)]
+    rows = []
+    log(f"skyjoin.distributed bench on {device}: single machine, 1 worker, {n_workers} workers")
+    rows += run_suite("distributed", _cases(specs, device, None, "single machine"), log=log)
+    for k in (1, n_workers):
+        label = f"dask {k} worker" + ("s" if k > 1 else "")
+        t0 = time.perf_counter()
+        with _cluster(k, device) as cluster, Client(cluster) as client:
+            log(f"  cluster of {k} worker(s) up in {time.perf_counter() - t0:.1f} s, "
+                f"dashboard {client.dashboard_link}")
+            rows += run_suite("distributed", _cases(specs, device, client, label), log=log)
+    summary = scaling(rows, n_workers)
+    json_path, png = write_report("distributed", rows, out_dir,
+                                  title=f"skyjoin.distributed ({device})")
+    with open(os.path.join(out_dir, "distributed-scaling.json"), "w") as fh:
+        json.dump(summary, fh, indent=1)
+    log(format_table(rows))
+    log("")
+    log(f"{'case':<32} {'1 worker / single':>18} {'scaling 1 -> ' + str(n_workers):>16}")
+    for s in summary:
+        o = f"{s['overhead']:.2f}x" if s["overhead"] is not None else "-"
+        g = f"{s['scaling']:.2f}x" if s["scaling"] is not None else "-"
+        log(f"{s['case']:<32} {o:>18} {g:>16}")
+    log(f"report: {json_path}" + (f", {png}" if png else ""))
+    return rows
+
+
+def scaling(rows, n_workers: int) -> list[dict]:
+    """Per case: t(1 worker) / t(single machine) and t(1 worker) / t(N workers)."""
+    out = []
+    cases = []
+    for r in rows:
+        if r.case not in cases:
+            cases.append(r.case)
+    for c in cases:
+        t = {r.impl: r.time_s for r in rows if r.case == c and r.time_s is not None}
+        one, single = t.get("dask 1 worker"), t.get("single machine")
+        many = t.get(f"dask {n_workers} workers")
+        out.append({"case": c, "single_s": single, "one_worker_s": one, "n_workers_s": many,
+                    "overhead": one / single if one and single else None,
+                    "scaling": one / many if one and many else None})
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out", default="bench-results")
+    ap.add_argument("--case", action="append", default=None)
+    a = ap.parse_args()
+    run(quick=a.quick, out_dir=a.out, device=a.device, n_workers=a.workers, names=a.case)
