@@ -35,8 +35,11 @@ __all__ = ["gpu_dbscan_table", "gpu_dbscan_points"]
 _SOURCE = r"""
 extern "C" {
 
-// a point's root, halving the path on the way; parent[x] <= x always
-__device__ __forceinline__ long long uf_find(long long* parent, long long x) {
+// a point's root, halving the path on the way; parent[x] <= x always.  Loads
+// and stores are volatile: other threads relink roots concurrently, and a
+// value kept in a register would hide their links.
+__device__ __forceinline__ long long uf_find(long long* parent_, long long x) {
+    volatile long long* parent = parent_;
     long long p = parent[x];
     while (p != x) {
         long long gp = parent[p];
@@ -89,9 +92,10 @@ __global__ void hook(const long long* indptr, const int* indices, const unsigned
 __global__ void compress(const unsigned char* core, long long n, long long* parent) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || !core[i]) return;
+    volatile long long* vparent = parent;
     long long x = i;
-    while (parent[x] != x) x = parent[x];
-    parent[i] = x;
+    while (vparent[x] != x) x = vparent[x];
+    vparent[i] = x;
 }
 
 // label of each core point from the scan of the roots; -1 for the others
