@@ -17,9 +17,11 @@ Which path ``fit`` takes (the documented rule)
    * device "cpu", float64, no sample_weight, d <= 4, and a fine grid of
      cells of side eps/sqrt(d) over the data's bounding box of at most
      max(8 n, 2^22) cells: ``grid_dbscan``, which needs no neighbour table
-     (``path_ = "grid-cpu"``).  Measured on the 2-core development machine,
-     1M 2-D blobs, eps 0.3, min_samples 10: 0.6 s, against 5-6 s for
-     building the 214M-pair table and assigning (``skyjoin bench dbscan``);
+     (``path_ = "grid-cpu"``).  Measured on the 2-core development machine
+     (``skyjoin bench dbscan``): 1M 2-D blobs, eps 0.3, min_samples 10,
+     0.65 s against 7.6 s for building the 214M-pair table and assigning;
+     2M exponential 2-D, 1.0 s against 26.7 s; 2M uniform 3-D (about two
+     points per cell, so few dense cells), 13.0 s against 12.6 s;
    * otherwise on the CPU: join on the CPU, assignment on the CPU
      (``path_ = "hybrid-cpu"``);
    * device "gpu": join on the GPU with the table left on the GPU, core flags
@@ -28,7 +30,9 @@ Which path ``fit`` takes (the documented rule)
      (4 bytes per pair over PCIe, the paper's main cost) buys nothing.  If T
      does not fit in GPU memory, the GPU join streams it to the host in
      batches and the assignment runs on the CPU (``path_ = "hybrid-gpu"``),
-     which is the paper's HYBRID-DBSCAN.  Sweeps over min_samples
+     which is the paper's HYBRID-DBSCAN.  (This GPU rule follows from
+     the transfer cost, 4 bytes per pair, and is not yet measured: no GPU
+     time was left when it was written.)  Sweeps over min_samples
      (``dbscan_sweep``) always use the hybrid path, because there T is
      reused by every min_samples.
 3. Everything else (other metrics, callables, dense precomputed distance

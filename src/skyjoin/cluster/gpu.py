@@ -178,7 +178,8 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, timing
     Examples
     --------
     >>> import cupy as cp                                         # doctest: +SKIP
-    >>> indptr = cp.asarray([0, 1, 3, 4, 4]); indices = cp.asarray([1, 0, 2, 1], cp.int32)
+    >>> indptr = cp.asarray([0, 1, 3, 4, 4])                     # doctest: +SKIP
+    >>> indices = cp.asarray([1, 0, 2, 1], cp.int32)              # doctest: +SKIP
     >>> core, labels = gpu_dbscan_table(indptr, indices, 2)      # doctest: +SKIP
     >>> labels.get().tolist()                                    # doctest: +SKIP
     [0, 0, 0, -1]
