@@ -21,6 +21,7 @@ Results are yielded as they finish, as ``SweepResult`` objects.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -34,6 +35,8 @@ from .._device import resolve_device
 from .._validate import check_eps, check_min_samples, check_points, check_precision
 
 __all__ = ["SweepResult", "dbscan_sweep", "add_core_level", "ideal_pipeline_time"]
+
+log = logging.getLogger("skyjoin")
 
 
 @dataclass
@@ -240,8 +243,29 @@ def _build(X, e, dev, precision):
     return (nt, order), time.perf_counter() - t0
 
 
+def _threadsafe_numba() -> bool:
+    """Whether Numba's threading layer lets two threads launch parallel code at once.
+
+    The "workqueue" layer does not (it aborts the process); "omp" and "tbb" do.
+    """
+    import numba
+
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel function has run yet: run a tiny one
+        from .assign import weighted_neighbourhood
+
+        weighted_neighbourhood(np.zeros(2, np.int64), np.zeros(0, np.int64), np.ones(1), True)
+        layer = numba.threading_layer()
+    return layer != "workqueue"
+
+
 def _tables(X, eps_list, dev, precision, pipeline):
     """Yield (eps, table, seconds); with pipeline, built one ahead in a thread (§7.5)."""
+    if pipeline and not _threadsafe_numba():
+        log.debug("dbscan_sweep: Numba's workqueue threading layer is not thread-safe; "
+                  "tables are built without pipelining")
+        pipeline = False
     if not pipeline:
         for e in eps_list:
             nt, dt = _build(X, e, dev, precision)
