@@ -270,9 +270,70 @@ def fill_pass(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
 # ---------------------------------------------------------------------------
 
 @nb.njit(**_jit)
+def _merge_runs(cid, cj, m):
+    """Sort the candidates by caller id, given that they form a few
+    ascending runs (every cell holds its points in ascending caller id: the
+    grid's counting sort is stable).  Bottom-up pairwise merging of the
+    runs, O(m log runs) instead of a full sort."""
+    runs = np.empty(m + 2, dtype=np.int64)
+    runs[0] = 0
+    nr = 1
+    for p in range(1, m):
+        if cid[p] < cid[p - 1]:
+            runs[nr] = p
+            nr += 1
+    runs[nr] = m
+    if nr == 1:
+        return cid, cj
+    a_id = cid
+    a_j = cj
+    b_id = np.empty_like(cid)
+    b_j = np.empty_like(cj)
+    while nr > 1:
+        new_nr = 0
+        t = 0
+        while t < nr:
+            lo = runs[t]
+            mid = runs[t + 1]
+            hi = runs[t + 2] if t + 2 <= nr else mid
+            x = lo
+            y = mid
+            o = lo
+            while x < mid and y < hi:
+                # branch-free step (the comparison is unpredictable)
+                vx = a_id[x]
+                vy = a_id[y]
+                ty = vy < vx
+                b_id[o] = vy if ty else vx
+                b_j[o] = a_j[y] if ty else a_j[x]
+                y += ty
+                x += 1 - ty
+                o += 1
+            while x < mid:
+                b_id[o] = a_id[x]
+                b_j[o] = a_j[x]
+                x += 1
+                o += 1
+            while y < hi:
+                b_id[o] = a_id[y]
+                b_j[o] = a_j[y]
+                y += 1
+                o += 1
+            runs[new_nr] = lo
+            new_nr += 1
+            t += 2
+        runs[new_nr] = m
+        nr = new_nr
+        a_id, b_id = b_id, a_id
+        a_j, b_j = b_j, a_j
+    return a_id, a_j
+
+
+@nb.njit(**_jit)
 def _gather(rows, n_rows, s_pts, s_order, by_id):
-    """Candidates of a cell: coordinates (d, m), caller ids and reordered
-    ids; sorted by caller id when ``by_id`` (so that rows come out sorted)."""
+    """Candidates of a cell: coordinates (d, m), caller ids (dtype of
+    ``s_order``) and reordered ids; sorted by caller id when ``by_id`` (so
+    that rows come out sorted)."""
     m = 0
     for r in range(n_rows):
         m += rows[r, 1] - rows[r, 0]
@@ -283,13 +344,11 @@ def _gather(rows, n_rows, s_pts, s_order, by_id):
         for j in range(rows[r, 0], rows[r, 1]):
             cj[p] = j
             p += 1
-    cid = np.empty(m, dtype=np.int64)
+    cid = np.empty(m, dtype=s_order.dtype)
     for p in range(m):
         cid[p] = s_order[cj[p]]
     if by_id:
-        perm = np.argsort(cid, kind="mergesort")
-        cj = cj[perm]
-        cid = cid[perm]
+        cid, cj = _merge_runs(cid, cj, m)
     cp = np.empty((d, m), dtype=s_pts.dtype)
     for p in range(m):
         j = cj[p]
@@ -379,9 +438,9 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
     """Full-pattern fill: write the caller ids of the neighbours of reordered
     query point i at ``row_pos[i]`` (skipped if < 0), ``row_len[i]`` of them.
 
-    With ``sort``, a cell whose candidate set is cheaper to sort once than
-    its rows one by one gathers the candidates in caller-id order, so its
-    rows come out sorted; other rows are sorted in place.  A row whose
+    With ``sort``, a tiled cell gathers its candidates in caller-id order
+    (a merge of the cells' ascending runs), so its rows come out sorted;
+    rows of the point-by-point path are sorted in place.  A row whose
     length differs from the count (which cannot happen with deterministic
     arithmetic) is not written past its end: ``bad[0]`` is set instead.
     Cells of fewer than ``tile_min`` points take the pruned point-by-point
@@ -432,38 +491,34 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
         n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
                            s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
                            k, 0, np.int64(-1), rows)
-        m = 0
-        for r in range(n_rows):
-            m += rows[r, 1] - rows[r, 0]
-        by_id = False
-        if sort:
-            # cost of sorting the candidates once vs. every row separately
-            rows_cost = 0.0
-            for i in range(c0, c1):
-                if row_pos[i] >= 0 and row_len[i] > 16:
-                    rows_cost += row_len[i] * np.log2(row_len[i])
-            by_id = m * np.log2(m + 1) < rows_cost
+        # each cell is an ascending run of caller ids: merging the runs
+        # costs less than sorting the rows, so sorted rows come for free
+        by_id = sort
         cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, by_id)
         db = np.empty(m, dtype=cp.dtype)
         buf = np.empty(m + 1, dtype=indices.dtype)
+        excl_self = self_join and not include_self
+        if excl_self:
+            # position of each query point among the candidates: its own
+            # distance is set to +inf so that it never passes the test
+            selfpos = np.empty(c1 - c0, dtype=np.int64)
+            for p in range(m):
+                if c0 <= cj[p] < c1:
+                    selfpos[cj[p] - c0] = p
         for i in range(c0, c1):
             start = row_pos[i]
             if start < 0:
                 continue
-            excl = i if (self_join and not include_self) else -1
             _distances(q_pts, i, cp, m, db)
+            if excl_self:
+                db[selfpos[i - c0]] = np.inf
             n_found = 0
             for p in range(m):
                 buf[n_found] = cid[p]
-                n_found += (db[p] <= eps2) & (cj[p] != excl)
+                n_found += db[p] <= eps2
             if n_found != row_len[i]:
                 bad[0] = 1
                 continue
-            if sort and not by_id:
-                if n_found <= 24:
-                    _insertion_sort(buf, 0, n_found)
-                else:
-                    buf[:n_found].sort()
             for p in range(n_found):
                 indices[start + p] = buf[p]
 
