@@ -80,6 +80,16 @@ def test_equals_oracle(algorithm, variant):
                                       err_msg=f"{algorithm}/{variant} distinct on {name}")
 
 
+def test_quartile_groups():
+    from skyjoin.skyline.cpu import skyalign_cpu
+
+    for name, X in cases()[::3]:
+        want = want_for(name, X, False)
+        for g in (1, 3):
+            got, st = skyalign_cpu(np.asarray(X, dtype=np.float64), groups=g)
+            np.testing.assert_array_equal(got, want, err_msg=f"groups={g} on {name}")
+
+
 @pytest.mark.parametrize("algorithm,variant", ALGS[:4])
 def test_mixed_senses(algorithm, variant):
     rng = np.random.default_rng(3)

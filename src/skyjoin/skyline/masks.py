@@ -259,17 +259,19 @@ def levels_no_worse(Lw, j, i):
 
 
 @njit(cache=NUMBA_CACHE)
-def _counting_sort(M, rank, nb):
-    """Stable counting sort of points by rank[M] (nb buckets)."""
+def _counting_sort(M, Q, rank, g):
+    """Stable counting sort of points by (rank[M], low g bits of Q)."""
     m = M.shape[0]
+    nb = rank.shape[0] << g
+    low = (1 << g) - 1
     cnt = np.zeros(nb + 1, dtype=np.int64)
     for i in range(m):
-        cnt[rank[M[i]] + 1] += 1
+        cnt[((rank[M[i]] << g) | (np.int64(Q[i]) & low)) + 1] += 1
     for b in range(nb):
         cnt[b + 1] += cnt[b]
     perm = np.empty(m, dtype=np.int64)
     for i in range(m):
-        r = rank[M[i]]
+        r = (rank[M[i]] << g) | (np.int64(Q[i]) & low)
         perm[cnt[r]] = i
         cnt[r] += 1
     return perm
@@ -285,11 +287,15 @@ def _mask_rank(d: int) -> np.ndarray:
     return rank
 
 
-def sort_by_order_and_mask(M: np.ndarray, order: np.ndarray, d: int) -> np.ndarray:
+def sort_by_order_and_mask(M: np.ndarray, order: np.ndarray, d: int, Q=None, g: int = 0) -> np.ndarray:
     """Permutation sorting points by <|M|, M> (Algorithm 1, line 10); stable.
-    A counting sort over the 2^d possible masks for d <= 16, else argsort."""
+    A counting sort over the 2^d possible masks for d <= 16, else argsort.
+    With Q and g > 0 (d <= 16 only), points of a cell are further grouped by
+    the low g bits of their quartile mask."""
     if d <= 16:
-        return _counting_sort(M, _mask_rank(d), 1 << d)
+        if Q is None or g == 0:
+            Q, g = M, 0
+        return _counting_sort(M, Q, _mask_rank(d), g)
     if d <= 56:
         key = (order.astype(np.uint64) << np.uint64(d)) | M
         return np.argsort(key, kind="stable")
