@@ -24,6 +24,13 @@ from skyjoin.skyline.api import skyline as single_skyline  # noqa: E402
 
 @pytest.fixture(scope="module")
 def client():
+    # compile the single-machine engines here first: the workers then load them from
+    # Numba's disk cache instead of both compiling them at once on the same cores
+    W = np.random.default_rng(0).uniform(0, 3, (300, 2))
+    sj.self_join(W, 0.5, device="cpu")
+    sj.join(W, W, 0.5, device="cpu", output="counts")
+    sj.DBSCAN(eps=0.5, min_samples=3, device="cpu").fit(W)
+    single_skyline(W, device="cpu")
     cluster = sd.local_cluster(2, numba_threads=1, silence_logs=40)
     c = distributed.Client(cluster)
     try:
@@ -316,3 +323,27 @@ def test_cli_helpers(client, tmp_path):
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert "dashboard" in res.output and "pairs" in res.output
     assert read_neighbor_table(str(tmp_path / "t.npz")) == sj.self_join(X, 0.4, device="cpu")
+
+
+# --------------------------------------------------------------------------
+# several GPUs of one host: one worker per GPU
+# --------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_gpu_workers_equal_single_machine():
+    from skyjoin.distributed.cluster import visible_gpus
+
+    if len(visible_gpus()) < 2:
+        pytest.skip("needs 2 GPUs")
+    rng = np.random.default_rng(21)
+    X = np.vstack([long_clusters(rng, 20000), lattice(rng, 5000, 2, side=40) - 20])
+    with sd.local_gpu_cluster(2) as cluster, distributed.Client(cluster) as c:
+        assert len(c.scheduler_info(n_workers=-1)["workers"]) == 2
+        ref = sj.self_join(X, 0.5, device="cpu")
+        assert sd.self_join(X, 0.5, client=c, device="gpu", n_partitions=6) == ref
+        est = sd.DBSCAN(eps=0.5, min_samples=5, client=c, device="gpu", n_partitions=6).fit(X)
+        one = sj.DBSCAN(eps=0.5, min_samples=5, device="cpu").fit(X)
+        np.testing.assert_array_equal(est.labels_, one.labels_)
+        np.testing.assert_array_equal(est.core_sample_indices_, one.core_sample_indices_)
+        Y = sj.datasets.anticorrelated(50000, 4, seed=2)
+        np.testing.assert_array_equal(sd.skyline(Y, client=c, device="gpu"),
+                                      single_skyline(Y, device="cpu"))

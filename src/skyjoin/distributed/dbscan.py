@@ -213,6 +213,12 @@ class DBSCAN:
     timings_ : dict
         Seconds of the phases ("load", "local", "merge", "labels").
 
+    Notes
+    -----
+    Euclidean distance only, and no ``sample_weight`` (the single-machine
+    :class:`skyjoin.DBSCAN` has both).  Each partition holds its points and
+    a halo two halo widths (a hair more than 2 eps) wide.
+
     Examples
     --------
     >>> import numpy as np, skyjoin.distributed as sd

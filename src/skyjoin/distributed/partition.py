@@ -30,7 +30,8 @@ import numpy as np
 
 from ..grid import cell_sides
 
-__all__ = ["Plan", "halo_width", "plan_partitions", "owner_of", "route_block"]
+__all__ = ["Plan", "halo_width", "plan_partitions", "owner_of", "route_block", "in_widened_box",
+           "deep_inside"]
 
 _U64 = np.finfo(np.float64).eps / 2
 
@@ -102,19 +103,6 @@ class Plan:
             lo.append(c[t - 1] if t > 0 else -np.inf)
             hi.append(c[t] if t < len(c) else np.inf)
         return np.asarray(lo), np.asarray(hi)
-
-    def neighbours(self, p: int, width: float | None = None) -> np.ndarray:
-        """Partitions whose boxes come within ``width`` of box p (p excluded)."""
-        w = self.width if width is None else width
-        lo, hi = self.box(p)
-        out = []
-        for q in range(self.n_partitions):
-            if q == p:
-                continue
-            qlo, qhi = self.box(q)
-            if np.all(qlo <= hi + w) and np.all(lo - w <= qhi):
-                out.append(q)
-        return np.asarray(out, dtype=np.int64)
 
 
 def _spaced_cuts(values: np.ndarray, n_parts: int, width: float) -> np.ndarray:
