@@ -12,8 +12,7 @@ repacking of the survivors after each), "nosync" (one launch, no rounds),
 that hold skyline points only, then repacks),
 "noquart" (sync without quartile-level masks), "padded" (sync with every
 median-level cell padded to whole warps, so no warp straddles two cells).
-The default ("auto") takes "padded" when the median-level cells hold at least
-8 points on average, else "sync" (measured on the H200, see skyalign_gpu).
+The default is "padded", the fastest on the H200 at d = 12 (DEFAULT_GPU_VARIANT).
 CuPy is imported only here, lazily, through :func:`skyjoin._device.cupy`.
 """
 
@@ -30,6 +29,11 @@ from .._device import cupy as _cupy
 __all__ = ["skyline_gpu", "skyalign_gpu", "ggs_gpu", "GPU_VARIANTS"]
 
 GPU_VARIANTS = ("sync", "nosync", "levelwise", "noquart", "padded")
+# Padded was the fastest variant on the H200 at d = 12 (1M and 8M points, both
+# distributions).  The paper finds it degrades at high d, where median-level
+# cells hold few points and padding outweighs the work; pass variant="sync"
+# there.
+DEFAULT_GPU_VARIANT = "padded"
 _BLOCK = 256
 _WARP = 32
 _DENSE_MAX_D = 20
@@ -100,7 +104,7 @@ def skyline_gpu(X, maximise: np.ndarray, distinct: bool, algorithm: str, variant
     if algorithm in ("auto", "skyalign"):
         if d > 64:
             raise ValueError(f"SkyAlign supports up to 64 dimensions, got {d}; use algorithm='ggs'")
-        sky, stats = skyalign_gpu(Xd, variant or "auto", count=count)
+        sky, stats = skyalign_gpu(Xd, variant or DEFAULT_GPU_VARIANT, count=count)
     elif algorithm == "ggs":
         sky, stats = ggs_gpu(Xd)
     else:
@@ -144,12 +148,12 @@ def _cells(M):
     return starts, M[heads], point_cell
 
 
-def skyalign_gpu(Xd, variant: str = "sync", count: bool = True):
+def skyalign_gpu(Xd, variant: str = DEFAULT_GPU_VARIANT, count: bool = True):
     """SkyAlign (Algorithm 1) on minimised float64 points already on the GPU.
 
     Returns (sorted CuPy int64 indices, stats)."""
     cp = _cupy()
-    if variant != "auto" and variant not in GPU_VARIANTS:
+    if variant not in GPU_VARIANTS:
         raise ValueError(f"unknown GPU SkyAlign variant {variant!r}; expected one of {GPU_VARIANTS}")
     n, d = Xd.shape
     mt = cp.uint32 if d <= 32 else cp.uint64
@@ -184,13 +188,6 @@ def skyalign_gpu(Xd, variant: str = "sync", count: bool = True):
         perm = cp.lexsort(cp.stack([M.astype(cp.uint64), order.astype(cp.uint64)]))
     P = P[perm]
     M, Q, order, idx = M[perm], Q[perm], order[perm], idx[perm]
-    if variant == "auto":
-        # Padded was fastest on the H200 at d = 12 (1M and 8M points); the
-        # paper finds it degrades when cells hold few points (more padding
-        # than work), so it is taken only for cells of >= 8 points on average.
-        n_cells = int(cp.count_nonzero(M[1:] != M[:-1])) + 1
-        variant = "padded" if m >= 8 * n_cells else "sync"
-        stats["variant"] = f"auto:{variant}"
     if variant == "noquart":
         Q = cp.zeros_like(Q)
     _sync()
