@@ -149,6 +149,11 @@ def test_bad_input(client):
         sd.self_join("/nonexistent/dir/*.parquet", 1.0, client=client)
     empty = sd.self_join(np.zeros((0, 2)), 1.0, client=client, device="cpu")
     assert empty.shape == (0, 0) and empty.n_pairs == 0
+    assert sd.skyline(np.zeros((0, 3)), client=client, device="cpu").size == 0
+    with pytest.raises(ValueError, match="empty"):
+        sd.DBSCAN(eps=1.0, min_samples=2, client=client, device="cpu").fit(np.zeros((0, 2)))
+    one = sd.DBSCAN(eps=1.0, min_samples=2, client=client, device="cpu").fit(np.ones((1, 2)))
+    assert one.labels_.tolist() == [-1] and one.core_sample_indices_.size == 0
 
 
 # --------------------------------------------------------------------------

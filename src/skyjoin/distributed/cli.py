@@ -165,7 +165,8 @@ def run_skyline(client, data, *, min_cols=(), max_cols=(), distinct=False, devic
 
     ``min_cols`` / ``max_cols`` name (or give 0-based positions of) the
     columns to minimise / maximise; with neither, every column is minimised.
-    ``out`` receives the row ids (.csv or .parquet).
+    ``out`` receives the skyline's row ids (.npy, or a one-column .csv /
+    .parquet): the rows themselves stay with the workers that read them.
     """
     import time
 
@@ -179,6 +180,11 @@ def run_skyline(client, data, *, min_cols=(), max_cols=(), distinct=False, devic
                   columns=cols or None)
     dt = time.perf_counter() - t0
     if out:
-        write_indices(out, ids)
+        if str(out).lower().endswith(".npy"):
+            import numpy as np
+
+            np.save(out, ids)
+        else:
+            write_indices(out, ids)
     return ids, (f"{len(ids):,} skyline rows ({dt:.3f} s on the Dask cluster, including "
                  f"reading)" + (f"; wrote {out}" if out else ""))

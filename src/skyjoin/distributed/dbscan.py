@@ -74,6 +74,11 @@ def local_clusters(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_sample
     S_X = np.concatenate([own_X, halo_X])
     S_ids = np.concatenate([own_ids, halo_ids])
     nO = len(own_ids)
+    if nO == 0:      # nothing to label here (an empty box): no components, no edges
+        e = np.zeros(0, dtype=np.int64)
+        return {"own_ids": own_ids, "own_core": np.zeros(0, bool), "own_comp": e,
+                "border_rows": e, "border_comps": e, "reps": e, "is_node": np.zeros(0, bool),
+                "edge_rep": e, "edge_id": e}
     local = SingleDBSCAN(eps=eps, min_samples=min_samples, device=device,
                          precision=precision).fit(S_X)
     core = np.zeros(len(S_ids), dtype=bool)
@@ -260,7 +265,8 @@ class DBSCAN:
         Raises
         ------
         ValueError
-            eps <= 0, min_samples < 1, NaN/inf values, bad shapes, no client.
+            eps <= 0, min_samples < 1, NaN/inf values, bad shapes, empty X,
+            no client.
         """
         eps = check_eps(self.eps)
         min_samples = check_min_samples(self.min_samples)
@@ -272,6 +278,8 @@ class DBSCAN:
         blocks = as_blocks(client, X, dtype=dtype, columns=columns, block_rows=self.block_rows,
                            replicas=self.replicas, retries=self.retries)
         n = blocks.n
+        if n == 0:
+            raise ValueError("X is empty: DBSCAN needs at least one point")
         t1 = time.perf_counter()
         plan, h = make_plan(blocks, eps, precision, self.n_partitions, client, halo_factor=2)
         token = new_token("dbscan")
