@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import NUMBA_CACHE
-from .masks import (cell_boundaries, fine_levels, levels_no_worse, pack_levels, gather_sums, median_quartile_masks, popcount64, quartiles,
+from .masks import (cell_boundaries, fine_levels, gather_rows, levels_no_worse, pack_levels, gather_sums, median_quartile_masks, popcount64, quartiles,
                     sort_by_order_and_mask, sum_prefilter, tau_prefilter)
 
 __all__ = ["skyalign_cpu", "CHUNK"]
@@ -440,7 +440,7 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     t1 = time.perf_counter()
     times["prefilter"] = t1 - t0
 
-    P = X[idx]
+    P = gather_rows(X, idx)
     quart = quartiles(P)
     M, Q, order = median_quartile_masks(P, quart)
     t2 = time.perf_counter()
@@ -454,12 +454,12 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
         g = int(np.clip(groups, 0, 6))
     ng = 1 << g
     perm = sort_by_order_and_mask(M, order, d, Q if g else None, g)
-    P = np.ascontiguousarray(P[perm])
+    idx = idx[perm]
+    P = gather_rows(X, idx)
     L = pack_levels(fine_levels(P))   # (m, ceil(d/8)) uint64
     M = M[perm]
     Q = Q[perm]
     order = order[perm]
-    idx = idx[perm]
     starts, cmasks, point_cell, cell_of_order, dense = _cell_tables(M, d)
     stats["cells"] = int(cmasks.size)
     stats["quartile_groups"] = ng
