@@ -43,8 +43,10 @@ DENSE_MAX_D = 20    # a dense mask -> cell table up to 2^20 entries
 
 
 def quartile_dtype(d: int):
-    """Narrowest unsigned word holding d mask bits plus one spare bit."""
-    return np.uint16 if d <= 15 else (np.uint32 if d <= 31 else np.uint64)
+    """Word for the quartile masks: uint16 (d <= 15, a spare bit left) or
+    uint64.  A uint32 middle size would be a third compiled specialisation of
+    every kernel (compile time) for little gain."""
+    return np.uint16 if d <= 15 else np.uint64
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
