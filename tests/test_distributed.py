@@ -106,6 +106,8 @@ def test_join_partitioned_parquet(client, tmp_path):
     assert res.n_pairs == ref.n_pairs
     assert all(os.path.exists(f) for f in res.files)
     assert res.to_table() == ref
+    with pytest.raises(ValueError, match="empty folder"):
+        sd.self_join(X, 0.4, client=client, device="cpu", out=tmp_path / "pairs")
 
 
 def test_inputs_dask_collections_and_files(client, tmp_path):
@@ -273,6 +275,7 @@ def test_killed_worker_is_replaced_and_result_is_the_same(client, tmp_path):
     rng = np.random.default_rng(11)
     X = mixed_blobs(rng, 6000, 2)
     ref = sj.self_join(X, 0.3, device="cpu")
+    client.wait_for_workers(2, timeout=60)
     before = set(client.scheduler_info(n_workers=-1)["workers"])
     marker = str(tmp_path / "killed")
     client.register_plugin(KillOnce(marker), name="skyjoin-kill-once")

@@ -103,6 +103,8 @@ def local_clusters(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_sample
     pairs = np.zeros((2, 0), dtype=np.int64)
     cores = np.flatnonzero(core)
     if len(rows) and len(cores):
+        cores = cores[near_some(S_X[cores], own_X[rows], h)]
+    if len(rows) and len(cores):
         nt = join(own_X[rows], S_X[cores], eps, sort=False, device=device,
                   precision=precision).to_host()
         if nt.n_pairs:
@@ -111,6 +113,28 @@ def local_clusters(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_sample
     return {"own_ids": own_ids, "own_core": core[:nO].copy(), "own_comp": comp[:nO].copy(),
             "border_rows": pairs[0], "border_comps": pairs[1], "reps": reps, "is_node": is_node,
             "edge_rep": edge_rep, "edge_id": edge_id}
+
+
+def near_some(B, A, h, max_dims: int = 3):
+    """Which rows of B lie in a coarse cell (side 2h) next to, or holding, a row of A.
+
+    A conservative filter: any row of B within eps (< h) of a row of A is kept,
+    since their cells differ by at most one in every dimension.
+    """
+    k = min(A.shape[1], max_dims)
+    lo = np.minimum(A[:, :k].min(axis=0), B[:, :k].min(axis=0))
+    cb = np.floor((B[:, :k] - lo) / (2.0 * h)).astype(np.int64)
+    ca = np.floor((A[:, :k] - lo) / (2.0 * h)).astype(np.int64)
+    radix = np.maximum(cb.max(axis=0), ca.max(axis=0)) + 3
+    if float(np.prod(radix.astype(np.float64))) >= 2.0**62:
+        return np.ones(len(B), dtype=bool)
+    stride = np.ones(k, dtype=np.int64)
+    for j in range(k - 2, -1, -1):
+        stride[j] = stride[j + 1] * radix[j + 1]
+    keys_a = np.unique((ca + 1) @ stride)
+    shifts = np.array(np.meshgrid(*[[-1, 0, 1]] * k, indexing="ij")).reshape(k, -1).T @ stride
+    around = np.unique((keys_a[:, None] + shifts[None, :]).ravel())
+    return np.isin((cb + 1) @ stride, around, assume_unique=False)
 
 
 def _local_dbscan(p, plan, h, eps, min_samples, device, precision, d, dtype, *pieces):

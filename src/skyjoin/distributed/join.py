@@ -288,6 +288,7 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
     ------
     ValueError
         As :func:`skyjoin.self_join`; no Dask client.
+        A folder ``out`` that already holds ``part-*.parquet`` files.
     MemoryError
         ``output="table"`` without ``out`` for a result the driver cannot
         hold (the message says how large it is).
@@ -322,6 +323,10 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
     if out is not None:
         out_dir = os.path.abspath(os.fspath(out))
         os.makedirs(out_dir, exist_ok=True)
+        stale = [f for f in os.listdir(out_dir) if f.startswith("part-") and f.endswith(".parquet")]
+        if stale:
+            raise ValueError(f"{out_dir!r} already holds part-*.parquet files (e.g. {stale[0]}); "
+                             "write to an empty folder so that old parts are not mixed in")
     t2 = time.perf_counter()
     futs = [client.submit(_partition_join, p, eps, include_self, output, sort, device, precision,
                           out_dir, (n, n), blocks.d, dtype, *pieces[p], retries=retries,
