@@ -25,11 +25,11 @@ PATTERNS = ("auto", "full", "unicomp", "lid_unicomp")
 GPU_OPTIONS = ("kernel", "threads_per_point", "schedule", "batch_pairs",
                "device_memory_limit", "on_device")
 
-# Measured on the development machine (2 cores; ``skyjoin bench join``): the
-# full pattern has no scatter pass and wins on every case of the CPU suite,
-# so it is the CPU default.  The symmetric patterns halve the distance
-# computations but must mirror half of the pairs sequentially.
-CPU_DEFAULT_PATTERN = "full"
+# On the CPU "auto" is resolved per grid by ``skyjoin.join.cpu.auto_pattern``
+# (measurements there): the full pattern when most points lie in dense cells
+# (tiled path, no mirror), LID-UNICOMP when most lie in sparse cells (one
+# pruned pass over half of the cells, then a cheap mirror of a small result).
+CPU_DEFAULT_PATTERN = "auto"
 
 
 @contextmanager
@@ -165,14 +165,16 @@ def _cpu_self_join(X, eps, include_self, output, sort, pattern, precision, index
 
     n, d = X.shape
     check_index_dims(index_dims, d)
-    if pattern == "auto":
-        pattern = CPU_DEFAULT_PATTERN
     if n == 0:
         return np.zeros(0, dtype=np.int64) if output == "counts" else _empty_table(0, 0)
     dtype = X.dtype
     eps2 = cpu.eps_squared(eps, dtype)
     with _phase(timings, "grid"):
         g = build_grid(X, eps, index_dims=index_dims, precision=precision)
+    if pattern == "auto":
+        pattern = CPU_DEFAULT_PATTERN
+    if pattern == "auto":
+        pattern = cpu.auto_pattern(g)
     code = cpu.PATTERN_CODE[pattern]
     idx_dtype = index_dtype(n)
     if output == "counts" or code == 0:
@@ -191,11 +193,17 @@ def _cpu_self_join(X, eps, include_self, output, sort, pattern, precision, index
             del row_pos, counts_r
     else:
         with _phase(timings, "fill"):
-            half = cpu.forward_half(g, eps2, code, idx_dtype)
+            if code == 2:
+                half = cpu.lid_unicomp_half(g, eps2)
+            else:
+                half = cpu.forward_half(g, eps2, code, idx_dtype)
             order = g.order
             del g  # the reordered points are not needed for the mirror
         with _phase(timings, "mirror"):
-            indptr, indices = cpu.mirror_table(order, *half, include_self, idx_dtype)
+            if code == 2:
+                indptr, indices = cpu.mirror_table_blocks(order, *half, include_self, idx_dtype)
+            else:
+                indptr, indices = cpu.mirror_table(order, *half, include_self, idx_dtype)
             del half
         if sort:
             with _phase(timings, "sort"):

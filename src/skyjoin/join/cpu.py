@@ -40,6 +40,7 @@ PATTERNS = ("full", "unicomp", "lid_unicomp")
 PATTERN_CODE = {"full": 0, "unicomp": 1, "lid_unicomp": 2}
 
 _jit = dict(cache=NUMBA_CACHE, nogil=True)
+_U64 = 2.0 ** -53  # unit roundoff of float64
 
 
 # ---------------------------------------------------------------------------
@@ -371,6 +372,89 @@ def _distances(q_pts, i, cp, m, db):
             db[p] += diff * diff
 
 
+# Dense cells are split into sub-tiles: the cell's query points are grouped
+# by sub-cell (about SUBTILE_POINTS per group), and each group tests only
+# the candidates inside its own bounding box widened by the reach of the
+# test.  In 2-D this halves the candidates of a dense cell (the area
+# (2 eps + eps/s)^2 instead of 9 eps^2); the filtered list keeps the
+# candidates' order, so rows still come out sorted.
+SUBTILE_POINTS = 32
+
+
+@nb.njit(**_jit)
+def _subtiles(q_pts, c0, c1, k, lo, side, target, qorder):
+    """Group the query points c0..c1 of a cell by sub-cell: writes the
+    points in group order to ``qorder`` and returns the group offsets
+    (a single group when the cell holds fewer than 2 * target points)."""
+    n_c = c1 - c0
+    ng = n_c // target
+    if ng < 2:
+        for x in range(n_c):
+            qorder[x] = c0 + x
+        goff = np.empty(2, dtype=np.int64)
+        goff[0] = 0
+        goff[1] = n_c
+        return goff
+    kk = min(k, int(np.log2(ng)))
+    s = 2 if kk < k else max(2, int(ng ** (1.0 / kk) + 1e-9))
+    n_keys = s ** kk
+    key = np.empty(n_c, dtype=np.int64)
+    goff = np.zeros(n_keys + 1, dtype=np.int64)
+    for x in range(n_c):
+        i = c0 + x
+        kv = 0
+        for j in range(kk):
+            v = (np.float64(q_pts[i, j]) - lo[j]) / side[j]
+            sub = int((v - np.floor(v)) * s)
+            sub = min(max(sub, 0), s - 1)
+            kv = kv * s + sub
+        key[x] = kv
+        goff[kv + 1] += 1
+    for g in range(n_keys):
+        goff[g + 1] += goff[g]
+    fill = goff[:-1].copy()
+    for x in range(n_c):
+        qorder[fill[key[x]]] = c0 + x
+        fill[key[x]] += 1
+    return goff
+
+
+@nb.njit(**_jit)
+def _filter_box(q_pts, qorder, a, b, cp, cid, cj, m, reach, cp2, cid2, cj2):
+    """Candidates within ``reach`` of the bounding box of query points
+    qorder[a:b] in every dimension, in their original order; returns how
+    many.  Exactness: a pair that passes the test has |q_t - y_t| <= eps
+    (1 + (d + 5) u) exactly (see ``skyjoin.grid.cell_sides``), and ``reach``
+    is at least that; the box holds q_t, so lo_t - y_t <= reach and
+    y_t - hi_t <= reach exactly, and rounding is monotone, so the float64
+    differences compared here are <= reach too."""
+    d = cp.shape[0]
+    blo = np.empty(d)
+    bhi = np.empty(d)
+    for t in range(d):
+        blo[t] = np.inf
+        bhi[t] = -np.inf
+    for x in range(a, b):
+        i = qorder[x]
+        for t in range(d):
+            v = np.float64(q_pts[i, t])
+            blo[t] = min(blo[t], v)
+            bhi[t] = max(bhi[t], v)
+    m2 = 0
+    for p in range(m):
+        keep = True
+        for t in range(d):
+            v = np.float64(cp[t, p])
+            keep = keep and (blo[t] - v <= reach) and (v - bhi[t] <= reach)
+        if keep:
+            for t in range(d):
+                cp2[t, m2] = cp[t, p]
+            cid2[m2] = cid[p]
+            cj2[m2] = cj[p]
+            m2 += 1
+    return m2
+
+
 @nb.njit(parallel=True, **_jit)
 def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
                s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
@@ -419,14 +503,32 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
                            k, 0, np.int64(-1), rows)
         cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, False)
         db = np.empty(m, dtype=cp.dtype)
-        for i in range(c0, c1):
-            _distances(q_pts, i, cp, m, db)
-            cnt = 0
-            for p in range(m):
-                cnt += db[p] <= eps2
-            if self_join and not include_self:
-                cnt -= 1  # the point itself, at distance 0
-            counts[i] = cnt
+        qorder = np.empty(c1 - c0, dtype=np.int64)
+        goff = _subtiles(q_pts, c0, c1, k, lo, side, SUBTILE_POINTS, qorder)
+        n_groups = goff.shape[0] - 1
+        if n_groups > 1:
+            cp2 = np.empty_like(cp)
+            cid2 = np.empty_like(cid)
+            cj2 = np.empty_like(cj)
+        else:
+            cp2, cid2, cj2 = cp, cid, cj
+        reach = np.sqrt(lim) * (1.0 + 4.0 * _U64)
+        for g in range(n_groups):
+            if goff[g] == goff[g + 1]:
+                continue
+            m2 = m
+            if n_groups > 1:
+                m2 = _filter_box(q_pts, qorder, goff[g], goff[g + 1], cp, cid, cj, m, reach,
+                                 cp2, cid2, cj2)
+            for x in range(goff[g], goff[g + 1]):
+                i = qorder[x]
+                _distances(q_pts, i, cp2, m2, db)
+                cnt = 0
+                for p in range(m2):
+                    cnt += db[p] <= eps2
+                if self_join and not include_self:
+                    cnt -= 1  # the point itself, at distance 0
+                counts[i] = cnt
 
 
 @nb.njit(parallel=True, **_jit)
@@ -498,29 +600,48 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
         db = np.empty(m, dtype=cp.dtype)
         buf = np.empty(m + 1, dtype=indices.dtype)
         excl_self = self_join and not include_self
-        if excl_self:
-            # position of each query point among the candidates: its own
-            # distance is set to +inf so that it never passes the test
-            selfpos = np.empty(c1 - c0, dtype=np.int64)
-            for p in range(m):
-                if c0 <= cj[p] < c1:
-                    selfpos[cj[p] - c0] = p
-        for i in range(c0, c1):
-            start = row_pos[i]
-            if start < 0:
+        qorder = np.empty(c1 - c0, dtype=np.int64)
+        goff = _subtiles(q_pts, c0, c1, k, lo, side, SUBTILE_POINTS, qorder)
+        n_groups = goff.shape[0] - 1
+        if n_groups > 1:
+            cp2 = np.empty_like(cp)
+            cid2 = np.empty_like(cid)
+            cj2 = np.empty_like(cj)
+        else:
+            cp2, cid2, cj2 = cp, cid, cj
+        reach = np.sqrt(lim) * (1.0 + 4.0 * _U64)
+        selfpos = np.empty(c1 - c0, dtype=np.int64)
+        for g in range(n_groups):
+            if goff[g] == goff[g + 1]:
                 continue
-            _distances(q_pts, i, cp, m, db)
+            m2 = m
+            if n_groups > 1:
+                m2 = _filter_box(q_pts, qorder, goff[g], goff[g + 1], cp, cid, cj, m, reach,
+                                 cp2, cid2, cj2)
             if excl_self:
-                db[selfpos[i - c0]] = np.inf
-            n_found = 0
-            for p in range(m):
-                buf[n_found] = cid[p]
-                n_found += db[p] <= eps2
-            if n_found != row_len[i]:
-                bad[0] = 1
-                continue
-            for p in range(n_found):
-                indices[start + p] = buf[p]
+                # position of each query point among the candidates: its own
+                # distance is set to +inf so that it never passes the test
+                # (a query point lies in its own box: never filtered out)
+                for p in range(m2):
+                    if c0 <= cj2[p] < c1:
+                        selfpos[cj2[p] - c0] = p
+            for x in range(goff[g], goff[g + 1]):
+                i = qorder[x]
+                start = row_pos[i]
+                if start < 0:
+                    continue
+                _distances(q_pts, i, cp2, m2, db)
+                if excl_self:
+                    db[selfpos[i - c0]] = np.inf
+                n_found = 0
+                for p in range(m2):
+                    buf[n_found] = cid2[p]
+                    n_found += db[p] <= eps2
+                if n_found != row_len[i]:
+                    bad[0] = 1
+                    continue
+                for p in range(n_found):
+                    indices[start + p] = buf[p]
 
 
 # ---------------------------------------------------------------------------
@@ -533,7 +654,6 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
 # ``_cell_gaps``; a skipped cell holds no point that could pass the test.
 # ---------------------------------------------------------------------------
 
-_U64 = 2.0 ** -53
 
 
 @nb.njit(**_jit)
@@ -740,6 +860,82 @@ def mirror_fill(order, half_indptr, half_indices, fill_pos, indices):
             fill_pos[j] += 1
 
 
+@nb.njit(**_jit)
+def place_forward_block(order, r0, loc_indptr, buf, include_self, fill_pos, indices):
+    """``place_forward`` for reordered rows r0.. whose forward halves lie in
+    ``buf`` (row r0 + t holds ``buf[loc_indptr[t]:loc_indptr[t + 1]]``)."""
+    for t in range(loc_indptr.shape[0] - 1):
+        o = order[r0 + t]
+        pos = fill_pos[o]
+        for p in range(loc_indptr[t], loc_indptr[t + 1]):
+            indices[pos] = buf[p]
+            pos += 1
+        if include_self:
+            indices[pos] = o
+            pos += 1
+        fill_pos[o] = pos
+
+
+@nb.njit(**_jit)
+def mirror_fill_block(order, r0, loc_indptr, buf, fill_pos, indices):
+    """``mirror_fill`` for one block of reordered rows (see
+    ``place_forward_block``); blocks must be taken in order."""
+    for t in range(loc_indptr.shape[0] - 1):
+        o = order[r0 + t]
+        for p in range(loc_indptr[t], loc_indptr[t + 1]):
+            j = buf[p]
+            indices[fill_pos[j]] = o
+            fill_pos[j] += 1
+
+
+@nb.njit(**_jit)
+def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, stride, lower_bound,
+                      point_lb, order, k, eps2, lo, side, slack, lim, cb0, cb1, counts):
+    """LID-UNICOMP forward half (load-imbalance paper §III-B) of the cells
+    [cb0, cb1) of a self-join grid in a single pass, on the pruned
+    point-by-point path: the caller ids of the neighbours of every point go
+    to a growing buffer, their number to ``counts`` (reordered rows).
+    Returns the buffer, trimmed.  Sequential and nogil: the host runs
+    blocks on a pool of threads (dynamic scheduling, no counting pass)."""
+    r0 = cell_start[cb0]
+    r1 = cell_start[cb1]
+    buf = np.empty(4 * (r1 - r0) + 1024, dtype=order.dtype)
+    n = 0
+    d = pts.shape[1]
+    early = d > 3
+    craw = np.empty(k, dtype=np.int64)
+    lo_r = np.empty(k, dtype=np.int64)
+    hi_r = np.empty(k, dtype=np.int64)
+    own_r = np.empty(k, dtype=np.int64)
+    eqp = np.empty(k, dtype=np.bool_)
+    gl2 = np.empty(k)
+    gh2 = np.empty(k)
+    cur = np.empty(k, dtype=np.int64)
+    partial = np.empty(k)
+    for c in range(cb0, cb1):
+        c0 = cell_start[c]
+        c1 = cell_start[c + 1]
+        _decode_cell(cell_ids[c], coords, coord_off, radix, coords, coord_off, k, craw, lo_r,
+                     hi_r, own_r)  # a self-join cell always has itself in reach
+        for i in range(c0, c1):
+            _cell_gaps(pts, i, k, lo, side, slack, gl2, gh2)
+            room = buf.shape[0] - n
+            f = _point_scan(pts, i, pts, -1, eps2, lim, early, k, craw, lo_r, hi_r, own_r, True,
+                            coords, coord_off, stride, cell_ids, lower_bound, cell_start,
+                            point_lb, gl2, gh2, cur, partial, eqp, order, buf, n, room)
+            if f > room:
+                grown = np.empty(max(2 * buf.shape[0], n + f), dtype=buf.dtype)
+                grown[:n] = buf[:n]
+                buf = grown
+                f = _point_scan(pts, i, pts, -1, eps2, lim, early, k, craw, lo_r, hi_r, own_r,
+                                True, coords, coord_off, stride, cell_ids, lower_bound,
+                                cell_start, point_lb, gl2, gh2, cur, partial, eqp, order, buf, n,
+                                f)
+            counts[i] = f
+            n += f
+    return buf[:n].copy()
+
+
 @nb.njit(parallel=True, **_jit)
 def to_caller_order(order, values_reordered, out):
     """out[order[r]] = values_reordered[r] (reordered rows back to caller order)."""
@@ -811,17 +1007,39 @@ def _data_args(g):
 
 # Cells with at least this many points are processed by the tiled path (the
 # gather of the candidates is shared by enough points to pay off); smaller
-# cells point by point with pruning.  From 4 dimensions up the pruning saves
-# more than the tiling, so every cell goes point by point.
+# cells point by point with pruning, in any dimension.  Measured (2-core
+# development machine, NUMBA_NUM_THREADS=1, process time, full pattern):
+# Expo6D1M-0.02 first 50k points 6.3 s with every cell point by point, 2.6 s
+# tiled from 64 points, 1.7 s from 16, 1.5 s from 8 or 4; Unif6D1M-12 first
+# 100k points (cells of at most 14 points) 2.8-2.9 s whatever the threshold.
 TILE_MIN_POINTS = 8
 
 
 def _pruning_args(g, half=False):
     d = g.points.shape[1]
     precision = "float32" if g.points.dtype == np.float32 else "float64"
-    tile_min = TILE_MIN_POINTS if (g.k <= 3 and not half) else np.iinfo(np.int64).max
+    # the symmetric (half) walk exists on the point-by-point path only
+    tile_min = np.iinfo(np.int64).max if half else TILE_MIN_POINTS
     return (g.lo, g.side, g.slack, pruning_limit(g.eps, d, g.k, precision), tile_min,
             g.point_lower_bound(), bool(half))
+
+
+def auto_pattern(g) -> str:
+    """The CPU's cell pattern for ``pattern="auto"``: LID-UNICOMP when most
+    points lie in sparse cells (point-by-point path, one pass over half of
+    the cells), the full pattern when most lie in dense cells (tiled path,
+    no mirror and rows sorted by the merge).
+
+    Measured on the 2-core development machine (wall, 2 threads, process
+    warmed up): Unif2D1M-0.5 (25 points a cell) full 0.7 s vs lid_unicomp
+    2.4 s (the sequential mirror and the row sort of 78M pairs dominate);
+    Unif6D1M-12 (2.6 points a cell) full ~15 s vs lid_unicomp ~5 s; 1M
+    uniform 2-D points with eps 0.05 / 0.15 (under 1 point a cell) full
+    1.9 / 1.3 s vs lid_unicomp 0.7 / 0.7 s; 1M uniform 3-D with eps 1 full
+    1.8 s vs lid_unicomp 0.7 s."""
+    sizes = np.diff(g.cell_start)
+    sparse = int(sizes[sizes < TILE_MIN_POINTS].sum())
+    return "lid_unicomp" if 2 * sparse >= g.n_points else "full"
 
 
 def eps_squared(eps: float, dtype) -> float:
@@ -911,6 +1129,69 @@ def forward_half(g, eps2, pattern, idx_dtype):
     else:
         fill_rows(g, g, eps2, pattern, True, False, half_indptr[:-1].copy(), half_indices)
     return half_counts, half_indptr, half_indices
+
+
+def _cell_blocks(cell_start, n_blocks):
+    """Split the cells into about n_blocks runs of similar point counts."""
+    n = int(cell_start[-1])
+    targets = np.linspace(0, n, n_blocks + 1)[1:-1]
+    cuts = np.searchsorted(cell_start, targets)
+    bounds = np.unique(np.concatenate([[0], cuts, [cell_start.shape[0] - 1]]))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+
+def lid_unicomp_half(g, eps2):
+    """Forward half of LID-UNICOMP in one pass over blocks of cells run on
+    a pool of threads (see ``lid_unicomp_block``).
+    Returns (half_counts, blocks) with blocks a list of (r0, buffer)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = g.n_points
+    counts = np.empty(n, dtype=np.int64)
+    lo, side, slack, lim, _, point_lb, _ = _pruning_args(g, half=True)
+    threads = max(1, nb.get_num_threads())
+    spans = _cell_blocks(g.cell_start, max(16 * threads, min(1024, g.n_cells // 256)))
+
+    def run(span):
+        cb0, cb1 = span
+        return lid_unicomp_block(g.points, g.cell_start, g.cell_ids, g.coords, g.coord_off,
+                                 g.radix, g.stride, g.lower_bound, point_lb, g.order, g.k,
+                                 eps2, lo, side, slack, lim, cb0, cb1, counts)
+
+    if threads == 1:
+        bufs = [run(sp) for sp in spans]
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as ex:
+            bufs = list(ex.map(run, spans))
+    blocks = [(int(g.cell_start[cb0]), b) for (cb0, _), b in zip(spans, bufs)]
+    return counts, blocks
+
+
+def mirror_table_blocks(order, half_counts, blocks, include_self, idx_dtype):
+    """``mirror_table`` for a forward half held in blocks (r0, buffer) that
+    cover the reordered rows in order."""
+    n = order.shape[0]
+    total = np.zeros(n, dtype=np.int64)
+    for _, buf in blocks:
+        mirror_counts(buf, total)
+    add_caller_order(order, half_counts, total)
+    if include_self:
+        total += 1
+    indptr = np.empty(n + 1, dtype=np.int64)
+    grand = exclusive_scan_into(total, indptr)
+    del total
+    indices = np.empty(grand, dtype=idx_dtype)
+    fill_pos = indptr[:-1].copy()
+    ends = [r0 for r0, _ in blocks[1:]] + [n]
+    loc = []
+    for (r0, buf), r1 in zip(blocks, ends):
+        li = np.zeros(r1 - r0 + 1, dtype=np.int64)
+        np.cumsum(half_counts[r0:r1], out=li[1:])
+        loc.append(li)
+        place_forward_block(order, r0, li, buf, include_self, fill_pos, indices)
+    for (r0, buf), li in zip(blocks, loc):
+        mirror_fill_block(order, r0, li, buf, fill_pos, indices)
+    return indptr, indices
 
 
 def mirror_table(order, half_counts, half_indptr, half_indices, include_self, idx_dtype):
