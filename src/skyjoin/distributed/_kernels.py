@@ -11,38 +11,30 @@ import numpy as np
 
 from .._config import NUMBA_CACHE
 
-__all__ = ["owned_rows", "place_rows"]
+__all__ = ["select_rows", "place_rows"]
 
 _jit = dict(cache=NUMBA_CACHE, nogil=True)
 
 
 @nb.njit(parallel=True, **_jit)
-def _drop_self_fill(indptr, indices, self_col, col_ids, out_indptr, out):
-    """Global column ids of each row, its self column dropped."""
-    n = indptr.shape[0] - 1
-    for r in nb.prange(n):
+def _select_fill(indptr, indices, rows, col_ids, out_indptr, out):
+    """Global column ids of the chosen rows."""
+    for r in nb.prange(rows.shape[0]):
         w = out_indptr[r]
-        s = self_col[r]
-        for k in range(indptr[r], indptr[r + 1]):
-            j = indices[k]
-            if j != s:
-                out[w] = col_ids[j]
-                w += 1
+        for k in range(indptr[rows[r]], indptr[rows[r] + 1]):
+            out[w] = col_ids[indices[k]]
+            w += 1
 
 
-def owned_rows(indptr, indices, self_col, col_ids, out_dtype):
-    """Map a partition's CSR rows to global columns, dropping each row's self pair.
-
-    Every row lists its own point exactly once (its distance to itself is 0),
-    so dropping it removes one entry per row.
+def select_rows(indptr, indices, rows, col_ids, out_dtype):
+    """Some rows of a CSR table, their columns mapped to global ids.
 
     Parameters
     ----------
     indptr, indices : ndarray
-        The partition's rows (columns are local indices into col_ids).
-    self_col : ndarray of int64
-        Local column of each row's own point (every row lists it), or -1 in
-        every row to keep every entry.
+        The table (columns are local indices into col_ids).
+    rows : ndarray of int64
+        The rows to keep, in output order.
     col_ids : ndarray of int64
         Global id of each local column.
     out_dtype : dtype
@@ -52,14 +44,11 @@ def owned_rows(indptr, indices, self_col, col_ids, out_dtype):
     counts : ndarray of int64
     cols : ndarray of out_dtype
     """
-    n = len(indptr) - 1
-    counts = np.diff(indptr).astype(np.int64)
-    if n and self_col[0] >= 0:
-        counts -= 1
-    out_indptr = np.zeros(n + 1, dtype=np.int64)
+    counts = (indptr[rows + 1] - indptr[rows]).astype(np.int64)
+    out_indptr = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(counts, out=out_indptr[1:])
     out = np.empty(int(out_indptr[-1]), dtype=out_dtype)
-    _drop_self_fill(indptr, indices, self_col, col_ids.astype(out_dtype), out_indptr, out)
+    _select_fill(indptr, indices, rows, col_ids.astype(out_dtype), out_indptr, out)
     return counts, out
 
 

@@ -7,12 +7,13 @@
    are at least one halo width (a hair more than eps) wide.
 3. Each block is routed on its worker: for every partition, the rows it
    owns and the rows in its halo (:func:`.partition.route_block`).
-4. Each partition joins its owned points (rows) against its owned and halo
-   points (columns) with the single-machine engine of the worker's device
-   (``skyjoin.join``: Numba on a CPU worker, CUDA on a GPU worker).  A pair
-   (i, j) is emitted only by the partition that owns i, as part of row i, so
-   every pair appears exactly once; every neighbour of an owned point is in
-   the partition's owned points or halo, so every row is complete.
+4. Each partition self-joins its owned and halo points with the
+   single-machine engine of the worker's device (``skyjoin.self_join``:
+   Numba on a CPU worker, CUDA on a GPU worker) and keeps the rows of its
+   owned points.  A pair (i, j) is emitted only by the partition that owns
+   i, as part of row i, so every pair appears exactly once; every neighbour
+   of an owned point is in the partition's owned points or halo, so every
+   row is complete.
 5. The rows come back to the driver as one NeighborTable (``output="table"``,
    when it fits in memory), as counts, or are written by the workers as one
    Parquet file per partition (``out="dir/"``).
@@ -129,25 +130,24 @@ def partition_rows(own_ids, own_X, halo_ids, halo_X, eps, *, include_self, sort,
                    precision, n_total):
     """Rows of the join owned by a partition: (counts, global columns) per owned point.
 
-    The owned points are joined against the owned and halo points, ordered
-    by global id, by the single-machine engine; since the local order of the
-    columns is their global order, rows sorted by the engine stay sorted
-    once mapped to global ids.  The self pair is dropped unless include_self.
+    The partition's points (owned and halo), ordered by global id, are
+    self-joined by the single-machine engine (its fastest pattern on the
+    worker's device); the owned rows are kept and their columns mapped to
+    global ids.  Since the local order of the points is their global order,
+    rows sorted by the engine stay sorted.  The halo rows are computed and
+    dropped: a small waste when partitions are large, as they should be.
     """
-    from ..join.api import join
-    from ._kernels import owned_rows
+    from ..join.api import self_join
+    from ._kernels import select_rows
 
     S_ids = np.concatenate([own_ids, halo_ids])
     order = np.argsort(S_ids, kind="stable")
     S_ids = S_ids[order]
     S_X = np.concatenate([own_X, halo_X])[order]
-    nR = len(own_ids)
-    if include_self:
-        self_col = np.full(nR, -1, dtype=np.int64)
-    else:
-        self_col = np.searchsorted(S_ids, own_ids).astype(np.int64)
-    nt = join(own_X, S_X, eps, sort=sort, device=device, precision=precision).to_host()
-    return owned_rows(nt.indptr, nt.indices, self_col, S_ids, index_dtype(n_total))
+    rows = np.searchsorted(S_ids, own_ids).astype(np.int64)
+    nt = self_join(S_X, eps, include_self=include_self, sort=sort, device=device,
+                   precision=precision).to_host()
+    return select_rows(nt.indptr, nt.indices, rows, S_ids, index_dtype(n_total))
 
 
 def _partition_join(p, eps, include_self, output, sort, device, precision, out_dir, shape, d,
@@ -155,13 +155,11 @@ def _partition_join(p, eps, include_self, output, sort, device, precision, out_d
     """Join of one partition (runs on a worker); returns its owned rows or writes them."""
     own_ids, own_X, halo_ids, halo_X = _concat_pieces(pieces, d, dtype)
     if output == "counts":
-        from ..join.api import join
+        from ..join.api import self_join
 
-        S_X = np.concatenate([own_X, halo_X])
-        c = join(own_X, S_X, eps, output="counts", device=device, precision=precision)
-        if not include_self:
-            c = c - 1
-        return own_ids, np.asarray(c, dtype=np.int64)
+        c = self_join(np.concatenate([own_X, halo_X]), eps, output="counts",
+                      include_self=include_self, device=device, precision=precision)
+        return own_ids, np.asarray(c[:len(own_ids)], dtype=np.int64)
     counts, cols = partition_rows(own_ids, own_X, halo_ids, halo_X, eps, include_self=include_self,
                                   sort=sort, device=device, precision=precision,
                                   n_total=shape[0])
