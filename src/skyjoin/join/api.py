@@ -187,10 +187,14 @@ def _cpu_self_join(X, eps, include_self, output, sort, pattern, precision, index
             cpu.to_caller_order(g.order, counts_r, out)
             return out
         with _phase(timings, "fill"):
-            indptr, row_pos, total = cpu.table_from_counts(g, counts_r, n)
+            # rows are found through indptr (no per-point arrays alive while
+            # the output is written: the memory target)
+            indptr, total = cpu.indptr_from_counts(g, counts_r)
+            del counts_r
+            cpu.release_free_memory()
             indices = np.empty(total, dtype=idx_dtype)
-            cpu.fill_full(g, g, eps2, True, include_self, sort, row_pos, counts_r, indices)
-            del row_pos, counts_r
+            cpu.fill_full(g, g, eps2, True, include_self, sort, None, None, indices,
+                          indptr=indptr)
     else:
         with _phase(timings, "fill"):
             if code == 2:
@@ -299,9 +303,11 @@ def _cpu_join(R, S, eps, output, sort, precision, index_dims, timings):
         cpu.to_caller_order(gr.order, counts_r, out)
         return out
     with _phase(timings, "fill"):
-        indptr, row_pos, total = cpu.table_from_counts(gr, counts_r, ns)
+        indptr, total = cpu.indptr_from_counts(gr, counts_r)
+        del counts_r
+        cpu.release_free_memory()
         indices = np.empty(total, dtype=index_dtype(ns))
-        cpu.fill_full(gr, gs, eps2, False, False, sort, row_pos, counts_r, indices)
+        cpu.fill_full(gr, gs, eps2, False, False, sort, None, None, indices, indptr=indptr)
     return NeighborTable(indptr, indices, (nr, ns), sorted=bool(sort))
 
 
