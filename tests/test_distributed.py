@@ -355,3 +355,46 @@ def test_gpu_workers_equal_single_machine():
         Y = sj.datasets.anticorrelated(50000, 4, seed=2)
         np.testing.assert_array_equal(sd.skyline(Y, client=c, device="gpu"),
                                       single_skyline(Y, device="cpu"))
+
+
+# --------------------------------------------------------------------------
+# the partition logic in this process, on many partitions (no cluster)
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(6))
+def test_partitions_in_process(seed):
+    from skyjoin.distributed.dbscan import _final_labels, local_clusters, merge_local_clusters
+    from skyjoin.distributed.join import assemble_table, partition_rows
+    from skyjoin.distributed.partition import halo_width, plan_partitions, route_block
+
+    rng = np.random.default_rng(100 + seed)
+    kind = seed % 3
+    if kind == 0:
+        X = long_clusters(rng, 1200)
+    elif kind == 1:
+        X = lattice(rng, 1000, 1 + seed % 3, side=int(rng.integers(6, 30)))
+    else:
+        X = mixed_blobs(rng, 1200, int(rng.integers(1, 4)))
+    n, d = X.shape
+    eps = float(rng.choice([0.3, 0.5, 1.0, 1.5]))
+    ms = int(rng.integers(1, 10))
+    parts = int(rng.integers(8, 30))
+    h = halo_width(eps, d, X.min(0), X.max(0))
+    sample = X[rng.choice(n, 300)]
+    plan = plan_partitions(sample, X.min(0), X.max(0), parts, h, n)
+    rows = []
+    for own, halo in route_block(plan, X, h):
+        rows.append((own, *partition_rows(own, X[own], halo, X[halo], eps, include_self=False,
+                                          sort=True, device="cpu", precision="float64",
+                                          n_total=n)))
+    assert assemble_table(rows, n, True) == sj.self_join(X, eps, device="cpu")
+    plan = plan_partitions(sample, X.min(0), X.max(0), parts, 2 * h, n)
+    states = [local_clusters(own, X[own], halo, X[halo], plan, p, h, eps, ms, "cpu", "float64")
+              for p, (own, halo) in enumerate(route_block(plan, X, 2 * h))]
+    labels_of = merge_local_clusters([(s["reps"], s["is_node"], s["edge_rep"], s["edge_id"])
+                                      for s in states])
+    labels = np.full(n, -2)
+    for s, lab in zip(states, labels_of):
+        ids, lab_p, _ = _final_labels(s, lab)
+        labels[ids] = lab_p
+    ref = sj.DBSCAN(eps=eps, min_samples=ms, device="cpu").fit(X)
+    np.testing.assert_array_equal(labels, ref.labels_)
