@@ -30,7 +30,6 @@ import json
 import os
 import time
 
-import numpy as np
 
 from .harness import Case, Impl, format_table, run_suite, write_report
 
@@ -79,7 +78,8 @@ def _single_fn(op, get, eps, m, device):
         if op == "counts":
             return int(sj.self_join(get(), eps, device=device, output="counts").sum())
         if op == "dbscan":
-            return int(sj.DBSCAN(eps=eps, min_samples=m, device=device).fit(get()).labels_.max() + 1)
+            est = sj.DBSCAN(eps=eps, min_samples=m, device=device).fit(get())
+            return int(est.labels_.max() + 1)
         from ..skyline.api import skyline
 
         return len(skyline(get(), device=device))

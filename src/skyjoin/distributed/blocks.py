@@ -239,7 +239,8 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
                                for k, f in enumerate(futures)])
     widths = {s[1] for s in summaries}
     if len(widths) != 1:
-        raise ValueError(f"the blocks of {name} have different numbers of columns: {sorted(widths)}")
+        raise ValueError(f"the blocks of {name} have different numbers of columns: "
+                         f"{sorted(widths)}")
     d = widths.pop()
     offsets = np.zeros(len(summaries) + 1, dtype=np.int64)
     np.cumsum([s[0] for s in summaries], out=offsets[1:])

@@ -139,7 +139,8 @@ def run_join(client, data, eps, *, out=None, counts=False, include_self=False, s
 
 def run_dbscan(client, data, eps, min_samples, *, out=None, precision="float64", columns=None,
                device=None):
-    """The ``skyjoin dbscan`` command (one clustering) on a Dask cluster; returns (labels, summary)."""
+    """The ``skyjoin dbscan`` command (one clustering) on a Dask cluster; returns (labels, summary).
+    """
     import time
 
     from ..io import write_labels
