@@ -30,7 +30,6 @@ import json
 import os
 import time
 
-
 from .harness import Case, Impl, format_table, run_suite, write_report
 
 __all__ = ["run", "case_specs"]
