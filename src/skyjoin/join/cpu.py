@@ -455,15 +455,17 @@ def _filter_box(q_pts, qorder, a, b, cp, cid, cj, m, reach, cp2, cid2, cj2):
     return m2
 
 
-@nb.njit(parallel=True, **_jit)
+@nb.njit(**_jit)
 def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
                s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
                k, eps2, self_join, include_self, s_order, lo, side, slack, lim, tile_min,
-               point_lb, half, counts):
+               point_lb, half, counts, cb0, cb1):
     """Full-pattern neighbour count of every reordered query point: cells
     of at least ``tile_min`` points take the tiled path, others the pruned
     point-by-point path.  With ``half`` (self-join, no tiled path) the
-    forward half of LID-UNICOMP is counted instead (see ``_point_scan``)."""
+    forward half of LID-UNICOMP is counted instead (see ``_point_scan``).
+    Query cells [cb0, cb1) only: sequential and nogil, the host runs blocks
+    of cells on a pool of threads (``_run_blocks``)."""
     n_cells = q_cell_ids.shape[0]
     d = q_pts.shape[1]
     early = d > 3
@@ -471,7 +473,7 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
     for j in range(k - 1):
         max_rows *= 3
     dummy = np.empty(0, dtype=np.int32)
-    for c in nb.prange(n_cells):
+    for c in range(cb0, cb1):
         c0 = q_cell_start[c]
         c1 = q_cell_start[c + 1]
         if c1 - c0 < tile_min:
@@ -540,12 +542,12 @@ def _row_slot(i, row_pos, row_len, q_order, indptr):
     return indptr[o], indptr[o + 1] - indptr[o]
 
 
-@nb.njit(parallel=True, **_jit)
+@nb.njit(**_jit)
 def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
                      s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off,
                      s_stride, k, eps2, self_join, include_self, sort, cell_list, row_pos,
                      row_len, q_order, indptr, s_order, lo, side, slack, lim, tile_min,
-                     point_lb, half, indices, bad):
+                     point_lb, half, indices, bad, cb0, cb1):
     """Full-pattern fill: write the caller ids of the neighbours of reordered
     query point i at ``row_pos[i]`` (skipped if < 0), ``row_len[i]`` of them;
     or, when ``row_pos`` is empty, at ``indptr[q_order[i]]``, as many as
@@ -557,13 +559,14 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
     length differs from the count (which cannot happen with deterministic
     arithmetic) is not written past its end: ``bad[0]`` is set instead.
     Cells of fewer than ``tile_min`` points take the pruned point-by-point
-    path, whose rows are sorted in place."""
+    path, whose rows are sorted in place.  Only ``cell_list[cb0:cb1]``:
+    sequential and nogil, run in blocks on a pool of threads."""
     d = q_pts.shape[1]
     early = d > 3
     max_rows = 2
     for j in range(k - 1):
         max_rows *= 3
-    for ci in nb.prange(cell_list.shape[0]):
+    for ci in range(cb0, cb1):
         c = cell_list[ci]
         c0 = q_cell_start[c]
         c1 = q_cell_start[c + 1]
@@ -594,10 +597,7 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
                     bad[0] = 1
                     continue
                 if sort:
-                    if n_found <= 24:
-                        _insertion_sort(indices, start, start + n_found)
-                    else:
-                        indices[start:start + n_found].sort()
+                    _sort_range(indices, start, start + n_found)
             continue
         rows = np.empty((max_rows + 1, 2), dtype=np.int64)
         n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
@@ -978,17 +978,47 @@ def _insertion_sort(a, lo, hi):
         a[j + 1] = v
 
 
+@nb.njit(**_jit)
+def _sort_range(a, lo, hi):
+    """Sort a[lo:hi] in place: insertion sort for short ranges, else an
+    in-place heapsort (small code: NumPy's sort adds seconds of compilation
+    to every kernel that calls it)."""
+    n = hi - lo
+    if n <= 24:
+        _insertion_sort(a, lo, hi)
+        return
+    for start in range(n // 2 - 1, -1, -1):
+        _sift_down(a, lo, start, n)
+    for end in range(n - 1, 0, -1):
+        v = a[lo]
+        a[lo] = a[lo + end]
+        a[lo + end] = v
+        _sift_down(a, lo, 0, end)
+
+
+@nb.njit(inline="always", **_jit)
+def _sift_down(a, lo, root, n):
+    """Restore the max-heap a[lo:lo + n] below ``root``."""
+    v = a[lo + root]
+    while True:
+        child = 2 * root + 1
+        if child >= n:
+            break
+        if child + 1 < n and a[lo + child + 1] > a[lo + child]:
+            child += 1
+        if a[lo + child] <= v:
+            break
+        a[lo + root] = a[lo + child]
+        root = child
+    a[lo + root] = v
+
+
 @nb.njit(parallel=True, **_jit)
 def sort_csr_rows(indptr, indices):
     """Sort the columns of every CSR row in place, in parallel."""
     n = indptr.shape[0] - 1
     for i in nb.prange(n):
-        lo = indptr[i]
-        hi = indptr[i + 1]
-        if hi - lo <= 24:
-            _insertion_sort(indices, lo, hi)
-        else:
-            indices[lo:hi].sort()
+        _sort_range(indices, indptr[i], indptr[i + 1])
 
 
 @nb.njit(**_jit)
@@ -1023,6 +1053,36 @@ def _data_args(g):
 # tiled from 64 points, 1.7 s from 16, 1.5 s from 8 or 4; Unif6D1M-12 first
 # 100k points (cells of at most 14 points) 2.8-2.9 s whatever the threshold.
 TILE_MIN_POINTS = 8
+
+
+def _run_blocks(kernel, args, weight):
+    """Run ``kernel(*args, b0, b1)`` over blocks [b0, b1) of items on a pool
+    of threads (dynamic scheduling: dense cells cost far more than sparse
+    ones).  ``weight`` is the cumulative work estimate (length items + 1,
+    e.g. ``cell_start``); blocks get similar shares of it, and there are
+    many more blocks than threads.  The kernels are nogil and sequential,
+    so no parfor is compiled."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    n_items = weight.shape[0] - 1
+    if n_items <= 0:
+        return
+    threads = max(1, nb.get_num_threads())
+    n_blocks = max(1, min(n_items, 64 * threads))
+    total = int(weight[-1])
+    if total > 0 and n_blocks > 1:
+        cuts = np.searchsorted(weight, np.linspace(0, total, n_blocks + 1)[1:-1])
+        bounds = np.unique(np.concatenate([[0], cuts, [n_items]]))
+    else:
+        bounds = np.array([0, n_items])
+    spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    if threads == 1 or len(spans) == 1:
+        for b0, b1 in spans:
+            kernel(*args, b0, b1)
+        return
+    with ThreadPoolExecutor(max_workers=threads) as ex:
+        for _ in ex.map(lambda sp: kernel(*args, sp[0], sp[1]), spans):
+            pass
 
 
 def _pruning_args(g, half=False):
@@ -1065,11 +1125,13 @@ def counts_reordered(gq, gs, eps2, pattern: int, self_join: bool, include_self: 
     if gq.n_points == 0:
         return counts
     if pattern == 0:
-        count_full(*_query_args(gq), *_data_args(gs), gs.k, eps2, self_join, include_self,
-                   gs.order, *_pruning_args(gs), counts)
+        args = (*_query_args(gq), *_data_args(gs), gs.k, eps2, self_join, include_self,
+                gs.order, *_pruning_args(gs), counts)
+        _run_blocks(count_full, args, gq.cell_start)
     elif pattern == 2:
-        count_full(*_query_args(gq), *_data_args(gs), gs.k, eps2, True, False,
-                   gs.order, *_pruning_args(gs, half=True), counts)
+        args = (*_query_args(gq), *_data_args(gs), gs.k, eps2, True, False,
+                gs.order, *_pruning_args(gs, half=True), counts)
+        _run_blocks(count_full, args, gq.cell_start)
     else:
         count_pass(*_query_args(gq), *_data_args(gs), gs.k, eps2, pattern, self_join,
                    include_self, counts)
@@ -1091,9 +1153,13 @@ def fill_full(gq, gs, eps2, self_join, include_self, sort, row_pos, row_len, ind
     else:
         indptr = empty
     bad = np.zeros(1, dtype=np.int8)
-    fill_full_kernel(*_query_args(gq), *_data_args(gs), gs.k, eps2, self_join, include_self,
-                     sort, cell_list, row_pos, row_len, gq.order, indptr, gs.order,
-                     *_pruning_args(gs), indices, bad)
+    args = (*_query_args(gq), *_data_args(gs), gs.k, eps2, self_join, include_self,
+            sort, cell_list, row_pos, row_len, gq.order, indptr, gs.order,
+            *_pruning_args(gs), indices, bad)
+    sizes = gq.cell_start[cell_list + 1] - gq.cell_start[cell_list]
+    weight = np.zeros(cell_list.shape[0] + 1, dtype=np.int64)
+    np.cumsum(sizes, out=weight[1:])
+    _run_blocks(fill_full_kernel, args, weight)
     if bad[0]:
         raise RuntimeError("internal error: a row's neighbour count changed between the "
                            "counting and filling passes; no result was produced")
@@ -1170,10 +1236,11 @@ def forward_half(g, eps2, pattern, idx_dtype):
     half_indices = np.empty(half_total, dtype=idx_dtype)
     if pattern == 2:
         bad = np.zeros(1, dtype=np.int8)
-        fill_full_kernel(*_query_args(g), *_data_args(g), g.k, eps2, True, False, False,
-                         np.arange(g.n_cells, dtype=np.int64), half_indptr[:-1], half_counts,
-                         g.order, np.zeros(0, dtype=np.int64), g.order,
-                         *_pruning_args(g, half=True), half_indices, bad)
+        args = (*_query_args(g), *_data_args(g), g.k, eps2, True, False, False,
+                np.arange(g.n_cells, dtype=np.int64), half_indptr[:-1], half_counts,
+                g.order, np.zeros(0, dtype=np.int64), g.order,
+                *_pruning_args(g, half=True), half_indices, bad)
+        _run_blocks(fill_full_kernel, args, g.cell_start)
         if bad[0]:
             raise RuntimeError("internal error: a row's neighbour count changed between the "
                                "counting and filling passes; no result was produced")
