@@ -214,7 +214,7 @@ def generate_cmd(kind, n, d, seed, out):
 
 
 @main.command("bench")
-@click.argument("suite", type=click.Choice(["join", "dbscan", "skyline"]))
+@click.argument("suite", type=click.Choice(["join", "dbscan", "skyline", "distributed"]))
 @DEVICE
 @click.option("--quick", is_flag=True, help="Small versions of the cases (a smoke test).")
 @click.option("--case", "names", multiple=True, help="Run only these cases (repeatable).")

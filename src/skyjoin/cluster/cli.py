@@ -146,6 +146,9 @@ def _save_plot(path, panels, X):
     plt.close(fig)
 
 
+from ..distributed.cli import client_from_options, distributed_options, uses_cluster  # noqa: E402
+
+
 @click.command("dbscan")
 @click.argument("data", type=click.Path(exists=True, dir_okay=False))
 @click.option("--eps", type=float, default=None,
@@ -169,8 +172,9 @@ def _save_plot(path, panels, X):
               help="Device of the join ('auto': the GPU when CuPy finds one).")
 @click.option("--precision", type=click.Choice(["float64", "float32"]), default="float64",
               show_default=True, help="Working precision of the distance test.")
+@distributed_options
 def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, out, plot, device,
-               precision):
+               precision, scheduler, local_cluster):
     """Cluster the points in DATA with DBSCAN (scikit-learn's exact labels).
 
     DATA is a .csv/.txt, .parquet or .npy file of points, one per row.  With
@@ -196,6 +200,17 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
         raise click.UsageError("give --eps (or --sweep-eps)")
     if not ms_list:
         raise click.UsageError("give --min-samples (or --sweep-min-samples)")
+    if uses_cluster(scheduler, local_cluster):
+        if len(eps_list) != 1 or len(ms_list) != 1 or plot:
+            raise click.UsageError("--scheduler/--local-cluster run one clustering (one --eps, "
+                                   "one --min-samples) without --plot")
+        from ..distributed.cli import run_dbscan
+
+        with client_from_options(scheduler, local_cluster, device=device, echo=click.echo) as client:
+            _, msg = run_dbscan(client, data, eps_list[0], ms_list[0], out=out,
+                                precision=precision, columns=col, device=device)
+        click.echo(msg)
+        return
     t0 = time.perf_counter()
     X = read_points(data, columns=col)
     t_read = time.perf_counter() - t0

@@ -141,6 +141,9 @@ def demo_skyline(X_or_n=20_000, d=2, kind="anticorrelated", seed=0, device=None,
             "dominance_tests": st.get("dominance_tests"), "mask_tests": st.get("mask_tests")}
 
 
+from ..distributed.cli import client_from_options, distributed_options, uses_cluster  # noqa: E402
+
+
 @click.command("skyline")
 @click.argument("data", type=click.Path(exists=True, dir_okay=False))
 @click.option("--min", "min_cols", default=None,
@@ -157,14 +160,29 @@ def demo_skyline(X_or_n=20_000, d=2, kind="anticorrelated", seed=0, device=None,
               help="Write the skyline rows here (.csv, .parquet or .npy of row indices).")
 @click.option("--plot", "plot", default=None, help="Draw a PNG: the staircase in 2-D, "
               "parallel coordinates of the skyline otherwise.")
-def skyline_cmd(data, min_cols, max_cols, distinct, device, algorithm, out, plot):
+@distributed_options
+def skyline_cmd(data, min_cols, max_cols, distinct, device, algorithm, out, plot, scheduler,
+                local_cluster):
     """The skyline (Pareto set) of the rows of DATA (.csv/.txt/.parquet/.npy).
+
+    With --scheduler or --local-cluster the workers read DATA themselves and
+    --out receives the skyline's row ids.
 
     \b
     Examples:
       skyjoin skyline nba.csv
       skyjoin skyline cars.csv --min price --max rating,hp --out best.csv --plot best.png
     """
+    if uses_cluster(scheduler, local_cluster):
+        if plot:
+            raise click.UsageError("--plot is not available with --scheduler/--local-cluster")
+        from ..distributed.cli import run_skyline
+
+        with client_from_options(scheduler, local_cluster, device=device, echo=click.echo) as client:
+            _, msg = run_skyline(client, data, min_cols=_split(min_cols), max_cols=_split(max_cols),
+                                 distinct=distinct, device=device, out=out)
+        click.echo(msg)
+        return
     import skyjoin as sj
     from ..io import read_frame
 
