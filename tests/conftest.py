@@ -17,3 +17,12 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+@pytest.fixture(scope="session")
+def cp():
+    """CuPy, or skip: the test needs a GPU."""
+    cupy = pytest.importorskip("cupy")
+    if not skyjoin.gpu_available():
+        pytest.skip("no usable GPU")
+    return cupy

@@ -9,12 +9,6 @@ import skyjoin
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    if not skyjoin.gpu_available():
-        pytest.skip("no usable GPU")
-    return cupy
 
 
 def _oracle(X, eps, m, w=None):

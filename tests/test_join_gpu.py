@@ -18,13 +18,6 @@ from skyjoin.join.result import NeighborTable
 # tests at the end need no GPU and run everywhere.
 
 
-@pytest.fixture(scope="module")
-def cp():
-    """CuPy, or skip: these tests need a GPU."""
-    cupy = pytest.importorskip("cupy")
-    if not skyjoin.gpu_available():
-        pytest.skip("no usable GPU")
-    return cupy
 
 
 def gpu():

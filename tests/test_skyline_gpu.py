@@ -14,12 +14,6 @@ pytestmark = pytest.mark.gpu
 NBA = os.environ.get("SKYJOIN_NBA", "/work/shared/data/nba-U-8-17264.csv")
 
 
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    if not sj.gpu_available():
-        pytest.skip("no usable GPU")
-    return cupy
 
 
 def oracle(X, sense=None, distinct=False):
