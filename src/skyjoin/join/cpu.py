@@ -11,7 +11,20 @@ reordered points ("a row"): 3^(k-1) lookups per cell instead of 3^k.
 Outputs follow count -> exclusive scan -> fill, since Numba's CPU target has
 no atomics: a counting pass sizes every row exactly, then a filling pass
 writes each row straight to its final place (rows in the caller's order), so
-nothing is ever over-allocated, truncated or copied twice.
+nothing is ever over-allocated, truncated or copied twice.  The one
+exception is LID-UNICOMP on sparse data, whose result is small: its forward
+half is found in a single pass into per-block buffers.
+
+Parallelism: the kernels are sequential and nogil, and the host runs them on
+blocks of cells from a pool of threads (``_run_blocks``): dynamic
+scheduling, since dense cells cost far more than sparse ones, and no parfor
+to compile (the prange kernels took most of the first call's 20 s).
+
+Two paths per query cell (``TILE_MIN_POINTS``): dense cells gather their
+candidates once (merged into caller-id order, so rows come out sorted) and
+split their points into sub-tiles that test only the candidates near their
+bounding box; sparse cells go point by point, walking only the adjacent
+cells within reach of the point (rigorous distance-to-cell bounds).
 
 Cell patterns (``pattern=``):
 
@@ -1128,10 +1141,6 @@ def counts_reordered(gq, gs, eps2, pattern: int, self_join: bool, include_self: 
         args = (*_query_args(gq), *_data_args(gs), gs.k, eps2, self_join, include_self,
                 gs.order, *_pruning_args(gs), counts)
         _run_blocks(count_full, args, gq.cell_start)
-    elif pattern == 2:
-        args = (*_query_args(gq), *_data_args(gs), gs.k, eps2, True, False,
-                gs.order, *_pruning_args(gs, half=True), counts)
-        _run_blocks(count_full, args, gq.cell_start)
     else:
         count_pass(*_query_args(gq), *_data_args(gs), gs.k, eps2, pattern, self_join,
                    include_self, counts)
@@ -1224,28 +1233,17 @@ def table_from_counts(g_rows, counts_r, n_cols):
 
 
 def forward_half(g, eps2, pattern, idx_dtype):
-    """Forward half of a symmetric pattern (self-join): for reordered point
-    i, the caller ids of its neighbours in the cells the pattern assigns to
-    i's cell (and j > i in its own cell).  LID-UNICOMP runs on the pruned
-    point-by-point path; UNICOMP on the per-cell path.
+    """Forward half of a symmetric pattern (self-join) on the per-cell path
+    (used for UNICOMP; LID-UNICOMP has ``lid_unicomp_half``): for reordered
+    point i, the caller ids of its neighbours in the cells the pattern
+    assigns to i's cell (and j > i in its own cell).
     Returns (half_counts, half_indptr, half_indices), rows in reordered order."""
     n = g.n_points
     half_counts = counts_reordered(g, g, eps2, pattern, True, False)
     half_indptr = np.empty(n + 1, dtype=np.int64)
     half_total = exclusive_scan_into(half_counts, half_indptr)
     half_indices = np.empty(half_total, dtype=idx_dtype)
-    if pattern == 2:
-        bad = np.zeros(1, dtype=np.int8)
-        args = (*_query_args(g), *_data_args(g), g.k, eps2, True, False, False,
-                np.arange(g.n_cells, dtype=np.int64), half_indptr[:-1], half_counts,
-                g.order, np.zeros(0, dtype=np.int64), g.order,
-                *_pruning_args(g, half=True), half_indices, bad)
-        _run_blocks(fill_full_kernel, args, g.cell_start)
-        if bad[0]:
-            raise RuntimeError("internal error: a row's neighbour count changed between the "
-                               "counting and filling passes; no result was produced")
-    else:
-        fill_rows(g, g, eps2, pattern, True, False, half_indptr[:-1].copy(), half_indices)
+    fill_rows(g, g, eps2, pattern, True, False, half_indptr[:-1].copy(), half_indices)
     return half_counts, half_indptr, half_indices
 
 
@@ -1330,12 +1328,4 @@ def mirror_table(order, half_counts, half_indptr, half_indices, include_self, id
     fill_pos = indptr[:-1].copy()
     place_forward(order, half_indptr, half_indices, include_self, fill_pos, indices)
     mirror_fill(order, half_indptr, half_indices, fill_pos, indices)
-    return indptr, indices
-
-
-def symmetric_table(g, eps2, pattern, include_self, idx_dtype):
-    """Self-join CSR with a symmetric pattern: the forward half is computed
-    once, then mirrored (every distance computation yields both pairs)."""
-    half = forward_half(g, eps2, pattern, idx_dtype)
-    indptr, indices = mirror_table(g.order, *half, include_self, idx_dtype)
     return indptr, indices
