@@ -13,6 +13,25 @@ def raw_coords(X, j, lo, side, out):
         out[i] = np.int64(np.floor((np.float64(X[i, j]) - lo) / side))
 
 
+@nb.njit(cache=NUMBA_CACHE)
+def column_bounds(X, k):
+    """Minimum and maximum of each of the first k columns, as float64, in one
+    pass (NumPy's axis-0 reduction of a strided (n, k) view is ~10x slower)."""
+    lo = np.empty(k)
+    hi = np.empty(k)
+    for j in range(k):
+        lo[j] = np.float64(X[0, j])
+        hi[j] = lo[j]
+    for i in range(1, X.shape[0]):
+        for j in range(k):
+            v = np.float64(X[i, j])
+            if v < lo[j]:
+                lo[j] = v
+            if v > hi[j]:
+                hi[j] = v
+    return lo, hi
+
+
 @nb.njit(parallel=True, cache=NUMBA_CACHE)
 def horner_step(lid, rank, radix):
     """lid = lid * radix + rank: append one dimension to the linear ids."""

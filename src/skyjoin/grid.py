@@ -246,7 +246,7 @@ def build_grid(X, eps: float, index_dims: int | None = None, precision: str = "f
         k = check_index_dims(index_dims, d)
         if bounds is None:
             if n:
-                lo, hi = X[:, :k].min(axis=0).astype(np.float64), X[:, :k].max(axis=0).astype(np.float64)
+                lo, hi = gk.column_bounds(X, k)
             else:
                 lo = hi = np.zeros(k)
         else:
