@@ -621,7 +621,6 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
         by_id = sort
         cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, by_id)
         db = np.empty(m, dtype=cp.dtype)
-        buf = np.empty(m + 1, dtype=indices.dtype)
         excl_self = self_join and not include_self
         qorder = np.empty(c1 - c0, dtype=np.int64)
         goff = _subtiles(q_pts, c0, c1, k, lo, side, SUBTILE_POINTS, qorder)
@@ -656,15 +655,21 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
                 _distances(q_pts, i, cp2, m2, db)
                 if excl_self:
                     db[selfpos[i - c0]] = np.inf
+                # branch-free compaction straight into the row: the slot
+                # n_found < rl is always inside the row (a miss is simply
+                # overwritten by the next candidate); after the row is full
+                # the remaining candidates must hold no hit
                 n_found = 0
-                for p in range(m2):
-                    buf[n_found] = cid2[p]
+                p = 0
+                while p < m2 and n_found < rl:
+                    indices[start + n_found] = cid2[p]
                     n_found += db[p] <= eps2
+                    p += 1
+                while p < m2:
+                    n_found += db[p] <= eps2
+                    p += 1
                 if n_found != rl:
                     bad[0] = 1
-                    continue
-                for p in range(n_found):
-                    indices[start + p] = buf[p]
 
 
 # ---------------------------------------------------------------------------
