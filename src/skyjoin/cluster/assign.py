@@ -94,7 +94,7 @@ def core_points(indptr, indices, min_samples, sample_weight=None, self_in_table=
             >= min_samples).view(np.uint8)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
 def _find(parent, x):
     """Root of x, halving the path on the way (parents always have lower ids)."""
     while parent[x] != x:
@@ -103,7 +103,7 @@ def _find(parent, x):
     return x
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
 def _union(parent, a, b):
     """Join the sets of a and b, hanging the larger root under the smaller."""
     ra = _find(parent, a)

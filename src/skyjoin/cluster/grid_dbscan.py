@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import NUMBA_CACHE
+from .assign import _find, _union  # the one union-find of the package
 
 __all__ = ["grid_dbscan", "MAX_DIMS"]
 
@@ -228,26 +229,6 @@ def core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets,
                     core[p] = 1
                     break
     return core
-
-
-@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
-def _find(parent, x):
-    """Root of x with path halving (parents always have lower ids)."""
-    while parent[x] != x:
-        parent[x] = parent[parent[x]]
-        x = parent[x]
-    return x
-
-
-@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
-def _union(parent, a, b):
-    """Join two sets, the larger root under the smaller."""
-    ra = _find(parent, a)
-    rb = _find(parent, b)
-    if ra < rb:
-        parent[rb] = ra
-    elif rb < ra:
-        parent[ra] = rb
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
