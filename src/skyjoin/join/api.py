@@ -180,21 +180,10 @@ def _cpu_self_join(X, eps, include_self, output, sort, pattern, precision, index
     if output == "counts" or code == 0:
         # the full pattern counts each row exactly and fills it in place;
         # counts alone never need the symmetric patterns' mirrored half
-        with _phase(timings, "count"):
-            counts_r = cpu.counts_reordered(g, g, eps2, 0, True, include_self)
+        res = _cpu_full_pattern(g, g, eps2, True, include_self, output, sort, idx_dtype, timings)
         if output == "counts":
-            out = np.empty(n, dtype=np.int64)
-            cpu.to_caller_order(g.order, counts_r, out)
-            return out
-        with _phase(timings, "fill"):
-            # rows are found through indptr (no per-point arrays alive while
-            # the output is written: the memory target)
-            indptr, total = cpu.indptr_from_counts(g, counts_r)
-            del counts_r
-            cpu.release_free_memory()
-            indices = np.empty(total, dtype=idx_dtype)
-            cpu.fill_full(g, g, eps2, True, include_self, sort, None, None, indices,
-                          indptr=indptr)
+            return res
+        indptr, indices = res
     else:
         with _phase(timings, "fill"):
             if code == 2:
@@ -296,19 +285,34 @@ def _cpu_join(R, S, eps, output, sort, precision, index_dims, timings):
     eps2 = cpu.eps_squared(eps, R.dtype)
     with _phase(timings, "grid"):
         gr, gs = _joint_grids(R, S, eps, index_dims, precision)
-    with _phase(timings, "count"):
-        counts_r = cpu.counts_reordered(gr, gs, eps2, 0, False, False)
+    res = _cpu_full_pattern(gr, gs, eps2, False, False, output, sort, index_dtype(ns), timings)
     if output == "counts":
-        out = np.empty(nr, dtype=np.int64)
-        cpu.to_caller_order(gr.order, counts_r, out)
+        return res
+    indptr, indices = res
+    return NeighborTable(indptr, indices, (nr, ns), sorted=bool(sort))
+
+
+def _cpu_full_pattern(gq, gs, eps2, self_join, include_self, output, sort, idx_dtype, timings):
+    """Count, then (for a table) fill, with the full pattern: the caller-order
+    counts, or the CSR arrays (indptr, indices)."""
+    from . import cpu
+
+    with _phase(timings, "count"):
+        counts_r = cpu.counts_reordered(gq, gs, eps2, 0, self_join, include_self)
+    if output == "counts":
+        out = np.empty(gq.n_points, dtype=np.int64)
+        cpu.to_caller_order(gq.order, counts_r, out)
         return out
     with _phase(timings, "fill"):
-        indptr, total = cpu.indptr_from_counts(gr, counts_r)
+        # rows are found through indptr (no per-point arrays alive while the
+        # output is written: the memory target)
+        indptr, total = cpu.indptr_from_counts(gq, counts_r)
         del counts_r
         cpu.release_free_memory()
-        indices = np.empty(total, dtype=index_dtype(ns))
-        cpu.fill_full(gr, gs, eps2, False, False, sort, None, None, indices, indptr=indptr)
-    return NeighborTable(indptr, indices, (nr, ns), sorted=bool(sort))
+        indices = np.empty(total, dtype=idx_dtype)
+        cpu.fill_full(gq, gs, eps2, self_join, include_self, sort, None, None, indices,
+                      indptr=indptr)
+    return indptr, indices
 
 
 DEFAULT_CHUNK_PAIRS = 1 << 24
