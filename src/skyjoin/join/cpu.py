@@ -479,7 +479,6 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
     forward half of LID-UNICOMP is counted instead (see ``_point_scan``).
     Query cells [cb0, cb1) only: sequential and nogil, the host runs blocks
     of cells on a pool of threads (``_run_blocks``)."""
-    n_cells = q_cell_ids.shape[0]
     d = q_pts.shape[1]
     early = d > 3
     max_rows = 2
@@ -860,38 +859,11 @@ def mirror_counts(half_indices, total):
         total[half_indices[p]] += 1
 
 
-@nb.njit(parallel=True, **_jit)
-def place_forward(order, half_indptr, half_indices, include_self, fill_pos, indices):
-    """Copy the forward half of reordered row r to the start of row order[r]
-    (plus the self pair if asked); advance ``fill_pos`` past them."""
-    for r in nb.prange(order.shape[0]):
-        o = order[r]
-        pos = fill_pos[o]
-        for p in range(half_indptr[r], half_indptr[r + 1]):
-            indices[pos] = half_indices[p]
-            pos += 1
-        if include_self:
-            indices[pos] = o
-            pos += 1
-        fill_pos[o] = pos
-
-
-@nb.njit(**_jit)
-def mirror_fill(order, half_indptr, half_indices, fill_pos, indices):
-    """Scatter the mirrored half: for each forward pair (i, j), write i into
-    row j at its next free slot (sequential)."""
-    for r in range(order.shape[0]):
-        o = order[r]
-        for p in range(half_indptr[r], half_indptr[r + 1]):
-            j = half_indices[p]
-            indices[fill_pos[j]] = o
-            fill_pos[j] += 1
-
-
 @nb.njit(**_jit)
 def place_forward_block(order, r0, loc_indptr, buf, include_self, fill_pos, indices):
-    """``place_forward`` for reordered rows r0.. whose forward halves lie in
-    ``buf`` (row r0 + t holds ``buf[loc_indptr[t]:loc_indptr[t + 1]]``)."""
+    """Copy the forward half of reordered row r0 + t, held in
+    ``buf[loc_indptr[t]:loc_indptr[t + 1]]``, to the start of row
+    order[r0 + t] (plus the self pair if asked); advance ``fill_pos``."""
     for t in range(loc_indptr.shape[0] - 1):
         o = order[r0 + t]
         pos = fill_pos[o]
@@ -906,8 +878,9 @@ def place_forward_block(order, r0, loc_indptr, buf, include_self, fill_pos, indi
 
 @nb.njit(**_jit)
 def mirror_fill_block(order, r0, loc_indptr, buf, fill_pos, indices):
-    """``mirror_fill`` for one block of reordered rows (see
-    ``place_forward_block``); blocks must be taken in order."""
+    """Scatter the mirrored half of a block of reordered rows (laid out as
+    for ``place_forward_block``): for each forward pair (i, j), write i into
+    row j at its next free slot.  Sequential; blocks must be taken in order."""
     for t in range(loc_indptr.shape[0] - 1):
         o = order[r0 + t]
         for p in range(loc_indptr[t], loc_indptr[t + 1]):
@@ -976,13 +949,6 @@ def add_caller_order(order, values_reordered, out):
     """out[order[r]] += values_reordered[r]."""
     for r in nb.prange(order.shape[0]):
         out[order[r]] += values_reordered[r]
-
-
-@nb.njit(parallel=True, **_jit)
-def from_caller_order(order, values, out):
-    """out[r] = values[order[r]] (caller-order values to reordered rows)."""
-    for r in nb.prange(order.shape[0]):
-        out[r] = values[order[r]]
 
 
 @nb.njit(**_jit)
@@ -1221,22 +1187,6 @@ def indptr_from_counts(g_rows, counts_r):
     return indptr, int(indptr[-1])
 
 
-def table_from_counts(g_rows, counts_r, n_cols):
-    """Caller-order indptr from reordered counts, and each reordered row's
-    start position.  Returns (indptr, row_pos, total)."""
-    from .result import index_dtype  # noqa: F401  (kept for symmetry of imports)
-
-    n = g_rows.n_points
-    counts_o = np.empty(n, dtype=np.int64)
-    to_caller_order(g_rows.order, counts_r, counts_o)
-    indptr = np.empty(n + 1, dtype=np.int64)
-    total = exclusive_scan_into(counts_o, indptr)
-    del counts_o
-    row_pos = np.empty(n, dtype=np.int64)
-    from_caller_order(g_rows.order, indptr[:-1], row_pos)
-    return indptr, row_pos, int(total)
-
-
 def forward_half(g, eps2, pattern, idx_dtype):
     """Forward half of a symmetric pattern (self-join) on the per-cell path
     (used for UNICOMP; LID-UNICOMP has ``lid_unicomp_half``): for reordered
@@ -1331,6 +1281,7 @@ def mirror_table(order, half_counts, half_indptr, half_indices, include_self, id
     del total
     indices = np.empty(grand, dtype=idx_dtype)
     fill_pos = indptr[:-1].copy()
-    place_forward(order, half_indptr, half_indices, include_self, fill_pos, indices)
-    mirror_fill(order, half_indptr, half_indices, fill_pos, indices)
+    # the whole half table is one block starting at reordered row 0
+    place_forward_block(order, 0, half_indptr, half_indices, include_self, fill_pos, indices)
+    mirror_fill_block(order, 0, half_indptr, half_indices, fill_pos, indices)
     return indptr, indices
