@@ -9,10 +9,8 @@ collects them with their own parametrisation.
 import importlib.util
 import inspect
 
-import numpy as np
 import pytest
 
-import skyjoin
 from skyjoin.cluster.estimator import DBSCAN, dbscan
 
 _spec = importlib.util.find_spec("sklearn.cluster.tests.test_dbscan")

@@ -35,7 +35,6 @@ papers index all n <= 6 dimensions).  ``index_dims`` overrides the default.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np

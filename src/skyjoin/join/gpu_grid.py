@@ -24,7 +24,6 @@ CPU engine's grid; only the search differs.
 from __future__ import annotations
 
 import functools
-import math
 import os
 from dataclasses import dataclass
 
