@@ -33,7 +33,7 @@ import numpy as np
 
 from .harness import Case, Impl, format_table, run_suite, write_report
 
-__all__ = ["cases", "run", "PAPER_MINPTS", "SWEEP_EPS"]
+__all__ = ["cases", "run", "run_gpu", "gpu_check", "PAPER_MINPTS", "SWEEP_EPS"]
 
 PAPER_MINPTS = [5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80]
 SWEEP_EPS = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45]
@@ -424,3 +424,23 @@ def gpu_check(out_dir: str = "bench-results", n_large: int = 10_000_000, log=pri
     with open(os.path.join(out_dir, "dbscan-gpu-check.json"), "w") as fh:
         json.dump(res, fh, indent=1)
     return res
+
+
+def run_gpu(out_dir: str = "bench-results", quick: bool = False) -> str:
+    """The DBSCAN part of ``scripts/gpu-check``: :func:`gpu_check`, then a
+    short summary of the issue's GPU figures (returned for the table)."""
+    res = gpu_check(out_dir, n_large=1_000_000 if quick else 10_000_000)
+    lines = ["DBSCAN on the GPU machine (seconds):"]
+    for k, v in res.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "cpus":
+            lines.append(f"  {k:<44} {v:9.4f}")
+    tag = "1M" if quick else "10M"
+    g, p = res.get(f"{tag} gpu-only"), res.get(f"{tag} dbscan package")
+    if isinstance(g, float) and isinstance(p, float):
+        lines.append(f"  {tag} dbscan package ({res['cpus']} cores) / gpu-only = {p / g:.1f}x "
+                     f"(target >= 10x: {'met' if p / g >= 10 else 'NOT met'})")
+    s, r = res.get("1M 16 x DBSCAN (gpu)"), res.get("1M sweep 16 min_samples (gpu)")
+    if isinstance(s, float) and isinstance(r, float):
+        lines.append(f"  16 runs / sweep of 16 min_samples (gpu) = {s / r:.1f}x")
+    lines.append(f"  1M labels equal across paths: {res.get('1M labels equal gpu-only/hybrid/cpu')}")
+    return "\n".join(lines)

@@ -313,7 +313,7 @@ def _peers(name, X, eps, pairs, huge, add, log, max_peer_s=MAX_PEER_S):
         sample = rng.choice(n, max(200, n // 100), replace=False)
         est, _ = _probe_rate(lambda m: tree.query_ball_point(X[sample[:m]], eps, workers=-1,
                                                              return_length=True), n)
-        frac = min(1.0, max_peer_s / 3 / max(est, 1e-9), 3e8 / max(pairs, 1))
+        frac = min(1.0, max_peer_s / 2 / max(est, 1e-9))
         m = max(1000, int(n * frac))
         idx = np.sort(rng.choice(n, m, replace=False)) if m < n else None
         Q = X if idx is None else X[idx]

@@ -183,7 +183,14 @@ def _gpu_cases(quick: bool) -> list[Case]:
         variants = ((None, "sync", "nosync", "levelwise", "noquart", "padded") if n <= 1_000_000
                     else (None, "sync", "padded"))
         impls = gpu_impls(lambda hold=hold: hold["Xd"], lambda hold=hold: hold["X"], variants)
-        out.append(Case(name, {"n": n, "d": d, "kind": kind, "seed": seed}, impls,
+        if n == 1_000_000:
+            # the CPU port on all the host's cores, next to SkyBench Hybrid's 16-thread figure
+            impls = impls + _ours(lambda hold=hold: hold["X"], "cpu", ("nosync", "levelwise"),
+                                  tag=f" {os.cpu_count()} threads")
+        params = {"n": n, "d": d, "kind": kind, "seed": seed}
+        if (name, 16) in HYBRID_QUOTED_S:
+            params["hybrid_quoted_s_16_threads"] = HYBRID_QUOTED_S[(name, 16)]
+        out.append(Case(name, params, impls,
                         setup=setup, teardown=teardown))
     return out
 
@@ -213,20 +220,23 @@ def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results"
     -------
     list of skyjoin.bench.harness.Row
     """
-    if device == "cpu":
-        _warm_cpu()
+    _warm_cpu()          # the GPU suite times the CPU port on all cores too
     t0 = time.perf_counter()
     rows = run_suite(f"skyline-{device}", cases(device=device, quick=quick, names=names), log=log)
     for r in rows:
         hy = r.params.get("hybrid_quoted_s_2_threads")
         if hy and r.time_s:
             r.extra["vs_hybrid_2_threads"] = hy / r.time_s
+        hy16 = r.params.get("hybrid_quoted_s_16_threads")
+        if hy16 and r.time_s and "(cpu)" in r.impl:
+            r.extra["vs_hybrid_16_threads"] = hy16 / r.time_s
     json_path, png = write_report(f"skyline-{device}", rows, out_dir)
     log(format_table(rows))
     for r in rows:
-        if "vs_hybrid_2_threads" in r.extra:
-            log(f"  {r.case:<24} {r.impl:<36} Hybrid (quoted, 2 threads) / ours = "
-                f"{r.extra['vs_hybrid_2_threads']:.2f}x")
+        for th in (2, 16):
+            if f"vs_hybrid_{th}_threads" in r.extra:
+                log(f"  {r.case:<24} {r.impl:<36} Hybrid (quoted, {th} threads) / ours = "
+                    f"{r.extra[f'vs_hybrid_{th}_threads']:.2f}x")
     log(f"report: {json_path}" + (f", chart: {png}" if png else "") +
         f"  ({time.perf_counter() - t0:.0f} s)")
     return rows
@@ -248,4 +258,12 @@ def run_gpu(out_dir: str = "bench-results", quick: bool = False) -> str:
         if t:
             lines.append(f"  {case:<24} {t[0]:8.4f} s  target <= {target} s  "
                          f"{'met' if t[0] <= target else 'NOT met'}")
+    for r in rows:
+        if "vs_hybrid_16_threads" in r.extra:
+            lines.append(f"  {r.case:<24} {r.impl:<40} {r.time_s:8.4f} s  Hybrid 16 threads "
+                         f"{r.params['hybrid_quoted_s_16_threads']} s: "
+                         f"{r.extra['vs_hybrid_16_threads']:.2f}x")
+    for r in rows:
+        if r.case.startswith("1M") and r.impl.startswith("skyjoin skyalign default (gpu, data"):
+            lines.append(f"  {r.case:<24} skyline size {r.size}")
     return "\n".join(lines)
