@@ -147,7 +147,8 @@ def _thread_grid(n):
     return (int((n + _BLOCK - 1) // _BLOCK),)
 
 
-def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, timings=None):
+def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, order=None,
+                     timings=None):
     """DBSCAN labels from a neighbour table that lives on the GPU.
 
     Parameters
@@ -161,6 +162,12 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, timing
         Weights (host or device).  Sums run in float64 in another order
         than scikit-learn's, so a weighted sum within rounding of
         min_samples may decide differently; integer weights are exact.
+    order : array_like of int, shape (n,), optional
+        The caller's row id of each table point, when the table is over the
+        points in another order (a sweep builds it in cell order).  Clusters
+        are then numbered by the lowest *caller* row of their core points,
+        as scikit-learn numbers them, and border points take the lowest of
+        those numbers; without it, by the lowest table index.
     timings : dict, optional
         Filled with "core", "hook", "labels" seconds.
 
@@ -168,7 +175,7 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, timing
     -------
     is_core : cupy.ndarray of uint8, shape (n,)
     labels : cupy.ndarray of int64, shape (n,)
-        scikit-learn's labels (noise -1).
+        scikit-learn's labels (noise -1), in the table's point order.
 
     Raises
     ------
@@ -216,8 +223,11 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, timing
     mod.get_function("compress")(_thread_grid(n), (_BLOCK,), (is_core, np.int64(n), parent))
     cp.cuda.get_current_stream().synchronize()
     t2 = time.perf_counter()
-    is_root = (is_core.astype(cp.bool_)) & (parent == cp.arange(n, dtype=cp.int64))
-    root_rank = cp.cumsum(is_root, dtype=cp.int64) - 1      # label of each root
+    if order is None:
+        is_root = (is_core.astype(cp.bool_)) & (parent == cp.arange(n, dtype=cp.int64))
+        root_rank = cp.cumsum(is_root, dtype=cp.int64) - 1      # label of each root
+    else:
+        root_rank = _ranks_by_caller_row(cp, is_core, parent, order, n)
     core_label = cp.empty(n, dtype=cp.int64)
     mod.get_function("core_labels")(_thread_grid(n), (_BLOCK,),
                                     (is_core, parent, root_rank, np.int64(n), core_label))
@@ -229,6 +239,29 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, timing
     if timings is not None:
         timings.update(core=t1 - t0, hook=t2 - t1, labels=t3 - t2)
     return is_core, labels
+
+
+def _ranks_by_caller_row(cp, is_core, parent, order, n):
+    """Label of each root: the rank of its component's lowest caller row.
+
+    One sort of the core points by (root, caller row); the first of each
+    root's run holds the component's lowest caller row.
+    """
+    order = cp.asarray(order, dtype=cp.int64)
+    if order.shape != (n,):
+        raise ValueError(f"order must have shape ({n},), got {order.shape}")
+    ci = cp.flatnonzero(is_core)
+    root_rank = cp.full(n, -1, dtype=cp.int64)
+    if ci.size == 0:
+        return root_rank
+    key = parent[ci] * n + order[ci]           # n < 2**31: no overflow
+    key.sort()
+    root, row = key // n, key % n
+    first = cp.ones(key.size, dtype=cp.bool_)
+    first[1:] = root[1:] != root[:-1]
+    roots, low = root[first], row[first]
+    root_rank[roots[cp.argsort(low)]] = cp.arange(roots.size, dtype=cp.int64)
+    return root_rank
 
 
 def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="float64",
