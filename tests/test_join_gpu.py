@@ -426,8 +426,10 @@ def test_default_rule():
     assert (c.kernel, c.pattern, c.kt, c.schedule) == ("global", "full", 8, "grid")
     c = choose_config(100.0, 0.2, True)
     assert c.kt == 1
-    c = choose_config(400.0, 2.5, True, index_dims=6)
-    assert (c.pattern, c.kt, c.schedule) == ("full", 1, "workqueue")
+    c = choose_config(400.0, 2.5, True, index_dims=6)        # a table: the fill rule
+    assert (c.pattern, c.kt, c.schedule) == ("full", 8, "grid")
+    c = choose_config(100.0, 2.5, True, index_dims=6)
+    assert (c.pattern, c.kt, c.schedule) == ("full", 1, "grid")
     c = choose_config(400.0, 2.5, True, index_dims=6, counts_only=True)
     assert (c.pattern, c.kt, c.schedule) == ("lid_unicomp", 1, "workqueue")
     c = choose_config(400.0, 2.5, False, index_dims=6, counts_only=True)

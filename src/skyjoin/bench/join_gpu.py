@@ -195,6 +195,8 @@ def run_case(name, log, peers=True, sweep=True, bounds=None,
 
     def add(impl, t, size, ours, extra=None, error=None):
         rows.append(Row(SUITE, name, impl, ours, t, size, extra or {}, params, error))
+        if not ours and t is not None:
+            summary.setdefault("peers", {})[impl] = t
         ts = f"{t:8.3f} s" if t is not None else "       -"
         log(f"  {impl:<44} {ts}  size={size} {error or ''}")
 
@@ -234,6 +236,7 @@ def run_case(name, log, peers=True, sweep=True, bounds=None,
         add(label, t, nt.n_pairs, True, {"phases": phases, "batches": st.get("batches"),
                                          "config": st.get("config")})
         summary["sorted_s" if sort else "unsorted_s"] = t
+        summary["table_config"] = st.get("config")
         summary["phases_sorted" if sort else "phases_unsorted"] = phases
         summary["batches"] = st.get("batches")
         summary["table_ok"] = summary.get("table_ok", True) and ok
@@ -324,6 +327,23 @@ def _peers(name, X, eps, pairs, huge, add, log, max_peer_s=MAX_PEER_S):
         label = "cKDTree counts" + ("" if idx is None else f" ({Q.shape[0] / n:.1%} sample, scaled)")
         add(label, t_build + t_q * scale, int(cnt.sum() * scale), False,
             {"size_not_comparable": idx is not None, "sample_fraction": Q.shape[0] / n})
+        # the table the cKDTree way on all cores: neighbour lists, then one CSR
+        # (on a query sample of about 2e7 pairs where the result is larger)
+        m = max(1000, min(n, int(n * 2e7 / max(pairs, 1))))
+        idx = np.sort(rng.choice(n, m, replace=False)) if m < n else None
+        Q = X if idx is None else X[idx]
+        t0 = time.perf_counter()
+        lists = tree.query_ball_point(Q, eps, workers=-1)
+        lens = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+        indptr = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        indices = np.fromiter((j for x in lists for j in x), dtype=np.int32, count=int(indptr[-1]))
+        t_l = time.perf_counter() - t0
+        label = "cKDTree table (lists + CSR)" + ("" if idx is None else
+                                                 f" ({m / n:.1%} sample, scaled)")
+        add(label, t_build + t_l * n / m, int(indices.size * n / m), False,
+            {"size_not_comparable": idx is not None, "sample_fraction": m / n})
+        del lists, indices, indptr
         # query_pairs runs on one thread: only where it fits the time allowed
         if pairs < 5e7 and (t_build + t_q * scale) * 5 <= max_peer_s:
             t0 = time.perf_counter()
@@ -386,6 +406,20 @@ def summary_table(summaries, bounds) -> str:
                      f"{f(s.get('sorted_s'))} {f(s.get('counts_s'), 7)} {f(a, 7, 2)} "
                      f"{f(target, 6, 2)} {met:>4} {cmet:>6} {f(s.get('bound_d2h_s'), 7)} "
                      f"{f(s.get('bound_hostwrite_s'), 7)} {s.get('batches', 0):>7}  {s.get('config')}")
+    for s in summaries:     # against cKDTree on all cores: table to table, counts to counts
+        peers = s.get("peers", {})
+        tab = next((v for k, v in peers.items() if k.startswith("cKDTree table")), None)
+        cnt = next((v for k, v in peers.items() if k.startswith("cKDTree counts")), None)
+        ours_t = s.get("sorted_s")
+        parts = []
+        if tab and ours_t:
+            parts.append(f"cKDTree table {tab:.2f} s / ours sorted = {tab / ours_t:.1f}x")
+        if cnt and s.get("counts_s"):
+            parts.append(f"cKDTree counts {cnt:.2f} s / ours counts = {cnt / s['counts_s']:.0f}x")
+        if cnt and ours_t:
+            parts.append(f"cKDTree counts / ours sorted table = {cnt / ours_t:.1f}x")
+        if parts:
+            lines.append(f"{s['case']:<18} " + "; ".join(parts) + f"  (table config {s.get('table_config')})")
     cold = [f"{s['case']} {s['unsorted_cold_s']:.2f} s" for s in summaries if s.get("unsorted_cold_s")]
     if cold:
         lines.append("first unsorted run on cold VM memory (not in the table): " + ", ".join(cold))
