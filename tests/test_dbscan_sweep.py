@@ -89,3 +89,62 @@ def test_model_bad_input():
         skyjoin.dbscan_model(np.zeros((0, 2)), probe_eps=1.0)
     with pytest.raises(ValueError):
         skyjoin.dbscan_model(np.zeros((3, 2)), probe_eps=0.0)
+
+
+def _check_sweep(X, eps_list, ms, w=None, **kw):
+    res = list(skyjoin.dbscan_sweep(X, eps=eps_list, min_samples=ms, sample_weight=w,
+                                    device="cpu", **kw))
+    levels = sorted(set(ms), reverse=True)
+    assert [(r.eps, r.min_samples) for r in res] == [(e, m) for e in eps_list for m in levels]
+    for r in res:
+        core, labels = _oracle(X, r.eps, r.min_samples, w)
+        np.testing.assert_array_equal(r.core_sample_indices, core)
+        np.testing.assert_array_equal(r.labels, labels)
+        assert r.n_clusters == (labels.max() + 1 if len(labels) else 0)
+    return res
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sweep_many_min_samples_random(seed):
+    """Many min_samples (ties, 1, beyond every neighbourhood) on clustered data with
+    duplicates, in 1-4 D: every level equals scikit-learn's run (grid path)."""
+    rng = np.random.default_rng(100 + seed)
+    d = 1 + seed % 4
+    n = int(rng.integers(200, 1500))
+    centres = rng.uniform(0, 6, (int(rng.integers(1, 6)), d))
+    X = centres[rng.integers(0, len(centres), n)] + rng.normal(0, 0.5, (n, d))
+    X = np.round(X, int(rng.integers(1, 3)))           # ties and duplicates
+    X[rng.integers(0, n, n // 10)] = X[rng.integers(0, n, n // 10)]
+    ms = [1, n + 5] + rng.integers(1, 60, 14).tolist() + [7, 7]
+    res = _check_sweep(X, [0.15, 0.3 + 0.1 * seed], ms)
+    if d <= 3:  # in 4-D the finer grid of eps 0.15 has too many cells: the table path
+        assert {r.timings["path"] for r in res} == {"grid-cpu"}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sweep_weights_random(seed):
+    rng = np.random.default_rng(200 + seed)
+    n = 800
+    X = np.round(rng.normal(0, 1.0, (n, 2 + seed % 2)), 1)
+    w = rng.integers(-2, 5, n).astype(float) / 2      # exact sums; negative weights
+    _check_sweep(X, [0.2, 0.35], [1, 2, 3, 4, 6, 9, 13], w)
+
+
+def test_sweep_table_path_equals_sklearn(monkeypatch):
+    """The table path (taken when the grid does not fit, d > 4, float32, GPU)."""
+    from skyjoin.cluster import sweep
+
+    monkeypatch.setattr(sweep, "_grid_index", lambda *a, **k: None)
+    rng = np.random.default_rng(5)
+    X = np.round(rng.normal(0, 1.0, (700, 2)), 1)
+    res = _check_sweep(X, [0.2, 0.3], [1, 3, 3, 8, 20, 800])
+    assert {r.timings["path"] for r in res} == {"table"}
+
+
+def test_sweep_grid_single_points_and_one_cell():
+    X = np.zeros((5, 2))                    # one cell, all duplicates
+    _check_sweep(X, [0.1], [1, 5, 6])
+    X = np.array([[0.0, 0.0]])
+    _check_sweep(X, [0.1], [1, 2])
+    X = np.arange(40, dtype=float)[:, None] * 0.5   # a chain in 1-D
+    _check_sweep(X, [0.5, 0.6, 1.0], [1, 2, 3, 4])

@@ -2,18 +2,28 @@
 
 Many (eps, min_samples) variants of one data set, for throughput:
 
-* **table reuse (§7.6)**: the neighbour table T depends on eps only, so it is
-  built once per eps and every min_samples reads it.  Going further than the
-  paper, the min_samples of one eps are assigned *incrementally*: taken in
-  decreasing order, the core set only grows, so the union-find forest of the
-  previous min_samples stays valid and only the edges of the newly core
-  points are added (``add_core_level``).  Every edge of T is then joined once
-  for the whole sweep instead of once per min_samples; each min_samples still
-  costs an O(n) numbering pass and its border points.
-* **pipelining (§7.5)**: a producer thread builds the table of the next eps
-  while the consumer assigns points with the current one (the join and the
-  assignment are Numba code that releases the GIL, and on a GPU the join runs
-  on the device).  The ideal time of such a pipeline is equation (2),
+* **reuse over min_samples (§7.6)**: what one eps needs is built once and
+  every min_samples reads it.  Going further than the paper, the
+  min_samples of one eps are assigned *incrementally*: taken in decreasing
+  order, the core set only grows, so the union-find forest of the previous
+  min_samples stays valid and only the links of the newly core points are
+  added.  Every link is then joined once for the whole sweep instead of
+  once per min_samples.
+
+  - CPU, float64, d <= 4 (the grid path, ``_grid_index``): no table at
+    all.  On the fine grid of ``grid_dbscan`` one capped count per point
+    gives its level (how many of the min_samples it is core for), one
+    bottleneck level per pair of cells replaces the pairs of T, and one
+    "reach" per (non-core point, cell) gives every border label; each
+    min_samples then costs a union-find step over the cells and an O(n)
+    labelling pass.
+  - otherwise (the table path): T on the points in cell order, the core
+    points of each new level made core by ``add_core_level``.
+
+* **pipelining (§7.5)**: a producer thread builds the index or table of the
+  next eps while the consumer assigns points with the current one (both are
+  Numba code that releases the GIL, and on a GPU the join runs on the
+  device).  The ideal time of such a pipeline is equation (2),
   ``T_opt = T_np (|V| + 1) / (2 |V|)``.
 
 Results are yielded as they finish, as ``SweepResult`` objects.
@@ -22,17 +32,20 @@ Results are yielded as they finish, as ``SweepResult`` objects.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .._config import NUMBA_CACHE
 from .._device import resolve_device
 from .._validate import check_eps, check_min_samples, check_points, check_precision
+from .assign import _find, _union  # the one union-find of the package
+from .grid_dbscan import _boxes_apart, _d2, _neighbour_slots
 
 __all__ = ["SweepResult", "dbscan_sweep", "add_core_level", "ideal_pipeline_time"]
 
@@ -52,9 +65,10 @@ class SweepResult:
     core_sample_indices : ndarray of int64
     n_clusters : int
     timings : dict
-        "table" (seconds to build this eps's table, shared by its
-        min_samples), "assign" (seconds of this clustering's assignment),
-        "pairs" (table size) and "finished" (seconds since the sweep began).
+        "table" (seconds to build what this eps's min_samples share: the
+        grid index or the table T), "assign" (seconds of this clustering's
+        assignment), "path" ("grid-cpu" or "table"), "pairs" (size of T, on
+        the table path only) and "finished" (seconds since the sweep began).
     """
 
     eps: float
@@ -100,13 +114,544 @@ def add_core_level(indptr, indices, weight, level, previous_level, parent):
                 parent[rj] = ri
 
 
+# ---------------------------------------------------------------------------
+# The grid path (CPU, float64, d <= 4): a whole min_samples sweep without T
+# ---------------------------------------------------------------------------
+#
+# On the fine grid of ``grid_dbscan`` (cells of side eps / sqrt(d), so that
+# every cell is "close": all its points are pairwise within eps) the sweep
+# over min_samples of §7.6 needs no neighbour table at all:
+#
+# * one capped count per point gives its *level*, the number of the sweep's
+#   min_samples it is core for (core(m') is a subset of core(m) for m' > m);
+# * the core points of a close cell at level k (those of level >= k) are a
+#   clique, so the core graph at level k is the graph of the cells of max
+#   level >= k, two cells being linked at level k iff some pair within eps has
+#   both levels >= k.  That is one number per pair of cells, the bottleneck
+#   ``w(t, u) = max over pairs within eps of min(level_p, level_q)``, found
+#   scanning the points of each cell in decreasing level and stopping early;
+# * a union-find over the cells, fed the cell pairs in decreasing w (Kruskal),
+#   then holds the components of every level in turn, largest min_samples
+#   first, as in ``add_core_level`` but on the ~n/15 cells instead of the
+#   points and without reading any pair twice;
+# * a non-core point at level k is reached by a cell iff some point of it
+#   within eps has level >= k: the highest such level per (point, cell),
+#   its "reach", is found once; its label at level k is the lowest cluster
+#   label among the cells of reach >= k (``assign``'s border rule).
+#
+# Every distance decision is the join's test in float64 (``grid_dbscan._d2``)
+# or a box test that bounds it (rounding is monotone), so each level's labels
+# equal scikit-learn's.
+
+
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _gap2(Xs, p, box_lo, box_hi, u):
+    """Squared gap from point p to the box of cell slot u: no pair test passes if this fails."""
+    s = 0.0
+    for k in range(Xs.shape[1]):
+        x = Xs[p, k]
+        g = box_lo[u, k] - x
+        g2 = x - box_hi[u, k]
+        if g2 > g:
+            g = g2
+        if g > 0.0:
+            s += g * g
+    return s
+
+
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _span2(Xs, p, box_lo, box_hi, u):
+    """Squared distance from p to the far corner of box u: every pair test passes if this does.
+
+    ``fl(x - q)`` is monotone in q, so for q in [lo, hi] its magnitude is at
+    most that of ``fl(x - lo)`` or ``fl(x - hi)``; squares and sums in the
+    same order are monotone too.
+    """
+    s = 0.0
+    for k in range(Xs.shape[1]):
+        x = Xs[p, k]
+        a = x - box_lo[u, k]
+        b = x - box_hi[u, k]
+        if a < 0.0:
+            a = -a
+        if b < 0.0:
+            b = -b
+        if b > a:
+            a = b
+        s += a * a
+    return s
+
+
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _level_of(s, m_asc):
+    """Number of the (increasing) min_samples that s reaches."""
+    lo = 0
+    hi = m_asc.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if m_asc[mid] <= s:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, m_asc):
+    """Level of every (sorted) point: how many of m_asc its neighbourhood size reaches.
+
+    Counting stops at the largest min_samples (a cell holding that many
+    points makes them all reach it at once); a cell wholly within eps of a
+    point counts at once, one out of reach is skipped.
+    """
+    n = Xs.shape[0]
+    m = cells.shape[0]
+    n_off = offsets.shape[0]
+    K = m_asc.shape[0]
+    cap = m_asc[K - 1]
+    level = np.empty(n, dtype=np.int32)
+    for t in prange(m):
+        c = cells[t]
+        a, b = start[c], start[c + 1]
+        size = b - a
+        if size >= cap:
+            for p in range(a, b):
+                level[p] = K
+            continue
+        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
+        for p in range(a, b):
+            s = size
+            for o in range(n_off):
+                t2 = nb[o]
+                if t2 < 0 or t2 == t or _gap2(Xs, p, box_lo, box_hi, t2) > eps2:
+                    continue
+                c2 = cells[t2]
+                if _span2(Xs, p, box_lo, box_hi, t2) <= eps2:
+                    s += start[c2 + 1] - start[c2]
+                else:
+                    for q in range(start[c2], start[c2 + 1]):
+                        if _d2(Xs, p, q) <= eps2:
+                            s += 1
+                if s >= cap:
+                    break
+            level[p] = _level_of(s, m_asc)
+    return level
+
+
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+def _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
+                          eps2, m_asc, w):
+    """``_grid_levels`` with sample weights: complete sums (weights may be negative)."""
+    n = Xs.shape[0]
+    m = cells.shape[0]
+    n_off = offsets.shape[0]
+    level = np.empty(n, dtype=np.int32)
+    wsum = np.zeros(m, dtype=np.float64)
+    for t in prange(m):
+        c = cells[t]
+        s = 0.0
+        for p in range(start[c], start[c + 1]):
+            s += w[p]
+        wsum[t] = s
+    for t in prange(m):
+        c = cells[t]
+        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
+        for p in range(start[c], start[c + 1]):
+            s = wsum[t]
+            for o in range(n_off):
+                t2 = nb[o]
+                if t2 < 0 or t2 == t or _gap2(Xs, p, box_lo, box_hi, t2) > eps2:
+                    continue
+                c2 = cells[t2]
+                if _span2(Xs, p, box_lo, box_hi, t2) <= eps2:
+                    s += wsum[t2]
+                else:
+                    for q in range(start[c2], start[c2 + 1]):
+                        if _d2(Xs, p, q) <= eps2:
+                            s += w[q]
+            level[p] = _level_of(s, m_asc)
+    return level
+
+
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+def _by_level(start, cells, level, K):
+    """Order of the points with each cell's points by decreasing level (stable)."""
+    n = level.shape[0]
+    m = cells.shape[0]
+    new = np.empty(n, dtype=np.int64)
+    for t in prange(m):
+        c = cells[t]
+        a, b = start[c], start[c + 1]
+        if b - a <= 32:
+            for p in range(a, b):  # insertion sort of a small cell
+                j = p
+                while j > a and level[new[j - 1]] < level[p]:
+                    new[j] = new[j - 1]
+                    j -= 1
+                new[j] = p
+        else:
+            cnt = np.zeros(K + 2, dtype=np.int64)
+            for p in range(a, b):
+                cnt[K - level[p] + 1] += 1
+            for k in range(1, K + 2):
+                cnt[k] += cnt[k - 1]
+            for p in range(a, b):
+                r = K - level[p]
+                new[a + cnt[r]] = p
+                cnt[r] += 1
+    return new
+
+
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+def _cell_links(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, positive,
+                eps2, level, maxlev):
+    """Bottleneck level of each pair of cells (each unordered pair once) and its other cell.
+
+    ``w(t, u) = max over pairs within eps of min(level_p, level_q)``, 0 if
+    none: the points of both cells are in decreasing level, so the scan
+    stops at the first pair that cannot beat the best so far.
+    """
+    m = cells.shape[0]
+    n_pos = positive.shape[0]
+    W = np.zeros((m, n_pos), dtype=np.int32)
+    U = np.full((m, n_pos), -1, dtype=np.int64)
+    for t in prange(m):
+        if maxlev[t] == 0:
+            continue
+        c = cells[t]
+        a, b = start[c], start[c + 1]
+        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
+        for j in range(n_pos):
+            u = nb[positive[j]]
+            if u < 0:
+                continue
+            ub = min(maxlev[t], maxlev[u])
+            if ub == 0 or _boxes_apart(box_lo, box_hi, t, u, eps2):
+                continue
+            c2 = cells[u]
+            a2, b2 = start[c2], start[c2 + 1]
+            best = 0
+            for p in range(a, b):
+                lp = level[p]
+                if lp <= best:
+                    break
+                if _gap2(Xs, p, box_lo, box_hi, u) > eps2:
+                    continue
+                for q in range(a2, b2):
+                    lq = level[q]
+                    if lq <= best:
+                        break
+                    if _d2(Xs, p, q) <= eps2:
+                        best = lp if lp < lq else lq
+                        break
+                if best == ub:
+                    break
+            W[t, j] = best
+            U[t, j] = u
+    return W, U
+
+
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev, out_r, out_c,
+                at):
+    """Cells that reach non-core point p above its own level, with their reach.
+
+    Writes them at ``out_*[at:]`` when ``at >= 0``; returns how many.
+    """
+    lp = level[p]
+    cnt = 0
+    if maxlev[t] > lp:  # its own (close) cell: its best point is another point
+        if at >= 0:
+            out_r[at] = maxlev[t]
+            out_c[at] = t
+        cnt += 1
+    for o in range(nb.shape[0]):
+        u = nb[o]
+        if u < 0 or u == t or maxlev[u] <= lp or _gap2(Xs, p, box_lo, box_hi, u) > eps2:
+            continue
+        c2 = cells[u]
+        for q in range(start[c2], start[c2 + 1]):
+            lq = level[q]
+            if lq <= lp:
+                break
+            if _d2(Xs, p, q) <= eps2:
+                if at >= 0:
+                    out_r[at + cnt] = lq
+                    out_c[at + cnt] = u
+                cnt += 1
+                break
+    return cnt
+
+
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+def _reach(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, level,
+           maxlev, K):
+    """For every point below the top level: the cells reaching it higher, by decreasing reach.
+
+    CSR over the sorted points: ``ptr``, ``reach`` (the highest level of a
+    point of that cell within eps) and ``cell``.
+    """
+    n = Xs.shape[0]
+    m = cells.shape[0]
+    counts = np.zeros(n + 1, dtype=np.int64)
+    dummy_r = np.empty(0, dtype=np.int32)
+    dummy_c = np.empty(0, dtype=np.int64)
+    for t in prange(m):
+        c = cells[t]
+        a, b = start[c], start[c + 1]
+        if level[b - 1] >= K:
+            continue
+        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
+        for p in range(a, b):
+            if level[p] < K:
+                counts[p + 1] = _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2,
+                                            level, maxlev, dummy_r, dummy_c, -1)
+    ptr = np.cumsum(counts)
+    reach = np.empty(ptr[n], dtype=np.int32)
+    cell = np.empty(ptr[n], dtype=np.int64)
+    for t in prange(m):
+        c = cells[t]
+        a, b = start[c], start[c + 1]
+        if level[b - 1] >= K:
+            continue
+        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
+        for p in range(a, b):
+            if ptr[p + 1] == ptr[p]:
+                continue
+            at = ptr[p]
+            _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev,
+                        reach, cell, at)
+            for i in range(at + 1, ptr[p + 1]):  # insertion sort by decreasing reach
+                r = reach[i]
+                u = cell[i]
+                j = i
+                while j > at and reach[j - 1] < r:
+                    reach[j] = reach[j - 1]
+                    cell[j] = cell[j - 1]
+                    j -= 1
+                reach[j] = r
+                cell[j] = u
+    return ptr, reach, cell
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _components_at(k, ea, eb, parent, maxlev, level, start, cells, perm, pos, first, comp_min,
+                   cell_label):
+    """Add the cell links of level k; number the clusters of level k (§7.6, incrementally).
+
+    ``pos[t]``/``first[t]``: how far cell t's points (by decreasing level)
+    have been read and the lowest caller id among them, advanced to level k;
+    clusters are numbered by the lowest caller id of their core points
+    (scikit-learn's order).  Fills ``cell_label`` for the cells of max level
+    >= k and returns the number of clusters.
+    """
+    for e in range(ea.shape[0]):
+        _union(parent, ea[e], eb[e])
+    m = maxlev.shape[0]
+    big = np.iinfo(np.int64).max
+    n_roots = 0
+    for t in range(m):
+        if maxlev[t] < k:
+            continue
+        b = start[cells[t] + 1]
+        p = pos[t]
+        f = first[t]
+        while p < b and level[p] >= k:
+            if perm[p] < f:
+                f = perm[p]
+            p += 1
+        pos[t] = p
+        first[t] = f
+        comp_min[t] = big
+    for t in range(m):
+        if maxlev[t] < k:
+            continue
+        r = _find(parent, t)
+        if r == t:
+            n_roots += 1
+        if first[t] < comp_min[r]:
+            comp_min[r] = first[t]
+    keys = np.empty(n_roots, dtype=np.int64)
+    ids = np.empty(n_roots, dtype=np.int64)
+    i = 0
+    for t in range(m):
+        if maxlev[t] >= k and parent[t] == t:
+            keys[i] = comp_min[t]
+            ids[i] = t
+            i += 1
+    rank = np.argsort(keys)
+    for c in range(n_roots):
+        cell_label[ids[rank[c]]] = c
+    for t in range(m):
+        if maxlev[t] >= k and parent[t] != t:
+            cell_label[t] = cell_label[_find(parent, t)]
+    return n_roots
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _labels_at(k, level_c, cell_c, cell_label, cand, level, perm, ptr, reach, cell):
+    """Labels of level k in the caller's order: core points their cell's cluster, border
+    points the lowest cluster among the cells that reach them at level k, noise -1."""
+    n = level_c.shape[0]
+    labels = np.empty(n, dtype=np.intp)
+    for i in range(n):
+        labels[i] = cell_label[cell_c[i]] if level_c[i] >= k else -1
+    for j in range(cand.shape[0]):
+        p = cand[j]
+        if level[p] >= k:
+            continue
+        best = -1
+        for e in range(ptr[p], ptr[p + 1]):
+            if reach[e] < k:
+                break
+            lab = cell_label[cell[e]]
+            if best < 0 or lab < best:
+                best = lab
+        labels[perm[p]] = best
+    return labels
+
+
+@dataclass
+class _GridIndex:
+    """Everything the levels of one eps need, built by ``_grid_index`` (no table)."""
+
+    n_levels: int
+    level_c: np.ndarray        # level of every point, caller's order
+    cell_c: np.ndarray         # cell slot of every point, caller's order
+    level: np.ndarray          # levels in cell order (each cell by decreasing level)
+    perm: np.ndarray           # caller id of each point in cell order
+    start: np.ndarray
+    cells: np.ndarray
+    maxlev: np.ndarray
+    link_ptr: np.ndarray       # cell links bucketed by level: [link_ptr[k], link_ptr[k+1])
+    link_a: np.ndarray
+    link_b: np.ndarray
+    cand: np.ndarray           # points (cell order) reached above their level
+    ptr: np.ndarray
+    reach: np.ndarray
+    reach_cell: np.ndarray
+    n_links: int = 0
+
+
+def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
+    """Levels, cell links and reaches of one eps on the fine grid, or None (§7.6 without T).
+
+    None when ``grid_dbscan`` would not take the grid (d > 4, too many
+    cells) or when rounding left a cell that is not close (the table path
+    is exact in every case).
+    """
+    from .grid_dbscan import MAX_DIMS, _SIDE_FACTOR, _bin, _bounds, _cell_boxes, _gather, \
+        _offsets, _scatter
+
+    clock = [time.perf_counter()]
+
+    def tick(name):
+        now = time.perf_counter()
+        if timings is not None:
+            timings[name] = timings.get(name, 0.0) + now - clock[0]
+        clock[0] = now
+
+    n, d = X.shape
+    if n == 0 or d > MAX_DIMS:
+        return None
+    side = eps / math.sqrt(d) * _SIDE_FACTOR
+    lo, hi = _bounds(X)
+    radix = np.floor((hi - lo) / side).astype(np.float64) + 1
+    total = float(np.prod(radix))
+    if not np.isfinite(total) or total > max(8 * n, 1 << 22):
+        return None
+    radix = radix.astype(np.int64)
+    eps2 = float(np.float64(eps) * np.float64(eps))
+    cell, count = _bin(X, lo, side, radix)
+    start = np.cumsum(count)
+    perm = _scatter(cell, start)
+    Xs = _gather(X, perm)
+    cells = np.flatnonzero(count[1:]).astype(np.int64)
+    slot_of = np.full(len(count) - 1, -1, dtype=np.int64)
+    slot_of[cells] = np.arange(len(cells))
+    close, box_lo, box_hi = _cell_boxes(Xs, start, cells, eps2)
+    if not close.all():
+        return None
+    offsets, _ = _offsets(d, side, eps)
+    strides = np.ones(d, dtype=np.int64)
+    for k in range(d - 2, -1, -1):
+        strides[k] = strides[k + 1] * radix[k + 1]
+    deltas = np.ascontiguousarray(offsets @ strides)
+    positive = np.flatnonzero([tuple(o) > (0,) * d for o in offsets.tolist()]).astype(np.int64)
+    tick("grid")
+    K = len(m_asc)
+    m_arr = np.asarray(m_asc, dtype=np.float64)
+    if sample_weight is None:
+        level = _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
+                             eps2, m_arr)
+    else:
+        level = _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets,
+                                      deltas, eps2, m_arr, sample_weight[perm])
+    tick("levels")
+    new = _by_level(start, cells, level, K)
+    Xs = _gather(Xs, new)
+    perm = perm[new]
+    level = level[new]
+    maxlev = level[start[cells]]
+    tick("sort")
+    W, U = _cell_links(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
+                       positive, eps2, level, maxlev)
+    flat = np.flatnonzero(W.ravel())
+    wl = W.ravel()[flat]
+    by = np.argsort(wl, kind="stable")
+    link_a = (flat // W.shape[1])[by]
+    link_b = U.ravel()[flat][by]
+    link_ptr = np.searchsorted(wl[by], np.arange(K + 2))
+    tick("links")
+    ptr, reach, reach_cell = _reach(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets,
+                                    deltas, eps2, level, maxlev, K)
+    tick("reach")
+    cand = np.flatnonzero(np.diff(ptr)).astype(np.int64)
+    level_c = np.empty(n, dtype=np.int32)
+    level_c[perm] = level
+    sizes = start[cells + 1] - start[cells]
+    cell_c = np.empty(n, dtype=np.int64)
+    cell_c[perm] = np.repeat(np.arange(len(cells), dtype=np.int64), sizes)
+    tick("caller_order")
+    return _GridIndex(n_levels=K, level_c=level_c, cell_c=cell_c, level=level, perm=perm,
+                      start=start, cells=cells, maxlev=maxlev, link_ptr=link_ptr,
+                      link_a=np.ascontiguousarray(link_a), link_b=np.ascontiguousarray(link_b),
+                      cand=cand, ptr=ptr, reach=reach, reach_cell=reach_cell,
+                      n_links=len(flat))
+
+
 def _levels(min_samples):
     """Distinct min_samples in decreasing order (the core set grows along it)."""
     return sorted({check_min_samples(m) for m in min_samples}, reverse=True)
 
 
+def _assign_grid_levels(gi, min_samples_desc):
+    """Yield (min_samples, core indices, labels, n_clusters, seconds), largest first (§7.6).
+
+    One union-find over the cells for the whole sweep: the links of level k
+    are added when level k is reached, so every pair of cells is joined once.
+    """
+    m = len(gi.cells)
+    parent = np.arange(m, dtype=np.int64)
+    pos = gi.start[gi.cells].copy()
+    first = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
+    comp_min = np.empty(m, dtype=np.int64)
+    cell_label = np.full(m, -1, dtype=np.intp)
+    for idx, ms in enumerate(min_samples_desc):
+        k = gi.n_levels - idx
+        t0 = time.perf_counter()
+        lo, hi = gi.link_ptr[k], gi.link_ptr[k + 1]
+        n_clusters = _components_at(k, gi.link_a[lo:hi], gi.link_b[lo:hi], parent, gi.maxlev,
+                                    gi.level, gi.start, gi.cells, gi.perm, pos, first, comp_min,
+                                    cell_label)
+        labels = _labels_at(k, gi.level_c, gi.cell_c, cell_label, gi.cand, gi.level, gi.perm,
+                            gi.ptr, gi.reach, gi.reach_cell)
+        core = np.flatnonzero(gi.level_c >= k)
+        yield ms, core, labels, int(n_clusters), time.perf_counter() - t0
+
+
 def _assign_levels(nt, min_samples_desc, sample_weight, order):
-    """Yield (min_samples, is_core, labels, seconds) for each level, incrementally (§7.6).
+    """Yield (min_samples, core indices, labels, n_clusters, seconds), incrementally (§7.6).
 
     The table's point p is the caller's row ``order[p]``; results come back
     in the caller's order.
@@ -135,7 +680,8 @@ def _assign_levels(nt, min_samples_desc, sample_weight, order):
         core_out[order] = is_core
         labels_out = np.empty_like(labels)
         labels_out[order] = labels
-        yield m, core_out, labels_out, time.perf_counter() - t0
+        yield (m, np.flatnonzero(core_out), labels_out, _n_clusters(labels_out),
+               time.perf_counter() - t0)
 
 
 def _assign_levels_gpu(nt, min_samples_desc, sample_weight, order):
@@ -145,15 +691,22 @@ def _assign_levels_gpu(nt, min_samples_desc, sample_weight, order):
 
     cp = cupy()
     w = None if sample_weight is None else cp.asarray(sample_weight[order])
+    order_d = cp.asarray(order)          # numbering by caller rows, as scikit-learn's
     n = nt.shape[0]
     for m in min_samples_desc:
         t0 = time.perf_counter()
-        is_core, labels = gpu_dbscan_table(nt.indptr, nt.indices, m, sample_weight=w)
+        is_core, labels = gpu_dbscan_table(nt.indptr, nt.indices, m, sample_weight=w,
+                                           order=order_d)
         core_out = np.empty(n, dtype=np.uint8)
         core_out[order] = cp.asnumpy(is_core)
         labels_out = np.empty(n, dtype=np.intp)
         labels_out[order] = cp.asnumpy(labels)
-        yield m, core_out, labels_out, time.perf_counter() - t0
+        yield (m, np.flatnonzero(core_out), labels_out, _n_clusters(labels_out),
+               time.perf_counter() - t0)
+
+
+def _n_clusters(labels):
+    return int(labels.max()) + 1 if len(labels) else 0
 
 
 def ideal_pipeline_time(non_pipelined_s: float, n_variants: int) -> float:
@@ -221,16 +774,23 @@ def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device="auto",
     return _sweep(X, eps_list, ms_list, sample_weight, dev, precision, pipeline, progress)
 
 
-def _build(X, e, dev, precision):
-    """Build one table (on the points in cell order) and time it.
+def _build(X, e, dev, precision, ms_list, sample_weight):
+    """Build what one eps's clusterings read, and time it (the first stage of §7.5).
 
-    On the GPU the table stays in GPU memory when it fits (every min_samples
-    is then assigned there, ``gpu.gpu_dbscan_table``); otherwise it is
-    streamed to the host (HYBRID-DBSCAN).
+    On the CPU in float64 with d <= 4: the fine-grid index of this eps
+    (levels, cell links, reaches; ``_grid_index``), which replaces T for a
+    whole min_samples sweep.  Otherwise the table T on the points in cell
+    order: on the GPU it stays in GPU memory when it fits (every min_samples
+    is then assigned there, ``gpu.gpu_dbscan_table``), else it is streamed
+    to the host (HYBRID-DBSCAN).
     """
     from .estimator import neighbor_table, spatial_order
 
     t0 = time.perf_counter()
+    if dev == "cpu" and precision == "float64":
+        gi = _grid_index(X, e, ms_list[::-1], sample_weight)
+        if gi is not None:
+            return ("grid", gi), time.perf_counter() - t0
     Xo, order = spatial_order(X, e, precision)
     nt = None
     if dev == "gpu":
@@ -240,7 +800,7 @@ def _build(X, e, dev, precision):
             nt = None
     if nt is None:
         nt = neighbor_table(Xo, e, device=dev, precision=precision)
-    return (nt, order), time.perf_counter() - t0
+    return ("table", nt, order), time.perf_counter() - t0
 
 
 def _threadsafe_numba() -> bool:
@@ -260,7 +820,7 @@ def _threadsafe_numba() -> bool:
     return layer != "workqueue"
 
 
-def _tables(X, eps_list, dev, precision, pipeline):
+def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight):
     """Yield (eps, table, seconds); with pipeline, built one ahead in a thread (§7.5)."""
     if pipeline and not _threadsafe_numba():
         log.debug("dbscan_sweep: Numba's workqueue threading layer is not thread-safe; "
@@ -268,8 +828,8 @@ def _tables(X, eps_list, dev, precision, pipeline):
         pipeline = False
     if not pipeline:
         for e in eps_list:
-            nt, dt = _build(X, e, dev, precision)
-            yield e, nt, dt
+            built, dt = _build(X, e, dev, precision, ms_list, sample_weight)
+            yield e, built, dt
         return
     q: queue.Queue = queue.Queue(maxsize=1)  # at most one finished table waits
     stop = threading.Event()
@@ -279,7 +839,7 @@ def _tables(X, eps_list, dev, precision, pipeline):
             for e in eps_list:
                 if stop.is_set():
                     return
-                item = (e,) + _build(X, e, dev, precision)
+                item = (e,) + _build(X, e, dev, precision, ms_list, sample_weight)
                 while not stop.is_set():
                     try:
                         q.put(item, timeout=0.1)
@@ -314,19 +874,25 @@ def _sweep(X, eps_list, ms_list, sample_weight, dev, precision, pipeline, progre
         bar = tqdm(total=len(eps_list) * len(ms_list), desc="dbscan sweep", unit="clustering")
     start = time.perf_counter()
     try:
-        for e, (nt, order), table_s in _tables(X, eps_list, dev, precision, pipeline):
-            for m, is_core, labels, assign_s in _assign_levels(nt, ms_list, sample_weight, order):
-                core = np.flatnonzero(is_core)
+        for e, built, table_s in _tables(X, eps_list, dev, precision, pipeline, ms_list,
+                                         sample_weight):
+            if built[0] == "grid":
+                levels = _assign_grid_levels(built[1], ms_list)
+                info = {"path": "grid-cpu"}
+            else:
+                _, nt, order = built
+                levels = _assign_levels(nt, ms_list, sample_weight, order)
+                info = {"path": "table", "pairs": nt.n_pairs}
+            for m, core, labels, n_clusters, assign_s in levels:
                 res = SweepResult(eps=e, min_samples=m, labels=labels, core_sample_indices=core,
-                                  n_clusters=int(labels.max()) + 1 if len(labels) else 0,
-                                  timings={"table": table_s, "assign": assign_s,
-                                           "pairs": nt.n_pairs,
+                                  n_clusters=n_clusters,
+                                  timings={"table": table_s, "assign": assign_s, **info,
                                            "finished": time.perf_counter() - start})
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(eps=e, min_samples=m)
                 yield res
-            del nt, order
+            del built, levels
     finally:
         if bar is not None:
             bar.close()
