@@ -29,13 +29,16 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import NUMBA_CACHE
-from .masks import (cell_boundaries, fine_levels, gather_rows, levels_no_worse, pack_levels, gather_sums, median_quartile_masks, popcount64, quartiles,
-                    sort_by_order_and_mask, sum_prefilter, tau_prefilter)
+from .masks import (cell_boundaries, compact_kept, gather_sorted, level_bounds, levels_no_worse,
+                    masks_and_levels, pick_pivots, popcount64, prefilter_keep,
+                    rowmax_and_pivot_candidates, sort_by_order_and_mask, sorted_sample)
 
 __all__ = ["skyalign_cpu", "CHUNK"]
 
 CHUNK = 32          # §7.1: dynamic schedule of size 32 (the warp size)
 DENSE_MAX_D = 20    # a dense mask -> cell table up to 2^20 entries
+_BLOCK = 1 << 14    # rows per block of the parallel pre-filter passes
+_SAMPLE = 1 << 14   # sample rows for the quartiles and fine-level bounds
 # Once a point is known dominated its quartile mask is overwritten with all
 # ones: every Eq. 4/5 test against it then fails (the masks have the bits >= d
 # clear and `need` has them set), so the inner loops read no separate
@@ -430,21 +433,34 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
         stats["prefilter_survivors"] = 0
         return np.zeros(0, dtype=np.int64), stats
     t0 = time.perf_counter()
-    keep, _s = tau_prefilter(X)
-    idx = np.flatnonzero(keep)
-    stats["tau_survivors"] = int(idx.size)
-    if prefilter == "tau+sum" and idx.size > 4 * n_pivots:
-        sums = gather_sums(X, idx)
-        piv = idx[np.argpartition(sums, n_pivots)[:n_pivots]]
-        k2 = sum_prefilter(X, idx, piv)
-        idx = idx[k2.view(np.bool_)]
+    # §5.1 tau pre-filter and §7.1 pivot filter: one pass for the row maxima
+    # and the pivot candidates (smallest sums), one for the tests.
+    b = n_pivots if prefilter == "tau+sum" and n > 4 * n_pivots else 0
+    rowmax, cand, csum = rowmax_and_pivot_candidates(X, _BLOCK, b)
+    s = int(np.argmin(rowmax))
+    piv = pick_pivots(cand, csum, b) if b else np.zeros(0, dtype=np.int64)
+    PT = np.ascontiguousarray(X[piv].T)
+    keep, counts, tau_counts = prefilter_keep(X, rowmax[s], s, PT, _BLOCK)
+    idx = compact_kept(keep, counts, _BLOCK)
+    stats["tau_survivors"] = int(tau_counts.sum())
     stats["prefilter_survivors"] = int(idx.size)
+    stats["pivots"] = int(piv.size)
     t1 = time.perf_counter()
     times["prefilter"] = t1 - t0
 
-    P = gather_rows(X, idx)
-    quart = quartiles(P)
-    M, Q, order = median_quartile_masks(P, quart)
+    # Quartiles (Algorithm 1, lines 3-5) and fine-level bounds from one
+    # column-sorted sample of the survivors: exact when there are at most
+    # _SAMPLE survivors, else within about 0.4 % of rank.  Any thresholds
+    # keep every mask test sound (see masks.py); exact quartiles only balance
+    # the cells, and a full selection per column cost more than the rest of
+    # the initialisation.
+    m = idx.size
+    rows = idx if m <= _SAMPLE else np.sort(
+        idx[np.random.default_rng(0).integers(0, m, size=_SAMPLE)])
+    S = sorted_sample(X, rows)
+    ns = S.shape[0]
+    quart = S[[min((q * ns) // 4, ns - 1) for q in (1, 2, 3)]]
+    M, Q, order, L = masks_and_levels(X, idx, quart, level_bounds(S))
     t2 = time.perf_counter()
     times["masks"] = t2 - t1
     # Optional quartile groups inside each cell (a second index level on the
@@ -456,26 +472,21 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
         g = int(np.clip(groups, 0, 6))
     ng = 1 << g
     perm = sort_by_order_and_mask(M, order, d, Q if g else None, g)
-    idx = idx[perm]
-    P = gather_rows(X, idx)
-    L = pack_levels(fine_levels(P))   # (m, ceil(d/8)) uint64
-    M = M[perm]
-    Q = Q[perm]
-    order = order[perm]
-    starts, cmasks, point_cell, cell_of_order, dense = _cell_tables(M, d)
-    stats["cells"] = int(cmasks.size)
-    stats["quartile_groups"] = ng
-    gst = group_starts(Q, starts, ng) if ng > 1 else np.zeros((1, 2), dtype=np.int64)
-    t3 = time.perf_counter()
-    times["sort"] = t3 - t2
-
     use_quart = variant != "noquart"
     # working copy of Q (all ones for dominated points); NoQuart uses
     # all-zero quartile masks, so only the dead-point check remains.
     qdt = quartile_dtype(d)
-    Q = Q.astype(qdt) if use_quart else np.zeros(Q.shape, dtype=qdt)
+    Qs = np.empty(m, dtype=qdt)
+    P, L, M, order, idx = gather_sorted(X, idx, perm, M, Q, order, L, Qs)
+    Q = Qs if use_quart else np.zeros(m, dtype=qdt)
+    starts, cmasks, point_cell, cell_of_order, dense = _cell_tables(M, d)
+    stats["cells"] = int(cmasks.size)
+    stats["quartile_groups"] = ng
+    gst = group_starts(Qs, starts, ng) if ng > 1 else np.zeros((1, 2), dtype=np.int64)
+    t3 = time.perf_counter()
+    times["sort"] = t3 - t2
+
     nv = _n_virtual()
-    m = P.shape[0]
     dominated = np.zeros(m, dtype=np.uint8)
     mts = np.zeros(m, dtype=np.int64)
     dts = np.zeros(m, dtype=np.int64)

@@ -334,3 +334,213 @@ def cell_boundaries(Ms):
             c += 1
     starts[cnt] = m
     return starts, masks
+
+
+# --------------------------------------------------------------------------
+# Fused initialisation of the CPU port (§5.1 pre-filter, §7.1 pivot filter,
+# §4.2.2 masks, the <|M|, M> sort of Algorithm 1 line 10), in few parallel
+# passes: every pass over the points is parallel, and the points are read
+# from X only twice (pre-filter) and gathered once in sorted order.
+# --------------------------------------------------------------------------
+@njit(cache=NUMBA_CACHE, parallel=True)
+def rowmax_and_pivot_candidates(X, block, k):
+    """One pass over X: the maximum of every row (for tau, §5.1) and, per block
+    of rows, the k rows of smallest coordinate sum (candidates for the pivot
+    filter of §7.1), kept sorted by an insertion step that rarely runs.
+    Returns (rowmax, cand (n_blocks, k) row ids or -1, candsum)."""
+    n, d = X.shape
+    nb = max(1, (n + block - 1) // block)
+    rowmax = np.empty(n, dtype=np.float64)
+    cand = np.full((nb, k), -1, dtype=np.int64)
+    csum = np.full((nb, k), np.inf, dtype=np.float64)
+    for b in prange(nb):
+        for i in range(b * block, min(n, (b + 1) * block)):
+            m = X[i, 0]
+            s = X[i, 0]
+            for t in range(1, d):
+                v = X[i, t]
+                s += v
+                if v > m:
+                    m = v
+            rowmax[i] = m
+            if k > 0 and s < csum[b, k - 1]:
+                j = k - 1
+                while j > 0 and csum[b, j - 1] > s:
+                    csum[b, j] = csum[b, j - 1]
+                    cand[b, j] = cand[b, j - 1]
+                    j -= 1
+                csum[b, j] = s
+                cand[b, j] = i
+    return rowmax, cand, csum
+
+
+def pick_pivots(cand: np.ndarray, csum: np.ndarray, k: int) -> np.ndarray:
+    """The k rows of smallest sum among the per-block candidates."""
+    ok = cand.ravel() >= 0
+    c, s = cand.ravel()[ok], csum.ravel()[ok]
+    return np.sort(c[np.argsort(s, kind="stable")[:k]])
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def prefilter_keep(X, tau, s, PT, block):
+    """tau pre-filter (§5.1, exact under ties: a point with every coordinate
+    >= tau is kept only if it equals s) and the pivot filter of the CPU port
+    (§7.1: full dominance test against the pivots, columns of PT (d, b)).
+    The pivot test is branch-free over the pivots (worse/better flags per
+    pivot, one sweep per dimension), so it vectorises.  Returns
+    (keep flags, kept count per block, tau survivors per block)."""
+    n, d = X.shape
+    b = PT.shape[1]
+    nb = max(1, (n + block - 1) // block)
+    keep = np.empty(n, dtype=np.uint8)
+    counts = np.zeros(nb, dtype=np.int64)
+    tcounts = np.zeros(nb, dtype=np.int64)
+    for blk in prange(nb):
+        worse = np.empty(b, dtype=np.uint8)
+        better = np.empty(b, dtype=np.uint8)
+        cnt = 0
+        tcnt = 0
+        for i in range(blk * block, min(n, (blk + 1) * block)):
+            below = False
+            for t in range(d):
+                below |= X[i, t] < tau
+            kp = below
+            if not below:
+                kp = True
+                for t in range(d):
+                    if X[i, t] != X[s, t]:
+                        kp = False
+                        break
+            tcnt += 1 if kp else 0
+            if kp and b > 0:
+                for u in range(b):
+                    worse[u] = 0
+                    better[u] = 0
+                for t in range(d):
+                    c = X[i, t]
+                    for u in range(b):
+                        worse[u] |= PT[t, u] > c
+                        better[u] |= PT[t, u] < c
+                dom = np.uint8(0)
+                for u in range(b):
+                    dom |= better[u] & (worse[u] ^ np.uint8(1))
+                kp = dom == 0
+            keep[i] = 1 if kp else 0
+            cnt += 1 if kp else 0
+        counts[blk] = cnt
+        tcounts[blk] = tcnt
+    return keep, counts, tcounts
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def compact_kept(keep, counts, block):
+    """Indices of the kept rows, in increasing order (parallel compaction)."""
+    nb = counts.shape[0]
+    off = np.zeros(nb + 1, dtype=np.int64)
+    for b in range(nb):
+        off[b + 1] = off[b] + counts[b]
+    idx = np.empty(off[nb], dtype=np.int64)
+    n = keep.shape[0]
+    for b in prange(nb):
+        w = off[b]
+        for i in range(b * block, min(n, (b + 1) * block)):
+            if keep[i]:
+                idx[w] = i
+                w += 1
+    return idx
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def sorted_sample(X, rows):
+    """X[rows] with every column sorted (columns in parallel)."""
+    m = rows.shape[0]
+    d = X.shape[1]
+    S = np.empty((m, d), dtype=np.float64)
+    for t in prange(d):
+        col = np.empty(m, dtype=np.float64)
+        for r in range(m):
+            col[r] = X[rows[r], t]
+        col.sort()
+        for r in range(m):
+            S[r, t] = col[r]
+    return S
+
+
+def level_bounds(S: np.ndarray, n_levels: int = 128) -> np.ndarray:
+    """Boundaries of the fine levels from a column-sorted sample S: the
+    distinct sample quantiles at 1/n_levels steps, padded with +inf to
+    n_levels entries per dimension (for a branch-free binary search)."""
+    ns, d = S.shape
+    pos = (np.arange(1, n_levels) * ns) // n_levels
+    bounds = np.full((d, n_levels), np.inf, dtype=np.float64)
+    for k in range(d):
+        u = np.unique(S[pos, k])
+        bounds[k, :u.size] = u
+    return bounds
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def masks_and_levels(X, idx, quart, bounds):
+    """For the rows X[idx]: median-level and quartile-level masks and |M|
+    (§4.2.2, Algorithm 1 lines 6-9) and the packed 7-bit fine levels (the
+    count of bounds below each value, see :func:`fine_levels`), in one pass.
+    bounds has 128 entries per dimension (+inf padded); the search is
+    branch-free (7 halvings)."""
+    m = idx.shape[0]
+    d = X.shape[1]
+    W = (d + 7) // 8
+    M = np.empty(m, dtype=np.uint64)
+    Q = np.empty(m, dtype=np.uint64)
+    order = np.empty(m, dtype=np.int64)
+    L = np.zeros((m, W), dtype=np.uint64)
+    for t in prange(m):
+        i = idx[t]
+        mm = np.uint64(0)
+        qq = np.uint64(0)
+        c = 0
+        for k in range(d):
+            v = X[i, k]
+            bit = np.uint64(1) << np.uint64(k)
+            if v > quart[1, k]:
+                mm |= bit
+                c += 1
+                if v > quart[2, k]:
+                    qq |= bit
+            elif v > quart[0, k]:
+                qq |= bit
+            pos = 0
+            step = 64
+            while step > 0:
+                pos += step if bounds[k, pos + step - 1] < v else 0
+                step >>= 1
+            L[t, k >> 3] |= np.uint64(pos) << np.uint64(8 * (k & 7))
+        M[t] = mm
+        Q[t] = qq
+        order[t] = c
+    return M, Q, order, L
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def gather_sorted(X, idx, perm, M, Q, order, L, Qout):
+    """Apply the sort permutation: rows X[idx[perm]] and the masks, levels and
+    indices in the same order, in one parallel pass (Q cast to Qout's word)."""
+    m = perm.shape[0]
+    d = X.shape[1]
+    W = L.shape[1]
+    P = np.empty((m, d), dtype=np.float64)
+    Ls = np.empty((m, W), dtype=np.uint64)
+    Ms = np.empty(m, dtype=np.uint64)
+    os_ = np.empty(m, dtype=np.int64)
+    ids = np.empty(m, dtype=np.int64)
+    for t in prange(m):
+        r = perm[t]
+        i = idx[r]
+        for k in range(d):
+            P[t, k] = X[i, k]
+        for w in range(W):
+            Ls[t, w] = L[r, w]
+        Ms[t] = M[r]
+        Qout[t] = Q[r]
+        os_[t] = order[r]
+        ids[t] = i
+    return P, Ls, Ms, os_, ids
