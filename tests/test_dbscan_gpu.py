@@ -9,8 +9,6 @@ import skyjoin
 pytestmark = pytest.mark.gpu
 
 
-
-
 def _oracle(X, eps, m, w=None):
     sk = SkDBSCAN(eps=eps, min_samples=m, algorithm="kd_tree").fit(X, sample_weight=w)
     return sk.core_sample_indices_, sk.labels_
@@ -52,7 +50,8 @@ def test_gpu_estimator_paths_equal_sklearn(cp):
     for X, eps, m, w in _cases():
         core_sk, labels_sk = _oracle(X, eps, m, w)
         est = skyjoin.DBSCAN(eps=eps, min_samples=m, device="gpu").fit(X, sample_weight=w)
-        assert est.path_ == "gpu"
+        # the grid path for d <= 4 without weights (its grid always fits here), else the table
+        assert est.path_ == ("grid-gpu" if (w is None and X.shape[1] <= 4) else "gpu")
         np.testing.assert_array_equal(est.core_sample_indices_, core_sk)
         np.testing.assert_array_equal(est.labels_, labels_sk)
         core, labels = hybrid_dbscan(X, eps, m, sample_weight=w, device="gpu")
@@ -83,3 +82,44 @@ def test_gpu_sweep_equals_cpu_sweep(cp):
     for ra, rb in zip(a, b):
         assert (ra.eps, ra.min_samples) == (rb.eps, rb.min_samples)
         np.testing.assert_array_equal(ra.labels, rb.labels)
+
+
+def test_gpu_grid_dbscan_equals_sklearn_and_cpu_grid(cp):
+    from skyjoin.cluster.gpu import gpu_dbscan_points
+    from skyjoin.cluster.gpu_grid import gpu_grid_dbscan
+    from skyjoin.cluster.grid_dbscan import grid_dbscan
+
+    for X, eps, m, _ in _cases():
+        if X.shape[1] > 4:
+            assert gpu_grid_dbscan(X, eps, m) is None
+            continue
+        core_sk, labels_sk = _oracle(X, eps, m)
+        core, labels = gpu_grid_dbscan(X, eps, m)
+        np.testing.assert_array_equal(core, core_sk)
+        np.testing.assert_array_equal(labels, labels_sk)
+        core_d, labels_d = gpu_grid_dbscan(cp.asarray(X), eps, m)     # device input
+        np.testing.assert_array_equal(labels_d, labels_sk)
+    # large, dense and many threads racing in the union-find: equal to the CPU grid
+    # and to the table path on the GPU
+    for seed, (eps, m) in enumerate([(0.3, 10), (0.15, 4), (0.6, 40)]):
+        X = skyjoin.datasets.blobs(300_000, 2, seed=seed)
+        core_c, labels_c = grid_dbscan(X, eps, m)
+        core_g, labels_g = gpu_grid_dbscan(X, eps, m)
+        np.testing.assert_array_equal(labels_g, labels_c)
+        np.testing.assert_array_equal(core_g, core_c)
+        if seed == 0:
+            np.testing.assert_array_equal(gpu_dbscan_points(X, eps, m)[1], labels_c)
+    X = np.random.default_rng(3).uniform(0, 40, (400_000, 3))
+    np.testing.assert_array_equal(gpu_grid_dbscan(X, 0.8, 5)[1], grid_dbscan(X, 0.8, 5)[1])
+
+
+def test_gpu_grid_dbscan_declines_what_it_cannot_grid(cp):
+    from skyjoin.cluster.gpu_grid import gpu_grid_dbscan
+
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 1, (5000, 2))
+    X[0] = [1e12, 1e12]
+    assert gpu_grid_dbscan(X, 0.01, 3) is None
+    est = skyjoin.DBSCAN(eps=0.01, min_samples=3, device="gpu").fit(X)
+    assert est.path_ == "gpu"
+    np.testing.assert_array_equal(est.labels_, _oracle(X, 0.01, 3)[1])

@@ -24,7 +24,12 @@ Which path ``fit`` takes (the documented rule)
      points per cell, so few dense cells), 13.0 s against 12.6 s;
    * otherwise on the CPU: join on the CPU, assignment on the CPU
      (``path_ = "hybrid-cpu"``);
-   * device "gpu": join on the GPU with the table left on the GPU, core flags
+   * device "gpu", float64, no sample_weight, and the same grid limits:
+     ``gpu_grid.gpu_grid_dbscan``, the GPU port of ``grid_dbscan``, which
+     stores no pair (``path_ = "grid-gpu"``).  Its reason is the size of T:
+     10M 2-D blobs at eps 0.3 make 2.3e10 pairs (92 GB), which no GPU holds,
+     so the table paths below must stream T to the host;
+   * other device "gpu" cases: join on the GPU with the table left on the GPU, core flags
      and union-find on the GPU, only the labels come back
      (``path_ = "gpu"``).  A single clustering reads T once, so shipping it
      (4 bytes per pair over PCIe, the paper's main cost) buys nothing.  If T
@@ -248,7 +253,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when X has feature names that are all strings.
     path_ : str
-        Which path computed the result: "grid-cpu", "hybrid-cpu",
+        Which path computed the result: "grid-cpu", "grid-gpu", "hybrid-cpu",
         "hybrid-gpu", "gpu", "graph" or "sklearn".
     timings_ : dict
         Seconds spent in the phases of the fit ("table", "assign", ...).
@@ -407,6 +412,14 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         if device == "gpu":
             from .gpu import gpu_dbscan_points
 
+            if sample_weight is None and self.precision == "float64":
+                from .gpu_grid import gpu_grid_dbscan
+
+                t0 = time.perf_counter()
+                res = gpu_grid_dbscan(X, eps, min_samples, timings=timings)
+                if res is not None:
+                    timings["grid_dbscan"] = time.perf_counter() - t0
+                    return res[0], res[1], "grid-gpu"
             try:
                 core, labels = gpu_dbscan_points(X, eps, min_samples, sample_weight=sample_weight,
                                                  precision=self.precision, timings=timings)

@@ -32,9 +32,8 @@ from .._device import cupy
 
 __all__ = ["gpu_dbscan_table", "gpu_dbscan_points"]
 
-_SOURCE = r"""
-extern "C" {
-
+#: The lock-free union-find of the GPU kernels (this module's and ``gpu_grid``'s).
+_UNION_FIND = r"""
 // a point's root, halving the path on the way; parent[x] <= x always.  Loads
 // and stores are volatile: other threads relink roots concurrently, and a
 // value kept in a register would hide their links.
@@ -64,6 +63,11 @@ __device__ __forceinline__ void uf_union(long long* parent, long long a, long lo
     }
 }
 
+"""
+
+_SOURCE = r"""
+extern "C" {
+""" + _UNION_FIND + r"""
 // weight of each row's neighbourhood, itself included: one warp per row
 __global__ void weighted_counts(const long long* indptr, const int* indices, const double* w,
                                 long long n, double* out) {

@@ -1,0 +1,60 @@
+"""The GPU grid DBSCAN's kernels and orchestration, emulated on the CPU.
+
+``skyjoin.cluster.gpu_grid`` is run with its CUDA C++ kernels compiled by
+the host compiler and launched thread by thread (``_cuda_emulation``), and
+NumPy in CuPy's place.  Its labels must equal scikit-learn's.  The real
+kernels on a GPU are checked by the GPU tests (``-m gpu``).
+"""
+
+import numpy as np
+import pytest
+from sklearn.cluster import DBSCAN as SkDBSCAN
+
+from _cuda_emulation import FakeCupy, Module, compiler
+
+pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler")
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    from skyjoin.cluster import gpu_grid
+
+    fake = FakeCupy()
+    mod = Module(gpu_grid._SOURCE)
+    monkeypatch.setattr(gpu_grid, "cupy", lambda: fake)
+    monkeypatch.setattr(gpu_grid, "_module", lambda: mod)
+    return gpu_grid.gpu_grid_dbscan
+
+
+def _cases():
+    rng = np.random.default_rng(7)
+    centres = rng.uniform(0, 20, (6, 2))
+    blobs = np.concatenate([c + rng.normal(0, 0.6, (300, 2)) for c in centres])
+    yield "blobs-2d", blobs, 0.3, 10
+    yield "blobs-2d-m1", blobs, 0.2, 1
+    yield "grid-ties-2d", np.round(rng.uniform(0, 4, (1500, 2)) * 4) / 4, 0.25, 4
+    yield "dups-1d", np.round(rng.uniform(0, 30, (1200, 1))), 1.0, 5
+    yield "uniform-3d", rng.uniform(0, 3, (1500, 3)), 0.35, 4
+    yield "uniform-4d", rng.uniform(-2, 2, (1500, 4)), 0.6, 3
+    yield "clumps-3d", np.concatenate([rng.normal(0, 0.05, (400, 3)),
+                                       rng.uniform(-1, 1, (600, 3))]), 0.1, 6
+
+
+@pytest.mark.parametrize("name,X,eps,m", list(_cases()), ids=[c[0] for c in _cases()])
+def test_emulated_grid_dbscan_equals_sklearn(emulated, name, X, eps, m):
+    timings = {}
+    core, labels = emulated(X, eps, m, timings=timings)
+    ref = SkDBSCAN(eps=eps, min_samples=m).fit(X)
+    np.testing.assert_array_equal(labels, ref.labels_)
+    np.testing.assert_array_equal(core, ref.core_sample_indices_)
+    assert set(timings) >= {"grid", "core", "link", "labels"}
+
+
+def test_emulated_grid_declines_huge_grids_and_high_d(emulated):
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 1, (500, 2))
+    X[0] = [1e9, 1e9]                      # the bounding box needs too many cells
+    assert emulated(X, 0.01, 3) is None
+    assert emulated(rng.uniform(0, 1, (50, 5)), 0.3, 3) is None
+    core, labels = emulated(np.zeros((0, 2)), 0.3, 3)
+    assert core.size == 0 and labels.size == 0
