@@ -146,16 +146,15 @@ def add_core_level(indptr, indices, weight, level, previous_level, parent):
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
 def _gap2(Xs, p, box_lo, box_hi, u):
-    """Squared gap from point p to the box of cell slot u: no pair test passes if this fails."""
+    """Squared gap from point p to the box of cell slot u: no pair test passes if this fails.
+
+    Branch-free (max is exact): the outcome of these tests is data-dependent.
+    """
     s = 0.0
     for k in range(Xs.shape[1]):
         x = Xs[p, k]
-        g = box_lo[u, k] - x
-        g2 = x - box_hi[u, k]
-        if g2 > g:
-            g = g2
-        if g > 0.0:
-            s += g * g
+        g = max(max(box_lo[u, k] - x, x - box_hi[u, k]), 0.0)
+        s += g * g
     return s
 
 
@@ -170,16 +169,30 @@ def _span2(Xs, p, box_lo, box_hi, u):
     s = 0.0
     for k in range(Xs.shape[1]):
         x = Xs[p, k]
-        a = x - box_lo[u, k]
-        b = x - box_hi[u, k]
-        if a < 0.0:
-            a = -a
-        if b < 0.0:
-            b = -b
-        if b > a:
-            a = b
+        a = max(abs(x - box_lo[u, k]), abs(x - box_hi[u, k]))
         s += a * a
     return s
+
+
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _count_within(Xs, p, a, b, eps2):
+    """How many of the points a..b-1 pass the join's test with p (``_d2``, unrolled in 2-D).
+
+    In 2-D the sum is formed as ``_d2`` forms it, ``(0 + t0 t0) + t1 t1``,
+    so every decision is the same bit for bit.
+    """
+    cnt = 0
+    if Xs.shape[1] == 2:
+        x0 = Xs[p, 0]
+        x1 = Xs[p, 1]
+        for q in range(a, b):
+            t0 = x0 - Xs[q, 0]
+            t1 = x1 - Xs[q, 1]
+            cnt += (0.0 + t0 * t0) + t1 * t1 <= eps2
+    else:
+        for q in range(a, b):
+            cnt += _d2(Xs, p, q) <= eps2
+    return cnt
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
@@ -229,9 +242,7 @@ def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delt
                 if _span2(Xs, p, box_lo, box_hi, t2) <= eps2:
                     s += start[c2 + 1] - start[c2]
                 else:
-                    for q in range(start[c2], start[c2 + 1]):
-                        if _d2(Xs, p, q) <= eps2:
-                            s += 1
+                    s += _count_within(Xs, p, start[c2], start[c2 + 1], eps2)
                 if s >= cap:
                     break
             level[p] = _level_of(s, m_asc)
@@ -351,6 +362,30 @@ def _cell_links(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delta
     return W, U
 
 
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _links_by_level(W, U, K):
+    """The cell links bucketed by level (counting sort): level k's are [ptr[k], ptr[k + 1])."""
+    m, n_pos = W.shape
+    ptr = np.zeros(K + 2, dtype=np.int64)
+    for t in range(m):
+        for j in range(n_pos):
+            ptr[W[t, j] + 1] += 1
+    ptr[1] = 0  # level 0: no link
+    for k in range(1, K + 2):
+        ptr[k] += ptr[k - 1]
+    fill = ptr.copy()
+    link_a = np.empty(ptr[K + 1], dtype=np.int64)
+    link_b = np.empty(ptr[K + 1], dtype=np.int64)
+    for t in range(m):
+        for j in range(n_pos):
+            k = W[t, j]
+            if k > 0:
+                link_a[fill[k]] = t
+                link_b[fill[k]] = U[t, j]
+                fill[k] += 1
+    return ptr, link_a, link_b
+
+
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
 def _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev, out_r, out_c,
                 at):
@@ -370,6 +405,12 @@ def _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev,
         if u < 0 or u == t or maxlev[u] <= lp or _gap2(Xs, p, box_lo, box_hi, u) > eps2:
             continue
         c2 = cells[u]
+        if _span2(Xs, p, box_lo, box_hi, u) <= eps2:  # all of u within eps: its best point
+            if at >= 0:
+                out_r[at + cnt] = maxlev[u]
+                out_c[at + cnt] = u
+            cnt += 1
+            continue
         for q in range(start[c2], start[c2 + 1]):
             lq = level[q]
             if lq <= lp:
@@ -384,54 +425,123 @@ def _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev,
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def _reach(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, level,
-           maxlev, K):
-    """For every point below the top level: the cells reaching it higher, by decreasing reach.
+def _reach_room(start, cells, slot_of, radix, offsets, deltas, level, maxlev, K, gap_test, Xs,
+                box_lo, box_hi, eps2):
+    """Room for the reaching cells of each point: the cells of a higher max level
+    (with ``gap_test``, only those that pass the box test too)."""
+    n = level.shape[0]
+    room = np.zeros(n + 1, dtype=np.int64)
+    for t in prange(cells.shape[0]):
+        c = cells[t]
+        a, b = start[c], start[c + 1]
+        if level[b - 1] >= K:
+            continue
+        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
+        for p in range(a, b):
+            lp = level[p]
+            if lp >= K:
+                continue
+            r = 1 if maxlev[t] > lp else 0
+            for o in range(nb.shape[0]):
+                u = nb[o]
+                if u >= 0 and u != t and maxlev[u] > lp:
+                    if not gap_test or _gap2(Xs, p, box_lo, box_hi, u) <= eps2:
+                        r += 1
+            room[p + 1] = r
+    return room
 
-    CSR over the sorted points: ``ptr``, ``reach`` (the highest level of a
-    point of that cell within eps) and ``cell``.
+
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+def _reach_fill(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, level,
+                maxlev, K, at, reach_all, cell_all):
+    """Fill each point's room with its reaching cells, by decreasing reach; return the counts."""
+    n = Xs.shape[0]
+    counts = np.zeros(n, dtype=np.int64)
+    for t in prange(cells.shape[0]):
+        c = cells[t]
+        a, b = start[c], start[c + 1]
+        if level[b - 1] >= K:
+            continue
+        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
+        for p in range(a, b):
+            if at[p + 1] == at[p]:
+                continue
+            lo = at[p]
+            cnt = _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev,
+                              reach_all, cell_all, lo)
+            counts[p] = cnt
+            for i in range(lo + 1, lo + cnt):  # insertion sort by decreasing reach
+                r = reach_all[i]
+                u = cell_all[i]
+                j = i
+                while j > lo and reach_all[j - 1] < r:
+                    reach_all[j] = reach_all[j - 1]
+                    cell_all[j] = cell_all[j - 1]
+                    j -= 1
+                reach_all[j] = r
+                cell_all[j] = u
+    return counts
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _reach_by_caller(perm, level, at, counts, reach_all, cell_all):
+    """The non-empty rows as a CSR in increasing caller id: (ids, their levels, ptr, reach, cell)."""
+    n = perm.shape[0]
+    slot = np.full(n, -1, dtype=np.int64)
+    n_rows = 0
+    total = 0
+    for p in range(n):
+        if counts[p] > 0:
+            slot[perm[p]] = p
+            n_rows += 1
+            total += counts[p]
+    ids = np.empty(n_rows, dtype=np.int64)
+    lev = np.empty(n_rows, dtype=np.int32)
+    ptr = np.empty(n_rows + 1, dtype=np.int64)
+    reach = np.empty(total, dtype=np.int32)
+    cell = np.empty(total, dtype=np.int64)
+    j = 0
+    e = 0
+    ptr[0] = 0
+    for i in range(n):
+        p = slot[i]
+        if p < 0:
+            continue
+        ids[j] = i
+        lev[j] = level[p]
+        src = at[p]
+        for _ in range(counts[p]):
+            reach[e] = reach_all[src]
+            cell[e] = cell_all[src]
+            e += 1
+            src += 1
+        j += 1
+        ptr[j] = e
+    return ids, lev, ptr, reach, cell
+
+
+def _reach(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, level,
+           perm, maxlev, K):
+    """For every point below the top level: the cells that reach it higher (border labels).
+
+    Returns the points that have any, in increasing caller id, with their
+    levels, and a CSR of (reach, cell) by decreasing reach, where reach is
+    the highest level of a point of that cell within eps.  One scan of the
+    distances: rows get room for every cell of a higher max level (or, if
+    that is more than 8 per point, for those passing the box test), are
+    filled, then compacted in the caller's order.
     """
     n = Xs.shape[0]
-    m = cells.shape[0]
-    counts = np.zeros(n + 1, dtype=np.int64)
-    dummy_r = np.empty(0, dtype=np.int32)
-    dummy_c = np.empty(0, dtype=np.int64)
-    for t in prange(m):
-        c = cells[t]
-        a, b = start[c], start[c + 1]
-        if level[b - 1] >= K:
-            continue
-        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
-        for p in range(a, b):
-            if level[p] < K:
-                counts[p + 1] = _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2,
-                                            level, maxlev, dummy_r, dummy_c, -1)
-    ptr = np.cumsum(counts)
-    reach = np.empty(ptr[n], dtype=np.int32)
-    cell = np.empty(ptr[n], dtype=np.int64)
-    for t in prange(m):
-        c = cells[t]
-        a, b = start[c], start[c + 1]
-        if level[b - 1] >= K:
-            continue
-        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
-        for p in range(a, b):
-            if ptr[p + 1] == ptr[p]:
-                continue
-            at = ptr[p]
-            _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev,
-                        reach, cell, at)
-            for i in range(at + 1, ptr[p + 1]):  # insertion sort by decreasing reach
-                r = reach[i]
-                u = cell[i]
-                j = i
-                while j > at and reach[j - 1] < r:
-                    reach[j] = reach[j - 1]
-                    cell[j] = cell[j - 1]
-                    j -= 1
-                reach[j] = r
-                cell[j] = u
-    return ptr, reach, cell
+    args = (start, cells, slot_of, radix, offsets, deltas, level, maxlev, K)
+    room = _reach_room(*args, False, Xs, box_lo, box_hi, eps2)
+    if room.sum() > 8 * n:
+        room = _reach_room(*args, True, Xs, box_lo, box_hi, eps2)
+    at = np.cumsum(room)
+    reach_all = np.empty(at[n], dtype=np.int32)
+    cell_all = np.empty(at[n], dtype=np.int64)
+    counts = _reach_fill(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2,
+                         level, maxlev, K, at, reach_all, cell_all)
+    return _reach_by_caller(perm, level, at, counts, reach_all, cell_all)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -489,26 +599,48 @@ def _components_at(k, ea, eb, parent, maxlev, level, start, cells, perm, pos, fi
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _labels_at(k, level_c, cell_c, cell_label, cand, level, perm, ptr, reach, cell):
-    """Labels of level k in the caller's order: core points their cell's cluster, border
-    points the lowest cluster among the cells that reach them at level k, noise -1."""
-    n = level_c.shape[0]
+def _labels_at(k, n_core, code, bits, cell_label, cand, cand_level, ptr, reach, cell):
+    """Labels and core indices of level k in the caller's order.
+
+    ``code[i] = cell slot << bits | level`` of the caller's point i.  Core
+    points take their cell's cluster; border points (``cand``, increasing
+    caller ids, with their reaching cells) the lowest cluster among the
+    cells that reach them at level k; noise -1.
+    """
+    n = code.shape[0]
+    mask = (1 << bits) - 1
     labels = np.empty(n, dtype=np.intp)
+    core = np.empty(n_core + 1, dtype=np.int64)
+    c = 0
     for i in range(n):
-        labels[i] = cell_label[cell_c[i]] if level_c[i] >= k else -1
+        v = code[i]
+        is_core = (v & mask) >= k
+        labels[i] = cell_label[v >> bits] if is_core else -1
+        core[c] = i
+        c += is_core
     for j in range(cand.shape[0]):
-        p = cand[j]
-        if level[p] >= k:
+        if cand_level[j] >= k:
             continue
         best = -1
-        for e in range(ptr[p], ptr[p + 1]):
+        for e in range(ptr[j], ptr[j + 1]):
             if reach[e] < k:
                 break
             lab = cell_label[cell[e]]
             if best < 0 or lab < best:
                 best = lab
-        labels[perm[p]] = best
-    return labels
+        labels[cand[j]] = best
+    return labels, core[:n_core]
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _codes(start, cells, perm, level, bits, like):
+    """``cell slot << bits | level`` of every point, in the caller's order."""
+    code = np.empty(perm.shape[0], dtype=like.dtype)
+    for t in range(cells.shape[0]):
+        c = cells[t]
+        for p in range(start[c], start[c + 1]):
+            code[perm[p]] = (t << bits) | level[p]
+    return code
 
 
 @dataclass
@@ -516,8 +648,9 @@ class _GridIndex:
     """Everything the levels of one eps need, built by ``_grid_index`` (no table)."""
 
     n_levels: int
-    level_c: np.ndarray        # level of every point, caller's order
-    cell_c: np.ndarray         # cell slot of every point, caller's order
+    code: np.ndarray           # cell slot << bits | level of every point, caller's order
+    bits: int
+    at_least: np.ndarray       # at_least[k]: how many points have level >= k
     level: np.ndarray          # levels in cell order (each cell by decreasing level)
     perm: np.ndarray           # caller id of each point in cell order
     start: np.ndarray
@@ -526,7 +659,8 @@ class _GridIndex:
     link_ptr: np.ndarray       # cell links bucketed by level: [link_ptr[k], link_ptr[k+1])
     link_a: np.ndarray
     link_b: np.ndarray
-    cand: np.ndarray           # points (cell order) reached above their level
+    cand: np.ndarray           # caller ids of the points reached above their level, increasing
+    cand_level: np.ndarray
     ptr: np.ndarray
     reach: np.ndarray
     reach_cell: np.ndarray
@@ -596,28 +730,22 @@ def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
     tick("sort")
     W, U = _cell_links(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
                        positive, eps2, level, maxlev)
-    flat = np.flatnonzero(W.ravel())
-    wl = W.ravel()[flat]
-    by = np.argsort(wl, kind="stable")
-    link_a = (flat // W.shape[1])[by]
-    link_b = U.ravel()[flat][by]
-    link_ptr = np.searchsorted(wl[by], np.arange(K + 2))
+    link_ptr, link_a, link_b = _links_by_level(W, U, K)
     tick("links")
-    ptr, reach, reach_cell = _reach(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets,
-                                    deltas, eps2, level, maxlev, K)
+    cand, cand_level, ptr, reach, reach_cell = _reach(Xs, start, cells, slot_of, box_lo, box_hi,
+                                                      radix, offsets, deltas, eps2, level, perm,
+                                                      maxlev, K)
     tick("reach")
-    cand = np.flatnonzero(np.diff(ptr)).astype(np.int64)
-    level_c = np.empty(n, dtype=np.int32)
-    level_c[perm] = level
-    sizes = start[cells + 1] - start[cells]
-    cell_c = np.empty(n, dtype=np.int64)
-    cell_c[perm] = np.repeat(np.arange(len(cells), dtype=np.int64), sizes)
+    bits = max(1, int(K).bit_length())
+    code_t = np.int32 if (len(cells) << bits) < 2**31 else np.int64
+    code = _codes(start, cells, perm, level, bits, np.zeros(0, dtype=code_t))
+    at_least = np.cumsum(np.bincount(level, minlength=K + 1)[::-1])[::-1]
     tick("caller_order")
-    return _GridIndex(n_levels=K, level_c=level_c, cell_c=cell_c, level=level, perm=perm,
+    return _GridIndex(n_levels=K, code=code, bits=bits, at_least=at_least, level=level, perm=perm,
                       start=start, cells=cells, maxlev=maxlev, link_ptr=link_ptr,
-                      link_a=np.ascontiguousarray(link_a), link_b=np.ascontiguousarray(link_b),
-                      cand=cand, ptr=ptr, reach=reach, reach_cell=reach_cell,
-                      n_links=len(flat))
+                      link_a=link_a, link_b=link_b,
+                      cand=cand, cand_level=cand_level, ptr=ptr, reach=reach, reach_cell=reach_cell,
+                      n_links=len(link_a))
 
 
 def _levels(min_samples):
@@ -644,9 +772,8 @@ def _assign_grid_levels(gi, min_samples_desc):
         n_clusters = _components_at(k, gi.link_a[lo:hi], gi.link_b[lo:hi], parent, gi.maxlev,
                                     gi.level, gi.start, gi.cells, gi.perm, pos, first, comp_min,
                                     cell_label)
-        labels = _labels_at(k, gi.level_c, gi.cell_c, cell_label, gi.cand, gi.level, gi.perm,
-                            gi.ptr, gi.reach, gi.reach_cell)
-        core = np.flatnonzero(gi.level_c >= k)
+        labels, core = _labels_at(k, gi.at_least[k], gi.code, gi.bits, cell_label, gi.cand,
+                                  gi.cand_level, gi.ptr, gi.reach, gi.reach_cell)
         yield ms, core, labels, int(n_clusters), time.perf_counter() - t0
 
 
@@ -826,7 +953,7 @@ def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight):
         log.debug("dbscan_sweep: Numba's workqueue threading layer is not thread-safe; "
                   "tables are built without pipelining")
         pipeline = False
-    if not pipeline:
+    if not pipeline or len(eps_list) == 1:  # nothing to overlap with one eps
         for e in eps_list:
             built, dt = _build(X, e, dev, precision, ms_list, sample_weight)
             yield e, built, dt
