@@ -193,3 +193,41 @@ def test_bad_input(bad, kw, exc, msg):
     kw.setdefault("device", "cpu")
     with pytest.raises(exc, match=msg):
         sj.skyline(bad, **kw)
+
+
+def test_sampled_quartiles_many_survivors():
+    """More pre-filter survivors than the quartile sample (16384 rows): the
+    quartiles and level bounds come from a sample, results stay exact; also
+    with heavy ties (values on a coarse grid)."""
+    from skyjoin.datasets import anticorrelated
+    from skyjoin.skyline.baselines import sfs
+
+    for name, X in (("anti", anticorrelated(40_000, 5, seed=7)),
+                    ("anti-ties", np.round(anticorrelated(40_000, 5, seed=8) * 200) / 200)):
+        want = sfs(X)[0]      # the sort-first baseline (bruteforce: minutes at this size)
+        for variant in ("default", "nosync", "levelwise", "sync", "noquart"):
+            got, st = sj.skyline(X, device="cpu", variant=variant, return_stats=True)
+            assert st["prefilter_survivors"] > 16384
+            np.testing.assert_array_equal(got, want, err_msg=f"{variant} on {name}")
+
+
+def test_fused_levels_match_reference():
+    """masks_and_levels gives the masks of median_quartile_masks and the
+    packed count of bounds below each value (the reference search)."""
+    from skyjoin.skyline import masks as mk
+
+    rng = np.random.default_rng(4)
+    X = np.round(rng.random((5000, 11)) * 50)           # ties on bounds
+    idx = np.sort(rng.choice(5000, 3000, replace=False))
+    S = mk.sorted_sample(X, idx[:1000])
+    bounds = mk.level_bounds(S)
+    quart = S[[250, 500, 750]]
+    M, Q, order, L = mk.masks_and_levels(X, idx, quart, bounds)
+    M0, Q0, o0 = mk.median_quartile_masks(np.ascontiguousarray(X[idx]), quart)
+    np.testing.assert_array_equal(M, M0)
+    np.testing.assert_array_equal(Q, Q0)
+    np.testing.assert_array_equal(order, o0)
+    nb = np.isfinite(bounds).sum(axis=1)
+    want = (bounds[None, :, :] < X[idx][:, :, None]).sum(axis=2)
+    assert (nb <= 127).all()
+    np.testing.assert_array_equal(L, mk.pack_levels(want.astype(np.uint8)))
