@@ -299,14 +299,16 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     skyjoin.GPUUnavailableError
         Without a usable GPU.
     """
+    from ..join.gpu import _d2h, _to_device
+
     cp = cupy()
     mod = _module()
     tick = _Ticker(cp, timings)
-    Xd = cp.ascontiguousarray(cp.asarray(X, dtype=cp.float64))
+    Xd = _to_device(cp, X, "X", np.float64)        # pinned staging for host input
     n, d = Xd.shape
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.intp)
-    if d > MAX_DIMS:
+    if d > MAX_DIMS or n >= 2**31 - 1:
         return None
     tick("h2d")
     side = eps / math.sqrt(d) * _SIDE_FACTOR
@@ -324,6 +326,8 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     cell = cp.empty(n, dtype=cp.int64)
     mod.get_function("bin")(_blocks(n), (_BLOCK,),
                             (Xd, np.int64(n), np.int32(d), lo, np.float64(side), radix_d, cell))
+    if total < 2**31:       # 32-bit keys: half the radix passes of the sort
+        cell = cell.astype(cp.int32)
     perm = cp.argsort(cell)
     cell_s = cell[perm]
     Xs = cp.ascontiguousarray(Xd[perm])
@@ -336,7 +340,7 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     start = cp.empty(m + 1, dtype=cp.int64)
     start[:m] = heads
     start[m] = n
-    cells = cell_s[heads]
+    cells = cell_s[heads].astype(cp.int64)
     point_slot = (cp.cumsum(new, dtype=cp.int32) - 1).astype(cp.int32, copy=False)
     slot_of = cp.full(int(total), -1, dtype=cp.int32)
     slot_of[cells] = cp.arange(m, dtype=cp.int32)
@@ -400,8 +404,8 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     core_out[perm] = core
     labels_out = cp.empty(n, dtype=cp.int64)
     labels_out[perm] = labels
-    core_idx = cp.asnumpy(cp.flatnonzero(core_out))
-    labels_h = cp.asnumpy(labels_out).astype(np.intp, copy=False)
+    core_idx = _d2h(cp, cp.flatnonzero(core_out))
+    labels_h = _d2h(cp, labels_out).astype(np.intp, copy=False)
     tick("to_host")
     return core_idx, labels_h
 
