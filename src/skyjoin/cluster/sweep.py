@@ -31,6 +31,7 @@ Results are yielded as they finish, as ``SweepResult`` objects.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import queue
@@ -313,77 +314,98 @@ def _by_level(start, cells, level, K):
     return new
 
 
-@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def _cell_links(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, positive,
-                eps2, level, maxlev):
-    """Bottleneck level of each pair of cells (each unordered pair once) and its other cell.
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _cell_pairs(start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, positive, eps2,
+                maxlev, K):
+    """The pairs of cells that may be linked, bucketed by their upper bound (counting sort).
 
-    ``w(t, u) = max over pairs within eps of min(level_p, level_q)``, 0 if
-    none: the points of both cells are in decreasing level, so the scan
-    stops at the first pair that cannot beat the best so far.
+    Each unordered pair of near cells once, unless the box test separates
+    them; its link level cannot exceed ``ub = min(maxlev[t], maxlev[u])``,
+    and pairs of bucket k are [ptr[k], ptr[k + 1]).
     """
     m = cells.shape[0]
     n_pos = positive.shape[0]
-    W = np.zeros((m, n_pos), dtype=np.int32)
     U = np.full((m, n_pos), -1, dtype=np.int64)
-    for t in prange(m):
-        if maxlev[t] == 0:
-            continue
-        c = cells[t]
-        a, b = start[c], start[c + 1]
-        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
-        for j in range(n_pos):
-            u = nb[positive[j]]
-            if u < 0:
-                continue
-            ub = min(maxlev[t], maxlev[u])
-            if ub == 0 or _boxes_apart(box_lo, box_hi, t, u, eps2):
-                continue
-            c2 = cells[u]
-            a2, b2 = start[c2], start[c2 + 1]
-            best = 0
-            for p in range(a, b):
-                lp = level[p]
-                if lp <= best:
-                    break
-                if _gap2(Xs, p, box_lo, box_hi, u) > eps2:
-                    continue
-                for q in range(a2, b2):
-                    lq = level[q]
-                    if lq <= best:
-                        break
-                    if _d2(Xs, p, q) <= eps2:
-                        best = lp if lp < lq else lq
-                        break
-                if best == ub:
-                    break
-            W[t, j] = best
-            U[t, j] = u
-    return W, U
-
-
-@njit(cache=NUMBA_CACHE, nogil=True)
-def _links_by_level(W, U, K):
-    """The cell links bucketed by level (counting sort): level k's are [ptr[k], ptr[k + 1])."""
-    m, n_pos = W.shape
     ptr = np.zeros(K + 2, dtype=np.int64)
     for t in range(m):
+        if maxlev[t] == 0:
+            continue
+        nb = _neighbour_slots(cells[t], radix, offsets, deltas, slot_of)
         for j in range(n_pos):
-            ptr[W[t, j] + 1] += 1
-    ptr[1] = 0  # level 0: no link
+            u = nb[positive[j]]
+            if u < 0 or maxlev[u] == 0 or _boxes_apart(box_lo, box_hi, t, u, eps2):
+                continue
+            U[t, j] = u
+            ptr[min(maxlev[t], maxlev[u]) + 1] += 1
     for k in range(1, K + 2):
         ptr[k] += ptr[k - 1]
     fill = ptr.copy()
-    link_a = np.empty(ptr[K + 1], dtype=np.int64)
-    link_b = np.empty(ptr[K + 1], dtype=np.int64)
+    pa = np.empty(ptr[K + 1], dtype=np.int64)
+    pb = np.empty(ptr[K + 1], dtype=np.int64)
     for t in range(m):
         for j in range(n_pos):
-            k = W[t, j]
-            if k > 0:
-                link_a[fill[k]] = t
-                link_b[fill[k]] = U[t, j]
+            u = U[t, j]
+            if u >= 0:
+                k = min(maxlev[t], maxlev[u])
+                pa[fill[k]] = t
+                pb[fill[k]] = u
                 fill[k] += 1
-    return ptr, link_a, link_b
+    return ptr, pa, pb
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _bottleneck(Xs, start, cells, box_lo, box_hi, eps2, level, t, u, ub):
+    """``w(t, u)``: the highest min(level_p, level_q) over pairs within eps, 0 if none.
+
+    Both cells' points are in decreasing level, so the scan stops at the
+    first pair that cannot beat the best so far, and at ``ub``.
+    """
+    c, c2 = cells[t], cells[u]
+    a, b = start[c], start[c + 1]
+    a2, b2 = start[c2], start[c2 + 1]
+    best = 0
+    for p in range(a, b):
+        lp = level[p]
+        if lp <= best:
+            break
+        if _gap2(Xs, p, box_lo, box_hi, u) > eps2:
+            continue
+        for q in range(a2, b2):
+            lq = level[q]
+            if lq <= best:
+                break
+            if _d2(Xs, p, q) <= eps2:
+                best = lp if lp < lq else lq
+                break
+        if best == ub:
+            break
+    return best
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _link_level(k, Xs, start, cells, box_lo, box_hi, eps2, level, pair_ptr, pa, pb, later_head,
+                later_next, parent):
+    """Join the cells linked at level k: Kruskal over the cell pairs, evaluated lazily.
+
+    A pair whose bound is k is skipped when its cells are already joined
+    (through links of level >= k, so adding it changes no level <= k);
+    otherwise its level w is found: joined now if w == k, kept for level w
+    if lower.  Then the pairs kept for level k are joined (if still apart).
+    """
+    for e in range(pair_ptr[k], pair_ptr[k + 1]):
+        t, u = pa[e], pb[e]
+        if _find(parent, t) == _find(parent, u):
+            continue
+        w = _bottleneck(Xs, start, cells, box_lo, box_hi, eps2, level, t, u, k)
+        if w == k:
+            _union(parent, t, u)
+        elif w > 0:
+            later_next[e] = later_head[w]
+            later_head[w] = e
+    e = later_head[k]
+    while e >= 0:
+        _union(parent, pa[e], pb[e])
+        e = later_next[e]
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
@@ -545,9 +567,9 @@ def _reach(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, ep
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _components_at(k, ea, eb, parent, maxlev, level, start, cells, perm, pos, first, comp_min,
+def _components_at(k, parent, maxlev, level, start, cells, perm, pos, first, comp_min,
                    cell_label):
-    """Add the cell links of level k; number the clusters of level k (§7.6, incrementally).
+    """Number the clusters of level k once its links are in ``parent`` (§7.6, incrementally).
 
     ``pos[t]``/``first[t]``: how far cell t's points (by decreasing level)
     have been read and the lowest caller id among them, advanced to level k;
@@ -555,8 +577,6 @@ def _components_at(k, ea, eb, parent, maxlev, level, start, cells, perm, pos, fi
     (scikit-learn's order).  Fills ``cell_label`` for the cells of max level
     >= k and returns the number of clusters.
     """
-    for e in range(ea.shape[0]):
-        _union(parent, ea[e], eb[e])
     m = maxlev.shape[0]
     big = np.iinfo(np.int64).max
     n_roots = 0
@@ -645,30 +665,38 @@ def _codes(start, cells, perm, level, bits, like):
 
 @dataclass
 class _GridIndex:
-    """Everything the levels of one eps need, built by ``_grid_index`` (no table)."""
+    """One eps on the fine grid (``_grid_index``): the first stage of the pipeline, no table.
+
+    The grid, the points in cell order and their levels (the neighbourhood
+    sizes that T would give); the assignment stage adds the rest.
+    """
 
     n_levels: int
-    code: np.ndarray           # cell slot << bits | level of every point, caller's order
-    bits: int
-    at_least: np.ndarray       # at_least[k]: how many points have level >= k
-    level: np.ndarray          # levels in cell order (each cell by decreasing level)
-    perm: np.ndarray           # caller id of each point in cell order
+    Xs: np.ndarray
     start: np.ndarray
     cells: np.ndarray
-    maxlev: np.ndarray
-    link_ptr: np.ndarray       # cell links bucketed by level: [link_ptr[k], link_ptr[k+1])
-    link_a: np.ndarray
-    link_b: np.ndarray
-    cand: np.ndarray           # caller ids of the points reached above their level, increasing
-    cand_level: np.ndarray
-    ptr: np.ndarray
-    reach: np.ndarray
-    reach_cell: np.ndarray
-    n_links: int = 0
+    slot_of: np.ndarray
+    box_lo: np.ndarray
+    box_hi: np.ndarray
+    radix: np.ndarray
+    offsets: np.ndarray
+    deltas: np.ndarray
+    positive: np.ndarray
+    eps2: float
+    level: np.ndarray          # level of each point (cell order)
+    perm: np.ndarray           # caller id of each point in cell order
+    # filled by ``_order_by_level`` (assignment stage):
+    maxlev: np.ndarray = None  # max level of each cell
+    pair_ptr: np.ndarray = None  # near cell pairs by their bound: [pair_ptr[k], pair_ptr[k+1])
+    pair_a: np.ndarray = None
+    pair_b: np.ndarray = None
+    code: np.ndarray = None    # cell slot << bits | level of every point, caller's order
+    bits: int = 0
+    at_least: np.ndarray = None  # at_least[k]: how many points have level >= k
 
 
 def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
-    """Levels, cell links and reaches of one eps on the fine grid, or None (§7.6 without T).
+    """The grid of one eps and the level of every point, or None (§7.6 without T).
 
     None when ``grid_dbscan`` would not take the grid (d > 4, too many
     cells) or when rounding left a cell that is not close (the table path
@@ -722,30 +750,29 @@ def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
         level = _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets,
                                       deltas, eps2, m_arr, sample_weight[perm])
     tick("levels")
-    new = _by_level(start, cells, level, K)
-    Xs = _gather(Xs, new)
-    perm = perm[new]
-    level = level[new]
-    maxlev = level[start[cells]]
-    tick("sort")
-    W, U = _cell_links(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
-                       positive, eps2, level, maxlev)
-    link_ptr, link_a, link_b = _links_by_level(W, U, K)
-    tick("links")
-    cand, cand_level, ptr, reach, reach_cell = _reach(Xs, start, cells, slot_of, box_lo, box_hi,
-                                                      radix, offsets, deltas, eps2, level, perm,
-                                                      maxlev, K)
-    tick("reach")
-    bits = max(1, int(K).bit_length())
-    code_t = np.int32 if (len(cells) << bits) < 2**31 else np.int64
-    code = _codes(start, cells, perm, level, bits, np.zeros(0, dtype=code_t))
-    at_least = np.cumsum(np.bincount(level, minlength=K + 1)[::-1])[::-1]
-    tick("caller_order")
-    return _GridIndex(n_levels=K, code=code, bits=bits, at_least=at_least, level=level, perm=perm,
-                      start=start, cells=cells, maxlev=maxlev, link_ptr=link_ptr,
-                      link_a=link_a, link_b=link_b,
-                      cand=cand, cand_level=cand_level, ptr=ptr, reach=reach, reach_cell=reach_cell,
-                      n_links=len(link_a))
+    return _GridIndex(n_levels=K, Xs=Xs, start=start, cells=cells, slot_of=slot_of,
+                      box_lo=box_lo, box_hi=box_hi, radix=radix, offsets=offsets, deltas=deltas,
+                      positive=positive, eps2=eps2, level=level, perm=perm)
+
+
+def _order_by_level(g):
+    """Each cell's points by decreasing level, the cells' max levels, the pairs of cells
+    bucketed by bound and the caller-order codes (the start of the assignment stage)."""
+    from .grid_dbscan import _gather
+
+    K = g.n_levels
+    new = _by_level(g.start, g.cells, g.level, K)
+    g.Xs = _gather(g.Xs, new)
+    g.perm = g.perm[new]
+    g.level = g.level[new]
+    g.maxlev = g.level[g.start[g.cells]]
+    g.pair_ptr, g.pair_a, g.pair_b = _cell_pairs(g.start, g.cells, g.slot_of, g.box_lo, g.box_hi,
+                                                 g.radix, g.offsets, g.deltas, g.positive,
+                                                 g.eps2, g.maxlev, K)
+    g.bits = max(1, int(K).bit_length())
+    code_t = np.int32 if (len(g.cells) << g.bits) < 2**31 else np.int64
+    g.code = _codes(g.start, g.cells, g.perm, g.level, g.bits, np.zeros(0, dtype=code_t))
+    g.at_least = np.cumsum(np.bincount(g.level, minlength=K + 1)[::-1])[::-1]
 
 
 def _levels(min_samples):
@@ -756,25 +783,36 @@ def _levels(min_samples):
 def _assign_grid_levels(gi, min_samples_desc):
     """Yield (min_samples, core indices, labels, n_clusters, seconds), largest first (§7.6).
 
-    One union-find over the cells for the whole sweep: the links of level k
-    are added when level k is reached, so every pair of cells is joined once.
+    The second stage of the pipeline: the points ordered by level, the
+    pairs of near cells, the reaching cells of the border points (all
+    counted in the first clustering's seconds, shared by all), then
+    one union-find over the cells for the whole sweep, the links of level k
+    found and joined when level k is reached (``_link_level``).
     """
-    m = len(gi.cells)
+    g = gi
+    t0 = time.perf_counter()
+    _order_by_level(g)
+    cand, cand_level, ptr, reach, reach_cell = _reach(
+        g.Xs, g.start, g.cells, g.slot_of, g.box_lo, g.box_hi, g.radix, g.offsets, g.deltas,
+        g.eps2, g.level, g.perm, g.maxlev, g.n_levels)
+    m = len(g.cells)
     parent = np.arange(m, dtype=np.int64)
-    pos = gi.start[gi.cells].copy()
+    later_head = np.full(g.n_levels + 1, -1, dtype=np.int64)
+    later_next = np.empty(len(g.pair_a), dtype=np.int64)
+    pos = g.start[g.cells].copy()
     first = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
     comp_min = np.empty(m, dtype=np.int64)
     cell_label = np.full(m, -1, dtype=np.intp)
     for idx, ms in enumerate(min_samples_desc):
-        k = gi.n_levels - idx
-        t0 = time.perf_counter()
-        lo, hi = gi.link_ptr[k], gi.link_ptr[k + 1]
-        n_clusters = _components_at(k, gi.link_a[lo:hi], gi.link_b[lo:hi], parent, gi.maxlev,
-                                    gi.level, gi.start, gi.cells, gi.perm, pos, first, comp_min,
-                                    cell_label)
-        labels, core = _labels_at(k, gi.at_least[k], gi.code, gi.bits, cell_label, gi.cand,
-                                  gi.cand_level, gi.ptr, gi.reach, gi.reach_cell)
+        k = g.n_levels - idx
+        _link_level(k, g.Xs, g.start, g.cells, g.box_lo, g.box_hi, g.eps2, g.level, g.pair_ptr,
+                    g.pair_a, g.pair_b, later_head, later_next, parent)
+        n_clusters = _components_at(k, parent, g.maxlev, g.level, g.start, g.cells, g.perm, pos,
+                                    first, comp_min, cell_label)
+        labels, core = _labels_at(k, g.at_least[k], g.code, g.bits, cell_label, cand, cand_level,
+                                  ptr, reach, reach_cell)
         yield ms, core, labels, int(n_clusters), time.perf_counter() - t0
+        t0 = time.perf_counter()
 
 
 def _assign_levels(nt, min_samples_desc, sample_weight, order):
@@ -947,12 +985,42 @@ def _threadsafe_numba() -> bool:
     return layer != "workqueue"
 
 
-def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight):
+@contextlib.contextmanager
+def _numba_threads(n):
+    """Numba's thread count for the calling thread (it is per thread), restored after."""
+    import numba
+
+    if n is None:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def _thread_split(dev, pipelined):
+    """Numba threads of the (builder, assigner) of a pipelined sweep; None: all of them.
+
+    On the GPU the builder mostly waits for the device, and the assigner has
+    the cores.  On the CPU both stages are CPU work that shares the cores:
+    each gets its half (§7.5 gives the GPU to the builder and the CPU to the
+    assigner; here the cores are split between them), so that while one
+    stage runs a sequential part the other still has a core of its own.
+    """
+    import numba
+
+    if not pipelined or dev != "cpu":
+        return None, None
+    total = numba.get_num_threads()  # the caller's count
+    build = max(1, total // 2)
+    return build, max(1, total - build)
+
+
+def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight, build_threads=None):
     """Yield (eps, table, seconds); with pipeline, built one ahead in a thread (§7.5)."""
-    if pipeline and not _threadsafe_numba():
-        log.debug("dbscan_sweep: Numba's workqueue threading layer is not thread-safe; "
-                  "tables are built without pipelining")
-        pipeline = False
     if not pipeline or len(eps_list) == 1:  # nothing to overlap with one eps
         for e in eps_list:
             built, dt = _build(X, e, dev, precision, ms_list, sample_weight)
@@ -963,6 +1031,10 @@ def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight):
 
     def producer():
         try:
+            if build_threads is not None:
+                import numba
+
+                numba.set_num_threads(build_threads)  # this thread's count only
             for e in eps_list:
                 if stop.is_set():
                     return
@@ -1000,9 +1072,15 @@ def _sweep(X, eps_list, ms_list, sample_weight, dev, precision, pipeline, progre
 
         bar = tqdm(total=len(eps_list) * len(ms_list), desc="dbscan sweep", unit="clustering")
     start = time.perf_counter()
+    if pipeline and len(eps_list) > 1 and not _threadsafe_numba():
+        log.debug("dbscan_sweep: Numba's workqueue threading layer is not thread-safe; "
+                  "tables are built without pipelining")
+        pipeline = False
+    pipelined = pipeline and len(eps_list) > 1
+    build_threads, assign_threads = _thread_split(dev, pipelined)
     try:
-        for e, built, table_s in _tables(X, eps_list, dev, precision, pipeline, ms_list,
-                                         sample_weight):
+        for e, built, table_s in _tables(X, eps_list, dev, precision, pipelined, ms_list,
+                                         sample_weight, build_threads):
             if built[0] == "grid":
                 levels = _assign_grid_levels(built[1], ms_list)
                 info = {"path": "grid-cpu"}
@@ -1010,7 +1088,12 @@ def _sweep(X, eps_list, ms_list, sample_weight, dev, precision, pipeline, progre
                 _, nt, order = built
                 levels = _assign_levels(nt, ms_list, sample_weight, order)
                 info = {"path": "table", "pairs": nt.n_pairs}
-            for m, core, labels, n_clusters, assign_s in levels:
+            while True:
+                with _numba_threads(assign_threads):  # not around the yield: the caller's code
+                    item = next(levels, None)
+                if item is None:
+                    break
+                m, core, labels, n_clusters, assign_s = item
                 res = SweepResult(eps=e, min_samples=m, labels=labels, core_sample_indices=core,
                                   n_clusters=n_clusters,
                                   timings={"table": table_s, "assign": assign_s, **info,
