@@ -5,7 +5,7 @@ import pytest
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
 import skyjoin
-from skyjoin.cluster.sweep import ideal_pipeline_time
+from skyjoin.cluster.sweep import ideal_pipeline_time, pipeline_makespan
 
 
 def _oracle(X, eps, m, w=None):
@@ -66,6 +66,15 @@ def test_sweep_stops_cleanly_when_abandoned():
 def test_ideal_pipeline_time():
     assert ideal_pipeline_time(10.0, 1) == 10.0
     assert ideal_pipeline_time(8.0, 8) == pytest.approx(8.0 * 9 / 16)
+
+
+def test_pipeline_makespan_is_eq2_when_balanced():
+    # equal stages: equation (2)
+    assert pipeline_makespan([0.5] * 8, [0.5] * 8) == pytest.approx(ideal_pipeline_time(8.0, 8))
+    # the longer stage runs back to back: builds 3 s each, assignments 1 s
+    assert pipeline_makespan([3, 3, 3], [1, 1, 1]) == pytest.approx(10.0)
+    assert pipeline_makespan([1, 1, 1], [3, 3, 3]) == pytest.approx(10.0)
+    assert pipeline_makespan([2, 1], [1, 3]) == pytest.approx(6.0)
 
 
 def test_model_reproduces_probe_and_scales_with_ball_volume():

@@ -189,18 +189,22 @@ def _sweep_minpts_case(quick, device):
         holder["X"] = _data("blobs", n, 1)
 
     def sweep():
+        c0 = time.process_time()
         res = list(sj.dbscan_sweep(holder["X"], eps=eps, min_samples=PAPER_MINPTS,
                                    device=device))
         return {"size": len(res), "clusters": [r.n_clusters for r in res],
+                "cpu_s": round(time.process_time() - c0, 4), "path": res[0].timings.get("path"),
                 "table_s": round(res[0].timings["table"], 4),
                 "assign_s": [round(r.timings["assign"], 4) for r in res]}
 
     def separate():
         ks = []
+        c0 = time.process_time()
         for m in PAPER_MINPTS:
             est = sj.DBSCAN(eps=eps, min_samples=m, device=device).fit(holder["X"])
             ks.append(_n_clusters(est.labels_))
-        return {"size": len(ks), "clusters": ks, "path": est.path_}
+        return {"size": len(ks), "clusters": ks, "path": est.path_,
+                "cpu_s": round(time.process_time() - c0, 4)}
 
     def separate_hybrid():
         from ..cluster.estimator import hybrid_dbscan
@@ -233,9 +237,12 @@ def _sweep_eps_case(quick, device):
 
     def run_sweep(pipeline):
         def fn():
+            c0 = time.process_time()
             res = list(sj.dbscan_sweep(holder["X"], eps=eps_list, min_samples=[10],
                                        device=device, pipeline=pipeline))
             return {"size": len(res), "clusters": [r.n_clusters for r in res],
+                    "cpu_s": round(time.process_time() - c0, 4),
+                    "path": res[0].timings.get("path"),
                     "table_s": [round(r.timings["table"], 4) for r in res],
                     "assign_s": [round(r.timings["assign"], 4) for r in res]}
         return fn
@@ -278,7 +285,7 @@ def cases(quick: bool = False, device: str = "cpu", names=None) -> list[Case]:
 
 def _sweep_summary(rows, device, log):
     """Ratios the issue asks for: sweep vs separate runs, pipeline vs eq. (2), model error."""
-    from ..cluster.sweep import ideal_pipeline_time
+    from ..cluster.sweep import ideal_pipeline_time, pipeline_makespan
 
     t = {(r.case.split(" (")[0], r.impl): r for r in rows}
 
@@ -301,6 +308,25 @@ def _sweep_summary(rows, device, log):
         out.update(sweep8_non_pipelined_s=plain, sweep8_pipelined_s=pipelined,
                    sweep8_ideal_eq2_s=t_opt,
                    sweep8_pct_above_ideal=100 * (pipelined - t_opt) / t_opt)
+        # Equation (2) assumes that building a table and assigning with it
+        # take the same time (§7.5, Fig. 3: "perfect load balancing between
+        # CPU and GPU components") and run on two processors.  Next to it:
+        # the best pipeline for the stage times the non-pipelined run
+        # measured (equal to eq. (2) when they are balanced), and the CPU
+        # work of that run spread over every core, a bound for any schedule
+        # when both stages share the CPU's cores (no GPU).
+        x = t[("Sweep8-eps", f"skyjoin dbscan_sweep not pipelined ({device})")].extra
+        if x.get("table_s") and x.get("assign_s"):
+            two = pipeline_makespan(x["table_s"], x["assign_s"])
+            out.update(sweep8_stage_build_s=sum(x["table_s"]),
+                       sweep8_stage_assign_s=sum(x["assign_s"]),
+                       sweep8_two_stage_ideal_s=two,
+                       sweep8_pct_above_two_stage_ideal=100 * (pipelined - two) / two)
+        if x.get("cpu_s") and device == "cpu":
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+                else os.cpu_count()
+            out.update(sweep8_non_pipelined_cpu_s=x["cpu_s"],
+                       sweep8_cpu_bound_s=x["cpu_s"] / cores)
     r = t.get(("Sweep8-eps", f"response-time model ({device})"))
     if r is not None and r.extra:
         out["model_median_error_pct"] = r.extra.get("median_error_pct")

@@ -48,7 +48,8 @@ from .._validate import check_eps, check_min_samples, check_points, check_precis
 from .assign import _find, _union  # the one union-find of the package
 from .grid_dbscan import _boxes_apart, _d2, _neighbour_slots
 
-__all__ = ["SweepResult", "dbscan_sweep", "add_core_level", "ideal_pipeline_time"]
+__all__ = ["SweepResult", "dbscan_sweep", "add_core_level", "ideal_pipeline_time",
+           "pipeline_makespan"]
 
 log = logging.getLogger("skyjoin")
 
@@ -875,8 +876,31 @@ def _n_clusters(labels):
 
 
 def ideal_pipeline_time(non_pipelined_s: float, n_variants: int) -> float:
-    """Equation (2) of the paper: T_opt = T_np (|V| + 1) / (2 |V|)."""
+    """Equation (2) of the paper: T_opt = T_np (|V| + 1) / (2 |V|).
+
+    It is the time of the two-stage pipeline of Fig. 3 when each stage of
+    each variant takes T_np / (2 |V|), "perfect load balancing between CPU
+    and GPU components" (§7.5), each stage on its own processor.  For stages
+    of other lengths see ``pipeline_makespan``.
+    """
     return non_pipelined_s * (n_variants + 1) / (2 * n_variants)
+
+
+def pipeline_makespan(build_s, assign_s) -> float:
+    """Best time of the two-stage pipeline of §7.5 (Fig. 3) for measured stage times.
+
+    Variant i's table (``build_s[i]``) is built after variant i-1's, and
+    its assignment (``assign_s[i]``) starts when both its table and the
+    previous assignment are done, each stage on its own processor.  With
+    every stage equal to T_np / (2 |V|) this is equation (2); with unequal
+    stages equation (2) is below what any schedule can reach, since the
+    longer stage runs back to back.
+    """
+    built = done = 0.0
+    for b, a in zip(build_s, assign_s, strict=True):
+        built += b
+        done = max(done, built) + a
+    return done
 
 
 def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device="auto",
