@@ -14,6 +14,7 @@ from typing import Iterator
 import numpy as np
 
 from .._device import is_device_array, resolve_device
+from .._memory import alloc_host
 from .._validate import check_eps, check_points, check_precision, working_dtype
 from .result import NeighborTable, PairChunk, index_dtype
 
@@ -309,7 +310,7 @@ def _cpu_full_pattern(gq, gs, eps2, self_join, include_self, output, sort, idx_d
         indptr, total = cpu.indptr_from_counts(gq, counts_r)
         del counts_r
         cpu.release_free_memory()
-        indices = np.empty(total, dtype=idx_dtype)
+        indices = alloc_host(total, idx_dtype)        # huge pages: fast first touch
         cpu.fill_full(gq, gs, eps2, self_join, include_self, sort, None, None, indices,
                       indptr=indptr)
     return indptr, indices
@@ -407,7 +408,7 @@ def _cpu_self_join_chunks(X, eps, include_self, sort, max_pairs, precision, inde
         np.cumsum(c, out=indptr[1:])
         members = inv[r0:r1]
         row_pos[members] = indptr[:-1]
-        indices = np.empty(int(indptr[-1]), dtype=idx_dtype)
+        indices = alloc_host(int(indptr[-1]), idx_dtype)
         cells = np.unique(point_cell[members])
         cpu.fill_full(g, g, eps2, True, include_self, sort, row_pos, counts_r, indices,
                       cell_list=cells)

@@ -30,7 +30,6 @@ docstring gives the measurements behind the rule.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import mmap
 import os
 import time
 from collections import deque
@@ -275,16 +274,9 @@ def _eps2(eps: float, dtype) -> np.generic:
 
 def _alloc_host(n: int, dtype=np.int32) -> np.ndarray:
     """A fresh host array, backed by huge pages where the kernel allows (fast first touch)."""
-    nbytes = int(n) * np.dtype(dtype).itemsize
-    if nbytes < (64 << 20):
-        return np.empty(n, dtype=dtype)
-    buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
-            buf.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:
-            pass
-    return np.frombuffer(buf, dtype=dtype, count=n)
+    from .._memory import alloc_host
+
+    return alloc_host(n, dtype)
 
 
 _POOL: cf.ThreadPoolExecutor | None = None

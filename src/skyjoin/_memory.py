@@ -1,0 +1,43 @@
+"""Large host arrays that are fast to touch the first time.
+
+A result array of hundreds of MB (a neighbour table's column indices) is
+written once, right after it is allocated.  With 4 KB pages every page's
+first write is a fault; backed by transparent huge pages (2 MB) there are
+512 times fewer.  Linux gives huge pages to an anonymous mapping that asks
+for them (``MADV_HUGEPAGE``) even where the system setting is "madvise"; on
+other systems this is an ordinary allocation.
+"""
+
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+__all__ = ["alloc_host"]
+
+#: below this size a plain allocation (huge pages do not pay for themselves)
+HUGE_MIN_BYTES = 64 << 20
+
+
+def alloc_host(n: int, dtype=np.int32) -> np.ndarray:
+    """An uninitialised 1-D host array of n items, on huge pages when large.
+
+    Examples
+    --------
+    >>> a = alloc_host(10, np.int64)
+    >>> a.shape, a.dtype, a.flags.writeable
+    ((10,), dtype('int64'), True)
+    """
+    n = int(n)
+    dtype = np.dtype(dtype)
+    nbytes = n * dtype.itemsize
+    if nbytes < HUGE_MIN_BYTES:
+        return np.empty(n, dtype=dtype)
+    buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            buf.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
+    return np.frombuffer(buf, dtype=dtype, count=n)
