@@ -214,10 +214,13 @@ def _sweep_minpts_case(quick, device):
             ks.append(_n_clusters(hybrid_dbscan(holder["X"], eps, m, device=device)[1]))
         return {"size": len(ks), "clusters": ks}
 
+    # both sides warmed up (Numba's compilation or cache load is not the
+    # algorithm) and timed best of 3 (the machine may be shared)
     return Case("Sweep16-minpts" + (" (quick)" if quick else ""),
                 {"n": n, "eps": eps, "min_samples": PAPER_MINPTS},
-                [Impl(f"skyjoin dbscan_sweep ({device})", sweep, ours=True, warmup=False),
-                 Impl(f"16 x skyjoin DBSCAN ({device})", separate),
+                [Impl(f"skyjoin dbscan_sweep ({device})", sweep, ours=True, warmup=True,
+                      repeat=3),
+                 Impl(f"16 x skyjoin DBSCAN ({device})", separate, warmup=True, repeat=3),
                  Impl(f"16 x skyjoin HYBRID-DBSCAN ({device})", separate_hybrid)],
                 setup=setup, teardown=holder.clear)
 
@@ -237,14 +240,20 @@ def _sweep_eps_case(quick, device):
 
     def run_sweep(pipeline):
         def fn():
-            c0 = time.process_time()
+            t0, c0 = time.perf_counter(), time.process_time()
             res = list(sj.dbscan_sweep(holder["X"], eps=eps_list, min_samples=[10],
                                        device=device, pipeline=pipeline))
-            return {"size": len(res), "clusters": [r.n_clusters for r in res],
-                    "cpu_s": round(time.process_time() - c0, 4),
-                    "path": res[0].timings.get("path"),
-                    "table_s": [round(r.timings["table"], 4) for r in res],
-                    "assign_s": [round(r.timings["assign"], 4) for r in res]}
+            out = {"size": len(res), "clusters": [r.n_clusters for r in res],
+                   "wall_s": round(time.perf_counter() - t0, 4),
+                   "cpu_s": round(time.process_time() - c0, 4),
+                   "path": res[0].timings.get("path"),
+                   "table_s": [round(r.timings["table"], 4) for r in res],
+                   "assign_s": [round(r.timings["assign"], 4) for r in res]}
+            # the figures of the fastest repeat, whose time the harness keeps
+            key = ("best", pipeline)
+            if key not in holder or out["wall_s"] < holder[key]["wall_s"]:
+                holder[key] = out
+            return holder[key]
         return fn
 
     def model():
@@ -266,8 +275,9 @@ def _sweep_eps_case(quick, device):
     return Case("Sweep8-eps" + (" (quick)" if quick else ""),
                 {"n": n, "eps": eps_list, "min_samples": 10},
                 [Impl(f"skyjoin dbscan_sweep pipelined ({device})", run_sweep(True), ours=True,
-                      warmup=False),
-                 Impl(f"skyjoin dbscan_sweep not pipelined ({device})", run_sweep(False)),
+                      warmup=True, repeat=3),
+                 Impl(f"skyjoin dbscan_sweep not pipelined ({device})", run_sweep(False),
+                      warmup=True, repeat=3),
                  Impl(f"response-time model ({device})", model)],
                 setup=setup, teardown=holder.clear)
 

@@ -212,12 +212,16 @@ def _level_of(s, m_asc):
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, m_asc):
+def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, m_asc,
+                 hits):
     """Level of every (sorted) point: how many of m_asc its neighbourhood size reaches.
 
     Counting stops at the largest min_samples (a cell holding that many
     points makes them all reach it at once); a cell wholly within eps of a
-    point counts at once, one out of reach is skipped.
+    point counts at once, one out of reach is skipped.  ``hits[p]`` (when
+    there are at most 64 offsets): bit o set iff the cell at offset o holds
+    a neighbour of p, complete for the points below the top level (their
+    whole neighbourhood is scanned), which is all the border pass reads.
     """
     n = Xs.shape[0]
     m = cells.shape[0]
@@ -236,24 +240,30 @@ def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delt
         nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
         for p in range(a, b):
             s = size
+            mask = np.uint64(0)
             for o in range(n_off):
                 t2 = nb[o]
                 if t2 < 0 or t2 == t or _gap2(Xs, p, box_lo, box_hi, t2) > eps2:
                     continue
                 c2 = cells[t2]
                 if _span2(Xs, p, box_lo, box_hi, t2) <= eps2:
-                    s += start[c2 + 1] - start[c2]
+                    got = start[c2 + 1] - start[c2]
                 else:
-                    s += _count_within(Xs, p, start[c2], start[c2 + 1], eps2)
+                    got = _count_within(Xs, p, start[c2], start[c2 + 1], eps2)
+                s += got
+                if got > 0:
+                    mask |= np.uint64(1) << np.uint64(o)
                 if s >= cap:
                     break
             level[p] = _level_of(s, m_asc)
+            if hits.shape[0] > 0:
+                hits[p] = mask
     return level
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
 def _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
-                          eps2, m_asc, w):
+                          eps2, m_asc, w, hits):
     """``_grid_levels`` with sample weights: complete sums (weights may be negative)."""
     n = Xs.shape[0]
     m = cells.shape[0]
@@ -271,18 +281,26 @@ def _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offs
         nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
         for p in range(start[c], start[c + 1]):
             s = wsum[t]
+            mask = np.uint64(0)
             for o in range(n_off):
                 t2 = nb[o]
                 if t2 < 0 or t2 == t or _gap2(Xs, p, box_lo, box_hi, t2) > eps2:
                     continue
                 c2 = cells[t2]
+                got = False
                 if _span2(Xs, p, box_lo, box_hi, t2) <= eps2:
                     s += wsum[t2]
+                    got = True
                 else:
                     for q in range(start[c2], start[c2 + 1]):
                         if _d2(Xs, p, q) <= eps2:
                             s += w[q]
+                            got = True
+                if got:
+                    mask |= np.uint64(1) << np.uint64(o)
             level[p] = _level_of(s, m_asc)
+            if hits.shape[0] > 0:
+                hits[p] = mask
     return level
 
 
@@ -410,11 +428,12 @@ def _link_level(k, Xs, start, cells, box_lo, box_hi, eps2, level, pair_ptr, pa, 
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
-def _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev, out_r, out_c,
-                at):
+def _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev, hits, out_r,
+                out_c, at):
     """Cells that reach non-core point p above its own level, with their reach.
 
-    Writes them at ``out_*[at:]`` when ``at >= 0``; returns how many.
+    Only the offsets of ``hits[p]`` when known.  Writes them at
+    ``out_*[at:]`` when ``at >= 0``; returns how many.
     """
     lp = level[p]
     cnt = 0
@@ -423,7 +442,10 @@ def _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev,
             out_r[at] = maxlev[t]
             out_c[at] = t
         cnt += 1
+    use_hits = hits.shape[0] > 0
     for o in range(nb.shape[0]):
+        if use_hits and (hits[p] >> np.uint64(o)) & np.uint64(1) == 0:
+            continue
         u = nb[o]
         if u < 0 or u == t or maxlev[u] <= lp or _gap2(Xs, p, box_lo, box_hi, u) > eps2:
             continue
@@ -449,9 +471,10 @@ def _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev,
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
 def _reach_room(start, cells, slot_of, radix, offsets, deltas, level, maxlev, K, gap_test, Xs,
-                box_lo, box_hi, eps2):
+                box_lo, box_hi, eps2, hits):
     """Room for the reaching cells of each point: the cells of a higher max level
-    (with ``gap_test``, only those that pass the box test too)."""
+    (with ``gap_test``, only those that pass the box test too; with ``hits``,
+    only those that hold a neighbour)."""
     n = level.shape[0]
     room = np.zeros(n + 1, dtype=np.int64)
     for t in prange(cells.shape[0]):
@@ -466,6 +489,8 @@ def _reach_room(start, cells, slot_of, radix, offsets, deltas, level, maxlev, K,
                 continue
             r = 1 if maxlev[t] > lp else 0
             for o in range(nb.shape[0]):
+                if hits.shape[0] > 0 and (hits[p] >> np.uint64(o)) & np.uint64(1) == 0:
+                    continue
                 u = nb[o]
                 if u >= 0 and u != t and maxlev[u] > lp:
                     if not gap_test or _gap2(Xs, p, box_lo, box_hi, u) <= eps2:
@@ -476,7 +501,7 @@ def _reach_room(start, cells, slot_of, radix, offsets, deltas, level, maxlev, K,
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
 def _reach_fill(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, level,
-                maxlev, K, at, reach_all, cell_all):
+                maxlev, K, hits, at, reach_all, cell_all):
     """Fill each point's room with its reaching cells, by decreasing reach; return the counts."""
     n = Xs.shape[0]
     counts = np.zeros(n, dtype=np.int64)
@@ -491,7 +516,7 @@ def _reach_fill(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delta
                 continue
             lo = at[p]
             cnt = _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev,
-                              reach_all, cell_all, lo)
+                              hits, reach_all, cell_all, lo)
             counts[p] = cnt
             for i in range(lo + 1, lo + cnt):  # insertion sort by decreasing reach
                 r = reach_all[i]
@@ -507,10 +532,12 @@ def _reach_fill(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delta
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _reach_by_caller(perm, level, at, counts, reach_all, cell_all):
-    """The non-empty rows as a CSR in increasing caller id: (ids, their levels, ptr, reach, cell)."""
+def _reach_by_caller(perm, level, at, counts, reach_all, cell_all, slot):
+    """The non-empty rows as a CSR in increasing caller id: (ids, their levels, ptr, reach, cell).
+
+    ``slot``: n items of scratch, all -1.
+    """
     n = perm.shape[0]
-    slot = np.full(n, -1, dtype=np.int64)
     n_rows = 0
     total = 0
     for p in range(n):
@@ -544,7 +571,7 @@ def _reach_by_caller(perm, level, at, counts, reach_all, cell_all):
 
 
 def _reach(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, level,
-           perm, maxlev, K):
+           perm, maxlev, K, hits):
     """For every point below the top level: the cells that reach it higher (border labels).
 
     Returns the points that have any, in increasing caller id, with their
@@ -556,15 +583,16 @@ def _reach(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, ep
     """
     n = Xs.shape[0]
     args = (start, cells, slot_of, radix, offsets, deltas, level, maxlev, K)
-    room = _reach_room(*args, False, Xs, box_lo, box_hi, eps2)
+    room = _reach_room(*args, False, Xs, box_lo, box_hi, eps2, hits)
     if room.sum() > 8 * n:
-        room = _reach_room(*args, True, Xs, box_lo, box_hi, eps2)
+        room = _reach_room(*args, True, Xs, box_lo, box_hi, eps2, hits)
     at = np.cumsum(room)
     reach_all = np.empty(at[n], dtype=np.int32)
     cell_all = np.empty(at[n], dtype=np.int64)
     counts = _reach_fill(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2,
-                         level, maxlev, K, at, reach_all, cell_all)
-    return _reach_by_caller(perm, level, at, counts, reach_all, cell_all)
+                         level, maxlev, K, hits, at, reach_all, cell_all)
+    slot = np.full(n, -1, dtype=np.int64)
+    return _reach_by_caller(perm, level, at, counts, reach_all, cell_all, slot)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -620,18 +648,19 @@ def _components_at(k, parent, maxlev, level, start, cells, perm, pos, first, com
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _labels_at(k, n_core, code, bits, cell_label, cand, cand_level, ptr, reach, cell):
+def _labels_at(k, labels, core, code, bits, cell_label, cand, cand_level, ptr, reach, cell):
     """Labels and core indices of level k in the caller's order.
 
     ``code[i] = cell slot << bits | level`` of the caller's point i.  Core
     points take their cell's cluster; border points (``cand``, increasing
     caller ids, with their reaching cells) the lowest cluster among the
-    cells that reach them at level k; noise -1.
+    cells that reach them at level k; noise -1.  ``labels`` (n) and ``core``
+    (the number of core points, plus one) are filled; they come from
+    NumPy's allocator, which asks for huge pages: Numba's would fault on
+    every 4 kB page of these fresh arrays.
     """
     n = code.shape[0]
     mask = (1 << bits) - 1
-    labels = np.empty(n, dtype=np.intp)
-    core = np.empty(n_core + 1, dtype=np.int64)
     c = 0
     for i in range(n):
         v = code[i]
@@ -650,7 +679,6 @@ def _labels_at(k, n_core, code, bits, cell_label, cand, cand_level, ptr, reach, 
             if best < 0 or lab < best:
                 best = lab
         labels[cand[j]] = best
-    return labels, core[:n_core]
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -686,6 +714,7 @@ class _GridIndex:
     eps2: float
     level: np.ndarray          # level of each point (cell order)
     perm: np.ndarray           # caller id of each point in cell order
+    hits: np.ndarray           # offsets holding a neighbour, bit mask per point (or empty)
     # filled by ``_order_by_level`` (assignment stage):
     maxlev: np.ndarray = None  # max level of each cell
     pair_ptr: np.ndarray = None  # near cell pairs by their bound: [pair_ptr[k], pair_ptr[k+1])
@@ -744,16 +773,17 @@ def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
     tick("grid")
     K = len(m_asc)
     m_arr = np.asarray(m_asc, dtype=np.float64)
+    hits = np.empty(n if len(offsets) <= 64 else 0, dtype=np.uint64)
     if sample_weight is None:
         level = _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
-                             eps2, m_arr)
+                             eps2, m_arr, hits)
     else:
         level = _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets,
-                                      deltas, eps2, m_arr, sample_weight[perm])
+                                      deltas, eps2, m_arr, sample_weight[perm], hits)
     tick("levels")
     return _GridIndex(n_levels=K, Xs=Xs, start=start, cells=cells, slot_of=slot_of,
                       box_lo=box_lo, box_hi=box_hi, radix=radix, offsets=offsets, deltas=deltas,
-                      positive=positive, eps2=eps2, level=level, perm=perm)
+                      positive=positive, eps2=eps2, level=level, perm=perm, hits=hits)
 
 
 def _order_by_level(g):
@@ -766,6 +796,8 @@ def _order_by_level(g):
     g.Xs = _gather(g.Xs, new)
     g.perm = g.perm[new]
     g.level = g.level[new]
+    if len(g.hits):
+        g.hits = g.hits[new]
     g.maxlev = g.level[g.start[g.cells]]
     g.pair_ptr, g.pair_a, g.pair_b = _cell_pairs(g.start, g.cells, g.slot_of, g.box_lo, g.box_hi,
                                                  g.radix, g.offsets, g.deltas, g.positive,
@@ -795,7 +827,7 @@ def _assign_grid_levels(gi, min_samples_desc):
     _order_by_level(g)
     cand, cand_level, ptr, reach, reach_cell = _reach(
         g.Xs, g.start, g.cells, g.slot_of, g.box_lo, g.box_hi, g.radix, g.offsets, g.deltas,
-        g.eps2, g.level, g.perm, g.maxlev, g.n_levels)
+        g.eps2, g.level, g.perm, g.maxlev, g.n_levels, g.hits)
     m = len(g.cells)
     parent = np.arange(m, dtype=np.int64)
     later_head = np.full(g.n_levels + 1, -1, dtype=np.int64)
@@ -810,8 +842,11 @@ def _assign_grid_levels(gi, min_samples_desc):
                     g.pair_a, g.pair_b, later_head, later_next, parent)
         n_clusters = _components_at(k, parent, g.maxlev, g.level, g.start, g.cells, g.perm, pos,
                                     first, comp_min, cell_label)
-        labels, core = _labels_at(k, g.at_least[k], g.code, g.bits, cell_label, cand, cand_level,
-                                  ptr, reach, reach_cell)
+        labels = np.empty(len(g.code), dtype=np.intp)
+        core = np.empty(g.at_least[k] + 1, dtype=np.int64)
+        _labels_at(k, labels, core, g.code, g.bits, cell_label, cand, cand_level, ptr, reach,
+                   reach_cell)
+        core = core[:-1]
         yield ms, core, labels, int(n_clusters), time.perf_counter() - t0
         t0 = time.perf_counter()
 
