@@ -502,7 +502,8 @@ def _reach_room(start, cells, slot_of, radix, offsets, deltas, level, maxlev, K,
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
 def _reach_fill(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, level,
                 maxlev, K, hits, at, reach_all, cell_all):
-    """Fill each point's room with its reaching cells, by decreasing reach; return the counts."""
+    """Fill each point's row (at ``at[p]``, -1: none) with its reaching cells, by decreasing
+    reach; return the counts."""
     n = Xs.shape[0]
     counts = np.zeros(n, dtype=np.int64)
     for t in prange(cells.shape[0]):
@@ -512,9 +513,9 @@ def _reach_fill(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delta
             continue
         nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
         for p in range(a, b):
-            if at[p + 1] == at[p]:
-                continue
             lo = at[p]
+            if lo < 0:
+                continue
             cnt = _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev,
                               hits, reach_all, cell_all, lo)
             counts[p] = cnt
@@ -532,67 +533,58 @@ def _reach_fill(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delta
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _reach_by_caller(perm, level, at, counts, reach_all, cell_all, slot):
-    """The non-empty rows as a CSR in increasing caller id: (ids, their levels, ptr, reach, cell).
+def _rows_by_caller(room, perm, slot):
+    """The points with room, in increasing caller id, and where each one's row starts.
 
-    ``slot``: n items of scratch, all -1.
+    Returns (their cell-order ids, their caller ids, row starts of length
+    count + 1); ``slot``: n items of scratch, all -1.
     """
     n = perm.shape[0]
     n_rows = 0
-    total = 0
     for p in range(n):
-        if counts[p] > 0:
+        if room[p + 1] > 0:
             slot[perm[p]] = p
             n_rows += 1
-            total += counts[p]
+    rows_p = np.empty(n_rows, dtype=np.int64)
     ids = np.empty(n_rows, dtype=np.int64)
-    lev = np.empty(n_rows, dtype=np.int32)
-    ptr = np.empty(n_rows + 1, dtype=np.int64)
-    reach = np.empty(total, dtype=np.int32)
-    cell = np.empty(total, dtype=np.int64)
+    row_at = np.empty(n_rows + 1, dtype=np.int64)
+    row_at[0] = 0
     j = 0
-    e = 0
-    ptr[0] = 0
     for i in range(n):
         p = slot[i]
-        if p < 0:
-            continue
-        ids[j] = i
-        lev[j] = level[p]
-        src = at[p]
-        for _ in range(counts[p]):
-            reach[e] = reach_all[src]
-            cell[e] = cell_all[src]
-            e += 1
-            src += 1
-        j += 1
-        ptr[j] = e
-    return ids, lev, ptr, reach, cell
+        if p >= 0:
+            rows_p[j] = p
+            ids[j] = i
+            row_at[j + 1] = row_at[j] + room[p + 1]
+            j += 1
+    return rows_p, ids, row_at
 
 
 def _reach(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, level,
            perm, maxlev, K, hits):
     """For every point below the top level: the cells that reach it higher (border labels).
 
-    Returns the points that have any, in increasing caller id, with their
-    levels, and a CSR of (reach, cell) by decreasing reach, where reach is
-    the highest level of a point of that cell within eps.  One scan of the
-    distances: rows get room for every cell of a higher max level (or, if
-    that is more than 8 per point, for those passing the box test), are
-    filled, then compacted in the caller's order.
+    Returns the points that may have any, in increasing caller id, their
+    levels, where their rows start and how many entries each holds, and the
+    rows' (reach, cell) by decreasing reach, where reach is the highest
+    level of a point of that cell within eps.  One scan of the distances:
+    rows, laid out in the caller's order, get room for every neighbour cell
+    of a higher max level (or, if that is more than 8 per point, for those
+    passing the box test too), then are filled.
     """
     n = Xs.shape[0]
     args = (start, cells, slot_of, radix, offsets, deltas, level, maxlev, K)
     room = _reach_room(*args, False, Xs, box_lo, box_hi, eps2, hits)
     if room.sum() > 8 * n:
         room = _reach_room(*args, True, Xs, box_lo, box_hi, eps2, hits)
-    at = np.cumsum(room)
-    reach_all = np.empty(at[n], dtype=np.int32)
-    cell_all = np.empty(at[n], dtype=np.int64)
+    rows_p, ids, row_at = _rows_by_caller(room, perm, np.full(n, -1, dtype=np.int64))
+    at = np.full(n, -1, dtype=np.int64)
+    at[rows_p] = row_at[:-1]
+    reach_all = np.empty(row_at[-1], dtype=np.int32)
+    cell_all = np.empty(row_at[-1], dtype=np.int64)
     counts = _reach_fill(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2,
                          level, maxlev, K, hits, at, reach_all, cell_all)
-    slot = np.full(n, -1, dtype=np.int64)
-    return _reach_by_caller(perm, level, at, counts, reach_all, cell_all, slot)
+    return ids, level[rows_p], row_at, counts[rows_p], reach_all, cell_all
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -648,7 +640,8 @@ def _components_at(k, parent, maxlev, level, start, cells, perm, pos, first, com
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _labels_at(k, labels, core, code, bits, cell_label, cand, cand_level, ptr, reach, cell):
+def _labels_at(k, labels, core, code, bits, cell_label, cand, cand_level, row_at, row_len,
+               reach, cell):
     """Labels and core indices of level k in the caller's order.
 
     ``code[i] = cell slot << bits | level`` of the caller's point i.  Core
@@ -672,7 +665,7 @@ def _labels_at(k, labels, core, code, bits, cell_label, cand, cand_level, ptr, r
         if cand_level[j] >= k:
             continue
         best = -1
-        for e in range(ptr[j], ptr[j + 1]):
+        for e in range(row_at[j], row_at[j] + row_len[j]):
             if reach[e] < k:
                 break
             lab = cell_label[cell[e]]
@@ -825,7 +818,7 @@ def _assign_grid_levels(gi, min_samples_desc):
     g = gi
     t0 = time.perf_counter()
     _order_by_level(g)
-    cand, cand_level, ptr, reach, reach_cell = _reach(
+    cand, cand_level, row_at, row_len, reach, reach_cell = _reach(
         g.Xs, g.start, g.cells, g.slot_of, g.box_lo, g.box_hi, g.radix, g.offsets, g.deltas,
         g.eps2, g.level, g.perm, g.maxlev, g.n_levels, g.hits)
     m = len(g.cells)
@@ -844,8 +837,8 @@ def _assign_grid_levels(gi, min_samples_desc):
                                     first, comp_min, cell_label)
         labels = np.empty(len(g.code), dtype=np.intp)
         core = np.empty(g.at_least[k] + 1, dtype=np.int64)
-        _labels_at(k, labels, core, g.code, g.bits, cell_label, cand, cand_level, ptr, reach,
-                   reach_cell)
+        _labels_at(k, labels, core, g.code, g.bits, cell_label, cand, cand_level, row_at,
+                   row_len, reach, reach_cell)
         core = core[:-1]
         yield ms, core, labels, int(n_clusters), time.perf_counter() - t0
         t0 = time.perf_counter()
