@@ -13,18 +13,23 @@ Many (eps, min_samples) variants of one data set, for throughput:
   - CPU, float64, d <= 4 (the grid path, ``_grid_index``): no table at
     all.  On the fine grid of ``grid_dbscan`` one capped count per point
     gives its level (how many of the min_samples it is core for), one
-    bottleneck level per pair of cells replaces the pairs of T, and one
+    bottleneck level per pair of cells replaces the pairs of T (found
+    lazily, Kruskal-style: never for two cells already joined), and one
     "reach" per (non-core point, cell) gives every border label; each
     min_samples then costs a union-find step over the cells and an O(n)
     labelling pass.
   - otherwise (the table path): T on the points in cell order, the core
     points of each new level made core by ``add_core_level``.
 
-* **pipelining (§7.5)**: a producer thread builds the index or table of the
-  next eps while the consumer assigns points with the current one (both are
-  Numba code that releases the GIL, and on a GPU the join runs on the
-  device).  The ideal time of such a pipeline is equation (2),
-  ``T_opt = T_np (|V| + 1) / (2 |V|)``.
+* **pipelining (§7.5)**: a producer thread builds the next eps's table
+  (grid path: its grid and levels, what T would tell) while the consumer
+  assigns points with the current one (everything that decides clusters:
+  links, border reaches, labels).  Both are Numba code that releases the
+  GIL; on a GPU the join runs on the device, and on the CPU each stage gets
+  half of the cores (``_thread_split``).  The ideal time of such a pipeline
+  is equation (2), ``T_opt = T_np (|V| + 1) / (2 |V|)``, when the two
+  stages take equal times on separate processors; ``pipeline_makespan``
+  gives it for measured stage times.
 
 Results are yielded as they finish, as ``SweepResult`` objects.
 """
@@ -132,18 +137,23 @@ def add_core_level(indptr, indices, weight, level, previous_level, parent):
 #   both levels >= k.  That is one number per pair of cells, the bottleneck
 #   ``w(t, u) = max over pairs within eps of min(level_p, level_q)``, found
 #   scanning the points of each cell in decreasing level and stopping early;
-# * a union-find over the cells, fed the cell pairs in decreasing w (Kruskal),
-#   then holds the components of every level in turn, largest min_samples
-#   first, as in ``add_core_level`` but on the ~n/15 cells instead of the
-#   points and without reading any pair twice;
+# * a union-find over the cells (the package's one, ``assign._find/_union``)
+#   takes the levels in decreasing order (Kruskal): at level k the pairs of
+#   bound ``min(maxlev_t, maxlev_u) = k`` not yet joined get their w (joined
+#   if k, else kept for level w), as ``add_core_level`` does on T but on the
+#   ~n/15 cells, and no pair of cells already joined is ever scanned;
 # * a non-core point at level k is reached by a cell iff some point of it
 #   within eps has level >= k: the highest such level per (point, cell),
 #   its "reach", is found once; its label at level k is the lowest cluster
-#   label among the cells of reach >= k (``assign``'s border rule).
+#   label among the cells of reach >= k (``assign``'s border rule).  The
+#   count pass already scanned the whole neighbourhood of these points, and
+#   records which neighbour cells hold a neighbour (a bit mask), so this
+#   pass visits only those.
 #
-# Every distance decision is the join's test in float64 (``grid_dbscan._d2``)
-# or a box test that bounds it (rounding is monotone), so each level's labels
-# equal scikit-learn's.
+# Clusters are numbered by the lowest caller id of their core points, as in
+# ``assign``.  Every distance decision is the join's test in float64
+# (``grid_dbscan._d2``) or a box test that bounds it (rounding is monotone),
+# so each level's labels equal scikit-learn's.
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
@@ -946,14 +956,19 @@ def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device="auto",
     sample_weight : array_like of shape (n,), optional
         As in ``DBSCAN.fit``.
     device : {"auto", "cpu", "gpu"} or None
-        Device of the join.  On the CPU the assignment runs on the CPU; on
-        the GPU each table stays in GPU memory when it fits and every
-        min_samples is assigned there, else it is streamed to the host and
-        assigned on the CPU (HYBRID-DBSCAN).
+        Device of the join.  On the CPU, in float64 with d <= 4 and a grid
+        of cells of side eps / sqrt(d) that fits (as ``grid_dbscan``), no
+        table is built (the grid path, see the module's notes); otherwise
+        T is built by the join and assigned on the CPU.  On the GPU each
+        table stays in GPU memory when it fits and every min_samples is
+        assigned there, else it is streamed to the host and assigned on the
+        CPU (HYBRID-DBSCAN).
     precision : {"float64", "float32"}
     pipeline : bool, default True
-        Build the next eps's table in a background thread while the current
-        one is assigned (§7.5).  False runs the phases one after the other.
+        Build the next eps's table (or grid and levels) in a background
+        thread while the current one is assigned (§7.5); on the CPU each
+        stage then gets half of Numba's threads.  False runs the stages one
+        after the other, each on all threads.
     progress : bool, default False
         Show a tqdm progress bar (one step per clustering).
 
