@@ -650,20 +650,22 @@ def _components_at(k, parent, maxlev, level, start, cells, perm, pos, first, com
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _labels_at(k, labels, core, code, bits, cell_label, cand, cand_level, row_at, row_len,
-               reach, cell):
+def _labels_at(k, n_core, code, bits, cell_label, cand, cand_level, row_at, row_len, reach,
+               cell):
     """Labels and core indices of level k in the caller's order.
 
     ``code[i] = cell slot << bits | level`` of the caller's point i.  Core
     points take their cell's cluster; border points (``cand``, increasing
     caller ids, with their reaching cells) the lowest cluster among the
-    cells that reach them at level k; noise -1.  ``labels`` (n) and ``core``
-    (the number of core points, plus one) are filled; they come from
-    NumPy's allocator, which asks for huge pages: Numba's would fault on
-    every 4 kB page of these fresh arrays.
+    cells that reach them at level k; noise -1.  The arrays come from
+    Numba's allocator (plain pages): NumPy's asks for huge pages, and a
+    fault on those can stall on memory compaction (measured: 40 ms per
+    level after other large runs, instead of ~6).
     """
     n = code.shape[0]
     mask = (1 << bits) - 1
+    labels = np.empty(n, dtype=np.intp)
+    core = np.empty(n_core + 1, dtype=np.int64)
     c = 0
     for i in range(n):
         v = code[i]
@@ -682,6 +684,7 @@ def _labels_at(k, labels, core, code, bits, cell_label, cand, cand_level, row_at
             if best < 0 or lab < best:
                 best = lab
         labels[cand[j]] = best
+    return labels, core[:n_core]
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -845,11 +848,8 @@ def _assign_grid_levels(gi, min_samples_desc):
                     g.pair_a, g.pair_b, later_head, later_next, parent)
         n_clusters = _components_at(k, parent, g.maxlev, g.level, g.start, g.cells, g.perm, pos,
                                     first, comp_min, cell_label)
-        labels = np.empty(len(g.code), dtype=np.intp)
-        core = np.empty(g.at_least[k] + 1, dtype=np.int64)
-        _labels_at(k, labels, core, g.code, g.bits, cell_label, cand, cand_level, row_at,
-                   row_len, reach, reach_cell)
-        core = core[:-1]
+        labels, core = _labels_at(k, g.at_least[k], g.code, g.bits, cell_label, cand,
+                                  cand_level, row_at, row_len, reach, reach_cell)
         yield ms, core, labels, int(n_clusters), time.perf_counter() - t0
         t0 = time.perf_counter()
 
