@@ -58,3 +58,20 @@ def test_emulated_grid_declines_huge_grids_and_high_d(emulated):
     assert emulated(rng.uniform(0, 1, (50, 5)), 0.3, 3) is None
     core, labels = emulated(np.zeros((0, 2)), 0.3, 3)
     assert core.size == 0 and labels.size == 0
+
+
+def test_emulated_gpu_sweep_equals_sklearn(emulated, monkeypatch):
+    import skyjoin._device as device
+    from skyjoin.cluster import sweep
+
+    monkeypatch.setattr(device, "cupy", lambda: FakeCupy())
+    rng = np.random.default_rng(3)
+    X = np.concatenate([c + rng.normal(0, 0.4, (250, 2)) for c in rng.uniform(0, 8, (4, 2))])
+    got = list(sweep._sweep_gpu_grid(X, [0.2, 0.3], [12, 6, 2], progress=False))
+    assert [(r.eps, r.min_samples) for r in got] == [(0.2, 12), (0.2, 6), (0.2, 2),
+                                                      (0.3, 12), (0.3, 6), (0.3, 2)]
+    for r in got:
+        ref = SkDBSCAN(eps=r.eps, min_samples=r.min_samples).fit(X)
+        np.testing.assert_array_equal(r.labels, ref.labels_)
+        np.testing.assert_array_equal(r.core_sample_indices, ref.core_sample_indices_)
+        assert r.timings["path"] == "grid-gpu" and r.n_clusters == ref.labels_.max() + 1
