@@ -37,14 +37,13 @@ the join path.
 from __future__ import annotations
 
 import functools
-import math
 import time
 
 import numpy as np
 
 from .._device import cupy
 from .gpu import _UNION_FIND, _ranks_by_caller_row
-from .grid_dbscan import _SIDE_FACTOR, MAX_DIMS, _offsets
+from .grid_dbscan import MAX_DIMS, grid_shape, offset_table, positive_offsets
 
 __all__ = ["gpu_grid_dbscan"]
 
@@ -311,15 +310,12 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     if d > MAX_DIMS or n >= 2**31 - 1:
         return None
     tick("h2d")
-    side = eps / math.sqrt(d) * _SIDE_FACTOR
     lo = Xd.min(axis=0)
-    hi = Xd.max(axis=0)
-    lo_h, hi_h = cp.asnumpy(lo), cp.asnumpy(hi)
-    radix_f = np.floor((hi_h - lo_h) / side) + 1
-    total = float(np.prod(radix_f))
-    if not np.isfinite(total) or total > max(8 * n, 1 << 22):
+    shape = grid_shape(cp.asnumpy(lo), cp.asnumpy(Xd.max(axis=0)), n, eps)
+    if shape is None:
         return None
-    radix = radix_f.astype(np.int64)
+    side, radix = shape
+    total = int(np.prod(radix))
     radix_d = cp.asarray(radix)
     eps2 = float(np.float64(eps) * np.float64(eps))
     # 1. bin and sort by cell
@@ -342,17 +338,12 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     start[m] = n
     cells = cell_s[heads].astype(cp.int64)
     point_slot = (cp.cumsum(new, dtype=cp.int32) - 1).astype(cp.int32, copy=False)
-    slot_of = cp.full(int(total), -1, dtype=cp.int32)
+    slot_of = cp.full(total, -1, dtype=cp.int32)
     slot_of[cells] = cp.arange(m, dtype=cp.int32)
     del new, heads, cell_s
-    offsets_h, n_adjacent = _offsets(d, side, eps)
-    strides = np.ones(d, dtype=np.int64)
-    for k in range(d - 2, -1, -1):
-        strides[k] = strides[k + 1] * radix[k + 1]
-    deltas_h = offsets_h @ strides
-    positive = np.array([_is_positive(o) for o in offsets_h], dtype=bool)
+    offsets_h, n_adjacent, deltas_h = offset_table(side, eps, radix)
     # the positive offsets, adjacent ones first (offsets_h lists those first)
-    pos_idx = np.flatnonzero(positive)
+    pos_idx = positive_offsets(offsets_h)
     n_pos_adjacent = int((pos_idx < n_adjacent).sum())
     offsets = cp.asarray(offsets_h.astype(np.int32).ravel())
     deltas = cp.asarray(deltas_h.astype(np.int64))
@@ -408,14 +399,6 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     labels_h = _d2h(cp, labels_out).astype(np.intp, copy=False)
     tick("to_host")
     return core_idx, labels_h
-
-
-def _is_positive(offset) -> bool:
-    """Whether an offset is lexicographically > 0 (each unordered cell pair once)."""
-    for v in offset:
-        if v != 0:
-            return v > 0
-    return False
 
 
 class _Ticker:

@@ -33,6 +33,7 @@ and the caller takes the join path.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
@@ -390,6 +391,79 @@ def _offsets(d, side, eps):
     return np.ascontiguousarray(offs), int(adjacent.sum())
 
 
+def grid_shape(lo, hi, n, eps):
+    """Cell side and cells per dimension (int64) of the fine grid over the box
+    [lo, hi], or None when it would hold more than ``max(8 n, 2^22)`` cells."""
+    side = eps / math.sqrt(len(lo)) * _SIDE_FACTOR
+    radix = np.floor((hi - lo) / side).astype(np.float64) + 1
+    total = float(np.prod(radix))
+    if not np.isfinite(total) or total > max(8 * n, 1 << 22):
+        return None
+    return side, radix.astype(np.int64)
+
+
+def offset_table(side, eps, radix):
+    """The neighbour-cell offsets (adjacent ones first), how many are adjacent,
+    and each offset's step in linear cell ids."""
+    d = len(radix)
+    offsets, n_adjacent = _offsets(d, side, eps)
+    strides = np.ones(d, dtype=np.int64)
+    for k in range(d - 2, -1, -1):
+        strides[k] = strides[k + 1] * radix[k + 1]
+    return offsets, n_adjacent, np.ascontiguousarray(offsets @ strides)
+
+
+def positive_offsets(offsets):
+    """Indices of the lexicographically positive offsets (each unordered pair of cells once)."""
+    d = offsets.shape[1]
+    return np.flatnonzero([tuple(o) > (0,) * d for o in offsets.tolist()]).astype(np.int64)
+
+
+@dataclass
+class FineGrid:
+    """The fine grid of a point set on the CPU: points sorted by cell (``Xs``,
+    ``perm[p]`` the caller's row of sorted point p), non-empty cells and
+    their bounding boxes, and the neighbour-cell offsets."""
+
+    side: float
+    radix: np.ndarray
+    eps2: float
+    perm: np.ndarray
+    Xs: np.ndarray
+    start: np.ndarray
+    cells: np.ndarray
+    slot_of: np.ndarray
+    close: np.ndarray
+    box_lo: np.ndarray
+    box_hi: np.ndarray
+    offsets: np.ndarray
+    n_adjacent: int
+    deltas: np.ndarray
+
+
+def fine_grid(X, eps):
+    """The :class:`FineGrid` of X (float64, n >= 1, d <= MAX_DIMS), or None
+    when the grid over its bounding box would be too large."""
+    n = X.shape[0]
+    lo, hi = _bounds(X)
+    shape = grid_shape(lo, hi, n, eps)
+    if shape is None:
+        return None
+    side, radix = shape
+    eps2 = float(np.float64(eps) * np.float64(eps))
+    cell, count = _bin(X, lo, side, radix)
+    start = np.cumsum(count)
+    perm = _scatter(cell, start)
+    Xs = _gather(X, perm)
+    cells = np.flatnonzero(count[1:]).astype(np.int64)
+    slot_of = np.full(len(count) - 1, -1, dtype=np.int64)
+    slot_of[cells] = np.arange(len(cells))
+    close, box_lo, box_hi = _cell_boxes(Xs, start, cells, eps2)
+    offsets, n_adjacent, deltas = offset_table(side, eps, radix)
+    return FineGrid(side, radix, eps2, perm, Xs, start, cells, slot_of, close, box_lo, box_hi,
+                    offsets, n_adjacent, deltas)
+
+
 def grid_dbscan(X, eps, min_samples):
     """Exact DBSCAN (scikit-learn's labels) on a fine grid, or None when the grid does not fit.
 
@@ -420,27 +494,13 @@ def grid_dbscan(X, eps, min_samples):
     n, d = X.shape
     if n == 0 or d > MAX_DIMS:
         return None if n else (np.zeros(0, np.int64), np.zeros(0, np.intp))
-    side = eps / math.sqrt(d) * _SIDE_FACTOR
-    lo, hi = _bounds(X)
-    radix = np.floor((hi - lo) / side).astype(np.float64) + 1
-    total = float(np.prod(radix))
-    if not np.isfinite(total) or total > max(8 * n, 1 << 22):
+    g = fine_grid(X, eps)
+    if g is None:
         return None
-    radix = radix.astype(np.int64)
-    eps2 = float(np.float64(eps) * np.float64(eps))
-    cell, count = _bin(X, lo, side, radix)
-    start = np.cumsum(count)
-    perm = _scatter(cell, start)
-    Xs = _gather(X, perm)
-    cells = np.flatnonzero(count[1:]).astype(np.int64)
-    slot_of = np.full(len(count) - 1, -1, dtype=np.int64)
-    slot_of[cells] = np.arange(len(cells))
-    close, box_lo, box_hi = _cell_boxes(Xs, start, cells, eps2)
-    offsets, n_adjacent = _offsets(d, side, eps)
-    strides = np.ones(d, dtype=np.int64)
-    for k in range(d - 2, -1, -1):
-        strides[k] = strides[k + 1] * radix[k + 1]
-    deltas = np.ascontiguousarray(offsets @ strides)
+    Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets, deltas, eps2 = (
+        g.Xs, g.start, g.cells, g.slot_of, g.close, g.box_lo, g.box_hi, g.radix, g.offsets,
+        g.deltas, g.eps2)
+    perm, n_adjacent = g.perm, g.n_adjacent
     core = core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets, deltas,
                       eps2, min_samples)
     parent = link_cells(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets,

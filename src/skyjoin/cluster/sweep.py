@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import queue
 import threading
 import time
@@ -738,8 +737,7 @@ def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
     cells) or when rounding left a cell that is not close (the table path
     is exact in every case).
     """
-    from .grid_dbscan import MAX_DIMS, _SIDE_FACTOR, _bin, _bounds, _cell_boxes, _gather, \
-        _offsets, _scatter
+    from .grid_dbscan import MAX_DIMS, fine_grid, positive_offsets
 
     clock = [time.perf_counter()]
 
@@ -752,30 +750,13 @@ def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
     n, d = X.shape
     if n == 0 or d > MAX_DIMS:
         return None
-    side = eps / math.sqrt(d) * _SIDE_FACTOR
-    lo, hi = _bounds(X)
-    radix = np.floor((hi - lo) / side).astype(np.float64) + 1
-    total = float(np.prod(radix))
-    if not np.isfinite(total) or total > max(8 * n, 1 << 22):
+    g = fine_grid(X, eps)
+    if g is None or not g.close.all():
         return None
-    radix = radix.astype(np.int64)
-    eps2 = float(np.float64(eps) * np.float64(eps))
-    cell, count = _bin(X, lo, side, radix)
-    start = np.cumsum(count)
-    perm = _scatter(cell, start)
-    Xs = _gather(X, perm)
-    cells = np.flatnonzero(count[1:]).astype(np.int64)
-    slot_of = np.full(len(count) - 1, -1, dtype=np.int64)
-    slot_of[cells] = np.arange(len(cells))
-    close, box_lo, box_hi = _cell_boxes(Xs, start, cells, eps2)
-    if not close.all():
-        return None
-    offsets, _ = _offsets(d, side, eps)
-    strides = np.ones(d, dtype=np.int64)
-    for k in range(d - 2, -1, -1):
-        strides[k] = strides[k + 1] * radix[k + 1]
-    deltas = np.ascontiguousarray(offsets @ strides)
-    positive = np.flatnonzero([tuple(o) > (0,) * d for o in offsets.tolist()]).astype(np.int64)
+    Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, perm = (
+        g.Xs, g.start, g.cells, g.slot_of, g.box_lo, g.box_hi, g.radix, g.offsets, g.deltas,
+        g.eps2, g.perm)
+    positive = positive_offsets(offsets)
     tick("grid")
     K = len(m_asc)
     m_arr = np.asarray(m_asc, dtype=np.float64)
