@@ -17,7 +17,8 @@ Many (eps, min_samples) variants of one data set, for throughput:
     lazily, Kruskal-style: never for two cells already joined), and one
     "reach" per (non-core point, cell) gives every border label; each
     min_samples then costs a union-find step over the cells and an O(n)
-    labelling pass.
+    labelling pass (those of all min_samples run side by side, one per
+    thread, once every union-find step is done).
   - otherwise (the table path): T on the points in cell order, the core
     points of each new level made core by ``add_core_level``.
 
@@ -649,41 +650,77 @@ def _components_at(k, parent, maxlev, level, start, cells, perm, pos, first, com
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _labels_at(k, n_core, code, bits, cell_label, cand, cand_level, row_at, row_len, reach,
-               cell):
-    """Labels and core indices of level k in the caller's order.
+def _link_all(Xs, start, cells, box_lo, box_hi, eps2, level, pair_ptr, pa, pb, maxlev, perm, K,
+              tab, n_clusters):
+    """The cell clusters of every level, K down to 1, in one union-find (§7.6, incrementally).
 
-    ``code[i] = cell slot << bits | level`` of the caller's point i.  Core
-    points take their cell's cluster; border points (``cand``, increasing
-    caller ids, with their reaching cells) the lowest cluster among the
-    cells that reach them at level k; noise -1.  The arrays come from
-    Numba's allocator (plain pages): NumPy's asks for huge pages, and a
-    fault on those can stall on memory compaction (measured: 40 ms per
-    level after other large runs, instead of ~6).
+    ``tab[k, t]``: the cluster of cell slot t at level k (for the cells of
+    max level >= k; -1 elsewhere), ``n_clusters[k]`` their number.  The
+    links of level k are joined when level k is reached (``_link_level``),
+    then the clusters are numbered (``_components_at``).
+    """
+    m = cells.shape[0]
+    parent = np.arange(m)
+    later_head = np.full(K + 1, -1, dtype=np.int64)
+    later_next = np.empty(pa.shape[0], dtype=np.int64)
+    pos = np.empty(m, dtype=np.int64)
+    for t in range(m):
+        pos[t] = start[cells[t]]
+    first = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
+    comp_min = np.empty(m, dtype=np.int64)
+    cell_label = np.full(m, -1, dtype=np.intp)
+    for k in range(K, 0, -1):
+        _link_level(k, Xs, start, cells, box_lo, box_hi, eps2, level, pair_ptr, pa, pb,
+                    later_head, later_next, parent)
+        n_clusters[k] = _components_at(k, parent, maxlev, level, start, cells, perm, pos, first,
+                                       comp_min, cell_label)
+        for t in range(m):
+            tab[k, t] = cell_label[t] if maxlev[t] >= k else -1
+
+
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+def _labels_levels(k_hi, k_lo, at_least, code, bits, tab, cand, cand_level, row_at, row_len,
+                   reach, cell):
+    """Labels and core indices of the levels k_hi down to k_lo, in the caller's order.
+
+    The levels in parallel, each one pass over the points.  ``code[i] = cell
+    slot << bits | level`` of the caller's point i.  Core points take their
+    cell's cluster (``tab``); border points (``cand``, increasing caller
+    ids, with their reaching cells by decreasing reach) the lowest cluster
+    among the cells that reach them at level k; noise -1.  Returns two
+    lists, entry g for level k_hi - g.  The arrays come from Numba's
+    allocator (plain pages): NumPy's asks for huge pages, and a fault on
+    those can stall on memory compaction (measured: 40 ms per level after
+    other large runs, instead of ~6).
     """
     n = code.shape[0]
     mask = (1 << bits) - 1
-    labels = np.empty(n, dtype=np.intp)
-    core = np.empty(n_core + 1, dtype=np.int64)
-    c = 0
-    for i in range(n):
-        v = code[i]
-        is_core = (v & mask) >= k
-        labels[i] = cell_label[v >> bits] if is_core else -1
-        core[c] = i
-        c += is_core
-    for j in range(cand.shape[0]):
-        if cand_level[j] >= k:
-            continue
-        best = -1
-        for e in range(row_at[j], row_at[j] + row_len[j]):
-            if reach[e] < k:
-                break
-            lab = cell_label[cell[e]]
-            if best < 0 or lab < best:
-                best = lab
-        labels[cand[j]] = best
-    return labels, core[:n_core]
+    G = k_hi - k_lo + 1
+    labels = [np.empty(n, dtype=np.intp) for _ in range(G)]
+    cores = [np.empty(at_least[k_hi - g] + 1, dtype=np.int64) for g in range(G)]
+    for g in prange(G):
+        k = k_hi - g
+        lab = labels[g]
+        core = cores[g]
+        c = 0
+        for i in range(n):
+            v = code[i]
+            is_core = (v & mask) >= k
+            lab[i] = tab[k, v >> bits] if is_core else -1
+            core[c] = i
+            c += is_core
+        for j in range(cand.shape[0]):
+            if cand_level[j] >= k:
+                continue
+            best = -1
+            for e in range(row_at[j], row_at[j] + row_len[j]):
+                if reach[e] < k:
+                    break
+                lb = tab[k, cell[e]]
+                if best < 0 or lb < best:
+                    best = lb
+            lab[cand[j]] = best
+    return labels, cores
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -800,39 +837,49 @@ def _levels(min_samples):
     return sorted({check_min_samples(m) for m in min_samples}, reverse=True)
 
 
+_GROUP_BYTES = 1 << 29  # output bytes of the levels labelled in one pass
+
+
 def _assign_grid_levels(gi, min_samples_desc):
     """Yield (min_samples, core indices, labels, n_clusters, seconds), largest first (§7.6).
 
     The second stage of the pipeline: the points ordered by level, the
-    pairs of near cells, the reaching cells of the border points (all
-    counted in the first clustering's seconds, shared by all), then
-    one union-find over the cells for the whole sweep, the links of level k
-    found and joined when level k is reached (``_link_level``).
+    pairs of near cells, the reaching cells of the border points, one
+    union-find over the cells for the whole sweep (the links of level k found
+    and joined when level k is reached, ``_link_all``), then the labels of
+    all levels in parallel passes over the points (``_labels_levels``, as
+    many levels per pass as ``_GROUP_BYTES`` of output allows).  The shared
+    seconds are counted in the first clustering of each pass.
     """
     g = gi
     t0 = time.perf_counter()
+    K = g.n_levels
     _order_by_level(g)
     cand, cand_level, row_at, row_len, reach, reach_cell = _reach(
         g.Xs, g.start, g.cells, g.slot_of, g.box_lo, g.box_hi, g.radix, g.offsets, g.deltas,
-        g.eps2, g.level, g.perm, g.maxlev, g.n_levels, g.hits)
+        g.eps2, g.level, g.perm, g.maxlev, K, g.hits)
+    n = len(g.level)
     m = len(g.cells)
-    parent = np.arange(m, dtype=np.int64)
-    later_head = np.full(g.n_levels + 1, -1, dtype=np.int64)
-    later_next = np.empty(len(g.pair_a), dtype=np.int64)
-    pos = g.start[g.cells].copy()
-    first = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
-    comp_min = np.empty(m, dtype=np.int64)
-    cell_label = np.full(m, -1, dtype=np.intp)
-    for idx, ms in enumerate(min_samples_desc):
-        k = g.n_levels - idx
-        _link_level(k, g.Xs, g.start, g.cells, g.box_lo, g.box_hi, g.eps2, g.level, g.pair_ptr,
-                    g.pair_a, g.pair_b, later_head, later_next, parent)
-        n_clusters = _components_at(k, parent, g.maxlev, g.level, g.start, g.cells, g.perm, pos,
-                                    first, comp_min, cell_label)
-        labels, core = _labels_at(k, g.at_least[k], g.code, g.bits, cell_label, cand,
-                                  cand_level, row_at, row_len, reach, reach_cell)
-        yield ms, core, labels, int(n_clusters), time.perf_counter() - t0
-        t0 = time.perf_counter()
+    tab = np.empty((K + 1, m), dtype=np.int32 if n < 2**31 else np.int64)
+    n_clusters = np.zeros(K + 1, dtype=np.int64)
+    _link_all(g.Xs, g.start, g.cells, g.box_lo, g.box_hi, g.eps2, g.level, g.pair_ptr, g.pair_a,
+              g.pair_b, g.maxlev, g.perm, K, tab, n_clusters)
+    k_hi = K
+    while k_hi >= 1:
+        k_lo = k_hi
+        size = 8 * (n + g.at_least[k_hi])
+        while k_lo > 1 and size + 8 * (n + g.at_least[k_lo - 1]) <= _GROUP_BYTES:
+            k_lo -= 1
+            size += 8 * (n + g.at_least[k_lo])
+        labels, cores = _labels_levels(k_hi, k_lo, g.at_least, g.code, g.bits, tab, cand,
+                                       cand_level, row_at, row_len, reach, reach_cell)
+        for j, k in enumerate(range(k_hi, k_lo - 1, -1)):
+            ms = min_samples_desc[K - k]
+            yield (ms, cores[j][:-1], labels[j], int(n_clusters[k]),
+                   time.perf_counter() - t0)
+            t0 = time.perf_counter()
+        del labels, cores
+        k_hi = k_lo - 1
 
 
 def _assign_levels(nt, min_samples_desc, sample_weight, order):
