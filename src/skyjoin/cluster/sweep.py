@@ -358,32 +358,54 @@ def _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offs
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def _by_level(start, cells, level, K):
-    """Order of the points with each cell's points by decreasing level (stable)."""
-    n = level.shape[0]
-    m = cells.shape[0]
-    new = np.empty(n, dtype=np.int64)
-    for t in prange(m):
+def _sort_by_level(Xs, perm, level, hits, start, cells, K):
+    """In place, each cell's points by decreasing level (stable): rows of Xs, perm, level
+    and hits (when not empty).  Cells already in order (all those of one level, such as
+    the cells of at least the largest min_samples points) are left as they are."""
+    d = Xs.shape[1]
+    use_hits = hits.shape[0] > 0
+    for t in prange(cells.shape[0]):
         c = cells[t]
         a, b = start[c], start[c + 1]
-        if b - a <= 32:
-            for p in range(a, b):  # insertion sort of a small cell
-                j = p
-                while j > a and level[new[j - 1]] < level[p]:
+        done = True
+        for p in range(a + 1, b):
+            if level[p] > level[p - 1]:
+                done = False
+                break
+        if done:
+            continue
+        size = b - a
+        new = np.empty(size, dtype=np.int64)  # new[i]: old offset of the i-th point
+        if size <= 32:
+            for i in range(size):  # insertion sort of a small cell
+                j = i
+                while j > 0 and level[a + new[j - 1]] < level[a + i]:
                     new[j] = new[j - 1]
                     j -= 1
-                new[j] = p
+                new[j] = i
         else:
             cnt = np.zeros(K + 2, dtype=np.int64)
             for p in range(a, b):
                 cnt[K - level[p] + 1] += 1
             for k in range(1, K + 2):
                 cnt[k] += cnt[k - 1]
-            for p in range(a, b):
-                r = K - level[p]
-                new[a + cnt[r]] = p
+            for i in range(size):
+                r = K - level[a + i]
+                new[cnt[r]] = i
                 cnt[r] += 1
-    return new
+        x = Xs[a:b].copy()
+        pm = perm[a:b].copy()
+        lv = level[a:b].copy()
+        for i in range(size):
+            j = new[i]
+            for k in range(d):
+                Xs[a + i, k] = x[j, k]
+            perm[a + i] = pm[j]
+            level[a + i] = lv[j]
+        if use_hits:
+            h = hits[a:b].copy()
+            for i in range(size):
+                hits[a + i] = h[new[i]]
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -854,15 +876,8 @@ def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
 def _order_by_level(g):
     """Each cell's points by decreasing level, the cells' max levels and the caller-order
     codes (the start of the assignment stage)."""
-    from .grid_dbscan import _gather
-
     K = g.n_levels
-    new = _by_level(g.start, g.cells, g.level, K)
-    g.Xs = _gather(g.Xs, new)
-    g.perm = g.perm[new]
-    g.level = g.level[new]
-    if len(g.hits):
-        g.hits = g.hits[new]
+    _sort_by_level(g.Xs, g.perm, g.level, g.hits, g.start, g.cells, K)
     g.maxlev = g.level[g.start[g.cells]]
     g.bits = max(1, int(K).bit_length())
     code_t = np.int32 if (len(g.cells) << g.bits) < 2**31 else np.int64
