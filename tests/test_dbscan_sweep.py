@@ -157,3 +157,21 @@ def test_sweep_grid_single_points_and_one_cell():
     _check_sweep(X, [0.1], [1, 2])
     X = np.arange(40, dtype=float)[:, None] * 0.5   # a chain in 1-D
     _check_sweep(X, [0.5, 0.6, 1.0], [1, 2, 3, 4])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sweep_grid_levels_labelled_in_several_passes(monkeypatch, seed):
+    """The grid path labels as many levels per pass as its output budget allows: with a
+    tiny budget every pass holds one or a few levels, and each level still equals
+    scikit-learn's run (dense cells of mixed levels: reordered in place)."""
+    from skyjoin.cluster import sweep
+
+    rng = np.random.default_rng(300 + seed)
+    n = int(rng.integers(600, 1600))
+    d = 2 + seed % 2
+    X = np.round(rng.normal(0, 0.6, (n, d)) * rng.choice([0.25, 1.0], (n, 1)), 2)
+    X[rng.integers(0, n, n // 5)] = X[rng.integers(0, n, n // 5)]   # duplicates
+    monkeypatch.setattr(sweep, "_GROUP_BYTES", int(rng.integers(1, 3)) * 16 * (n + 1))
+    ms = sorted(set(rng.integers(1, 300, 12).tolist()) | {1, 2})
+    res = _check_sweep(X, [0.1, 0.25], ms)
+    assert {r.timings["path"] for r in res} == {"grid-cpu"}
