@@ -49,6 +49,20 @@ __device__ __forceinline__ long long uf_find(long long* parent_, long long x) {
     return x;
 }
 
+// after every union: the root of every core point.  The walk only reads: a
+// find that halves paths would race with the final stores (a thread could
+// store a grandparent over a root that another thread has just stored, and
+// leave a point pointing below its root).  Each thread stores only a final
+// root, so concurrent walks still reach it.
+__global__ void compress(const unsigned char* core, long long n, long long* parent) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || !core[i]) return;
+    volatile long long* vparent = parent;
+    long long x = i;
+    while (vparent[x] != x) x = vparent[x];
+    vparent[i] = x;
+}
+
 __device__ __forceinline__ void uf_union(long long* parent, long long a, long long b) {
     while (true) {
         a = uf_find(parent, a);
@@ -92,15 +106,6 @@ __global__ void hook(const long long* indptr, const int* indices, const unsigned
     }
 }
 
-// root of every core point (the store only shortens paths other threads still read)
-__global__ void compress(const unsigned char* core, long long n, long long* parent) {
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n || !core[i]) return;
-    volatile long long* vparent = parent;
-    long long x = i;
-    while (vparent[x] != x) x = vparent[x];
-    vparent[i] = x;
-}
 
 // label of each core point from the scan of the roots; -1 for the others
 __global__ void core_labels(const unsigned char* core, const long long* parent,

@@ -210,11 +210,6 @@ __global__ void link_between(const double* X, int d, const long long* start,
     }
 }
 
-__global__ void compress(const unsigned char* core, long long n, long long* parent) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n || !core[p]) return;
-    parent[p] = uf_find(parent, p);
-}
 
 __global__ void core_labels(const unsigned char* core, const long long* parent,
                             const long long* rank, long long n, long long* labels) {
