@@ -275,6 +275,43 @@ def test_many_batches(cp, opts):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("opts", [dict(), dict(pattern="lid_unicomp"), dict(pattern="unicomp"),
+                                  dict(schedule="workqueue", threads_per_point=4),
+                                  dict(kernel="shared"), dict(threads_per_point=8)],
+                         ids=["default", "lid", "uni", "wq-k4", "shared", "k8"])
+@pytest.mark.parametrize("seed", range(3))
+def test_query_rows_and_column_ids(cp, opts, seed):
+    """The first m rows only, with columns renamed before sorting (the distributed
+    join's partitions): equal to the brute-force rows mapped through the ids."""
+    rng = np.random.default_rng(60 + seed)
+    d = 1 + seed
+    X = make_points(rng, 1200, d, ["clustered", "lattice", "duplicates"][seed])
+    eps = eps_for(["clustered", "lattice", "duplicates"][seed], d)
+    n = len(X)
+    m = int(rng.integers(0, n + 1)) if seed else n // 3
+    ids = rng.permutation(5 * n)[:n].astype(np.int32)         # any distinct ids
+    include_self = bool(seed % 2)
+    ip, ind = brute(X, X, eps, self_join=True, include_self=include_self)
+    counts = np.diff(ip)[:m]
+    rows = [np.sort(ids[ind[ip[i]:ip[i + 1]]]) for i in range(m)]
+    expect = np.concatenate(rows) if rows else np.zeros(0, np.int32)
+    longest = int(counts.max()) if m and counts.max() > 0 else 1
+    for bp in (None, max(longest, int(counts.sum()) // 7 + 1)):
+        nt = gpu().gpu_self_join(X, eps, include_self=include_self, query_rows=m,
+                                 column_ids=ids, n_columns=5 * n, batch_pairs=bp, **opts)
+        assert nt.shape == (m, 5 * n) and nt.sorted
+        np.testing.assert_array_equal(np.diff(nt.indptr), counts)
+        np.testing.assert_array_equal(nt.indices, expect)
+        c = gpu().gpu_self_join(X, eps, include_self=include_self, query_rows=m,
+                                output="counts", **opts)
+        np.testing.assert_array_equal(c, counts)
+    with pytest.raises(ValueError, match="query_rows"):
+        gpu().gpu_self_join(X, eps, query_rows=n + 1)
+    with pytest.raises(ValueError, match="column_ids"):
+        gpu().gpu_self_join(X, eps, column_ids=ids[:-1], n_columns=5 * n)
+
+
+@pytest.mark.gpu
 def test_device_memory_limit_forces_batches(cp):
     rng = np.random.default_rng(51)
     X = make_points(rng, 3000, 2, "clustered")

@@ -319,6 +319,7 @@ class _Engine:
                  counts_only=False):
         self.cp = cp
         self.stats = stats
+        self.column_ids = None
         self.dtype = working_dtype(precision)
         self.precision = precision
         self.self_join = R is None
@@ -456,11 +457,16 @@ class _Engine:
                                    work_counter, overflow))
 
     # -- passes ------------------------------------------------------------
-    def count(self):
-        """Neighbour count of every row (int32 device array, original row order)."""
+    def count(self, rows: int | None = None):
+        """Neighbour count of every row (int32 device array, original row order).
+
+        With ``rows``, only the rows [0, rows) are needed (the others may be
+        left at 0): with the full pattern only their queries run.
+        """
         cp = self.cp
         counts = cp.zeros(self.n_rows, dtype=cp.int32)
-        self._launch(False, self.all_queries, counts, None, 0, None, None, 0, self.n_rows, None)
+        m = self.n_rows if rows is None else int(rows)
+        self._launch(False, self.batch_queries(0, m), counts, None, 0, None, None, 0, m, None)
         return counts
 
     def batch_queries(self, r0: int, r1: int):
@@ -487,6 +493,10 @@ class _Engine:
             # a row that came up short is flagged too: no pair may be lost
             bad = cp.any(cursor[r0:r1] != counts[r0:r1])
             cp.bitwise_or(overflow, bad.astype(cp.int32), out=overflow)
+        if self.column_ids is not None:
+            # columns renamed before the sort, so rows come out sorted by the new ids
+            seg = out[int(indptr_h[r0]) - out_base:int(indptr_h[r1]) - out_base]
+            cp.take(self.column_ids, seg, out=seg)
         if sort_plan is not None:
             self.sort_rows(r0, r1, sort_plan, indptr, indptr_h, out, out_base)
 
@@ -603,14 +613,30 @@ def _report(timings, stats):
 
 def _run(R, S, eps, *, include_self=False, output="table", sort=True, precision="float64",
          index_dims=None, on_device=False, batch_pairs=None, device_memory_limit=None,
-         progress=None, timings=None, **options):
-    """Shared implementation of gpu_self_join and gpu_join."""
+         progress=None, timings=None, query_rows=None, column_ids=None, n_columns=None,
+         **options):
+    """Shared implementation of gpu_self_join and gpu_join.
+
+    ``query_rows`` (m) keeps only the rows [0, m); ``column_ids`` renames the
+    columns (column j becomes ``column_ids[j]``, int32, before rows are
+    sorted) in a column space of ``n_columns``: the distributed join's
+    partitions use both to return their owned rows in global ids.
+    """
     if output not in ("table", "counts"):
         raise ValueError(f"output must be 'table' or 'counts', got {output!r}")
     t_start = time.perf_counter()
     cp, eng, stats = _start(R, S, eps, precision, index_dims, include_self, options,
                             counts_only=(output == "counts"))
     n_rows, n_cols = eng.n_rows, eng.n_cols
+    if query_rows is not None:
+        if not 0 <= int(query_rows) <= n_rows:
+            raise ValueError(f"query_rows must be in [0, {n_rows}], got {query_rows!r}")
+        n_rows = int(query_rows)
+    if column_ids is not None:
+        if len(column_ids) != n_cols or n_columns is None or int(n_columns) > 2**31 - 1:
+            raise ValueError("column_ids needs one int32 id per column and n_columns < 2**31")
+        eng.column_ids = cp.asarray(column_ids, dtype=cp.int32)
+        n_cols = int(n_columns)
     if eng.empty:
         _report(timings, stats)
         if output == "counts":
@@ -620,7 +646,9 @@ def _run(R, S, eps, *, include_self=False, output="table", sort=True, precision=
         return NeighborTable(xp.zeros(n_rows + 1, dtype=xp.int64), xp.zeros(0, dtype=xp.int32),
                              (n_rows, n_cols), sorted=True)
     t0 = time.perf_counter()
-    counts = eng.count()
+    counts = eng.count(n_rows if n_rows < eng.n_rows else None)
+    if n_rows < eng.n_rows:
+        counts = counts[:n_rows]
     if output == "counts":
         res = counts.astype(cp.int64)
         res = res if on_device else cp.asnumpy(res)
@@ -764,7 +792,8 @@ def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
 def gpu_self_join(X, eps, *, include_self=False, output="table", sort=True, precision="float64",
                   index_dims=None, on_device=False, pattern="auto", kernel="auto",
                   threads_per_point="auto", schedule="auto", batch_pairs=None,
-                  device_memory_limit=None, progress=None, timings=None):
+                  device_memory_limit=None, progress=None, timings=None, query_rows=None,
+                  column_ids=None, n_columns=None):
     """Epsilon self-join of X on the GPU.
 
     Parameters
@@ -803,6 +832,14 @@ def gpu_self_join(X, eps, *, include_self=False, output="table", sort=True, prec
     timings : dict, optional
         Filled with the seconds spent in each phase (h2d, grid, count,
         fill_pipeline, host_copy, total, ...).
+    query_rows : int, optional
+        Compute only the rows of the first ``query_rows`` points (their
+        neighbours are still found among all points).
+    column_ids : array_like of int, optional
+        New name of each column (point), applied on the GPU before the rows
+        are sorted; with ``n_columns``, the size of that column space
+        (below 2**31).  A partition of the distributed join passes its
+        points' global ids.
 
     Returns
     -------
@@ -827,7 +864,8 @@ def gpu_self_join(X, eps, *, include_self=False, output="table", sort=True, prec
                 precision=precision, index_dims=index_dims, on_device=on_device,
                 batch_pairs=batch_pairs, device_memory_limit=device_memory_limit,
                 progress=progress, timings=timings, pattern=pattern, kernel=kernel,
-                threads_per_point=threads_per_point, schedule=schedule)
+                threads_per_point=threads_per_point, schedule=schedule, query_rows=query_rows,
+                column_ids=column_ids, n_columns=n_columns)
 
 
 def gpu_join(R, S, eps, *, output="table", sort=True, precision="float64", index_dims=None,

@@ -52,9 +52,19 @@ def _mask_type(d: int) -> str:
     return "unsigned int" if d <= 32 else "unsigned long long"
 
 
-@functools.lru_cache(maxsize=None)
 def _module(d: int):
-    """Compile (once per d) the kernels for dimension d."""
+    """The kernels for dimension d on the current device."""
+    return _kernels(d, _cupy().cuda.runtime.getDevice())
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels(d: int, device: int):
+    """Compile (once per d) the kernels for dimension d; load them on ``device``.
+
+    CuPy loads a module's functions on the device that is current when they
+    are fetched, so the cache is per device (one process may drive several
+    GPUs, one per thread).
+    """
     cp = _cupy()
     mt = _mask_type(d)
     names = [f"median_quartile_masks<{d}, {mt}>", f"skyalign_kernel<{d}, {mt}>",
