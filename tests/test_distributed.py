@@ -344,22 +344,153 @@ def test_gpu_workers_equal_single_machine():
         pytest.skip("needs 2 GPUs")
     rng = np.random.default_rng(21)
     X = np.vstack([long_clusters(rng, 20000), lattice(rng, 5000, 2, side=40) - 20])
-    with sd.local_gpu_cluster(2) as cluster, distributed.Client(cluster) as c:
+    for processes in (False, True):
+        _gpu_workers_equal(X, processes)
+
+
+def _gpu_workers_equal(X, processes):
+    with sd.local_gpu_cluster(2, processes=processes) as cluster, \
+            distributed.Client(cluster) as c:
         assert len(c.scheduler_info(n_workers=-1)["workers"]) == 2
+        # each worker runs on its own GPU
+        gpus = c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES")) if processes else \
+            {w: c.submit(lambda: __import__("cupy").cuda.runtime.getDevice(), workers=[w],
+                         pure=False).result() for w in c.scheduler_info()["workers"]}
+        assert len(set(gpus.values())) == 2, gpus
         ref = sj.self_join(X, 0.5, device="cpu")
         assert sd.self_join(X, 0.5, client=c, device="gpu", n_partitions=6) == ref
-        est = sd.DBSCAN(eps=0.5, min_samples=5, client=c, device="gpu", n_partitions=6).fit(X)
+        assert sd.self_join(X, 0.5, client=c, device="gpu") == ref      # one per GPU
+        np.testing.assert_array_equal(
+            sd.self_join(X, 0.5, client=c, device="gpu", output="counts"), ref.counts())
         one = sj.DBSCAN(eps=0.5, min_samples=5, device="cpu").fit(X)
-        np.testing.assert_array_equal(est.labels_, one.labels_)
-        np.testing.assert_array_equal(est.core_sample_indices_, one.core_sample_indices_)
+        for parts in (6, None):
+            est = sd.DBSCAN(eps=0.5, min_samples=5, client=c, device="gpu",
+                            n_partitions=parts).fit(X)
+            np.testing.assert_array_equal(est.labels_, one.labels_)
+            np.testing.assert_array_equal(est.core_sample_indices_, one.core_sample_indices_)
         Y = sj.datasets.anticorrelated(50000, 4, seed=2)
         np.testing.assert_array_equal(sd.skyline(Y, client=c, device="gpu"),
                                       single_skyline(Y, device="cpu"))
 
 
 # --------------------------------------------------------------------------
+# one partition per worker: the whole operator on one worker, no halo
+# --------------------------------------------------------------------------
+def test_default_partitions_one_per_worker(client):
+    from skyjoin.distributed.join import PARTITION_POINTS, default_partitions
+
+    assert default_partitions(client, 1000) == 2
+    assert default_partitions(client, 4 * PARTITION_POINTS + 1) == 6
+
+
+def test_single_partition_equals_single_machine(client, tmp_path):
+    rng = np.random.default_rng(31)
+    X = np.vstack([lattice(rng, 2000, 2), mixed_blobs(rng, 2000, 2)])
+    ref = sj.self_join(X, 1.0, device="cpu")
+    tm: dict = {}
+    got = sd.self_join(X, 1.0, client=client, device="cpu", n_partitions=1, block_rows=700,
+                       timings=tm)
+    assert tm["n_partitions"] == 1
+    assert got == ref and got.sorted
+    counts = sd.self_join(X, 1.0, client=client, device="cpu", output="counts",
+                          include_self=True, n_partitions=1, block_rows=700)
+    np.testing.assert_array_equal(counts, ref.counts() + 1)
+    res = sd.self_join(X, 1.0, client=client, device="cpu", n_partitions=1,
+                       out=tmp_path / "whole")
+    assert len(res.files) == 1 and res.to_table() == ref
+    for ms in (1, 4, 9):
+        est = sd.DBSCAN(eps=1.0, min_samples=ms, client=client, device="cpu", n_partitions=1,
+                        block_rows=700).fit(X)
+        one = sj.DBSCAN(eps=1.0, min_samples=ms, device="cpu").fit(X)
+        assert est.n_partitions_ == 1
+        np.testing.assert_array_equal(est.labels_, one.labels_)
+        np.testing.assert_array_equal(est.core_sample_indices_, one.core_sample_indices_)
+
+
+_BOUND = __import__("threading").local()
+
+
+def _bind_tag(tag):
+    _BOUND.tag = tag
+
+
+def _bound_tag():
+    return getattr(_BOUND, "tag", None)
+
+
+def test_thread_cluster_binds_each_worker_and_moves_data_by_reference():
+    """The GPU workers' cluster, with a CPU stand-in for binding a GPU to each worker."""
+    from skyjoin.distributed.cluster import thread_cluster
+
+    X = np.random.default_rng(4).uniform(0, 1, (100_000, 2))
+    with thread_cluster([("a", ("A",)), ("b", ("B",))], _bind_tag) as cl, \
+            distributed.Client(cl) as c:
+        info = c.scheduler_info(n_workers=-1)["workers"]
+        assert len(info) == 2 and all(a.startswith("inproc://") for a in info)
+        assert all(not w["memory_limit"] for w in info.values())
+        tags = {c.submit(_bound_tag, workers=[w], pure=False).result() for w in info}
+        assert tags == {"A", "B"}
+        f = c.scatter(X, hash=False)
+        back = c.submit(lambda a: a[10:], f).result()
+        assert np.shares_memory(back, X)
+        assert sd.self_join(X, 0.01, client=c, device="cpu") == sj.self_join(X, 0.01,
+                                                                            device="cpu")
+
+
+def test_thread_workers_see_the_callers_array_without_copy():
+    """Blocks scattered to thread workers are views of the caller's array: stacked()
+    views them as one array again; blocks from elsewhere are concatenated."""
+    from skyjoin.distributed.blocks import stacked
+
+    X = np.random.default_rng(3).uniform(0, 10, (5000, 3))
+    with distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1,
+                                  dashboard_address=":0") as cl, distributed.Client(cl) as c:
+        futs = c.scatter([X[a:a + 1000] for a in range(0, 5000, 1000)], hash=False)
+        shared, equal = c.submit(lambda *b: (np.shares_memory(stacked(b, 3, X.dtype), X),
+                                             np.array_equal(stacked(b, 3, X.dtype), X)),
+                                 *futs).result()
+        assert shared and equal
+        got = sd.self_join(X, 0.7, client=c, device="cpu")
+        assert got == sj.self_join(X, 0.7, device="cpu")
+    parts = [X[:1000].copy(), X[1000:3000].copy(), X[3000:].copy()]
+    out = stacked(parts, 3, X.dtype)
+    assert not np.shares_memory(out, parts[0]) and np.array_equal(out, X)
+    gap = [X[:1000], X[2000:3000]]         # same buffer, not adjacent: copied
+    np.testing.assert_array_equal(stacked(gap, 3, X.dtype), np.vstack(gap))
+    assert stacked([X[:0]], 3, X.dtype).shape == (0, 3)
+
+
+# --------------------------------------------------------------------------
 # the partition logic in this process, on many partitions (no cluster)
 # --------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(8))
+def test_route_pieces_equal_route_block(seed):
+    """The parallel routing kernel against the NumPy reference, on 1- and 2-level
+    plans, points on cuts (lattice), float32 blocks and a block offset."""
+    from skyjoin.distributed.join import route_pieces
+    from skyjoin.distributed.partition import halo_width, plan_partitions, route_block
+
+    rng = np.random.default_rng(300 + seed)
+    d = 1 + seed % 3
+    X = lattice(rng, 5000, d, side=20) if seed % 2 else mixed_blobs(rng, 5000, d)
+    if seed == 7:
+        X = X.astype(np.float32)
+    parts = int(rng.integers(1, 25))
+    h = halo_width(float(rng.choice([0.3, 1.0, 2.0])), d, X.min(0), X.max(0))
+    plan = plan_partitions(X[rng.choice(len(X), 400)].astype(np.float64), X.min(0), X.max(0),
+                           parts, h * (1 + seed % 2), len(X))
+    width = h * (1 + seed % 2)
+    got = route_pieces(X, 1000, plan, width)
+    ref = route_block(plan, X, width)
+    assert len(got) == len(ref) == plan.n_partitions
+    for (oi, oX, hi, hX), (o, hh) in zip(got, ref):
+        np.testing.assert_array_equal(oi, o + 1000)
+        np.testing.assert_array_equal(oX, X[o])
+        np.testing.assert_array_equal(hi, hh + 1000)
+        np.testing.assert_array_equal(hX, X[hh])
+        assert oX.dtype == X.dtype
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_partitions_in_process(seed):
     from skyjoin.distributed.dbscan import _final_labels, local_clusters, merge_local_clusters

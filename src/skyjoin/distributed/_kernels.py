@@ -11,7 +11,7 @@ import numpy as np
 
 from .._config import NUMBA_CACHE
 
-__all__ = ["select_rows", "place_rows"]
+__all__ = ["select_rows", "place_rows", "route_points"]
 
 _jit = dict(cache=NUMBA_CACHE, nogil=True)
 
@@ -65,3 +65,139 @@ def place_rows(indptr, row_ids, counts, cols, out):
         src = local[r]
         for k in range(counts[r]):
             out[dst + k] = cols[src + k]
+
+
+# --------------------------------------------------------------------------
+# routing a block to the partitions (partition.route_block, in one parallel pass)
+# --------------------------------------------------------------------------
+@nb.njit(inline="always")
+def _right(cuts, a, b, x):
+    """First index k in [a, b) with cuts[k] > x (searchsorted side="right"), minus a."""
+    lo, hi = a, b
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cuts[mid] <= x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - a
+
+
+@nb.njit(inline="always")
+def _left(cuts, a, b, x):
+    """First index k in [a, b) with cuts[k] >= x (searchsorted side="left"), minus a."""
+    lo, hi = a, b
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cuts[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - a
+
+
+@nb.njit(inline="always")
+def _visit(X, i, dim0, dim1, two, cuts1, cuts2, cptr, offset, w, own_cnt, halo_cnt,
+           own_rows, own_X, halo_rows, halo_X, own_at, halo_at, fill, base):
+    """Owner and halo partitions of point i: count them, or write the point there."""
+    x0 = np.float64(X[i, dim0])
+    s = _right(cuts1, 0, cuts1.shape[0], x0)
+    t = 0
+    x1 = 0.0
+    if two:
+        x1 = np.float64(X[i, dim1])
+        t = _right(cuts2, cptr[s], cptr[s + 1], x1)
+    owner = offset[s] + t
+    if fill:
+        k = own_at[owner]
+        own_rows[k] = base + i
+        for c in range(X.shape[1]):
+            own_X[k, c] = X[i, c]
+        own_at[owner] = k + 1
+    else:
+        own_cnt[owner] += 1
+    f0 = _left(cuts1, 0, cuts1.shape[0], x0 - w)
+    l0 = _right(cuts1, 0, cuts1.shape[0], x0 + w)
+    for s2 in range(f0, l0 + 1):
+        f1 = 0
+        l1 = 0
+        if two:
+            f1 = _left(cuts2, cptr[s2], cptr[s2 + 1], x1 - w)
+            l1 = _right(cuts2, cptr[s2], cptr[s2 + 1], x1 + w)
+        for t2 in range(f1, l1 + 1):
+            p = offset[s2] + t2
+            if p == owner:
+                continue
+            if fill:
+                k = halo_at[p]
+                halo_rows[k] = base + i
+                for c in range(X.shape[1]):
+                    halo_X[k, c] = X[i, c]
+                halo_at[p] = k + 1
+            else:
+                halo_cnt[p] += 1
+
+
+@nb.njit(parallel=True, **_jit)
+def route_points(X, base, dim0, dim1, two, cuts1, cuts2, cptr, offset, w, n_chunks):
+    """Rows and points of a block for each partition: owned, and in its halo.
+
+    The same assignment as :func:`skyjoin.distributed.partition.route_block`
+    (a point on a cut belongs to the upper box; the halo test widens a box
+    by ``w`` in each split dimension, computed in float64), in two parallel
+    passes over chunks of the block: count per (chunk, partition), then
+    write.  Rows are global ids (``base`` + position), ascending within each
+    partition.
+
+    Returns
+    -------
+    own_ptr, own_rows, own_X, halo_ptr, halo_rows, halo_X
+        Partition p owns rows ``own_rows[own_ptr[p]:own_ptr[p + 1]]`` (and
+        those points), and likewise for its halo.
+    """
+    n = X.shape[0]
+    P = offset[offset.shape[0] - 1]
+    own_cnt = np.zeros((n_chunks, P), dtype=np.int64)
+    halo_cnt = np.zeros((n_chunks, P), dtype=np.int64)
+    step = (n + n_chunks - 1) // n_chunks
+    e64 = np.zeros(0, dtype=np.int64)
+    eX = np.zeros((0, X.shape[1]), dtype=X.dtype)
+    for c in nb.prange(n_chunks):
+        oc = np.zeros(P, dtype=np.int64)       # the chunk's own counters: no false sharing
+        hc = np.zeros(P, dtype=np.int64)
+        for i in range(c * step, min(n, (c + 1) * step)):
+            _visit(X, i, dim0, dim1, two, cuts1, cuts2, cptr, offset, w, oc, hc,
+                   e64, eX, e64, eX, e64, e64, False, base)
+        own_cnt[c] = oc
+        halo_cnt[c] = hc
+    own_ptr = np.zeros(P + 1, dtype=np.int64)
+    halo_ptr = np.zeros(P + 1, dtype=np.int64)
+    own_start = np.empty((n_chunks, P), dtype=np.int64)
+    halo_start = np.empty((n_chunks, P), dtype=np.int64)
+    for p in range(P):
+        a = 0
+        b = 0
+        for c in range(n_chunks):
+            a += own_cnt[c, p]
+            b += halo_cnt[c, p]
+        own_ptr[p + 1] = own_ptr[p] + a
+        halo_ptr[p + 1] = halo_ptr[p] + b
+    for p in range(P):
+        a = own_ptr[p]
+        b = halo_ptr[p]
+        for c in range(n_chunks):
+            own_start[c, p] = a
+            halo_start[c, p] = b
+            a += own_cnt[c, p]
+            b += halo_cnt[c, p]
+    own_rows = np.empty(own_ptr[P], dtype=np.int64)
+    own_X = np.empty((own_ptr[P], X.shape[1]), dtype=X.dtype)
+    halo_rows = np.empty(halo_ptr[P], dtype=np.int64)
+    halo_X = np.empty((halo_ptr[P], X.shape[1]), dtype=X.dtype)
+    for c in nb.prange(n_chunks):
+        oa = own_start[c].copy()
+        ha = halo_start[c].copy()
+        for i in range(c * step, min(n, (c + 1) * step)):
+            _visit(X, i, dim0, dim1, two, cuts1, cuts2, cptr, offset, w, own_cnt[c],
+                   halo_cnt[c], own_rows, own_X, halo_rows, halo_X, oa, ha, True, base)
+    return own_ptr, own_rows, own_X, halo_ptr, halo_rows, halo_X

@@ -30,7 +30,7 @@ import numpy as np
 
 from .._validate import check_points
 
-__all__ = ["Blocks", "get_client", "as_blocks", "DEFAULT_BLOCK_ROWS"]
+__all__ = ["Blocks", "get_client", "as_blocks", "stacked", "DEFAULT_BLOCK_ROWS"]
 
 DEFAULT_BLOCK_ROWS = 1 << 20
 SAMPLE_PER_BLOCK = 4096
@@ -68,9 +68,9 @@ class Blocks:
     offsets : ndarray of int64, shape (n_blocks + 1,)
         Block b holds global rows ``offsets[b]:offsets[b + 1]``.
     d : int
-    lo, hi : ndarray of float64, shape (d,)
-        Bounds of all points (zeros when empty).
-    sample : ndarray, shape (m, d)
+    lo, hi : ndarray of float64, shape (d,), or None
+        Bounds of all points (zeros when empty); None when not summarised.
+    sample : ndarray, shape (m, d), or None
         A uniform sample of the points (for the partition plan).
     """
 
@@ -84,6 +84,35 @@ class Blocks:
     @property
     def n(self) -> int:
         return int(self.offsets[-1])
+
+
+def stacked(blocks, d: int, dtype) -> np.ndarray:
+    """The rows of consecutive blocks as one (n, d) array, copying only if needed.
+
+    Blocks scattered to workers that share the client's process (thread
+    workers) are still the consecutive slices of the caller's array: they
+    are then viewed as one array again, without a copy.  Otherwise they are
+    concatenated.
+    """
+    blocks = [b for b in blocks if len(b)]
+    if not blocks:
+        return np.zeros((0, d), dtype=dtype)
+    if len(blocks) == 1:
+        return blocks[0]
+    first = blocks[0]
+    itemsize = np.dtype(dtype).itemsize
+    adjacent = all(b.dtype == dtype and b.ndim == 2 and b.shape[1] == d and b.flags.c_contiguous
+                   and b.base is not None and b.base is first.base for b in blocks)
+    if adjacent:
+        addr = first.__array_interface__["data"][0]
+        for b in blocks:
+            adjacent = adjacent and b.__array_interface__["data"][0] == addr
+            addr += b.shape[0] * d * itemsize
+    if adjacent:
+        n = sum(b.shape[0] for b in blocks)
+        return np.lib.stride_tricks.as_strided(first, shape=(n, d), strides=(d * itemsize, itemsize),
+                                               writeable=False)
+    return np.concatenate(blocks)
 
 
 def _checked(block, dtype, name):
@@ -115,8 +144,19 @@ def _summary(block, seed):
     rng = np.random.default_rng(seed)
     m = min(n, SAMPLE_PER_BLOCK)
     pick = np.sort(rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
-    return (n, d, block.min(axis=0).astype(np.float64), block.max(axis=0).astype(np.float64),
-            block[pick])
+    lo, hi = column_bounds(block)
+    return n, d, lo, hi, block[pick]
+
+
+def column_bounds(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least and greatest value of each column (float64).
+
+    Column by column: NumPy's ``min(axis=0)`` of a tall, narrow C-ordered
+    array runs about 20 times slower (50 ms against 2.5 ms for 1M x 2).
+    """
+    lo = np.array([X[:, k].min() for k in range(X.shape[1])], dtype=np.float64)
+    hi = np.array([X[:, k].max() for k in range(X.shape[1])], dtype=np.float64)
+    return lo, hi
 
 
 def _combine_samples(summaries, target: int, seed: int) -> np.ndarray:
@@ -158,7 +198,7 @@ def _file_list(path) -> list[str]:
 
 def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | None = None,
               replicas: int | None = None, name: str = "X", seed: int = 0,
-              sample_target: int = 20000, retries: int = 2) -> Blocks:
+              sample_target: int = 20000, retries: int = 2, summarise: bool = True) -> Blocks:
     """Turn any supported input into row blocks on the workers, checked and summarised.
 
     Parameters
@@ -184,6 +224,10 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
         Size of the combined sample.
     retries : int
         Dask retries of each task.
+    summarise : bool
+        Summarise the blocks (bounds and sample, for a partition plan).  Only
+        NumPy input can skip it: the result then has ``lo``, ``hi`` and
+        ``sample`` set to None (a single partition needs none of them).
 
     Returns
     -------
@@ -235,6 +279,11 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
         copies = min(2, n_workers) if replicas is None else int(replicas)
         if copies > 1:
             client.replicate(futures, n=copies)
+        if not summarise:
+            # lengths and width are known here; bounds and sample are not needed
+            offsets = np.asarray(bounds, dtype=np.int64)
+            return Blocks(futures=list(futures), offsets=offsets, d=arr.shape[1], lo=None,
+                          hi=None, sample=None)
     summaries = client.gather([client.submit(_summary, f, seed + k, retries=retries)
                                for k, f in enumerate(futures)])
     widths = {s[1] for s in summaries}

@@ -2,6 +2,15 @@
 
 A worker runs one partition at a time (one Dask thread) and gives that
 partition all of its cores through Numba's threads, or its whole GPU.
+
+The GPU workers of one host are by default threads of the client's process,
+each bound to its own GPU (its Dask thread makes that GPU current once, when
+it starts).  The host's GPUs then share one address space with the driver:
+the points go to the workers and the results come back by reference, where
+worker processes would serialise them through a socket (a 20M-point join
+returns a table of several GB; sending it between processes took longer
+than computing it).  Worker processes (``processes=True``) isolate each GPU
+in its own process instead.
 """
 
 from __future__ import annotations
@@ -55,6 +64,10 @@ def local_cluster(n_workers: int, *, numba_threads: int | None = None, processes
     env.setdefault("NUMBA_NUM_THREADS", str(int(numba_threads)))
     if processes:
         kwargs["env"] = env
+    else:
+        # thread workers share this process's memory with the caller: Dask's
+        # per-worker limit would pause them for the caller's own arrays
+        kwargs.setdefault("memory_limit", 0)
     return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes,
                         dashboard_address=dashboard_address, **kwargs)
 
@@ -74,19 +87,71 @@ def visible_gpus() -> list[str]:
     return [str(k) for k in range(cupy.cuda.runtime.getDeviceCount())]
 
 
-def local_gpu_cluster(n_gpus: int | None = None, *, dashboard_address: str = ":0",
-                      numba_threads: int | None = None):
-    """One Dask worker per GPU of this host, each seeing only its own GPU.
+def _bind_thread(gpu: int, numba_threads: int) -> None:
+    """Make ``gpu`` the current device of this (worker) thread; set its Numba threads."""
+    import cupy
+    import numba
 
-    Uses dask-cuda's ``LocalCUDACluster`` when it is installed; otherwise a
-    ``SpecCluster`` of nannies, each with its own ``CUDA_VISIBLE_DEVICES``.
-    Every worker has one Dask thread and ``SKYJOIN_DEVICE=gpu``, so the
-    operators' ``device=None`` means the GPU there.
+    cupy.cuda.Device(gpu).use()
+    numba.set_num_threads(max(1, min(int(numba_threads), numba.config.NUMBA_NUM_THREADS)))
+
+
+def thread_cluster(workers, bind, *, dashboard_address: str = ":0", name: str = "skyjoin"):
+    """A cluster of worker threads in this process, each running its tasks on one
+    thread set up by ``bind(*args)`` when it starts.
+
+    Parameters
+    ----------
+    workers : list of (name, args)
+        One worker per entry; ``bind(*args)`` runs on its task thread first
+        (the GPU workers make their GPU current there).
+    bind : callable
+    dashboard_address : str
+    name : str
+
+    Returns
+    -------
+    distributed.SpecCluster
+        Scheduler and workers talk through Dask's in-process transport, so
+        data moves between them and the client by reference, never
+        serialised; no worker has a memory limit, since the process's memory
+        is the caller's too (a per-worker limit would pause the workers for
+        the caller's own arrays).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed import Scheduler, SpecCluster, Worker
+
+    scheduler = {"cls": Scheduler, "options": {"protocol": "inproc://",
+                                               "dashboard_address": dashboard_address}}
+    specs = {
+        wname: {"cls": Worker, "options": {
+            "nthreads": 1, "protocol": "inproc://", "memory_limit": 0,
+            "executor": ThreadPoolExecutor(1, thread_name_prefix=f"skyjoin-{wname}",
+                                           initializer=bind, initargs=tuple(args))}}
+        for wname, args in workers
+    }
+    return SpecCluster(workers=specs, scheduler=scheduler, name=name)
+
+
+def local_gpu_cluster(n_gpus: int | None = None, *, processes: bool = False,
+                      dashboard_address: str = ":0", numba_threads: int | None = None):
+    """One Dask worker per GPU of this host.
+
+    With ``processes=False`` (the default) the workers are threads of this
+    process, worker k running its tasks on one thread bound to GPU k (see
+    the module docstring for why).  With ``processes=True`` each worker is a
+    process that sees only its own GPU: dask-cuda's ``LocalCUDACluster``
+    when it is installed, otherwise a ``SpecCluster`` of nannies, each with
+    its own ``CUDA_VISIBLE_DEVICES`` and ``SKYJOIN_DEVICE=gpu``.  Every
+    worker has one Dask thread.
 
     Parameters
     ----------
     n_gpus : int, optional
         Number of GPUs (workers) to use; default: every visible GPU.
+    processes : bool
+        Worker processes instead of worker threads of this process.
     dashboard_address : str
     numba_threads : int, optional
         Numba threads per worker for its CPU-side work (default: the cores
@@ -113,6 +178,14 @@ def local_gpu_cluster(n_gpus: int | None = None, *, dashboard_address: str = ":0
     gpus = gpus[:int(n_gpus)]
     if numba_threads is None:
         numba_threads = max(1, (os.cpu_count() or 1) // len(gpus))
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address}}
+    if not processes:
+        # CUDA_VISIBLE_DEVICES (if set) already renumbers the GPUs 0..k-1 here
+        return thread_cluster([(f"gpu-{g}", (k, numba_threads)) for k, g in enumerate(gpus)],
+                              _bind_thread, dashboard_address=dashboard_address,
+                              name="skyjoin-gpus")
     env = {"SKYJOIN_DEVICE": "gpu", "NUMBA_NUM_THREADS": str(int(numba_threads))}
     try:
         from dask_cuda import LocalCUDACluster
@@ -121,12 +194,9 @@ def local_gpu_cluster(n_gpus: int | None = None, *, dashboard_address: str = ":0
     if LocalCUDACluster is not None:
         return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(gpus), threads_per_worker=1,
                                 dashboard_address=dashboard_address, env=env)
-    from distributed import Nanny, Scheduler, SpecCluster
-
     workers = {
         f"gpu-{g}": {"cls": Nanny,
                      "options": {"nthreads": 1, "env": dict(env, CUDA_VISIBLE_DEVICES=g)}}
         for g in gpus
     }
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address}}
     return SpecCluster(workers=workers, scheduler=scheduler, name="skyjoin-gpus")

@@ -36,8 +36,8 @@ import time
 import numpy as np
 
 from .._validate import check_eps, check_min_samples, check_precision, working_dtype
-from .blocks import as_blocks, get_client, new_token
-from .join import _concat_pieces, make_plan, route_blocks
+from .blocks import get_client, new_token, stacked
+from .join import _concat_pieces, load_blocks, make_plan, route_blocks, worker_of_partition
 from .partition import deep_inside, in_widened_box
 
 __all__ = ["DBSCAN", "local_clusters", "merge_local_clusters"]
@@ -98,8 +98,10 @@ def local_clusters(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_sample
     # the components with an owned core point are nodes of the merge graph even without edges
     is_node = np.zeros(n_comp, dtype=bool)
     is_node[comp[:nO][core[:nO]]] = True
-    # border candidates: owned non-core points and the components of their core neighbours
-    rows = np.flatnonzero(~core[:nO])
+    # border candidates: owned non-core points and the components of their core neighbours.
+    # An owned point that the local run leaves as noise has no core neighbour at all (its
+    # neighbours are all in O + H1, whose core flags are exact): it is noise, no join needed
+    rows = np.flatnonzero(~core[:nO] & (comp[:nO] >= 0))
     pairs = np.zeros((2, 0), dtype=np.int64)
     cores = np.flatnonzero(core)
     if len(rows) and len(cores):
@@ -142,6 +144,16 @@ def _local_dbscan(p, plan, h, eps, min_samples, device, precision, d, dtype, *pi
     own_ids, own_X, halo_ids, halo_X = _concat_pieces(pieces, d, dtype)
     return local_clusters(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samples,
                           device, precision)
+
+
+def _whole_dbscan(eps, min_samples, device, precision, d, dtype, *blocks):
+    """DBSCAN of all the points as one partition (one worker): the single-machine estimator."""
+    from ..cluster.estimator import DBSCAN as SingleDBSCAN
+
+    est = SingleDBSCAN(eps=eps, min_samples=min_samples, device=device,
+                       precision=precision).fit(stacked(blocks, d, dtype))
+    return np.asarray(est.labels_, dtype=np.intp), np.asarray(est.core_sample_indices_,
+                                                               dtype=np.int64)
 
 
 def _merge_part(state):
@@ -227,7 +239,9 @@ class DBSCAN:
         Device of the workers' join, resolved on each worker.
     precision : {"float64", "float32"}
     n_partitions : int, optional
-        Target number of partitions (default: two per worker thread).
+        Target number of partitions (default: one per worker, see
+        :func:`skyjoin.distributed.join.default_partitions`); one partition
+        is the single-machine DBSCAN on one worker.
     block_rows, replicas, retries
         As :func:`skyjoin.distributed.self_join`.
 
@@ -299,18 +313,31 @@ class DBSCAN:
         dtype = working_dtype(precision)
         tm = {}
         t0 = time.perf_counter()
-        blocks = as_blocks(client, X, dtype=dtype, columns=columns, block_rows=self.block_rows,
-                           replicas=self.replicas, retries=self.retries)
+        blocks = load_blocks(client, X, self.n_partitions, dtype=dtype, columns=columns,
+                             block_rows=self.block_rows, replicas=self.replicas,
+                             retries=self.retries)
         n = blocks.n
         if n == 0:
             raise ValueError("X is empty: DBSCAN needs at least one point")
         t1 = time.perf_counter()
         plan, h = make_plan(blocks, eps, precision, self.n_partitions, client, halo_factor=2)
         token = new_token("dbscan")
+        if plan.n_partitions == 1:
+            fut = client.submit(_whole_dbscan, eps, min_samples, self.device, precision, blocks.d,
+                                dtype, *blocks.futures, retries=self.retries,
+                                key=f"{token}-whole")
+            self.labels_, self.core_sample_indices_ = fut.result()
+            del fut, blocks
+            self.n_partitions_ = 1
+            tm.update(load=t1 - t0, local=time.perf_counter() - t1, merge=0.0, labels=0.0)
+            self.timings_ = tm
+            return self
         pieces = route_blocks(client, blocks, plan, 2 * h, token, self.retries)
+        where = worker_of_partition(client, plan.n_partitions)
         states = [client.submit(_local_dbscan, p, plan, h, eps, min_samples, self.device,
                                 precision, blocks.d, dtype, *pieces[p], retries=self.retries,
-                                key=f"{token}-local-{p}")
+                                key=f"{token}-local-{p}", workers=where[p],
+                                allow_other_workers=True)
                   for p in range(plan.n_partitions)]
         merge = client.gather([client.submit(_merge_part, s, retries=self.retries,
                                              key=f"{token}-merge-{p}")

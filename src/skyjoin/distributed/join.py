@@ -32,8 +32,8 @@ import numpy as np
 
 from .._validate import check_eps, check_precision, working_dtype
 from ..join.result import NeighborTable, index_dtype
-from .blocks import as_blocks, get_client, new_token
-from .partition import halo_width, plan_partitions, route_block
+from .blocks import as_blocks, get_client, new_token, stacked
+from .partition import Plan, halo_width, plan_partitions
 
 __all__ = ["self_join", "PartitionedPairs", "route_blocks", "make_plan"]
 
@@ -97,12 +97,38 @@ class PartitionedPairs:
 # --------------------------------------------------------------------------
 # worker side
 # --------------------------------------------------------------------------
+def route_pieces(block, offset, plan, width):
+    """Route one block: per partition, (owned ids, owned points, halo ids, halo points).
+
+    The assignment of :func:`.partition.route_block`, done by one parallel
+    pass (``_kernels.route_points``) that also copies the points out.
+    """
+    from ._kernels import route_points
+
+    block = np.ascontiguousarray(block)
+    two = len(plan.dims) > 1
+    cuts2 = np.concatenate([np.zeros(0)] + [np.asarray(c, np.float64) for c in plan.cuts2])
+    cptr = np.zeros(len(plan.cuts2) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in plan.cuts2], out=cptr[1:])
+    chunks = int(min(max(1, len(block) // 65536), 8 * nb_threads()))
+    op, orows, oX, hp, hrows, hX = route_points(
+        block, np.int64(offset), int(plan.dims[0]), int(plan.dims[1] if two else 0), two,
+        np.asarray(plan.cuts1, np.float64), cuts2, cptr, np.asarray(plan.offset, np.int64),
+        float(width), max(1, chunks))
+    return [(orows[op[p]:op[p + 1]], oX[op[p]:op[p + 1]], hrows[hp[p]:hp[p + 1]],
+             hX[hp[p]:hp[p + 1]]) for p in range(plan.n_partitions)]
+
+
+def nb_threads() -> int:
+    """Numba threads of this thread."""
+    import numba
+
+    return int(numba.get_num_threads())
+
+
 def _route(block, offset, plan, width):
-    """Route one block: per partition, (owned ids, owned points, halo ids, halo points)."""
-    out = []
-    for own, halo in route_block(plan, block, width):
-        out.append((own + offset, block[own], halo + offset, block[halo]))
-    return out
+    """Route one block (a task): per partition, its four pieces."""
+    return route_pieces(block, offset, plan, width)
 
 
 def _n_pairs(rows):
@@ -126,11 +152,25 @@ def _concat_pieces(pieces, d, dtype):
     return cat(0, (0,)), cat(1, (0, d)), cat(2, (0,)), cat(3, (0, d))
 
 
+def _on_gpu(device) -> bool:
+    """Whether the worker's engine for ``device`` is the GPU's."""
+    from .._device import resolve_device
+
+    return resolve_device(device) == "gpu"
+
+
+def _cat(a, b):
+    """a followed by b (no copy when b is empty)."""
+    return a if len(b) == 0 else np.concatenate([a, b])
+
+
 def partition_rows(own_ids, own_X, halo_ids, halo_X, eps, *, include_self, sort, device,
                    precision, n_total):
     """Rows of the join owned by a partition: (counts, global columns) per owned point.
 
-    The partition's points (owned and halo), ordered by global id, are
+    On a GPU worker, the engine computes the owned rows alone and renames
+    their columns to global ids on the GPU before sorting them.  Otherwise
+    the partition's points (owned and halo), ordered by global id, are
     self-joined by the single-machine engine (its fastest pattern on the
     worker's device); the owned rows are kept and their columns mapped to
     global ids.  Since the local order of the points is their global order,
@@ -140,6 +180,16 @@ def partition_rows(own_ids, own_X, halo_ids, halo_X, eps, *, include_self, sort,
     from ..join.api import self_join
     from ._kernels import select_rows
 
+    if _on_gpu(device) and n_total < 2**31:
+        # owned points first: the GPU computes only their rows and renames the
+        # columns to global ids before sorting them, so nothing is left to do here
+        from ..join.gpu import gpu_self_join
+
+        nt = gpu_self_join(_cat(own_X, halo_X), eps, include_self=include_self, sort=sort,
+                           precision=precision, query_rows=len(own_ids),
+                           column_ids=_cat(own_ids, halo_ids).astype(np.int32),
+                           n_columns=n_total)
+        return np.diff(nt.indptr).astype(np.int64), nt.indices
     S_ids = np.concatenate([own_ids, halo_ids])
     order = np.argsort(S_ids, kind="stable")
     S_ids = S_ids[order]
@@ -157,8 +207,15 @@ def _partition_join(p, eps, include_self, output, sort, device, precision, out_d
     if output == "counts":
         from ..join.api import self_join
 
-        c = self_join(np.concatenate([own_X, halo_X]), eps, output="counts",
-                      include_self=include_self, device=device, precision=precision)
+        if _on_gpu(device):
+            from ..join.gpu import gpu_self_join
+
+            c = gpu_self_join(_cat(own_X, halo_X), eps, output="counts",
+                              include_self=include_self, precision=precision,
+                              query_rows=len(own_ids))
+        else:
+            c = self_join(_cat(own_X, halo_X), eps, output="counts", include_self=include_self,
+                          device=device, precision=precision)
         return own_ids, np.asarray(c[:len(own_ids)], dtype=np.int64)
     counts, cols = partition_rows(own_ids, own_X, halo_ids, halo_X, eps, include_self=include_self,
                                   sort=sort, device=device, precision=precision,
@@ -175,13 +232,77 @@ def _partition_join(p, eps, include_self, output, sort, device, precision, out_d
     return path, int(len(cols))
 
 
+def _whole_join(eps, include_self, output, sort, device, precision, out_dir, n, d, dtype,
+                *blocks):
+    """The join of all the points as one partition (one worker, no halo, no routing)."""
+    from ..join.api import self_join as single
+
+    X = stacked(blocks, d, dtype)
+    res = single(X, eps, include_self=include_self, output=output, sort=sort, device=device,
+                 precision=precision)
+    if output == "counts":
+        return np.asarray(res, dtype=np.int64)
+    nt = res.to_host()
+    if out_dir is None:
+        return nt
+    if nt.n_pairs == 0:
+        return None, 0
+    from ..io import ParquetPairWriter
+
+    path = os.path.join(out_dir, "part-00000.parquet")
+    with ParquetPairWriter(path, shape=(n, n), sorted=sort) as w:
+        w.write(np.repeat(np.arange(n, dtype=np.int64), nt.counts()),
+                nt.indices.astype(np.int64))
+    return path, int(nt.n_pairs)
+
+
 # --------------------------------------------------------------------------
 # driver side
 # --------------------------------------------------------------------------
+# points per partition above which a worker gets more than one partition
+PARTITION_POINTS = 1 << 26
+
+
 def default_partitions(client, n: int) -> int:
-    """Two partitions per worker thread, and at least one per 4M points."""
-    threads = max(1, sum(client.nthreads().values()))
-    return int(max(2 * threads, -(-n // (1 << 22)), 1))
+    """One partition per worker, more when a worker's share passes PARTITION_POINTS.
+
+    A worker's engine already uses all of its cores (Numba's threads) or its
+    GPU on one partition, so more partitions than workers only add halo
+    points and routing; a single worker gets one partition: the whole join,
+    with no halo at all.
+    """
+    workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+    per_worker = -(-max(n, 1) // workers)
+    return int(workers * max(1, -(-per_worker // PARTITION_POINTS)))
+
+
+def worker_of_partition(client, n_partitions: int) -> list:
+    """A worker address for each partition, round robin over the sorted workers.
+
+    With as many partitions as workers, each worker gets one; the scheduler
+    would otherwise place tasks by where their input pieces are, which can
+    put two partitions on one worker and leave another idle.
+    """
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    if not workers:
+        return [None] * n_partitions
+    return [workers[p % len(workers)] for p in range(n_partitions)]
+
+
+def load_blocks(client, X, n_partitions, **kw):
+    """The input as blocks; not summarised when it will be one partition anyway.
+
+    A NumPy array whose default plan (or ``n_partitions``) is one partition
+    skips the bounds and sample, which only a plan of several needs.
+    """
+    single = False
+    if isinstance(X, np.ndarray) and X.ndim == 2:
+        if n_partitions is None:
+            single = default_partitions(client, X.shape[0]) == 1
+        else:   # a bad value is reported by make_plan
+            single = isinstance(n_partitions, (int, np.integer)) and \
+                not isinstance(n_partitions, bool) and int(n_partitions) == 1
+    return as_blocks(client, X, summarise=not single, **kw)
 
 
 def make_plan(blocks, eps, precision, n_partitions, client, halo_factor: int = 1):
@@ -189,6 +310,10 @@ def make_plan(blocks, eps, precision, n_partitions, client, halo_factor: int = 1
 
     Returns the plan and the (single) halo width h.
     """
+    if blocks.sample is None:        # not summarised: one partition (see load_blocks)
+        return Plan(dims=(0,), cuts1=np.zeros(0), cuts2=[np.zeros(0)],
+                    offset=np.array([0, 1], dtype=np.int64), width=float(eps), d=blocks.d,
+                    n_points=blocks.n), float(eps)
     h = halo_width(eps, blocks.d, blocks.lo, blocks.hi, precision)
     if n_partitions is None:
         n_partitions = default_partitions(client, blocks.n)
@@ -265,8 +390,9 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
     columns : list, optional
         Columns to use, for files and data frames.
     n_partitions : int, optional
-        Target number of partitions (default: two per worker thread, at least
-        one per 4M points).
+        Target number of partitions (default: one per worker, more when a
+        worker's share passes 2**26 points; see ``default_partitions``).  A
+        single partition is the whole join on one worker, without halo.
     block_rows : int, optional
         Rows per block when X is an in-memory array.
     replicas : int, optional
@@ -310,13 +436,14 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
     tm = {} if timings is None else timings
     dtype = working_dtype(precision)
     t0 = time.perf_counter()
-    blocks = as_blocks(client, X, dtype=dtype, columns=columns, block_rows=block_rows,
-                       replicas=replicas, retries=retries)
+    blocks = load_blocks(client, X, n_partitions, dtype=dtype, columns=columns,
+                         block_rows=block_rows, replicas=replicas, retries=retries)
     n = blocks.n
     t1 = time.perf_counter()
     plan, h = make_plan(blocks, eps, precision, n_partitions, client)
     token = new_token("join")
-    pieces = route_blocks(client, blocks, plan, h, token, retries)
+    pieces = route_blocks(client, blocks, plan, h, token, retries) if plan.n_partitions > 1 \
+        else None
     out_dir = None
     if out is not None:
         out_dir = os.path.abspath(os.fspath(out))
@@ -326,9 +453,26 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
             raise ValueError(f"{out_dir!r} already holds part-*.parquet files (e.g. {stale[0]}); "
                              "write to an empty folder so that old parts are not mixed in")
     t2 = time.perf_counter()
+    if plan.n_partitions == 1:
+        fut = client.submit(_whole_join, eps, include_self, output, sort, device, precision,
+                            out_dir, n, blocks.d, dtype, *blocks.futures, retries=retries,
+                            key=f"{token}-join-whole")
+        res = fut.result()
+        t3 = time.perf_counter()
+        if out_dir is not None:
+            files = [res[0]] if res[0] is not None else []
+            result = PartitionedPairs(out_dir, files, int(res[1]), (n, n), bool(sort))
+        else:
+            result = res
+        del fut, blocks
+        tm.update(load=t1 - t0, plan=t2 - t1, join=t3 - t2, assemble=time.perf_counter() - t3,
+                  n_partitions=1)
+        return result
+    where = worker_of_partition(client, plan.n_partitions)
     futs = [client.submit(_partition_join, p, eps, include_self, output, sort, device, precision,
                           out_dir, (n, n), blocks.d, dtype, *pieces[p], retries=retries,
-                          key=f"{token}-join-partition-{p}")
+                          key=f"{token}-join-partition-{p}", workers=where[p],
+                          allow_other_workers=True)
             for p in range(plan.n_partitions)]
     if output == "counts":
         res = client.gather(futs)
