@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 from .harness import Case, Impl, format_table, run_suite, write_report
@@ -85,11 +86,40 @@ def _single_fn(op, get, eps, m, device):
     return fn
 
 
+_KEY = re.compile(r"^skyjoin-[a-z]+-[0-9a-f]{10}-")
+
+
+def task_seconds(stream) -> dict:
+    """Seconds of compute (and of transfers) per kind of task, from a Dask task stream.
+
+    Keys like ``skyjoin-join-<token>-route-3`` count as "route";
+    Dask's own tasks under their name prefix.
+    """
+    out: dict = {}
+    for rec in stream:
+        key = rec["key"] if isinstance(rec["key"], str) else str(rec["key"])
+        kind = _KEY.sub("", key)
+        kind = re.sub(r"-[0-9a-f]{32}$", "", kind)         # Dask's own keys: name-hash
+        kind = re.sub(r"(-\d+)+$", "", kind) or key
+        for ss in rec.get("startstops", ()):
+            name = kind if ss["action"] == "compute" else f"{kind} ({ss['action']})"
+            out[name] = out.get(name, 0.0) + ss["stop"] - ss["start"]
+    return {k: round(v, 4) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
+
+
 def _dask_fn(op, get, eps, m, device, client):
     """The distributed operator on ``client``."""
+    from distributed import get_task_stream
+
     from .. import distributed as sd
 
     def fn():
+        with get_task_stream(client) as ts:
+            out = run_op()
+        out["task_s"] = task_seconds(ts.data)
+        return out
+
+    def run_op():
         tm: dict = {}
         if op == "join":
             size = sd.self_join(get(), eps, client=client, device=device, timings=tm).n_pairs
@@ -188,6 +218,11 @@ def run(quick: bool = False, out_dir: str = "bench-results", device: str = "cpu"
     with open(os.path.join(out_dir, "distributed-scaling.json"), "w") as fh:
         json.dump(summary, fh, indent=1)
     log(format_table(rows))
+    log("")
+    for r in rows:
+        if r.extra:
+            ph = {k[6:-2]: v for k, v in r.extra.items() if k.startswith("phase_")}
+            log(f"{r.case} | {r.impl}: phases {ph} tasks {r.extra.get('task_s')}")
     log("")
     log(f"{'case':<32} {'1 worker / single':>18} {'scaling 1 -> ' + str(n_workers):>16}")
     for s in summary:
