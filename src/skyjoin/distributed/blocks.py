@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._grid_kernels import column_bounds
 from .._validate import check_points
 
 __all__ = ["Blocks", "get_client", "as_blocks", "stacked", "DEFAULT_BLOCK_ROWS"]
@@ -144,19 +145,8 @@ def _summary(block, seed):
     rng = np.random.default_rng(seed)
     m = min(n, SAMPLE_PER_BLOCK)
     pick = np.sort(rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
-    lo, hi = column_bounds(block)
+    lo, hi = column_bounds(block, d)
     return n, d, lo, hi, block[pick]
-
-
-def column_bounds(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Least and greatest value of each column (float64).
-
-    Column by column: NumPy's ``min(axis=0)`` of a tall, narrow C-ordered
-    array runs about 20 times slower (50 ms against 2.5 ms for 1M x 2).
-    """
-    lo = np.array([X[:, k].min() for k in range(X.shape[1])], dtype=np.float64)
-    hi = np.array([X[:, k].max() for k in range(X.shape[1])], dtype=np.float64)
-    return lo, hi
 
 
 def _combine_samples(summaries, target: int, seed: int) -> np.ndarray:

@@ -178,9 +178,6 @@ def local_gpu_cluster(n_gpus: int | None = None, *, processes: bool = False,
     gpus = gpus[:int(n_gpus)]
     if numba_threads is None:
         numba_threads = max(1, (os.cpu_count() or 1) // len(gpus))
-    from distributed import Nanny, Scheduler, SpecCluster
-
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address}}
     if not processes:
         # CUDA_VISIBLE_DEVICES (if set) already renumbers the GPUs 0..k-1 here
         return thread_cluster([(f"gpu-{g}", (k, numba_threads)) for k, g in enumerate(gpus)],
@@ -194,6 +191,9 @@ def local_gpu_cluster(n_gpus: int | None = None, *, processes: bool = False,
     if LocalCUDACluster is not None:
         return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(gpus), threads_per_worker=1,
                                 dashboard_address=dashboard_address, env=env)
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address}}
     workers = {
         f"gpu-{g}": {"cls": Nanny,
                      "options": {"nthreads": 1, "env": dict(env, CUDA_VISIBLE_DEVICES=g)}}

@@ -103,6 +103,8 @@ def route_pieces(block, offset, plan, width):
     The assignment of :func:`.partition.route_block`, done by one parallel
     pass (``_kernels.route_points``) that also copies the points out.
     """
+    import numba
+
     from ._kernels import route_points
 
     block = np.ascontiguousarray(block)
@@ -110,7 +112,7 @@ def route_pieces(block, offset, plan, width):
     cuts2 = np.concatenate([np.zeros(0)] + [np.asarray(c, np.float64) for c in plan.cuts2])
     cptr = np.zeros(len(plan.cuts2) + 1, dtype=np.int64)
     np.cumsum([len(c) for c in plan.cuts2], out=cptr[1:])
-    chunks = int(min(max(1, len(block) // 65536), 8 * nb_threads()))
+    chunks = int(min(max(1, len(block) // 65536), 8 * numba.get_num_threads()))
     op, orows, oX, hp, hrows, hX = route_points(
         block, np.int64(offset), int(plan.dims[0]), int(plan.dims[1] if two else 0), two,
         np.asarray(plan.cuts1, np.float64), cuts2, cptr, np.asarray(plan.offset, np.int64),
@@ -118,17 +120,6 @@ def route_pieces(block, offset, plan, width):
     return [(orows[op[p]:op[p + 1]], oX[op[p]:op[p + 1]], hrows[hp[p]:hp[p + 1]],
              hX[hp[p]:hp[p + 1]]) for p in range(plan.n_partitions)]
 
-
-def nb_threads() -> int:
-    """Numba threads of this thread."""
-    import numba
-
-    return int(numba.get_num_threads())
-
-
-def _route(block, offset, plan, width):
-    """Route one block (a task): per partition, its four pieces."""
-    return route_pieces(block, offset, plan, width)
 
 
 def _n_pairs(rows):
@@ -222,13 +213,18 @@ def _partition_join(p, eps, include_self, output, sort, device, precision, out_d
                                   n_total=shape[0])
     if out_dir is None:
         return own_ids, counts, cols
+    return write_rows(out_dir, p, shape, sort, own_ids, counts, cols)
+
+
+def write_rows(out_dir, p, shape, sort, row_ids, counts, cols):
+    """Write a partition's rows as ``part-<p>.parquet``; (path, pairs), or (None, 0)."""
     if len(cols) == 0:
         return None, 0
     from ..io import ParquetPairWriter
 
     path = os.path.join(out_dir, f"part-{p:05d}.parquet")
     with ParquetPairWriter(path, shape=shape, sorted=sort) as w:
-        w.write(np.repeat(own_ids, counts), cols.astype(np.int64))
+        w.write(np.repeat(row_ids, counts), cols.astype(np.int64))
     return path, int(len(cols))
 
 
@@ -245,15 +241,8 @@ def _whole_join(eps, include_self, output, sort, device, precision, out_dir, n, 
     nt = res.to_host()
     if out_dir is None:
         return nt
-    if nt.n_pairs == 0:
-        return None, 0
-    from ..io import ParquetPairWriter
-
-    path = os.path.join(out_dir, "part-00000.parquet")
-    with ParquetPairWriter(path, shape=(n, n), sorted=sort) as w:
-        w.write(np.repeat(np.arange(n, dtype=np.int64), nt.counts()),
-                nt.indices.astype(np.int64))
-    return path, int(nt.n_pairs)
+    return write_rows(out_dir, 0, (n, n), sort, np.arange(n, dtype=np.int64), nt.counts(),
+                      nt.indices)
 
 
 # --------------------------------------------------------------------------
@@ -327,7 +316,7 @@ def make_plan(blocks, eps, precision, n_partitions, client, halo_factor: int = 1
 def route_blocks(client, blocks, plan, width, token, retries):
     """Route every block on its worker; return, per partition, the futures of its pieces."""
     P = plan.n_partitions
-    routed = [client.submit(_route, f, int(blocks.offsets[b]), plan, width, retries=retries,
+    routed = [client.submit(route_pieces, f, int(blocks.offsets[b]), plan, width, retries=retries,
                             key=f"{token}-route-{b}")
               for b, f in enumerate(blocks.futures)]
     return [[client.submit(_select, r, p, retries=retries, key=f"{token}-piece-{b}-{p}")

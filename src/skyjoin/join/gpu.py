@@ -458,16 +458,13 @@ class _Engine:
 
     # -- passes ------------------------------------------------------------
     def count(self, rows: int | None = None):
-        """Neighbour count of every row (int32 device array, original row order).
-
-        With ``rows``, only the rows [0, rows) are needed (the others may be
-        left at 0): with the full pattern only their queries run.
-        """
+        """Neighbour count of the rows [0, rows) (default all; int32 device array,
+        original row order); with the full pattern only their queries run."""
         cp = self.cp
         counts = cp.zeros(self.n_rows, dtype=cp.int32)
         m = self.n_rows if rows is None else int(rows)
         self._launch(False, self.batch_queries(0, m), counts, None, 0, None, None, 0, m, None)
-        return counts
+        return counts[:m]
 
     def batch_queries(self, r0: int, r1: int):
         """Queries (grid positions) of the rows [r0, r1), in the schedule's order."""
@@ -646,9 +643,7 @@ def _run(R, S, eps, *, include_self=False, output="table", sort=True, precision=
         return NeighborTable(xp.zeros(n_rows + 1, dtype=xp.int64), xp.zeros(0, dtype=xp.int32),
                              (n_rows, n_cols), sorted=True)
     t0 = time.perf_counter()
-    counts = eng.count(n_rows if n_rows < eng.n_rows else None)
-    if n_rows < eng.n_rows:
-        counts = counts[:n_rows]
+    counts = eng.count(n_rows)
     if output == "counts":
         res = counts.astype(cp.int64)
         res = res if on_device else cp.asnumpy(res)
