@@ -2,8 +2,13 @@
 
 ``SKYJOIN_NUMBA_CACHE``: "0" disables Numba's on-disk cache of compiled
 functions (default on, so that a second process skips compilation).
+
+``SKYJOIN_NO_SIMD``: "1" makes the CPU join use its portable scalar code
+instead of the explicit vector instructions of ``skyjoin.join._simd``.
 """
 
 import os
 
 NUMBA_CACHE = os.environ.get("SKYJOIN_NUMBA_CACHE", "1") not in ("0", "false", "no", "")
+
+NO_SIMD = os.environ.get("SKYJOIN_NO_SIMD", "0") not in ("0", "false", "no", "")

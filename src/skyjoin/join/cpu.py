@@ -48,6 +48,7 @@ import numba as nb
 import numpy as np
 
 from .._config import NUMBA_CACHE
+from ._simd import compress16, prefetch_write
 
 PATTERNS = ("full", "unicomp", "lid_unicomp")
 PATTERN_CODE = {"full": 0, "unicomp": 1, "lid_unicomp": 2}
@@ -344,10 +345,11 @@ def _merge_runs(cid, cj, m):
 
 
 @nb.njit(**_jit)
-def _gather(rows, n_rows, s_pts, s_order, by_id):
+def _gather(rows, n_rows, s_pts, s_order, by_id, pad):
     """Candidates of a cell: coordinates (d, m), caller ids (dtype of
     ``s_order``) and reordered ids; sorted by caller id when ``by_id`` (so
-    that rows come out sorted)."""
+    that rows come out sorted).  The caller ids' array has ``pad`` more
+    slots than m (read, never used, by ``compress16``)."""
     m = 0
     for r in range(n_rows):
         m += rows[r, 1] - rows[r, 0]
@@ -358,7 +360,8 @@ def _gather(rows, n_rows, s_pts, s_order, by_id):
         for j in range(rows[r, 0], rows[r, 1]):
             cj[p] = j
             p += 1
-    cid = np.empty(m, dtype=s_order.dtype)
+    cid = np.empty(m + pad, dtype=s_order.dtype)
+    cid[m:] = 0
     for p in range(m):
         cid[p] = s_order[cj[p]]
     if by_id:
@@ -515,7 +518,7 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
         n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
                            s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
                            k, 0, np.int64(-1), rows)
-        cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, False)
+        cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, False, 0)
         db = np.empty(m, dtype=cp.dtype)
         qorder = np.empty(c1 - c0, dtype=np.int64)
         goff = _subtiles(q_pts, c0, c1, k, lo, side, SUBTILE_POINTS, qorder)
@@ -567,9 +570,13 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
 
     With ``sort``, a tiled cell gathers its candidates in caller-id order
     (a merge of the cells' ascending runs), so its rows come out sorted;
-    rows of the point-by-point path are sorted in place.  A row whose
-    length differs from the count (which cannot happen with deterministic
-    arithmetic) is not written past its end: ``bad[0]`` is set instead.
+    rows of the point-by-point path are sorted in place.  A tiled cell's
+    hits are packed 16 candidates at a time (``_simd.compress16``) into a
+    local row, then copied to the output row, whose cache lines were
+    prefetched when the cell started (rows in caller order are scattered
+    over the output).  A row whose length differs from the count (which
+    cannot happen with deterministic arithmetic) is not written past its
+    end: ``bad[0]`` is set instead.
     Cells of fewer than ``tile_min`` points take the pruned point-by-point
     path, whose rows are sorted in place.  Only ``cell_list[cb0:cb1]``:
     sequential and nogil, run in blocks on a pool of threads."""
@@ -578,6 +585,7 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
     max_rows = 2
     for j in range(k - 1):
         max_rows *= 3
+    line = max(1, 64 // indices.itemsize)  # items per cache line
     for ci in range(cb0, cb1):
         c = cell_list[ci]
         c0 = q_cell_start[c]
@@ -615,13 +623,29 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
         n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
                            s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
                            k, 0, np.int64(-1), rows)
+        # the rows of the cell's points (caller order: scattered over the
+        # output) are announced to the cache before the candidates are
+        # gathered, so that their first writes do not wait on memory
+        n_c = c1 - c0
+        r_start = np.empty(n_c, dtype=np.int64)
+        r_len = np.empty(n_c, dtype=np.int64)
+        for x in range(n_c):
+            start, rl = _row_slot(c0 + x, row_pos, row_len, q_order, indptr)
+            r_start[x] = start
+            r_len[x] = rl
+            if start >= 0 and rl > 0:
+                for q in range(start, start + rl, line):
+                    prefetch_write(indices, q)
+                prefetch_write(indices, start + rl - 1)
         # each cell is an ascending run of caller ids: merging the runs
         # costs less than sorting the rows, so sorted rows come for free
         by_id = sort
-        cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, by_id)
-        db = np.empty(m, dtype=cp.dtype)
+        cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, by_id, 16)
+        # distances padded to a multiple of 16 with NaN (never passes)
+        db = np.empty(m + 16, dtype=cp.dtype)
+        buf = np.empty(m + 16, dtype=cid.dtype)
         excl_self = self_join and not include_self
-        qorder = np.empty(c1 - c0, dtype=np.int64)
+        qorder = np.empty(n_c, dtype=np.int64)
         goff = _subtiles(q_pts, c0, c1, k, lo, side, SUBTILE_POINTS, qorder)
         n_groups = goff.shape[0] - 1
         if n_groups > 1:
@@ -631,7 +655,7 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
         else:
             cp2, cid2, cj2 = cp, cid, cj
         reach = np.sqrt(lim) * (1.0 + 4.0 * _U64)
-        selfpos = np.empty(c1 - c0, dtype=np.int64)
+        selfpos = np.empty(n_c, dtype=np.int64)
         for g in range(n_groups):
             if goff[g] == goff[g + 1]:
                 continue
@@ -639,36 +663,34 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
             if n_groups > 1:
                 m2 = _filter_box(q_pts, qorder, goff[g], goff[g + 1], cp, cid, cj, m, reach,
                                  cp2, cid2, cj2)
+            for p in range(m2, m2 + 16):
+                db[p] = np.nan
             if excl_self:
                 # position of each query point among the candidates: its own
-                # distance is set to +inf so that it never passes the test
+                # distance is set to NaN so that it never passes the test
                 # (a query point lies in its own box: never filtered out)
                 for p in range(m2):
                     if c0 <= cj2[p] < c1:
                         selfpos[cj2[p] - c0] = p
             for x in range(goff[g], goff[g + 1]):
                 i = qorder[x]
-                start, rl = _row_slot(i, row_pos, row_len, q_order, indptr)
+                start = r_start[i - c0]
+                rl = r_len[i - c0]
                 if start < 0:
                     continue
                 _distances(q_pts, i, cp2, m2, db)
                 if excl_self:
-                    db[selfpos[i - c0]] = np.inf
-                # branch-free compaction straight into the row: the slot
-                # n_found < rl is always inside the row (a miss is simply
-                # overwritten by the next candidate); after the row is full
-                # the remaining candidates must hold no hit
+                    db[selfpos[i - c0]] = np.nan
+                # the hits, in candidate order, packed into a local row
+                # 16 candidates at a time, then copied to the output row
+                # (never past its end: a count that differs sets ``bad``)
                 n_found = 0
-                p = 0
-                while p < m2 and n_found < rl:
-                    indices[start + n_found] = cid2[p]
-                    n_found += db[p] <= eps2
-                    p += 1
-                while p < m2:
-                    n_found += db[p] <= eps2
-                    p += 1
+                for p in range(0, m2, 16):
+                    n_found += compress16(buf, n_found, cid2, p, db, eps2)
                 if n_found != rl:
                     bad[0] = 1
+                for t in range(min(n_found, rl)):
+                    indices[start + t] = buf[t]
 
 
 # ---------------------------------------------------------------------------
