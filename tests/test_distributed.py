@@ -529,3 +529,32 @@ def test_partitions_in_process(seed):
         labels[ids] = lab_p
     ref = sj.DBSCAN(eps=eps, min_samples=ms, device="cpu").fit(X)
     np.testing.assert_array_equal(labels, ref.labels_)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_box_masks_equal_routing(seed):
+    """owned_by / in_widened_box (the GPU workers' selection) give the routing's partitions."""
+    from skyjoin.distributed.partition import (halo_width, in_widened_box, owned_by, owner_of,
+                                               plan_partitions, route_block)
+
+    rng = np.random.default_rng(300 + seed)
+    X = mixed_blobs(rng, 3000, 1 + seed % 3) if seed % 2 else lattice(rng, 2000, 2, side=25)
+    n, d = X.shape
+    eps = float(rng.choice([0.3, 0.7, 1.5]))
+    h = halo_width(eps, d, X.min(0), X.max(0))
+    plan = plan_partitions(X[rng.choice(n, 500)], X.min(0), X.max(0), int(rng.integers(2, 12)),
+                           h, n)
+    owner = owner_of(plan, X)
+    from scipy.spatial import cKDTree
+
+    tree = cKDTree(X)
+    for p, (own, halo) in enumerate(route_block(plan, X, h)):
+        mine = owned_by(plan, p, X)
+        np.testing.assert_array_equal(np.flatnonzero(mine), np.flatnonzero(owner == p))
+        np.testing.assert_array_equal(np.flatnonzero(mine), own)
+        widened = np.flatnonzero(in_widened_box(plan, p, X, h) & ~mine)
+        np.testing.assert_array_equal(widened, halo)
+        # every neighbour of an owned point is owned or in the halo
+        near = [np.asarray(r, dtype=np.int64) for r in tree.query_ball_point(X[own], eps)]
+        near = np.unique(np.concatenate(near + [np.zeros(0, np.int64)]))
+        assert np.isin(near, np.concatenate([own, widened])).all()

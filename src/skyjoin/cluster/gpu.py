@@ -250,26 +250,39 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, order=
     return is_core, labels
 
 
-def _ranks_by_caller_row(cp, is_core, parent, order, n):
-    """Label of each root: the rank of its component's lowest caller row.
+def component_lows(cp, is_core, parent, order, span):
+    """Each component's root and the lowest ``order`` value of its core points.
 
-    One sort of the core points by (root, caller row); the first of each
-    root's run holds the component's lowest caller row.
+    One sort of the core points by (root, order value); the first of each
+    root's run holds the component's lowest value.  ``order`` values lie in
+    [0, span), span < 2**31.
+
+    Returns
+    -------
+    roots, low : cupy.ndarray of int64
+        Roots ascending, and the lowest value of each root's component.
     """
+    ci = cp.flatnonzero(is_core)
+    if ci.size == 0:
+        z = cp.zeros(0, dtype=cp.int64)
+        return z, z
+    key = parent[ci] * span + order[ci]        # parent, span < 2**31: no overflow
+    key.sort()
+    root, low = key // span, key % span
+    first = cp.ones(key.size, dtype=cp.bool_)
+    first[1:] = root[1:] != root[:-1]
+    return root[first], low[first]
+
+
+def _ranks_by_caller_row(cp, is_core, parent, order, n):
+    """Label of each root: the rank of its component's lowest caller row."""
     order = cp.asarray(order, dtype=cp.int64)
     if order.shape != (n,):
         raise ValueError(f"order must have shape ({n},), got {order.shape}")
-    ci = cp.flatnonzero(is_core)
     root_rank = cp.full(n, -1, dtype=cp.int64)
-    if ci.size == 0:
-        return root_rank
-    key = parent[ci] * n + order[ci]           # n < 2**31: no overflow
-    key.sort()
-    root, row = key // n, key % n
-    first = cp.ones(key.size, dtype=cp.bool_)
-    first[1:] = root[1:] != root[:-1]
-    roots, low = root[first], row[first]
-    root_rank[roots[cp.argsort(low)]] = cp.arange(roots.size, dtype=cp.int64)
+    roots, low = component_lows(cp, is_core, parent, order, max(n, 1))
+    if roots.size:
+        root_rank[roots[cp.argsort(low)]] = cp.arange(roots.size, dtype=cp.int64)
     return root_rank
 
 

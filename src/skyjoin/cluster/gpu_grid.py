@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -269,42 +270,44 @@ def _blocks(n):
     return (int((n + _BLOCK - 1) // _BLOCK),)
 
 
-def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
-    """Exact DBSCAN (scikit-learn's labels) on a fine grid on the GPU, or None.
+@dataclass
+class GridClusters:
+    """Core flags and components of points sorted by grid cell (stages 1 to 3),
+    with the grid that the border pass needs.
 
-    Parameters
-    ----------
-    X : array_like or cupy.ndarray of float64, shape (n, d)
-        Validated, finite points (host or device).
-    eps : float
-    min_samples : int
-    timings : dict, optional
-        Filled with the seconds of "h2d", "grid", "core", "link", "labels",
-        "to_host".
-
-    Returns
-    -------
-    (core_sample_indices, labels) as host arrays, or None
-        None when d > 4 or the grid over the bounding box would hold more
-        than ``max(8 n, 2^22)`` cells (the caller then takes the join path).
-
-    Raises
-    ------
-    skyjoin.GPUUnavailableError
-        Without a usable GPU.
+    ``perm[k]`` is the input row of sorted point k; ``parent[k]`` is the root
+    (a sorted position) of a core point's component, -1 for other points.
     """
-    from ..join.gpu import _d2h, _to_device
 
+    Xs: object
+    perm: object
+    n: int
+    d: int
+    start: object
+    cells: object
+    point_slot: object
+    slot_of: object
+    close: object
+    box_lo: object
+    box_hi: object
+    radix: object
+    offsets: object
+    deltas: object
+    n_off: int
+    eps2: float
+    core: object
+    parent: object
+
+
+def grid_components(Xd, eps, min_samples, *, tick=None):
+    """Stages 1 to 3 on device points Xd (float64, finite): a GridClusters, or None
+    when d > 4 or the grid over the bounding box would be too large."""
     cp = cupy()
     mod = _module()
-    tick = _Ticker(cp, timings)
-    Xd = _to_device(cp, X, "X", np.float64)        # pinned staging for host input
+    tick = tick or (lambda name: None)
     n, d = Xd.shape
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.intp)
     if d > MAX_DIMS or n >= 2**31 - 1:
         return None
-    tick("h2d")
     lo = Xd.min(axis=0)
     shape = grid_shape(cp.asnumpy(lo), cp.asnumpy(Xd.max(axis=0)), n, eps)
     if shape is None:
@@ -322,7 +325,7 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     perm = cp.argsort(cell)
     cell_s = cell[perm]
     Xs = cp.ascontiguousarray(Xd[perm])
-    del cell, Xd
+    del cell
     new = cp.empty(n, dtype=cp.bool_)
     new[0] = True
     cp.not_equal(cell_s[1:], cell_s[:-1], out=new[1:])
@@ -376,20 +379,71 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
                  np.float64(eps2), parent))
     mod.get_function("compress")(_blocks(n), (_BLOCK,), (core, np.int64(n), parent))
     tick("link")
-    # 4. clusters numbered by their lowest caller row, then border points
-    rank = _ranks_by_caller_row(cp, core, parent, perm, n)
-    labels = cp.empty(n, dtype=cp.int64)
-    mod.get_function("core_labels")(_blocks(n), (_BLOCK,), (core, parent, rank, np.int64(n),
-                                                            labels))
+    return GridClusters(Xs, perm, n, d, start, cells, point_slot, slot_of, close, box_lo, box_hi,
+                        radix_d, offsets, deltas, n_off, eps2, core, parent)
+
+
+def grid_labels(g: GridClusters, root_label):
+    """Stage 4: labels in sorted order.  A core point takes its root's
+    ``root_label``; a non-core point the lowest label of its core neighbours
+    (-1: noise)."""
+    cp = cupy()
+    mod = _module()
+    labels = cp.empty(g.n, dtype=cp.int64)
+    mod.get_function("core_labels")(_blocks(g.n), (_BLOCK,),
+                                    (g.core, g.parent, root_label, np.int64(g.n), labels))
     mod.get_function("border")(
-        _blocks(n), (_BLOCK,),
-        (Xs, np.int64(n), np.int32(d), start, cells, point_slot, slot_of, close, box_lo, box_hi,
-         core, radix_d, offsets, deltas, np.int32(n_off), np.float64(eps2), labels))
+        _blocks(g.n), (_BLOCK,),
+        (g.Xs, np.int64(g.n), np.int32(g.d), g.start, g.cells, g.point_slot, g.slot_of, g.close,
+         g.box_lo, g.box_hi, g.core, g.radix, g.offsets, g.deltas, np.int32(g.n_off),
+         np.float64(g.eps2), labels))
+    return labels
+
+
+def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
+    """Exact DBSCAN (scikit-learn's labels) on a fine grid on the GPU, or None.
+
+    Parameters
+    ----------
+    X : array_like or cupy.ndarray of float64, shape (n, d)
+        Validated, finite points (host or device).
+    eps : float
+    min_samples : int
+    timings : dict, optional
+        Filled with the seconds of "h2d", "grid", "core", "link", "labels",
+        "to_host".
+
+    Returns
+    -------
+    (core_sample_indices, labels) as host arrays, or None
+        None when d > 4 or the grid over the bounding box would hold more
+        than ``max(8 n, 2^22)`` cells (the caller then takes the join path).
+
+    Raises
+    ------
+    skyjoin.GPUUnavailableError
+        Without a usable GPU.
+    """
+    from ..join.gpu import _d2h, _to_device
+
+    cp = cupy()
+    tick = _Ticker(cp, timings)
+    Xd = _to_device(cp, X, "X", np.float64)        # pinned staging for host input
+    n = Xd.shape[0]
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.intp)
+    tick("h2d")
+    g = grid_components(Xd, eps, min_samples, tick=tick)
+    del Xd
+    if g is None:
+        return None
+    # 4. clusters numbered by their lowest caller row, then border points
+    labels = grid_labels(g, _ranks_by_caller_row(cp, g.core, g.parent, g.perm, n))
     tick("labels")
     core_out = cp.empty(n, dtype=cp.uint8)
-    core_out[perm] = core
+    core_out[g.perm] = g.core
     labels_out = cp.empty(n, dtype=cp.int64)
-    labels_out[perm] = labels
+    labels_out[g.perm] = labels
     core_idx = _d2h(cp, cp.flatnonzero(core_out))
     labels_h = _d2h(cp, labels_out).astype(np.intp, copy=False)
     tick("to_host")

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._config import NUMBA_CACHE
 
-__all__ = ["select_rows", "place_rows", "route_points"]
+__all__ = ["select_rows", "place_rows", "route_points", "scatter_into"]
 
 _jit = dict(cache=NUMBA_CACHE, nogil=True)
 
@@ -65,6 +65,13 @@ def place_rows(indptr, row_ids, counts, cols, out):
         src = local[r]
         for k in range(counts[r]):
             out[dst + k] = cols[src + k]
+
+
+@nb.njit(parallel=True, **_jit)
+def scatter_into(ids, values, out):
+    """out[ids] = values, in parallel (ids distinct)."""
+    for r in nb.prange(ids.shape[0]):
+        out[ids[r]] = values[r]
 
 
 # --------------------------------------------------------------------------

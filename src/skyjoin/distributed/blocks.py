@@ -16,7 +16,8 @@ are numbered in block order, so global ids are the caller's row numbers).
 
 Each block is checked on its worker (2-D, real numbers, no NaN or inf) and
 summarised there (length, bounds, a random sample), so the driver only
-handles small objects.
+handles small objects; a NumPy array, checked and summarised by the driver
+that holds it anyway, is the exception.
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ class Blocks:
         Bounds of all points (zeros when empty); None when not summarised.
     sample : ndarray, shape (m, d), or None
         A uniform sample of the points (for the partition plan).
+    from_array : bool
+        The blocks are consecutive slices of one in-memory array of the
+        caller (NumPy input).
+    array : ndarray or None
+        That array, checked, when it was not scattered (``scatter=False``:
+        for workers that share this process, see :mod:`.shared`); futures
+        is then empty.
     """
 
     futures: list
@@ -81,6 +89,8 @@ class Blocks:
     lo: np.ndarray
     hi: np.ndarray
     sample: np.ndarray
+    from_array: bool = False
+    array: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -188,7 +198,8 @@ def _file_list(path) -> list[str]:
 
 def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | None = None,
               replicas: int | None = None, name: str = "X", seed: int = 0,
-              sample_target: int = 20000, retries: int = 2, summarise: bool = True) -> Blocks:
+              sample_target: int = 20000, retries: int = 2, summarise: bool = True,
+              scatter: bool = True) -> Blocks:
     """Turn any supported input into row blocks on the workers, checked and summarised.
 
     Parameters
@@ -218,6 +229,9 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
         Summarise the blocks (bounds and sample, for a partition plan).  Only
         NumPy input can skip it: the result then has ``lo``, ``hi`` and
         ``sample`` set to None (a single partition needs none of them).
+    scatter : bool
+        Scatter NumPy input to the workers.  Without, the checked array is
+        kept in ``Blocks.array`` (workers in this process read it there).
 
     Returns
     -------
@@ -264,16 +278,30 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
         bounds = list(range(0, n, int(block_rows))) + [n]
         if n == 0:
             bounds = [0, 0]
-        pieces = [arr[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-        futures = client.scatter(pieces, hash=False)
-        copies = min(2, n_workers) if replicas is None else int(replicas)
-        if copies > 1:
-            client.replicate(futures, n=copies)
+        futures = []
+        if scatter:
+            pieces = [arr[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+            futures = client.scatter(pieces, hash=False)
+            copies = min(2, n_workers) if replicas is None else int(replicas)
+            if copies > 1:
+                client.replicate(futures, n=copies)
+        kept = None if scatter else arr
+        offsets = np.asarray(bounds, dtype=np.int64)
+        d = arr.shape[1]
         if not summarise:
             # lengths and width are known here; bounds and sample are not needed
-            offsets = np.asarray(bounds, dtype=np.int64)
-            return Blocks(futures=list(futures), offsets=offsets, d=arr.shape[1], lo=None,
-                          hi=None, sample=None)
+            return Blocks(futures=list(futures), offsets=offsets, d=d, lo=None, hi=None,
+                          sample=None, from_array=True, array=kept)
+        # the array is here: summarised here, in one pass, rather than by a task per block
+        if n == 0:
+            return Blocks(futures=list(futures), offsets=offsets, d=d, lo=np.zeros(d),
+                          hi=np.zeros(d), sample=np.zeros((0, d)), from_array=True, array=kept)
+        lo, hi = column_bounds(arr, d)
+        m = min(n, sample_target)
+        pick = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False)) \
+            if m < n else np.arange(n)
+        return Blocks(futures=list(futures), offsets=offsets, d=d, lo=lo, hi=hi,
+                      sample=arr[pick], from_array=True, array=kept)
     summaries = client.gather([client.submit(_summary, f, seed + k, retries=retries)
                                for k, f in enumerate(futures)])
     widths = {s[1] for s in summaries}

@@ -37,7 +37,8 @@ import numpy as np
 
 from .._validate import check_eps, check_min_samples, check_precision, working_dtype
 from .blocks import get_client, new_token, stacked
-from .join import _concat_pieces, load_blocks, make_plan, route_blocks, worker_of_partition
+from .join import (_concat_pieces, load_blocks, make_plan, route_blocks, shared_gpu,
+                   worker_of_partition)
 from .partition import deep_inside, in_widened_box
 
 __all__ = ["DBSCAN", "local_clusters", "merge_local_clusters"]
@@ -224,6 +225,43 @@ def merge_local_clusters(parts):
     return out
 
 
+def _shared_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, dtype, retries):
+    """Steps 1 to 3 on in-process GPU workers (see :mod:`.shared`): the local
+    clusterings stay on the GPUs between steps, and the labels are written
+    straight into the result.  Returns (labels, core_sample_indices, phases)."""
+    from . import shared
+
+    n, P, d = blocks.n, plan.n_partitions, blocks.d
+    where = worker_of_partition(client, P)
+    t0 = time.perf_counter()
+    shared.publish(token, X=blocks.array)
+    try:
+        futs = [client.submit(shared.dbscan_local_task, token, p, plan, h, eps, min_samples, n,
+                              d, dtype, *blocks.futures, retries=retries,
+                              key=f"{token}-local-{p}", workers=where[p],
+                              allow_other_workers=True) for p in range(P)]
+        parts = client.gather(futs)
+        del futs
+        t1 = time.perf_counter()
+        comp_labels = merge_local_clusters(parts)
+        t2 = time.perf_counter()
+        labels = np.full(n, -1, dtype=np.intp)
+        core = np.zeros(n, dtype=np.bool_)
+        shared.publish(token, labels=labels, core=core)
+        futs = [client.submit(shared.dbscan_labels_task, token, p, comp_labels[p], plan, h, eps,
+                              min_samples, n, d, dtype, *blocks.futures, retries=retries,
+                              key=f"{token}-labels-{p}", workers=where[p],
+                              allow_other_workers=True) for p in range(P)]
+        done = sum(client.gather(futs))
+        if done != n:       # every point has exactly one owner
+            raise RuntimeError(f"the partitions labelled {done} points of {n}")
+        core_idx = np.flatnonzero(core).astype(np.int64)
+        return labels, core_idx, {"local": t1 - t0, "merge": t2 - t1,
+                                  "labels": time.perf_counter() - t2}
+    finally:
+        shared.drop(token)
+
+
 class DBSCAN:
     """DBSCAN on a Dask cluster, with exactly the single-machine (scikit-learn) labels.
 
@@ -315,13 +353,21 @@ class DBSCAN:
         t0 = time.perf_counter()
         blocks = load_blocks(client, X, self.n_partitions, dtype=dtype, columns=columns,
                              block_rows=self.block_rows, replicas=self.replicas,
-                             retries=self.retries)
+                             retries=self.retries, shared=shared_gpu(client, self.device))
         n = blocks.n
         if n == 0:
             raise ValueError("X is empty: DBSCAN needs at least one point")
         t1 = time.perf_counter()
         plan, h = make_plan(blocks, eps, precision, self.n_partitions, client, halo_factor=2)
         token = new_token("dbscan")
+        if blocks.array is not None:
+            self.labels_, self.core_sample_indices_, phases = _shared_gpu_dbscan(
+                client, blocks, plan, h, token, eps, min_samples, dtype, self.retries)
+            del blocks
+            self.n_partitions_ = plan.n_partitions
+            tm.update(load=t1 - t0, **phases)
+            self.timings_ = tm
+            return self
         if plan.n_partitions == 1:
             fut = client.submit(_whole_dbscan, eps, min_samples, self.device, precision, blocks.d,
                                 dtype, *blocks.futures, retries=self.retries,

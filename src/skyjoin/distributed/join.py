@@ -278,12 +278,17 @@ def worker_of_partition(client, n_partitions: int) -> list:
     return [workers[p % len(workers)] for p in range(n_partitions)]
 
 
-def load_blocks(client, X, n_partitions, **kw):
+def load_blocks(client, X, n_partitions, *, shared: bool = False, **kw):
     """The input as blocks; not summarised when it will be one partition anyway.
 
     A NumPy array whose default plan (or ``n_partitions``) is one partition
-    skips the bounds and sample, which only a plan of several needs.
+    skips the bounds and sample, which only a plan of several needs.  With
+    ``shared`` (GPU workers in this process, see :mod:`.shared`), a NumPy
+    array of several partitions is not scattered: the workers read it in
+    place (``Blocks.array``).
     """
+    from .blocks import _is_dask_array, _is_dask_frame
+
     single = False
     if isinstance(X, np.ndarray) and X.ndim == 2:
         if n_partitions is None:
@@ -291,7 +296,21 @@ def load_blocks(client, X, n_partitions, **kw):
         else:   # a bad value is reported by make_plan
             single = isinstance(n_partitions, (int, np.integer)) and \
                 not isinstance(n_partitions, bool) and int(n_partitions) == 1
-    return as_blocks(client, X, summarise=not single, **kw)
+    array_input = not isinstance(X, (str, os.PathLike)) and not _is_dask_array(X) \
+        and not _is_dask_frame(X)
+    in_place = shared and array_input and not single
+    blocks = as_blocks(client, X, summarise=not single, scatter=not in_place, **kw)
+    if in_place and blocks.n >= 2**31:      # the GPU partitions name columns with int32
+        blocks = as_blocks(client, X, summarise=True, **kw)
+    return blocks
+
+
+def shared_gpu(client, device) -> bool:
+    """Whether the partitions can run on GPU worker threads of this process that
+    read the caller's array in place and write one shared result (:mod:`.shared`)."""
+    from .shared import in_process
+
+    return in_process(client) and _on_gpu(device)
 
 
 def make_plan(blocks, eps, precision, n_partitions, client, halo_factor: int = 1):
@@ -426,14 +445,24 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
     dtype = working_dtype(precision)
     t0 = time.perf_counter()
     blocks = load_blocks(client, X, n_partitions, dtype=dtype, columns=columns,
-                         block_rows=block_rows, replicas=replicas, retries=retries)
+                         block_rows=block_rows, replicas=replicas, retries=retries,
+                         shared=out is None and shared_gpu(client, device))
     n = blocks.n
     t1 = time.perf_counter()
     plan, h = make_plan(blocks, eps, precision, n_partitions, client)
     token = new_token("join")
+    out_dir = None
+    if blocks.array is not None:
+        t2 = time.perf_counter()
+        result = _shared_gpu_join(client, blocks, plan, h, token, eps, include_self, output,
+                                  sort, precision, dtype, retries, phases=tm)
+        t3 = time.perf_counter()
+        del blocks
+        tm.update(load=t1 - t0, plan=t2 - t1, join=t3 - t2, assemble=0.0,
+                  n_partitions=plan.n_partitions)
+        return result
     pieces = route_blocks(client, blocks, plan, h, token, retries) if plan.n_partitions > 1 \
         else None
-    out_dir = None
     if out is not None:
         out_dir = os.path.abspath(os.fspath(out))
         os.makedirs(out_dir, exist_ok=True)
@@ -486,6 +515,50 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
     tm.update(load=t1 - t0, plan=t2 - t1, join=t3 - t2, assemble=time.perf_counter() - t3,
               n_partitions=plan.n_partitions)
     return result
+
+
+def _shared_gpu_join(client, blocks, plan, h, token, eps, include_self, output, sort, precision,
+                     dtype, retries, phases=None):
+    """The partitioned join on in-process GPU workers: count, allocate, fill in place."""
+    from .._memory import alloc_host
+    from . import shared
+
+    n, P, d = blocks.n, plan.n_partitions, blocks.d
+    where = worker_of_partition(client, P)
+    counts = np.zeros(n, dtype=np.int64)
+    shared.publish(token, X=blocks.array, counts=counts)
+    try:
+        futs = [client.submit(shared.count_task, token, p, plan, h, eps, include_self, precision,
+                              output, n, d, dtype, *blocks.futures, retries=retries,
+                              key=f"{token}-count-{p}", workers=where[p],
+                              allow_other_workers=True) for p in range(P)]
+        rows = sum(client.gather(futs))
+        del futs
+        if rows != n:       # every point has exactly one owner
+            raise RuntimeError(f"the partitions counted the rows of {rows} points of {n}")
+        if output == "counts":
+            return counts
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        total = int(indptr[-1])
+        _check_fits(total, n)
+        indices = alloc_host(total, index_dtype(n))
+        shared.publish(token, indptr=indptr, indices=indices)
+        futs = [client.submit(shared.fill_task, token, p, plan, h, eps, include_self, precision,
+                              sort, n, d, dtype, *blocks.futures, retries=retries,
+                              key=f"{token}-fill-{p}", workers=where[p],
+                              allow_other_workers=True) for p in range(P)]
+        filled = client.gather(futs)
+        written = sum(w for w, _ in filled)
+        if written != total:     # never expected: each row is written by its one owner
+            raise RuntimeError(f"the partitions wrote {written} pairs for a table of {total}")
+        if phases is not None:   # the slowest partition's engine phases
+            for _, t in filled:
+                for k, v in t.items():
+                    phases[f"gpu_{k}"] = max(phases.get(f"gpu_{k}", 0.0), v)
+        return NeighborTable(indptr, indices, (n, n), sorted=bool(sort))
+    finally:
+        shared.drop(token)
 
 
 def assemble_table(rows, n: int, sort: bool) -> NeighborTable:

@@ -30,8 +30,8 @@ import numpy as np
 
 from ..grid import cell_sides
 
-__all__ = ["Plan", "halo_width", "plan_partitions", "owner_of", "route_block", "in_widened_box",
-           "deep_inside"]
+__all__ = ["Plan", "halo_width", "plan_partitions", "owner_of", "owned_by", "route_block",
+           "in_widened_box", "deep_inside"]
 
 _U64 = np.finfo(np.float64).eps / 2
 
@@ -236,22 +236,39 @@ def route_block(plan: Plan, X: np.ndarray, width: float | None = None):
     return out
 
 
-def in_widened_box(plan: Plan, p: int, X: np.ndarray, width: float) -> np.ndarray:
-    """Whether each point lies in box p widened by ``width`` (conservative, bool)."""
+def in_widened_box(plan: Plan, p: int, X, width: float):
+    """Whether each point lies in box p widened by ``width`` (conservative, bool).
+
+    Elementwise on X only, so X may be a NumPy or a CuPy array.
+    """
     lo, hi = plan.box(p)
-    m = np.ones(len(X), dtype=bool)
+    m = None
     for k, dim in enumerate(plan.dims):
-        m &= (X[:, dim] >= lo[k] - width) & (X[:, dim] <= hi[k] + width)
+        mk = (X[:, dim] >= lo[k] - width) & (X[:, dim] <= hi[k] + width)
+        m = mk if m is None else m & mk
     return m
 
 
-def deep_inside(plan: Plan, p: int, X: np.ndarray, width: float) -> np.ndarray:
-    """Whether each point lies at least ``width`` inside box p (bool).
+def owned_by(plan: Plan, p: int, X):
+    """Whether box p owns each point (bool; NumPy or CuPy X): the box is closed
+    below and open above, as in :func:`owner_of` (a point on a cut belongs to
+    the upper box)."""
+    lo, hi = plan.box(p)
+    m = None
+    for k, dim in enumerate(plan.dims):
+        mk = (X[:, dim] >= lo[k]) & (X[:, dim] < hi[k])
+        m = mk if m is None else m & mk
+    return m
+
+
+def deep_inside(plan: Plan, p: int, X, width: float):
+    """Whether each point lies at least ``width`` inside box p (bool; NumPy or CuPy X).
 
     Such a point is in no other box's halo of that width.
     """
     lo, hi = plan.box(p)
-    m = np.ones(len(X), dtype=bool)
+    m = None
     for k, dim in enumerate(plan.dims):
-        m &= (X[:, dim] > lo[k] + width) & (X[:, dim] < hi[k] - width)
+        mk = (X[:, dim] > lo[k] + width) & (X[:, dim] < hi[k] - width)
+        m = mk if m is None else m & mk
     return m

@@ -608,22 +608,46 @@ def _report(timings, stats):
                 timings[k[:-2]] = timings.get(k[:-2], 0.0) + v
 
 
-def _run(R, S, eps, *, include_self=False, output="table", sort=True, precision="float64",
-         index_dims=None, on_device=False, batch_pairs=None, device_memory_limit=None,
-         progress=None, timings=None, query_rows=None, column_ids=None, n_columns=None,
-         **options):
-    """Shared implementation of gpu_self_join and gpu_join.
+@dataclass
+class Counted:
+    """A join whose rows are counted on the device and not yet filled
+    (``count_rows``); ``fill_rows`` finishes it.
+
+    Attributes
+    ----------
+    eng : _Engine
+        Grids, ranges and kernels on the current device.
+    counts : cupy.ndarray of int32 or None
+        Neighbour count of each row [0, n_rows) (None when empty).
+    n_rows, n_cols : int
+        Shape of the table (columns in the renamed space with column_ids).
+    device : int
+        The device that holds the engine.
+    """
+
+    cp: object
+    eng: object
+    stats: dict
+    counts: object
+    n_rows: int
+    n_cols: int
+    device: int
+    t_start: float
+
+
+def count_rows(R, S, eps, *, include_self=False, precision="float64", index_dims=None,
+               query_rows=None, column_ids=None, n_columns=None, counts_only=False,
+               **options) -> Counted:
+    """Build the engine on the current device and count the neighbours of the rows.
 
     ``query_rows`` (m) keeps only the rows [0, m); ``column_ids`` renames the
     columns (column j becomes ``column_ids[j]``, int32, before rows are
     sorted) in a column space of ``n_columns``: the distributed join's
-    partitions use both to return their owned rows in global ids.
+    partitions use both to produce their owned rows in global ids.
     """
-    if output not in ("table", "counts"):
-        raise ValueError(f"output must be 'table' or 'counts', got {output!r}")
     t_start = time.perf_counter()
     cp, eng, stats = _start(R, S, eps, precision, index_dims, include_self, options,
-                            counts_only=(output == "counts"))
+                            counts_only=counts_only)
     n_rows, n_cols = eng.n_rows, eng.n_cols
     if query_rows is not None:
         if not 0 <= int(query_rows) <= n_rows:
@@ -634,29 +658,39 @@ def _run(R, S, eps, *, include_self=False, output="table", sort=True, precision=
             raise ValueError("column_ids needs one int32 id per column and n_columns < 2**31")
         eng.column_ids = cp.asarray(column_ids, dtype=cp.int32)
         n_cols = int(n_columns)
+    counts = None
+    if not eng.empty:
+        t0 = time.perf_counter()
+        counts = eng.count(n_rows)
+        stats["count_s"] = time.perf_counter() - t0
+    return Counted(cp, eng, stats, counts, n_rows, n_cols, int(cp.cuda.Device().id), t_start)
+
+
+def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
+              device_memory_limit=None, progress=None, timings=None, sink=None):
+    """Fill the counted rows: a NeighborTable (host or device), or, with ``sink``,
+    hand each batch to ``sink(r0, r1, chunk)`` and return None.
+
+    ``sink`` receives the rows [r0, r1) as one host array (a pinned buffer,
+    valid only during the call) laid out by the row counts; the distributed
+    join copies the rows from there straight to their places in the global
+    table.
+    """
+    cp, eng, stats, counts, n_rows, n_cols = c.cp, c.eng, c.stats, c.counts, c.n_rows, c.n_cols
     if eng.empty:
         _report(timings, stats)
-        if output == "counts":
-            z = np.zeros(n_rows, dtype=np.int64)
-            return cp.asarray(z) if on_device else z
+        if sink is not None:
+            return None
         xp = cp if on_device else np
         return NeighborTable(xp.zeros(n_rows + 1, dtype=xp.int64), xp.zeros(0, dtype=xp.int32),
                              (n_rows, n_cols), sorted=True)
     t0 = time.perf_counter()
-    counts = eng.count(n_rows)
-    if output == "counts":
-        res = counts.astype(cp.int64)
-        res = res if on_device else cp.asnumpy(res)
-        stats["count_s"] = time.perf_counter() - t0
-        stats["total_s"] = time.perf_counter() - t_start
-        _report(timings, stats)
-        return res
     indptr = cp.zeros(n_rows + 1, dtype=cp.int64)
     cp.cumsum(counts, dtype=cp.int64, out=indptr[1:])
     indptr_h = cp.asnumpy(indptr)
     total = int(indptr_h[-1])
     longest = int(counts.max()) if n_rows else 0
-    stats["count_s"] = time.perf_counter() - t0
+    stats["scan_s"] = time.perf_counter() - t0
     stats["pairs"] = total
     bytes_per_pair = 4 * (_N_STREAMS if not on_device else 1)
     free = _free_device_bytes(cp, device_memory_limit)
@@ -687,29 +721,57 @@ def _run(R, S, eps, *, include_self=False, output="table", sort=True, precision=
                 progress(r1, n_rows)
         cp.cuda.Device().synchronize()
         stats["fill_s"] = time.perf_counter() - t0
-        stats["total_s"] = time.perf_counter() - t_start
+        stats["total_s"] = time.perf_counter() - c.t_start
         _report(timings, stats)
         return NeighborTable(indptr, out[:total], (n_rows, n_cols), sorted=bool(sort))
     indices = _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
-                            progress, stats)
-    stats["total_s"] = time.perf_counter() - t_start
+                            progress, stats, sink)
+    stats["total_s"] = time.perf_counter() - c.t_start
     _report(timings, stats)
+    if sink is not None:
+        return None
     return NeighborTable(indptr_h, indices, (n_rows, n_cols), sorted=bool(sort))
 
 
-def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort, progress, stats):
+def _run(R, S, eps, *, include_self=False, output="table", sort=True, precision="float64",
+         index_dims=None, on_device=False, batch_pairs=None, device_memory_limit=None,
+         progress=None, timings=None, query_rows=None, column_ids=None, n_columns=None,
+         **options):
+    """Shared implementation of gpu_self_join and gpu_join: count, then fill."""
+    if output not in ("table", "counts"):
+        raise ValueError(f"output must be 'table' or 'counts', got {output!r}")
+    c = count_rows(R, S, eps, include_self=include_self, precision=precision,
+                   index_dims=index_dims, query_rows=query_rows, column_ids=column_ids,
+                   n_columns=n_columns, counts_only=(output == "counts"), **options)
+    if output == "counts":
+        cp = c.cp
+        res = c.counts.astype(cp.int64) if c.counts is not None \
+            else cp.zeros(c.n_rows, dtype=cp.int64)
+        res = res if on_device else cp.asnumpy(res)
+        c.stats["total_s"] = time.perf_counter() - c.t_start
+        _report(timings, c.stats)
+        return res
+    return fill_rows(c, sort=sort, on_device=on_device, batch_pairs=batch_pairs,
+                     device_memory_limit=device_memory_limit, progress=progress,
+                     timings=timings)
+
+
+def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort, progress, stats,
+                  sink=None):
     """Fill every batch on the GPU and assemble the host CSR column array.
 
     Three streams, each with a device result buffer and a pinned host staging
     buffer: while the host threads copy batch b-2 from pinned memory into the
-    final array, the GPU fills and sorts batch b-1 and copies it down.
+    final array, the GPU fills and sorts batch b-1 and copies it down.  With
+    ``sink``, each batch goes to ``sink(r0, r1, pinned_chunk)`` instead, and
+    nothing is allocated here (returns None).
     """
     import cupyx
 
     total = int(indptr_h[-1])
     n_rows = len(indptr_h) - 1
     t0 = time.perf_counter()
-    final = _alloc_host(total, np.int32)
+    final = _alloc_host(total, np.int32) if sink is None else None
     stats["host_alloc_s"] = time.perf_counter() - t0
     if total == 0:
         return final
@@ -762,7 +824,9 @@ def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
                     dev_out[slot][:m].get(stream=streams[slot], out=pinned[slot][:m])
                 streams[slot].synchronize()
         tc = time.perf_counter()
-        if m:
+        if m and sink is not None:
+            sink(batches[b][0], batches[b][1], pinned[slot][:m])
+        elif m:
             _parallel_copy(final[base:base + m], pinned[slot][:m])
         copy_s += time.perf_counter() - tc
         if progress is not None:
