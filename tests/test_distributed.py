@@ -558,3 +558,16 @@ def test_box_masks_equal_routing(seed):
         near = [np.asarray(r, dtype=np.int64) for r in tree.query_ball_point(X[own], eps)]
         near = np.unique(np.concatenate(near + [np.zeros(0, np.int64)]))
         assert np.isin(near, np.concatenate([own, widened])).all()
+
+
+@pytest.mark.parametrize("n", [1, 7, 65536 * 3 + 5, 1_000_003])
+def test_column_bounds_equal_numpy(n):
+    """The parallel bounds behind the plans (and the grids) equal NumPy's min / max."""
+    from skyjoin._grid_kernels import column_bounds
+
+    X = np.random.default_rng(n).normal(size=(n, 3)) * 1e3
+    X[n // 2, 1] = -5e6           # an extreme row inside one chunk
+    for A, k in ((X, 3), (X.astype(np.float32), 2)):
+        lo, hi = column_bounds(A, k)
+        np.testing.assert_array_equal(lo, A[:, :k].min(axis=0).astype(np.float64))
+        np.testing.assert_array_equal(hi, A[:, :k].max(axis=0).astype(np.float64))

@@ -364,6 +364,16 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         skyjoin.GPUUnavailableError
             ``device="gpu"`` without a usable GPU.
         """
+        X = self._fit_labels(X, sample_weight)
+        if len(self.core_sample_indices_):
+            self.components_ = _take_rows(X, self.core_sample_indices_)
+        else:
+            self.components_ = np.empty((0, X.shape[1]))
+        return self
+
+    def _fit_labels(self, X, sample_weight):
+        """``fit`` without ``components_`` (for callers that only need the labels);
+        returns the validated X."""
         self._validate_params()
         X = _validate_data(self, X, accept_sparse="csr")
         if sample_weight is not None:
@@ -390,13 +400,9 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         timings["total"] = time.perf_counter() - t0
         self.core_sample_indices_ = np.asarray(core, dtype=np.int64)
         self.labels_ = np.asarray(labels, dtype=np.intp)
-        if len(self.core_sample_indices_):
-            self.components_ = _take_rows(X, self.core_sample_indices_)
-        else:
-            self.components_ = np.empty((0, X.shape[1]))
         self.path_ = path
         self.timings_ = timings
-        return self
+        return X
 
     def _fit_sklearn(self, X, sample_weight):
         """Hand the fit to scikit-learn's DBSCAN (metrics we do not accelerate)."""

@@ -151,8 +151,8 @@ def _whole_dbscan(eps, min_samples, device, precision, d, dtype, *blocks):
     """DBSCAN of all the points as one partition (one worker): the single-machine estimator."""
     from ..cluster.estimator import DBSCAN as SingleDBSCAN
 
-    est = SingleDBSCAN(eps=eps, min_samples=min_samples, device=device,
-                       precision=precision).fit(stacked(blocks, d, dtype))
+    est = SingleDBSCAN(eps=eps, min_samples=min_samples, device=device, precision=precision)
+    est._fit_labels(stacked(blocks, d, dtype), None)     # labels only: no components_
     return np.asarray(est.labels_, dtype=np.intp), np.asarray(est.core_sample_indices_,
                                                                dtype=np.int64)
 
