@@ -139,6 +139,12 @@ def test_bad_input(client):
     X[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         sd.self_join(X, 1.0, client=client)
+    for parts in (1, 2):    # one partition: the worker's single-machine operator checks
+        with pytest.raises(ValueError, match="NaN"):
+            sd.self_join(X, 1.0, client=client, device="cpu", n_partitions=parts)
+        with pytest.raises(ValueError, match="NaN"):
+            sd.DBSCAN(eps=1.0, min_samples=2, client=client, device="cpu",
+                      n_partitions=parts).fit(X)
     with pytest.raises(ValueError, match="eps"):
         sd.self_join(np.zeros((4, 2)), -1.0, client=client)
     with pytest.raises(ValueError, match="output"):
@@ -571,3 +577,14 @@ def test_column_bounds_equal_numpy(n):
         lo, hi = column_bounds(A, k)
         np.testing.assert_array_equal(lo, A[:, :k].min(axis=0).astype(np.float64))
         np.testing.assert_array_equal(hi, A[:, :k].max(axis=0).astype(np.float64))
+
+
+@pytest.mark.parametrize("n", [0, 1, 9, 65536 * 5 + 3, 2_000_001])
+def test_prefix_sum_equals_cumsum(n):
+    """The shared table's parallel row pointers equal NumPy's cumulative sum."""
+    from skyjoin.distributed._kernels import prefix_sum
+
+    counts = np.random.default_rng(n).integers(0, 100, size=n).astype(np.int64)
+    indptr = np.full(n + 1, -7, dtype=np.int64)
+    prefix_sum(counts, indptr)
+    np.testing.assert_array_equal(indptr, np.concatenate([[0], np.cumsum(counts)]))

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._config import NUMBA_CACHE
 
-__all__ = ["select_rows", "place_rows", "route_points", "scatter_into"]
+__all__ = ["select_rows", "place_rows", "route_points", "scatter_into", "prefix_sum"]
 
 _jit = dict(cache=NUMBA_CACHE, nogil=True)
 
@@ -65,6 +65,28 @@ def place_rows(indptr, row_ids, counts, cols, out):
         src = local[r]
         for k in range(counts[r]):
             out[dst + k] = cols[src + k]
+
+
+@nb.njit(parallel=True, **_jit)
+def prefix_sum(counts, indptr):
+    """indptr[0] = 0 and indptr[i + 1] = counts[0] + ... + counts[i]: a scan in
+    two parallel passes over row chunks (chunk sums, then each chunk's scan)."""
+    n = counts.shape[0]
+    k = max(1, min(64, n // 65536))
+    part = np.zeros(k + 1, dtype=np.int64)
+    for c in nb.prange(k):
+        s = 0
+        for i in range(c * n // k, (c + 1) * n // k):
+            s += counts[i]
+        part[c + 1] = s
+    for c in range(k):
+        part[c + 1] += part[c]
+    indptr[0] = 0
+    for c in nb.prange(k):
+        s = part[c]
+        for i in range(c * n // k, (c + 1) * n // k):
+            s += counts[i]
+            indptr[i + 1] = s
 
 
 @nb.njit(parallel=True, **_jit)

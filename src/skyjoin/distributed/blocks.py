@@ -199,7 +199,7 @@ def _file_list(path) -> list[str]:
 def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | None = None,
               replicas: int | None = None, name: str = "X", seed: int = 0,
               sample_target: int = 20000, retries: int = 2, summarise: bool = True,
-              scatter: bool = True) -> Blocks:
+              scatter: bool = True, check: bool = True) -> Blocks:
     """Turn any supported input into row blocks on the workers, checked and summarised.
 
     Parameters
@@ -232,6 +232,10 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
     scatter : bool
         Scatter NumPy input to the workers.  Without, the checked array is
         kept in ``Blocks.array`` (workers in this process read it there).
+    check : bool
+        Look for NaN and inf in a NumPy array that already has the working
+        dtype and layout.  Only a caller whose workers run an operator that
+        checks its input anyway may skip it (the one-partition path).
 
     Returns
     -------
@@ -267,7 +271,9 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
         if columns is not None:
             raise TypeError("columns= selects columns of files and data frames; "
                             "slice the array instead")
-        arr = check_points(X, name=name, dtype=dtype)
+        plain = isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] > 0 \
+            and X.dtype == dtype and X.flags.c_contiguous
+        arr = X if plain and not check else check_points(X, name=name, dtype=dtype)
         n = arr.shape[0]
         n_workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
         if block_rows is None:

@@ -229,6 +229,7 @@ def _shared_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, dtype, 
     """Steps 1 to 3 on in-process GPU workers (see :mod:`.shared`): the local
     clusterings stay on the GPUs between steps, and the labels are written
     straight into the result.  Returns (labels, core_sample_indices, phases)."""
+    from .._memory import alloc_host
     from . import shared
 
     n, P, d = blocks.n, plan.n_partitions, blocks.d
@@ -245,8 +246,9 @@ def _shared_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, dtype, 
         t1 = time.perf_counter()
         comp_labels = merge_local_clusters(parts)
         t2 = time.perf_counter()
-        labels = np.full(n, -1, dtype=np.intp)
-        core = np.zeros(n, dtype=np.bool_)
+        # every point is labelled by its one owner (checked below): no fill needed
+        labels = alloc_host(n, np.intp)
+        core = alloc_host(n, np.bool_)
         shared.publish(token, labels=labels, core=core)
         futs = [client.submit(shared.dbscan_labels_task, token, p, comp_labels[p], plan, h, eps,
                               min_samples, n, d, dtype, *blocks.futures, retries=retries,

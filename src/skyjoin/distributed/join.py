@@ -299,7 +299,10 @@ def load_blocks(client, X, n_partitions, *, shared: bool = False, **kw):
     array_input = not isinstance(X, (str, os.PathLike)) and not _is_dask_array(X) \
         and not _is_dask_frame(X)
     in_place = shared and array_input and not single
-    blocks = as_blocks(client, X, summarise=not single, scatter=not in_place, **kw)
+    # one partition runs the single-machine operator on a worker, which checks
+    # the points itself: no second pass over them here
+    blocks = as_blocks(client, X, summarise=not single, scatter=not in_place, check=not single,
+                       **kw)
     if in_place and blocks.n >= 2**31:      # the GPU partitions name columns with int32
         blocks = as_blocks(client, X, summarise=True, **kw)
     return blocks
@@ -522,10 +525,11 @@ def _shared_gpu_join(client, blocks, plan, h, token, eps, include_self, output, 
     """The partitioned join on in-process GPU workers: count, allocate, fill in place."""
     from .._memory import alloc_host
     from . import shared
+    from ._kernels import prefix_sum
 
     n, P, d = blocks.n, plan.n_partitions, blocks.d
     where = worker_of_partition(client, P)
-    counts = np.zeros(n, dtype=np.int64)
+    counts = alloc_host(n, np.int64)      # every row is written by its one owner (checked)
     shared.publish(token, X=blocks.array, counts=counts)
     try:
         futs = [client.submit(shared.count_task, token, p, plan, h, eps, include_self, precision,
@@ -538,8 +542,8 @@ def _shared_gpu_join(client, blocks, plan, h, token, eps, include_self, output, 
             raise RuntimeError(f"the partitions counted the rows of {rows} points of {n}")
         if output == "counts":
             return counts
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=indptr[1:])
+        indptr = alloc_host(n + 1, np.int64)
+        prefix_sum(counts, indptr)
         total = int(indptr[-1])
         _check_fits(total, n)
         indices = alloc_host(total, index_dtype(n))
