@@ -500,28 +500,34 @@ class _Engine:
     _SORT_CLASSES = ((1, _SMALL_ROW, 0), (_SMALL_ROW, 2048, 256), (2048, 8192, 512),
                      (8192, _SHARED_SORT_MAX, 1024), (_SHARED_SORT_MAX, None, -1))
 
-    def sort_plan(self, indptr_h: np.ndarray) -> list:
-        """Rows of each length class, on the host and the device (uploaded once).
+    def sort_plan(self, indptr, batches) -> list:
+        """Rows of each length class, found on the device, and where each batch's
+        rows start in each class's list.
 
         Classes: insertion sort by one thread (up to 64 entries), bitonic sort
         in shared memory (up to 2048, 8192, 32768 entries), and a global sort
-        of (row, column) keys for longer rows.  Knowing the classes ahead
-        keeps the batch pipeline free of host synchronisation.
+        of (row, column) keys for longer rows (whose few row ids also come to
+        the host).  Knowing the classes ahead keeps the batch pipeline free of
+        host synchronisation; finding them on the device spares a host pass
+        over every row (0.1 s for 10M rows).
         """
         cp = self.cp
-        lens = np.diff(indptr_h)
+        lens = cp.diff(indptr)
+        edges = sorted({r for b in batches for r in b})
+        edges_d = cp.asarray(np.asarray(edges, dtype=np.int32))
         plan = []
         for lo_len, hi_len, threads in self._SORT_CLASSES:
             sel = lens > lo_len if hi_len is None else (lens > lo_len) & (lens <= hi_len)
-            rows_h = np.flatnonzero(sel).astype(np.int32)
-            plan.append((lo_len, hi_len, threads, rows_h, cp.asarray(rows_h)))
+            rows_d = cp.flatnonzero(sel).astype(cp.int32)
+            at = dict(zip(edges, cp.asnumpy(cp.searchsorted(rows_d, edges_d)).tolist()))
+            rows_h = cp.asnumpy(rows_d) if hi_len is None else None
+            plan.append((lo_len, hi_len, threads, rows_d, at, rows_h))
         return plan
 
     def sort_rows(self, r0, r1, plan, indptr, indptr_h, out, out_base):
         """Sort the columns within each row of [r0, r1) on the GPU (no host sync)."""
-        for lo_len, hi_len, threads, rows_h, rows_d in plan:
-            a = int(np.searchsorted(rows_h, r0))
-            b = int(np.searchsorted(rows_h, r1))
+        for lo_len, hi_len, threads, rows_d, at, rows_h in plan:
+            a, b = at[r0], at[r1]
             if a == b:
                 continue
             sel = rows_d[a:b]
@@ -709,7 +715,7 @@ def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
     if on_device:
         out = cp.empty(max(total, 1), dtype=cp.int32)
         overflow = cp.zeros(1, dtype=cp.int32)
-        plan = eng.sort_plan(indptr_h) if sort else None
+        plan = eng.sort_plan(indptr, batches) if sort else None
         for b, (r0, r1) in enumerate(batches):
             eng.fill(r0, r1, counts, indptr, out, 0, cursor, overflow, plan, indptr_h)
             if int(overflow.get()[0]):
@@ -784,7 +790,7 @@ def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
     flags_h = [cupyx.empty_pinned(1, dtype=np.int32) for _ in range(nslots)]
     cursors = [cursor] + [cp.zeros_like(cursor) for _ in range(nslots - 1)] if cursor is not None \
         else [None] * nslots
-    plan = eng.sort_plan(indptr_h) if sort else None
+    plan = eng.sort_plan(indptr, batches) if sort else None
     cp.cuda.Device().synchronize()      # counts / indptr ready before other streams read them
     inflight: deque = deque()
     copy_s = 0.0
@@ -1001,8 +1007,9 @@ def gpu_self_join_chunks(X, eps, *, include_self=False, sort=True, max_pairs=1 <
     cursor = cp.zeros(n, dtype=cp.int32) if eng.cfg.pattern != "full" else None
     out = cp.empty(max(cap, 1), dtype=cp.int32)
     overflow = cp.zeros(1, dtype=cp.int32)
-    plan = eng.sort_plan(indptr_h) if sort else None
-    for r0, r1 in plan_row_batches(indptr_h, cap):
+    batches = plan_row_batches(indptr_h, cap)
+    plan = eng.sort_plan(indptr, batches) if sort else None
+    for r0, r1 in batches:
         base = int(indptr_h[r0])
         m = int(indptr_h[r1]) - base
         overflow.fill(0)
