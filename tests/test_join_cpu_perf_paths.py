@@ -103,3 +103,55 @@ def test_mixed_dense_and_sparse(rng):
     for pattern in ("auto", "full", "unicomp", "lid_unicomp"):
         nt = sj.self_join(X, 0.05, device="cpu", pattern=pattern)
         _check_table(nt, brute_pairs(X, X, 0.05, self_join=True))
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_fill_from_caller_points(rng, d):
+    # the fill reads the caller's array (the grid's reordered copy is dropped
+    # after counting): sorted or not, with and without self pairs, on dense
+    # (tiled, sub-tiles) and sparse cells (point path) alike, into the
+    # caller-order rows of indptr and into per-point slots (the chunks' way)
+    X = np.concatenate([_dense(rng, 1500, d), rng.uniform(0, 2, (1000, d))])
+    X = X[rng.permutation(len(X))]
+    eps = 0.03
+    for include_self in (False, True):
+        want = brute_pairs(X, X, eps, self_join=True, include_self=include_self)
+        g = build_grid(X, eps)
+        assert np.diff(g.cell_start).max() >= 2 * cpu.SUBTILE_POINTS
+        assert np.diff(g.cell_start).min() < cpu.TILE_MIN_POINTS
+        eps2 = cpu.eps_squared(eps, X.dtype)
+        counts_r = cpu.counts_reordered(g, g, eps2, 0, True, include_self)
+        indptr, total = cpu.indptr_from_counts(g, counts_r)
+        g.points = None
+        row_pos = indptr[:-1][g.order]  # slot of reordered point i
+        for sort in (True, False):
+            for slots in (False, True):
+                ind = np.full(total, -1, dtype=np.int32)
+                if slots:
+                    cpu.fill_full(g, g, eps2, True, include_self, sort, row_pos, counts_r, ind,
+                                  cell_list=np.arange(g.n_cells), caller_points=(X, X))
+                else:
+                    cpu.fill_full(g, g, eps2, True, include_self, sort, None, None, ind,
+                                  indptr=indptr, caller_points=(X, X))
+                nt = sj.NeighborTable(indptr, ind, (len(X), len(X)), sorted=sort)
+                assert np.array_equal(table_matrix(nt), want)
+                if sort:
+                    for i in range(len(X)):
+                        assert np.all(np.diff(nt.row(i)) > 0)
+
+
+def test_table_path_drops_the_reordered_copy(rng, monkeypatch):
+    # the memory budget (1.5 x input + output) has no room for the copy
+    X = rng.uniform(0, 1, (4000, 2))
+    seen = []
+    orig = cpu.fill_full
+
+    def spy(gq, gs, *a, **k):
+        seen.append((gq.points, gs.points, k.get("caller_points")))
+        return orig(gq, gs, *a, **k)
+
+    monkeypatch.setattr(cpu, "fill_full", spy)
+    nt = sj.self_join(X, 0.05, device="cpu", pattern="full")
+    assert seen and seen[0][0] is None and seen[0][1] is None
+    assert seen[0][2][0] is X or np.shares_memory(seen[0][2][0], X)
+    _check_table(nt, brute_pairs(X, X, 0.05, self_join=True))

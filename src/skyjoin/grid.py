@@ -98,8 +98,10 @@ class Grid:
 
     Attributes
     ----------
-    points : ndarray, shape (n, d)
-        The points reordered by cell, in the working dtype.
+    points : ndarray, shape (n, d), or None
+        The points reordered by cell, in the working dtype (None once a
+        user of the grid has dropped them, e.g. the CPU join's filling
+        pass, which reads the caller's array instead).
     order : ndarray of int32 or int64, shape (n,)
         ``points[r] == X[order[r]]`` (the paper's lookup array A).
     cell_start : ndarray of int64, shape (n_cells + 1,)
@@ -147,7 +149,7 @@ class Grid:
 
     @property
     def n_points(self) -> int:
-        return self.points.shape[0]
+        return self.order.shape[0]
 
     @property
     def n_cells(self) -> int:
@@ -178,7 +180,8 @@ class Grid:
     def nbytes(self) -> int:
         """Memory held by the grid's arrays."""
         return sum(a.nbytes for a in (self.points, self.order, self.cell_start, self.cell_ids,
-                                      self.coords, self.coord_off, self.lower_bound))
+                                      self.coords, self.coord_off, self.lower_bound)
+                   if a is not None)
 
 
 def default_index_dims(d: int) -> int:

@@ -181,7 +181,8 @@ def _cpu_self_join(X, eps, include_self, output, sort, pattern, precision, index
     if output == "counts" or code == 0:
         # the full pattern counts each row exactly and fills it in place;
         # counts alone never need the symmetric patterns' mirrored half
-        res = _cpu_full_pattern(g, g, eps2, True, include_self, output, sort, idx_dtype, timings)
+        res = _cpu_full_pattern(g, g, eps2, True, include_self, output, sort, idx_dtype, timings,
+                                caller_points=(X, X))
         if output == "counts":
             return res
         indptr, indices = res
@@ -286,16 +287,22 @@ def _cpu_join(R, S, eps, output, sort, precision, index_dims, timings):
     eps2 = cpu.eps_squared(eps, R.dtype)
     with _phase(timings, "grid"):
         gr, gs = _joint_grids(R, S, eps, index_dims, precision)
-    res = _cpu_full_pattern(gr, gs, eps2, False, False, output, sort, index_dtype(ns), timings)
+    res = _cpu_full_pattern(gr, gs, eps2, False, False, output, sort, index_dtype(ns), timings,
+                            caller_points=(R, S))
     if output == "counts":
         return res
     indptr, indices = res
     return NeighborTable(indptr, indices, (nr, ns), sorted=bool(sort))
 
 
-def _cpu_full_pattern(gq, gs, eps2, self_join, include_self, output, sort, idx_dtype, timings):
+def _cpu_full_pattern(gq, gs, eps2, self_join, include_self, output, sort, idx_dtype, timings,
+                      caller_points):
     """Count, then (for a table) fill, with the full pattern: the caller-order
-    counts, or the CSR arrays (indptr, indices)."""
+    counts, or the CSR arrays (indptr, indices).  ``caller_points`` are the
+    query and data arrays the grids were built from: the grids' reordered
+    copies of the points are dropped after counting and the fill reads the
+    caller's arrays (the copy, 1.0 x input, does not fit in the memory
+    budget, 1.5 x input + output, next to the output)."""
     from . import cpu
 
     with _phase(timings, "count"):
@@ -309,10 +316,11 @@ def _cpu_full_pattern(gq, gs, eps2, self_join, include_self, output, sort, idx_d
         # output is written: the memory target)
         indptr, total = cpu.indptr_from_counts(gq, counts_r)
         del counts_r
+        gq.points = gs.points = None
         cpu.release_free_memory()
         indices = alloc_host(total, idx_dtype)        # huge pages: fast first touch
         cpu.fill_full(gq, gs, eps2, self_join, include_self, sort, None, None, indices,
-                      indptr=indptr)
+                      indptr=indptr, caller_points=caller_points)
     return indptr, indices
 
 
@@ -395,6 +403,7 @@ def _cpu_self_join_chunks(X, eps, include_self, sort, max_pairs, precision, inde
     eps2 = cpu.eps_squared(eps, X.dtype)
     g = build_grid(X, eps, index_dims=index_dims, precision=precision)
     counts_r = cpu.counts_reordered(g, g, eps2, 0, True, include_self)
+    g.points = None  # the fills read X
     counts = np.empty(n, dtype=np.int64)
     cpu.to_caller_order(g.order, counts_r, counts)
     inv = np.empty(n, dtype=np.int64)
@@ -411,7 +420,7 @@ def _cpu_self_join_chunks(X, eps, include_self, sort, max_pairs, precision, inde
         indices = alloc_host(int(indptr[-1]), idx_dtype)
         cells = np.unique(point_cell[members])
         cpu.fill_full(g, g, eps2, True, include_self, sort, row_pos, counts_r, indices,
-                      cell_list=cells)
+                      cell_list=cells, caller_points=(X, X))
         row_pos[members] = -1
         i = np.repeat(np.arange(r0, r1, dtype=np.int64), c)
         yield PairChunk(i=i, j=indices.astype(np.int64), row_start=r0, row_stop=r1)

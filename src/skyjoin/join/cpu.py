@@ -48,7 +48,7 @@ import numba as nb
 import numpy as np
 
 from .._config import NUMBA_CACHE
-from ._simd import compress16, prefetch_write
+from ._simd import compress16, prefetch_read, prefetch_write
 
 PATTERNS = ("full", "unicomp", "lid_unicomp")
 PATTERN_CODE = {"full": 0, "unicomp": 1, "lid_unicomp": 2}
@@ -345,11 +345,12 @@ def _merge_runs(cid, cj, m):
 
 
 @nb.njit(**_jit)
-def _gather(rows, n_rows, s_pts, s_order, by_id, pad):
+def _gather(rows, n_rows, s_pts, s_order, by_id, pad, by_caller):
     """Candidates of a cell: coordinates (d, m), caller ids (dtype of
     ``s_order``) and reordered ids; sorted by caller id when ``by_id`` (so
     that rows come out sorted).  The caller ids' array has ``pad`` more
-    slots than m (read, never used, by ``compress16``)."""
+    slots than m (read, never used, by ``compress16``).  ``s_pts`` holds
+    the points reordered, or with ``by_caller`` in the caller's order."""
     m = 0
     for r in range(n_rows):
         m += rows[r, 1] - rows[r, 0]
@@ -364,11 +365,16 @@ def _gather(rows, n_rows, s_pts, s_order, by_id, pad):
     cid[m:] = 0
     for p in range(m):
         cid[p] = s_order[cj[p]]
+    if by_caller:
+        # the caller's rows are scattered: their loads are started here,
+        # to overlap the merge
+        for p in range(m):
+            prefetch_read(s_pts, np.int64(cid[p]) * d)
     if by_id:
         cid, cj = _merge_runs(cid, cj, m)
     cp = np.empty((d, m), dtype=s_pts.dtype)
     for p in range(m):
-        j = cj[p]
+        j = np.int64(cid[p]) if by_caller else cj[p]
         for t in range(d):
             cp[t, p] = s_pts[j, t]
     return cp, cid, cj, m
@@ -488,6 +494,7 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
     for j in range(k - 1):
         max_rows *= 3
     dummy = np.empty(0, dtype=np.int32)
+    no_map = np.empty(0, dtype=s_order.dtype)
     for c in range(cb0, cb1):
         c0 = q_cell_start[c]
         c1 = q_cell_start[c + 1]
@@ -509,16 +516,17 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
             for i in range(c0, c1):
                 _cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2)
                 excl = i if (self_join and not include_self and not half) else -1
-                counts[i] = _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r,
-                                        hi_r, own_r, half, s_coords, s_coord_off, s_stride,
-                                        s_cell_ids, s_lower_bound, s_cell_start, point_lb, gl2,
-                                        gh2, cur, partial, eqp, s_order, dummy, 0, -1)
+                counts[i] = _point_scan(q_pts, i, i, s_pts, no_map, excl, eps2, lim, early, k,
+                                        craw, lo_r, hi_r, own_r, half, s_coords, s_coord_off,
+                                        s_stride, s_cell_ids, s_lower_bound, s_cell_start,
+                                        point_lb, gl2, gh2, cur, partial, eqp, s_order, dummy,
+                                        0, -1)
             continue
         rows = np.empty((max_rows + 1, 2), dtype=np.int64)
         n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
                            s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
                            k, 0, np.int64(-1), rows)
-        cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, False, 0)
+        cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, False, 0, False)
         db = np.empty(m, dtype=cp.dtype)
         qorder = np.empty(c1 - c0, dtype=np.int64)
         goff = _subtiles(q_pts, c0, c1, k, lo, side, SUBTILE_POINTS, qorder)
@@ -568,6 +576,12 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
     or, when ``row_pos`` is empty, at ``indptr[q_order[i]]``, as many as
     that caller-order CSR row holds (no per-point arrays: less memory).
 
+    ``q_pts``/``s_pts`` are the caller's arrays, not the grids' reordered
+    copies (reordered query point i is ``q_pts[q_order[i]]``): the memory
+    budget has no room for a copy next to the output.  The tiled path reads
+    them once per cell (gathered candidates, whose loads are prefetched, and
+    query points).
+
     With ``sort``, a tiled cell gathers its candidates in caller-id order
     (a merge of the cells' ascending runs), so its rows come out sorted;
     rows of the point-by-point path are sorted in place.  A tiled cell's
@@ -578,16 +592,19 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
     cannot happen with deterministic arithmetic) is not written past its
     end: ``bad[0]`` is set instead.
     Cells of fewer than ``tile_min`` points take the pruned point-by-point
-    path, whose rows are sorted in place.  Only ``cell_list[cb0:cb1]``:
-    sequential and nogil, run in blocks on a pool of threads."""
+    path, whose rows are sorted in place.  Only cells ``cell_list[cb0:cb1]``
+    (cells cb0..cb1 when ``cell_list`` is empty): sequential and nogil, run
+    in blocks on a pool of threads."""
     d = q_pts.shape[1]
     early = d > 3
     max_rows = 2
     for j in range(k - 1):
         max_rows *= 3
     line = max(1, 64 // indices.itemsize)  # items per cache line
+    qrow = np.empty((1, d), dtype=q_pts.dtype)
+    all_cells = cell_list.shape[0] == 0
     for ci in range(cb0, cb1):
-        c = cell_list[ci]
+        c = ci if all_cells else cell_list[ci]
         c0 = q_cell_start[c]
         c1 = q_cell_start[c + 1]
         if c1 - c0 < tile_min:
@@ -607,10 +624,12 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
                 start, rl = _row_slot(i, row_pos, row_len, q_order, indptr)
                 if start < 0:
                     continue
-                _cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2)
+                for t in range(d):
+                    qrow[0, t] = q_pts[q_order[i], t]
+                _cell_gaps(qrow, 0, k, lo, side, slack, gl2, gh2)
                 excl = i if (self_join and not include_self and not half) else -1
-                n_found = _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r,
-                                      hi_r, own_r, half, s_coords, s_coord_off, s_stride,
+                n_found = _point_scan(qrow, 0, i, s_pts, s_order, excl, eps2, lim, early, k, craw,
+                                      lo_r, hi_r, own_r, half, s_coords, s_coord_off, s_stride,
                                       s_cell_ids, s_lower_bound, s_cell_start, point_lb, gl2,
                                       gh2, cur, partial, eqp, s_order, indices, start, rl)
                 if n_found != rl:
@@ -625,10 +644,12 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
                            k, 0, np.int64(-1), rows)
         # the rows of the cell's points (caller order: scattered over the
         # output) are announced to the cache before the candidates are
-        # gathered, so that their first writes do not wait on memory
+        # gathered, so that their first writes do not wait on memory; the
+        # cell's query points are copied to a local block (local ids 0..n_c)
         n_c = c1 - c0
         r_start = np.empty(n_c, dtype=np.int64)
         r_len = np.empty(n_c, dtype=np.int64)
+        qloc = np.empty((n_c, d), dtype=q_pts.dtype)
         for x in range(n_c):
             start, rl = _row_slot(c0 + x, row_pos, row_len, q_order, indptr)
             r_start[x] = start
@@ -637,16 +658,17 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
                 for q in range(start, start + rl, line):
                     prefetch_write(indices, q)
                 prefetch_write(indices, start + rl - 1)
+            for t in range(d):
+                qloc[x, t] = q_pts[q_order[c0 + x], t]
         # each cell is an ascending run of caller ids: merging the runs
         # costs less than sorting the rows, so sorted rows come for free
-        by_id = sort
-        cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, by_id, 16)
+        cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, sort, 16, True)
         # distances padded to a multiple of 16 with NaN (never passes)
         db = np.empty(m + 16, dtype=cp.dtype)
         buf = np.empty(m + 16, dtype=cid.dtype)
         excl_self = self_join and not include_self
         qorder = np.empty(n_c, dtype=np.int64)
-        goff = _subtiles(q_pts, c0, c1, k, lo, side, SUBTILE_POINTS, qorder)
+        goff = _subtiles(qloc, 0, n_c, k, lo, side, SUBTILE_POINTS, qorder)
         n_groups = goff.shape[0] - 1
         if n_groups > 1:
             cp2 = np.empty_like(cp)
@@ -661,7 +683,7 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
                 continue
             m2 = m
             if n_groups > 1:
-                m2 = _filter_box(q_pts, qorder, goff[g], goff[g + 1], cp, cid, cj, m, reach,
+                m2 = _filter_box(qloc, qorder, goff[g], goff[g + 1], cp, cid, cj, m, reach,
                                  cp2, cid2, cj2)
             for p in range(m2, m2 + 16):
                 db[p] = np.nan
@@ -673,14 +695,14 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
                     if c0 <= cj2[p] < c1:
                         selfpos[cj2[p] - c0] = p
             for x in range(goff[g], goff[g + 1]):
-                i = qorder[x]
-                start = r_start[i - c0]
-                rl = r_len[i - c0]
+                il = qorder[x]
+                start = r_start[il]
+                rl = r_len[il]
                 if start < 0:
                     continue
-                _distances(q_pts, i, cp2, m2, db)
+                _distances(qloc, il, cp2, m2, db)
                 if excl_self:
-                    db[selfpos[i - c0]] = np.nan
+                    db[selfpos[il]] = np.nan
                 # the hits, in candidate order, packed into a local row
                 # 16 candidates at a time, then copied to the output row
                 # (never past its end: a count that differs sets ``bad``)
@@ -766,13 +788,16 @@ def _row_bounds(s_cell_ids, s_lower_bound, s_cell_start, point_lb, lid0, lid1):
 
 
 @nb.njit(**_jit)
-def _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r, hi_r, own_r, half,
-                s_coords, s_coord_off, s_stride, s_cell_ids, s_lower_bound, s_cell_start,
+def _point_scan(q_pts, qi, i, s_pts, s_map, excl, eps2, lim, early, k, craw, lo_r, hi_r, own_r,
+                half, s_coords, s_coord_off, s_stride, s_cell_ids, s_lower_bound, s_cell_start,
                 point_lb, gl2, gh2, cur, partial, eqp, s_order, out, out_start, cap):
-    """Count the neighbours of query point i, walking only the adjacent
-    cells within reach (``lim`` bounds the squared distance of any pair that
-    can pass the test); with ``cap >= 0`` also write the first ``cap`` of
-    them from ``out[out_start]`` (never more: the caller checks the count).
+    """Count the neighbours of reordered query point i (coordinates
+    ``q_pts[qi]``), walking only the adjacent cells within reach (``lim``
+    bounds the squared distance of any pair that can pass the test); with
+    ``cap >= 0`` also write the first ``cap`` of them from
+    ``out[out_start]`` (never more: the caller checks the count).  Reordered
+    data point j lies at ``s_pts[j]``, or at ``s_pts[s_map[j]]`` when
+    ``s_map`` is not empty (points in the caller's order).
 
     With ``half`` (self-join only) the walk follows LID-UNICOMP
     (load-imbalance paper §III-B): only cells of higher linear id than the
@@ -784,6 +809,7 @@ def _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r, hi_r, ow
     n_found = 0
     j = 0
     d = q_pts.shape[1]
+    mapped = s_map.shape[0] > 0
     if last > 0:
         cur[0] = own_r[0] if half else lo_r[0]
     while True:
@@ -828,7 +854,8 @@ def _point_scan(q_pts, i, s_pts, excl, eps2, lim, early, k, craw, lo_r, hi_r, ow
             if own_row:
                 p0 = i + 1  # r0 is the own cell: only its points after i
             for jj in range(p0, p1):
-                if jj != excl and _test(q_pts, i, s_pts, jj, d, eps2, early):
+                sj = s_map[jj] if mapped else jj
+                if jj != excl and _test(q_pts, qi, s_pts, sj, d, eps2, early):
                     if n_found < cap:
                         out[out_start + n_found] = s_order[jj]
                     n_found += 1
@@ -935,6 +962,7 @@ def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, strid
     gh2 = np.empty(k)
     cur = np.empty(k, dtype=np.int64)
     partial = np.empty(k)
+    no_map = np.empty(0, dtype=order.dtype)
     for c in range(cb0, cb1):
         c0 = cell_start[c]
         c1 = cell_start[c + 1]
@@ -943,17 +971,18 @@ def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, strid
         for i in range(c0, c1):
             _cell_gaps(pts, i, k, lo, side, slack, gl2, gh2)
             room = buf.shape[0] - n
-            f = _point_scan(pts, i, pts, -1, eps2, lim, early, k, craw, lo_r, hi_r, own_r, True,
-                            coords, coord_off, stride, cell_ids, lower_bound, cell_start,
-                            point_lb, gl2, gh2, cur, partial, eqp, order, buf, n, room)
+            f = _point_scan(pts, i, i, pts, no_map, -1, eps2, lim, early, k, craw, lo_r, hi_r,
+                            own_r, True, coords, coord_off, stride, cell_ids, lower_bound,
+                            cell_start, point_lb, gl2, gh2, cur, partial, eqp, order, buf, n,
+                            room)
             if f > room:
                 grown = np.empty(max(2 * buf.shape[0], n + f), dtype=buf.dtype)
                 grown[:n] = buf[:n]
                 buf = grown
-                f = _point_scan(pts, i, pts, -1, eps2, lim, early, k, craw, lo_r, hi_r, own_r,
-                                True, coords, coord_off, stride, cell_ids, lower_bound,
-                                cell_start, point_lb, gl2, gh2, cur, partial, eqp, order, buf, n,
-                                f)
+                f = _point_scan(pts, i, i, pts, no_map, -1, eps2, lim, early, k, craw, lo_r,
+                                hi_r, own_r, True, coords, coord_off, stride, cell_ids,
+                                lower_bound, cell_start, point_lb, gl2, gh2, cur, partial, eqp,
+                                order, buf, n, f)
             counts[i] = f
             n += f
     return buf[:n].copy()
@@ -1091,9 +1120,10 @@ def _run_blocks(kernel, args, weight):
             pass
 
 
-def _pruning_args(g, half=False):
-    d = g.points.shape[1]
-    precision = "float32" if g.points.dtype == np.float32 else "float64"
+def _pruning_args(g, half=False, pts=None):
+    pts = g.points if pts is None else pts
+    d = pts.shape[1]
+    precision = "float32" if pts.dtype == np.float32 else "float64"
     # the symmetric (half) walk exists on the point-by-point path only
     tile_min = np.iinfo(np.int64).max if half else TILE_MIN_POINTS
     return (g.lo, g.side, g.slack, pruning_limit(g.eps, d, g.k, precision), tile_min,
@@ -1141,26 +1171,34 @@ def counts_reordered(gq, gs, eps2, pattern: int, self_join: bool, include_self: 
 
 
 def fill_full(gq, gs, eps2, self_join, include_self, sort, row_pos, row_len, indices,
-              cell_list=None, indptr=None):
+              cell_list=None, indptr=None, *, caller_points):
     """Full-pattern filling pass (rows sorted when ``sort``).  Rows go to
     ``row_pos``/``row_len`` (reordered query points), or, when those are
-    None, to the caller-order CSR rows of ``indptr``."""
-    if cell_list is None:
-        cell_list = np.arange(gq.n_cells, dtype=np.int64)
+    None, to the caller-order CSR rows of ``indptr``.  ``caller_points``
+    is (Q, S): the C-contiguous query and data points, in the caller's
+    order, from which the grids were built; the grids' reordered copies
+    are not read (they may have been dropped: ``points`` None)."""
     if gq.n_points == 0:
         return
+    q_pts, s_pts = caller_points
+    if cell_list is None:
+        # every cell: no list (and no temporary of the cells' size)
+        cell_list = np.zeros(0, dtype=np.int64)
+        weight = gq.cell_start
+    else:
+        sizes = gq.cell_start[cell_list + 1] - gq.cell_start[cell_list]
+        weight = np.zeros(cell_list.shape[0] + 1, dtype=np.int64)
+        np.cumsum(sizes, out=weight[1:])
     empty = np.zeros(0, dtype=np.int64)
     if row_pos is None:
         row_pos = row_len = empty
     else:
         indptr = empty
     bad = np.zeros(1, dtype=np.int8)
-    args = (*_query_args(gq), *_data_args(gs), gs.k, eps2, self_join, include_self,
-            sort, cell_list, row_pos, row_len, gq.order, indptr, gs.order,
-            *_pruning_args(gs), indices, bad)
-    sizes = gq.cell_start[cell_list + 1] - gq.cell_start[cell_list]
-    weight = np.zeros(cell_list.shape[0] + 1, dtype=np.int64)
-    np.cumsum(sizes, out=weight[1:])
+    args = (q_pts, gq.cell_start, gq.cell_ids, gq.coords, gq.coord_off, gq.radix,
+            s_pts, gs.cell_ids, gs.lower_bound, gs.cell_start, gs.coords, gs.coord_off,
+            gs.stride, gs.k, eps2, self_join, include_self, sort, cell_list, row_pos,
+            row_len, gq.order, indptr, gs.order, *_pruning_args(gs, pts=s_pts), indices, bad)
     _run_blocks(fill_full_kernel, args, weight)
     if bad[0]:
         raise RuntimeError("internal error: a row's neighbour count changed between the "
