@@ -377,6 +377,14 @@ def _gpu_workers_equal(X, processes):
         Y = sj.datasets.anticorrelated(50000, 4, seed=2)
         np.testing.assert_array_equal(sd.skyline(Y, client=c, device="gpu"),
                                       single_skyline(Y, device="cpu"))
+        # one box owns nothing (every point on the cut: all duplicates), and no points at all
+        Z = np.ones((500, 2))
+        assert sd.self_join(Z, 0.05, client=c, device="gpu") == sj.self_join(Z, 0.05, device="cpu")
+        np.testing.assert_array_equal(
+            sd.DBSCAN(eps=0.05, min_samples=5, client=c, device="gpu").fit(Z).labels_,
+            sj.DBSCAN(eps=0.05, min_samples=5, device="cpu").fit(Z).labels_)
+        empty = sd.self_join(np.zeros((0, 2)), 0.5, client=c, device="gpu")
+        assert empty.shape == (0, 0) and empty.n_pairs == 0
 
 
 # --------------------------------------------------------------------------
