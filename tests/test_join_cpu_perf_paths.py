@@ -84,17 +84,21 @@ def test_auto_pattern_choice(rng):
     assert cpu.auto_pattern(build_grid(sparse, 0.5)) == "lid_unicomp"
 
 
-def test_merge_runs_sorts_any_runs(rng):
-    for m in (0, 1, 2, 7, 100, 1000):
-        cid = rng.permutation(10 * m + 1)[:m].astype(np.int32)
-        # a few ascending runs, as the cells of a candidate list
-        cuts = np.sort(rng.integers(0, m + 1, 5))
-        for a, b in zip(np.r_[0, cuts], np.r_[cuts, m]):
-            cid[a:b] = np.sort(cid[a:b])
-        cj = np.arange(m, dtype=np.int64)
-        sid, sj_ = cpu._merge_runs(cid.copy(), cj.copy(), m)
-        assert np.array_equal(sid, np.sort(cid))
-        assert np.array_equal(cid[sj_], sid)
+@pytest.mark.parametrize("dtype, offset", [(np.int32, 0), (np.int64, 2**40), (np.int64, 2**62)])
+def test_merge_runs_sorts_any_runs(rng, dtype, offset):
+    # 32-bit and 64-bit caller ids, up to 2^62
+    for m in (0, 1, 2, 3, 7, 100, 225, 1000):
+        for n_cuts in (0, 1, 2, 5, 8, 13):
+            cid = (rng.permutation(10 * m + 1)[:m] + offset).astype(dtype)
+            # a few ascending runs, as the cells of a candidate list
+            cuts = np.sort(rng.integers(0, m + 1, n_cuts))
+            for a, b in zip(np.r_[0, cuts], np.r_[cuts, m]):
+                cid[a:b] = np.sort(cid[a:b])
+            cj = rng.permutation(m).astype(np.int64) * 3
+            sid, sj_ = cpu._merge_runs(cid.copy(), cj.copy(), m)
+            order = np.argsort(cid, kind="stable")
+            assert np.array_equal(sid[:m], cid[order])
+            assert np.array_equal(sj_[:m], cj[order])
 
 
 def test_mixed_dense_and_sparse(rng):

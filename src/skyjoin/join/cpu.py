@@ -345,39 +345,40 @@ def _merge_runs(cid, cj, m):
 
 
 @nb.njit(**_jit)
-def _gather(rows, n_rows, s_pts, s_order, by_id, pad, by_caller):
-    """Candidates of a cell: coordinates (d, m), caller ids (dtype of
-    ``s_order``) and reordered ids; sorted by caller id when ``by_id`` (so
-    that rows come out sorted).  The caller ids' array has ``pad`` more
-    slots than m (read, never used, by ``compress16``).  ``s_pts`` holds
-    the points reordered, or with ``by_caller`` in the caller's order."""
+def _candidates(rows, n_rows, s_order, with_ids, pad):
+    """Candidates of a cell, in row order: reordered ids, and with
+    ``with_ids`` their caller ids (dtype of ``s_order``, ``pad`` more slots
+    than m, read but never used by ``compress16``).  Returns (cid, cj, m).
+    The merge by caller id (``_merge_runs``) is the caller's, so that the
+    counting pass, which needs no order, does not compile it."""
     m = 0
     for r in range(n_rows):
         m += rows[r, 1] - rows[r, 0]
-    d = s_pts.shape[1]
     cj = np.empty(m, dtype=np.int64)
     p = 0
     for r in range(n_rows):
         for j in range(rows[r, 0], rows[r, 1]):
             cj[p] = j
             p += 1
-    cid = np.empty(m + pad, dtype=s_order.dtype)
-    cid[m:] = 0
-    for p in range(m):
-        cid[p] = s_order[cj[p]]
-    if by_caller:
-        # the caller's rows are scattered: their loads are started here,
-        # to overlap the merge
+    cid = np.zeros(m + pad if with_ids else 0, dtype=s_order.dtype)
+    if with_ids:
         for p in range(m):
-            prefetch_read(s_pts, np.int64(cid[p]) * d)
-    if by_id:
-        cid, cj = _merge_runs(cid, cj, m)
+            cid[p] = s_order[cj[p]]
+    return cid, cj, m
+
+
+@nb.njit(**_jit)
+def _coords(s_pts, cid, cj, m, by_caller):
+    """Coordinates (d, m) of the candidates: ``s_pts`` holds the points
+    reordered (indexed by ``cj``), or with ``by_caller`` in the caller's
+    order (indexed by ``cid``)."""
+    d = s_pts.shape[1]
     cp = np.empty((d, m), dtype=s_pts.dtype)
     for p in range(m):
         j = np.int64(cid[p]) if by_caller else cj[p]
         for t in range(d):
             cp[t, p] = s_pts[j, t]
-    return cp, cid, cj, m
+    return cp
 
 
 @nb.njit(inline="always", **_jit)
@@ -445,11 +446,13 @@ def _subtiles(q_pts, c0, c1, k, lo, side, target, qorder):
 def _filter_box(q_pts, qorder, a, b, cp, cid, cj, m, reach, cp2, cid2, cj2):
     """Candidates within ``reach`` of the bounding box of query points
     qorder[a:b] in every dimension, in their original order; returns how
-    many.  Exactness: a pair that passes the test has |q_t - y_t| <= eps
-    (1 + (d + 5) u) exactly (see ``skyjoin.grid.cell_sides``), and ``reach``
-    is at least that; the box holds q_t, so lo_t - y_t <= reach and
-    y_t - hi_t <= reach exactly, and rounding is monotone, so the float64
-    differences compared here are <= reach too."""
+    many (caller ids are copied when ``cid`` holds them: it is empty in
+    the counting pass).  Exactness: a pair that passes the test has
+    |q_t - y_t| <= eps (1 + (d + 5) u) exactly (see
+    ``skyjoin.grid.cell_sides``), and ``reach`` is at least that; the box
+    holds q_t, so lo_t - y_t <= reach and y_t - hi_t <= reach exactly, and
+    rounding is monotone, so the float64 differences compared here are
+    <= reach too."""
     d = cp.shape[0]
     blo = np.empty(d)
     bhi = np.empty(d)
@@ -462,6 +465,7 @@ def _filter_box(q_pts, qorder, a, b, cp, cid, cj, m, reach, cp2, cid2, cj2):
             v = np.float64(q_pts[i, t])
             blo[t] = min(blo[t], v)
             bhi[t] = max(bhi[t], v)
+    with_ids = cid.shape[0] > 0
     m2 = 0
     for p in range(m):
         keep = True
@@ -471,7 +475,8 @@ def _filter_box(q_pts, qorder, a, b, cp, cid, cj, m, reach, cp2, cid2, cj2):
         if keep:
             for t in range(d):
                 cp2[t, m2] = cp[t, p]
-            cid2[m2] = cid[p]
+            if with_ids:
+                cid2[m2] = cid[p]
             cj2[m2] = cj[p]
             m2 += 1
     return m2
@@ -526,7 +531,8 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
         n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
                            s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
                            k, 0, np.int64(-1), rows)
-        cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, False, 0, False)
+        cid, cj, m = _candidates(rows, n_rows, s_order, False, 0)
+        cp = _coords(s_pts, cid, cj, m, False)
         db = np.empty(m, dtype=cp.dtype)
         qorder = np.empty(c1 - c0, dtype=np.int64)
         goff = _subtiles(q_pts, c0, c1, k, lo, side, SUBTILE_POINTS, qorder)
@@ -554,6 +560,20 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
                 if self_join and not include_self:
                     cnt -= 1  # the point itself, at distance 0
                 counts[i] = cnt
+
+
+# Output rows are prefetched this many query points ahead of their writes.
+ROW_LOOKAHEAD = 4
+
+
+@nb.njit(inline="always", **_jit)
+def _prefetch_row(indices, start, rl, line):
+    """Announce the writes of indices[start:start + rl] (``line`` items a
+    cache line) to the cache."""
+    if start >= 0 and rl > 0:
+        for q in range(start, start + rl, line):
+            prefetch_write(indices, q)
+        prefetch_write(indices, start + rl - 1)
 
 
 @nb.njit(inline="always", **_jit)
@@ -587,8 +607,9 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
     rows of the point-by-point path are sorted in place.  A tiled cell's
     hits are packed 16 candidates at a time (``_simd.compress16``) into a
     local row, then copied to the output row, whose cache lines were
-    prefetched when the cell started (rows in caller order are scattered
-    over the output).  A row whose length differs from the count (which
+    prefetched a few points ahead (rows in caller order are scattered over
+    the output; so are the next cell's row slots and query points, which
+    are prefetched while a cell runs).  A row whose length differs from the count (which
     cannot happen with deterministic arithmetic) is not written past its
     end: ``bad[0]`` is set instead.
     Cells of fewer than ``tile_min`` points take the pruned point-by-point
@@ -642,10 +663,9 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
         n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
                            s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
                            k, 0, np.int64(-1), rows)
-        # the rows of the cell's points (caller order: scattered over the
-        # output) are announced to the cache before the candidates are
-        # gathered, so that their first writes do not wait on memory; the
-        # cell's query points are copied to a local block (local ids 0..n_c)
+        # the cell's row slots and query points (copied to a local block,
+        # local ids 0..n_c) were prefetched while the previous cell ran;
+        # now those of the next cell are (all scattered: caller order)
         n_c = c1 - c0
         r_start = np.empty(n_c, dtype=np.int64)
         r_len = np.empty(n_c, dtype=np.int64)
@@ -654,21 +674,35 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
             start, rl = _row_slot(c0 + x, row_pos, row_len, q_order, indptr)
             r_start[x] = start
             r_len[x] = rl
-            if start >= 0 and rl > 0:
-                for q in range(start, start + rl, line):
-                    prefetch_write(indices, q)
-                prefetch_write(indices, start + rl - 1)
             for t in range(d):
                 qloc[x, t] = q_pts[q_order[c0 + x], t]
+        if ci + 1 < cb1:
+            cn = ci + 1 if all_cells else cell_list[ci + 1]
+            for i in range(q_cell_start[cn], q_cell_start[cn + 1]):
+                o = q_order[i]
+                if row_pos.shape[0] == 0:
+                    prefetch_read(indptr, o)
+                prefetch_read(q_pts, np.int64(o) * d)
+        qorder = np.empty(n_c, dtype=np.int64)
+        goff = _subtiles(qloc, 0, n_c, k, lo, side, SUBTILE_POINTS, qorder)
+        # the output rows are announced to the cache a few points ahead of
+        # their writes (the first ones before the candidates are gathered)
+        for x in range(min(ROW_LOOKAHEAD, n_c)):
+            _prefetch_row(indices, r_start[qorder[x]], r_len[qorder[x]], line)
+        cid, cj, m = _candidates(rows, n_rows, s_order, True, 16)
+        # the candidates' rows of the caller's array are scattered: their
+        # loads are started here, to overlap the merge
+        for p in range(m):
+            prefetch_read(s_pts, np.int64(cid[p]) * d)
         # each cell is an ascending run of caller ids: merging the runs
         # costs less than sorting the rows, so sorted rows come for free
-        cp, cid, cj, m = _gather(rows, n_rows, s_pts, s_order, sort, 16, True)
+        if sort:
+            cid, cj = _merge_runs(cid, cj, m)
+        cp = _coords(s_pts, cid, cj, m, True)
         # distances padded to a multiple of 16 with NaN (never passes)
         db = np.empty(m + 16, dtype=cp.dtype)
         buf = np.empty(m + 16, dtype=cid.dtype)
         excl_self = self_join and not include_self
-        qorder = np.empty(n_c, dtype=np.int64)
-        goff = _subtiles(qloc, 0, n_c, k, lo, side, SUBTILE_POINTS, qorder)
         n_groups = goff.shape[0] - 1
         if n_groups > 1:
             cp2 = np.empty_like(cp)
@@ -695,6 +729,9 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
                     if c0 <= cj2[p] < c1:
                         selfpos[cj2[p] - c0] = p
             for x in range(goff[g], goff[g + 1]):
+                if x + ROW_LOOKAHEAD < n_c:
+                    ia = qorder[x + ROW_LOOKAHEAD]
+                    _prefetch_row(indices, r_start[ia], r_len[ia], line)
                 il = qorder[x]
                 start = r_start[il]
                 rl = r_len[il]
@@ -988,18 +1025,27 @@ def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, strid
     return buf[:n].copy()
 
 
-@nb.njit(parallel=True, **_jit)
+@nb.njit(**_jit)
+def _scatter_block(order, values_reordered, out, add, b0, b1):
+    """out[order[r]] (+)= values_reordered[r] for r in [b0, b1)."""
+    for r in range(b0, b1):
+        if add:
+            out[order[r]] += values_reordered[r]
+        else:
+            out[order[r]] = values_reordered[r]
+
+
 def to_caller_order(order, values_reordered, out):
-    """out[order[r]] = values_reordered[r] (reordered rows back to caller order)."""
-    for r in nb.prange(order.shape[0]):
-        out[order[r]] = values_reordered[r]
+    """out[order[r]] = values_reordered[r] (reordered rows back to caller
+    order), in blocks on the thread pool: a prange kernel took 0.8 s to
+    compile on the first call, for a pass of a few ms."""
+    _run_blocks(_scatter_block, (order, values_reordered, out, False), order.shape[0])
 
 
-@nb.njit(parallel=True, **_jit)
 def add_caller_order(order, values_reordered, out):
-    """out[order[r]] += values_reordered[r]."""
-    for r in nb.prange(order.shape[0]):
-        out[order[r]] += values_reordered[r]
+    """out[order[r]] += values_reordered[r] (``order`` is a permutation:
+    blocks never write the same item)."""
+    _run_blocks(_scatter_block, (order, values_reordered, out, True), order.shape[0])
 
 
 @nb.njit(**_jit)
@@ -1095,17 +1141,22 @@ def _run_blocks(kernel, args, weight):
     of threads (dynamic scheduling: dense cells cost far more than sparse
     ones).  ``weight`` is the cumulative work estimate (length items + 1,
     e.g. ``cell_start``); blocks get similar shares of it, and there are
-    many more blocks than threads.  The kernels are nogil and sequential,
+    many more blocks than threads.  An int ``weight`` is the number of
+    items, all of the same cost.  The kernels are nogil and sequential,
     so no parfor is compiled."""
     from concurrent.futures import ThreadPoolExecutor
 
-    n_items = weight.shape[0] - 1
+    uniform = isinstance(weight, (int, np.integer))
+    n_items = int(weight) if uniform else weight.shape[0] - 1
     if n_items <= 0:
         return
     threads = max(1, nb.get_num_threads())
-    n_blocks = max(1, min(n_items, 64 * threads))
-    total = int(weight[-1])
-    if total > 0 and n_blocks > 1:
+    # items of equal cost need no more blocks than threads
+    n_blocks = max(1, min(n_items, (1 if uniform else 64) * threads))
+    total = n_items if uniform else int(weight[-1])
+    if uniform and n_blocks > 1:
+        bounds = np.unique(np.linspace(0, n_items, n_blocks + 1).astype(np.int64))
+    elif total > 0 and n_blocks > 1:
         cuts = np.searchsorted(weight, np.linspace(0, total, n_blocks + 1)[1:-1])
         bounds = np.unique(np.concatenate([[0], cuts, [n_items]]))
     else:
