@@ -577,14 +577,14 @@ def test_box_masks_equal_routing(seed):
 @pytest.mark.parametrize("n", [1, 7, 65536 * 3 + 5, 1_000_003])
 def test_column_bounds_equal_numpy(n):
     """The parallel bounds behind the plans (and the grids) equal NumPy's min / max."""
-    from skyjoin._grid_kernels import column_bounds
+    from skyjoin._grid_kernels import column_bounds, parallel_column_bounds
 
     X = np.random.default_rng(n).normal(size=(n, 3)) * 1e3
     X[n // 2, 1] = -5e6           # an extreme row inside one chunk
     for A, k in ((X, 3), (X.astype(np.float32), 2)):
-        lo, hi = column_bounds(A, k)
-        np.testing.assert_array_equal(lo, A[:, :k].min(axis=0).astype(np.float64))
-        np.testing.assert_array_equal(hi, A[:, :k].max(axis=0).astype(np.float64))
+        for lo, hi in (column_bounds(A, k), parallel_column_bounds(A, k, chunk_rows=65536)):
+            np.testing.assert_array_equal(lo, A[:, :k].min(axis=0).astype(np.float64))
+            np.testing.assert_array_equal(hi, A[:, :k].max(axis=0).astype(np.float64))
 
 
 @pytest.mark.parametrize("n", [0, 1, 9, 65536 * 5 + 3, 2_000_001])

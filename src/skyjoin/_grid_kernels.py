@@ -13,35 +13,40 @@ def raw_coords(X, j, lo, side, out):
         out[i] = np.int64(np.floor((np.float64(X[i, j]) - lo) / side))
 
 
-@nb.njit(parallel=True, cache=NUMBA_CACHE)
+@nb.njit(cache=NUMBA_CACHE, nogil=True)
 def column_bounds(X, k):
     """Minimum and maximum of each of the first k columns, as float64, in one
-    parallel pass over row chunks (NumPy's axis-0 reduction of a strided
-    (n, k) view is ~10x slower).  X has at least one row."""
-    n = X.shape[0]
-    n_chunks = max(1, min(64, n // 65536))
-    los = np.empty((n_chunks, k))
-    his = np.empty((n_chunks, k))
-    for c in nb.prange(n_chunks):
-        a = c * n // n_chunks
-        b = (c + 1) * n // n_chunks
+    pass (NumPy's axis-0 reduction of a strided (n, k) view is ~10x slower).
+    X has at least one row.  Serial, and compiled in a fraction of a second
+    (it is on the join's first call); it releases the GIL, so callers with
+    many rows run it on row chunks in threads (``parallel_column_bounds``)."""
+    lo = np.empty(k)
+    hi = np.empty(k)
+    for j in range(k):
+        lo[j] = np.float64(X[0, j])
+        hi[j] = lo[j]
+    for i in range(1, X.shape[0]):
         for j in range(k):
-            los[c, j] = np.float64(X[a, j])
-            his[c, j] = los[c, j]
-        for i in range(a + 1, b):
-            for j in range(k):
-                v = np.float64(X[i, j])
-                if v < los[c, j]:
-                    los[c, j] = v
-                if v > his[c, j]:
-                    his[c, j] = v
-    lo = los[0].copy()
-    hi = his[0].copy()
-    for c in range(1, n_chunks):
-        for j in range(k):
-            lo[j] = min(lo[j], los[c, j])
-            hi[j] = max(hi[j], his[c, j])
+            v = np.float64(X[i, j])
+            if v < lo[j]:
+                lo[j] = v
+            if v > hi[j]:
+                hi[j] = v
     return lo, hi
+
+
+def parallel_column_bounds(X, k, chunk_rows: int = 1 << 20):
+    """``column_bounds`` over row chunks in threads, combined (X has at least one row)."""
+    n = X.shape[0]
+    if n <= chunk_rows:
+        return column_bounds(X, k)
+    import concurrent.futures as cf
+    import os
+
+    cuts = range(0, n, chunk_rows)
+    with cf.ThreadPoolExecutor(max_workers=max(1, min(len(cuts), os.cpu_count() or 1))) as ex:
+        parts = list(ex.map(lambda a: column_bounds(X[a:a + chunk_rows], k), cuts))
+    return (np.min([p[0] for p in parts], axis=0), np.max([p[1] for p in parts], axis=0))
 
 
 @nb.njit(parallel=True, cache=NUMBA_CACHE)

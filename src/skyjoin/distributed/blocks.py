@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._grid_kernels import column_bounds
+from .._grid_kernels import column_bounds, parallel_column_bounds
 from .._validate import check_points
 
 __all__ = ["Blocks", "get_client", "as_blocks", "stacked", "DEFAULT_BLOCK_ROWS"]
@@ -302,7 +302,7 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
         if n == 0:
             return Blocks(futures=list(futures), offsets=offsets, d=d, lo=np.zeros(d),
                           hi=np.zeros(d), sample=np.zeros((0, d)), from_array=True, array=kept)
-        lo, hi = column_bounds(arr, d)
+        lo, hi = parallel_column_bounds(arr, d)
         m = min(n, sample_target)
         pick = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False)) \
             if m < n else np.arange(n)
