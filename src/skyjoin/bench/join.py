@@ -69,7 +69,7 @@ def _loader(name: str, quick: bool) -> tuple[Callable[[], np.ndarray], float, di
     return load, float(eps), params
 
 
-def _ours(get, eps, device, pairs_hint=None, memory_fraction=0.6) -> list[Impl]:
+def _ours(get, eps, device, pairs_hint=None, memory_fraction=0.6, repeat=1) -> list[Impl]:
     """Our implementations.  A table that would not fit in memory (4 bytes
     per pair, from the case's known pair count) is skipped, with the reason,
     and the result is streamed through ``self_join_chunks`` instead."""
@@ -97,18 +97,25 @@ def _ours(get, eps, device, pairs_hint=None, memory_fraction=0.6) -> list[Impl]:
                    f"more than {memory_fraction:.0%} of the {avail / 2**30:.1f} GiB available")
     impls = [
         Impl(f"skyjoin {device} table (sorted)", table(True), ours=True, warmup=too_big is None,
-             skip_reason=too_big),
-        Impl(f"skyjoin {device} table (unsorted)", table(False), ours=True, skip_reason=too_big),
-        Impl(f"skyjoin {device} counts only", counts, ours=True, warmup=too_big is not None),
+             skip_reason=too_big, repeat=repeat),
+        Impl(f"skyjoin {device} table (unsorted)", table(False), ours=True, skip_reason=too_big,
+             repeat=repeat),
+        Impl(f"skyjoin {device} counts only", counts, ours=True, warmup=too_big is not None,
+             repeat=repeat),
     ]
     if too_big:
-        impls.append(Impl(f"skyjoin {device} chunks (streamed)", streamed, ours=True))
+        impls.append(Impl(f"skyjoin {device} chunks (streamed)", streamed, ours=True,
+                          repeat=repeat))
     return impls
 
 
 def cases(quick: bool = False, device: str = "cpu", names=None, rtree_max_seconds: float = 300.0,
-          skip_peers: tuple[str, ...] = ()) -> list[Case]:
-    """The suite's cases (``quick`` shrinks the generated ones to 50k points)."""
+          skip_peers: tuple[str, ...] = (), repeat: int = 3) -> list[Case]:
+    """The suite's cases (``quick`` shrinks the generated ones to 50k points).
+
+    Our engine and the scipy peers run ``repeat`` times each and keep their
+    fastest run: on a shared machine a single run can be 15% off either way.
+    """
     from .peers import peer_impls
 
     names = list(names) if names else CPU_CASES + ["GDSJoin100k-1.0"]
@@ -129,9 +136,9 @@ def cases(quick: bool = False, device: str = "cpu", names=None, rtree_max_second
             holder.clear()
 
         hint = params.get("pairs_excl_self")
-        impls = _ours(get, eps, device, pairs_hint=hint) + peer_impls(
+        impls = _ours(get, eps, device, pairs_hint=hint, repeat=repeat) + peer_impls(
             get, eps, rtree_max_seconds=rtree_max_seconds, skip=skip_peers, pairs_hint=hint,
-            shape=(params["n"], params["d"]))
+            shape=(params["n"], params["d"]), repeat=repeat)
         out.append(Case(name if not quick else f"{name} (quick)", dict(params, eps=eps), impls,
                         setup=setup, teardown=teardown))
     return out

@@ -346,7 +346,8 @@ def estimated_peak_bytes(name: str, n: int, d: int, pairs: int) -> int:
 
 def peer_impls(data, eps: float, rtree_max_seconds: float | None = 600.0,
                skip: tuple[str, ...] = (), pairs_hint: int | None = None,
-               shape: tuple[int, int] | None = None, memory_fraction: float = 0.6) -> list:
+               shape: tuple[int, int] | None = None, memory_fraction: float = 0.6,
+               repeat: int = 1) -> list:
     """The peers of one join case as ``bench.harness.Impl`` objects.
 
     Parameters
@@ -373,6 +374,9 @@ def peer_impls(data, eps: float, rtree_max_seconds: float | None = 600.0,
         Shape of the data, for the memory estimate.
     memory_fraction : float
         Share of the available memory a peer may plan to use.
+    repeat : int
+        Runs of each scipy peer, the fastest kept (as for our engine; the
+        R-tree and scikit-learn peers, minutes long, run once).
 
     Returns
     -------
@@ -403,5 +407,6 @@ def peer_impls(data, eps: float, rtree_max_seconds: float | None = 600.0,
             if need > memory_fraction * avail:
                 reason = (f"needs about {need / 2**30:.1f} GiB for {pairs_hint:,} pairs, "
                           f"{avail / 2**30:.1f} GiB available")
-        impls.append(Impl(name=name, fn=call, ours=False, skip_reason=reason))
+        impls.append(Impl(name=name, fn=call, ours=False, skip_reason=reason,
+                          repeat=repeat if name.startswith("scipy") else 1))
     return impls
