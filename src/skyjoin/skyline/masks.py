@@ -150,6 +150,22 @@ def quartiles(P: np.ndarray) -> np.ndarray:
     return _quartiles(P, ks[0], ks[1], ks[2])
 
 
+@njit(cache=NUMBA_CACHE, inline="always")
+def _mask_bits(v, k, quart, mm, qq, c):
+    """Value v of dimension k added to a point's median mask mm, quartile mask
+    qq and |M| count c (§4.2.2): bit k of mm iff v > quart2, of qq iff v lies
+    in the upper half of its median half."""
+    bit = np.uint64(1) << np.uint64(k)
+    if v > quart[1, k]:
+        mm |= bit
+        c += 1
+        if v > quart[2, k]:
+            qq |= bit
+    elif v > quart[0, k]:
+        qq |= bit
+    return mm, qq, c
+
+
 @njit(cache=NUMBA_CACHE, parallel=True)
 def median_quartile_masks(P, quart):
     """Median-level and quartile-level bitmasks of §4.2.2 (Algorithm 1, lines
@@ -163,15 +179,7 @@ def median_quartile_masks(P, quart):
         qq = np.uint64(0)
         c = 0
         for k in range(d):
-            v = P[i, k]
-            bit = np.uint64(1) << np.uint64(k)
-            if v > quart[1, k]:
-                mm |= bit
-                c += 1
-                if v > quart[2, k]:
-                    qq |= bit
-            elif v > quart[0, k]:
-                qq |= bit
+            mm, qq, c = _mask_bits(P[i, k], k, quart, mm, qq, c)
         M[i] = mm
         Q[i] = qq
         order[i] = c
@@ -487,14 +495,7 @@ def masks_and_levels(X, idx, quart, bounds):
         c = 0
         for k in range(d):
             v = X[i, k]
-            bit = np.uint64(1) << np.uint64(k)
-            if v > quart[1, k]:
-                mm |= bit
-                c += 1
-                if v > quart[2, k]:
-                    qq |= bit
-            elif v > quart[0, k]:
-                qq |= bit
+            mm, qq, c = _mask_bits(v, k, quart, mm, qq, c)
             pos = 0
             step = 64
             while step > 0:
