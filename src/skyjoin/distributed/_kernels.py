@@ -126,6 +126,16 @@ def _left(cuts, a, b, x):
 
 
 @nb.njit(inline="always")
+def _put(X, i, base, p, at, rows, out_X):
+    """Point i (global id base + i) written to partition p's next slot."""
+    k = at[p]
+    rows[k] = base + i
+    for c in range(X.shape[1]):
+        out_X[k, c] = X[i, c]
+    at[p] = k + 1
+
+
+@nb.njit(inline="always")
 def _visit(X, i, dim0, dim1, two, cuts1, cuts2, cptr, offset, w, own_cnt, halo_cnt,
            own_rows, own_X, halo_rows, halo_X, own_at, halo_at, fill, base):
     """Owner and halo partitions of point i: count them, or write the point there."""
@@ -138,11 +148,7 @@ def _visit(X, i, dim0, dim1, two, cuts1, cuts2, cptr, offset, w, own_cnt, halo_c
         t = _right(cuts2, cptr[s], cptr[s + 1], x1)
     owner = offset[s] + t
     if fill:
-        k = own_at[owner]
-        own_rows[k] = base + i
-        for c in range(X.shape[1]):
-            own_X[k, c] = X[i, c]
-        own_at[owner] = k + 1
+        _put(X, i, base, owner, own_at, own_rows, own_X)
     else:
         own_cnt[owner] += 1
     f0 = _left(cuts1, 0, cuts1.shape[0], x0 - w)
@@ -158,11 +164,7 @@ def _visit(X, i, dim0, dim1, two, cuts1, cuts2, cptr, offset, w, own_cnt, halo_c
             if p == owner:
                 continue
             if fill:
-                k = halo_at[p]
-                halo_rows[k] = base + i
-                for c in range(X.shape[1]):
-                    halo_X[k, c] = X[i, c]
-                halo_at[p] = k + 1
+                _put(X, i, base, p, halo_at, halo_rows, halo_X)
             else:
                 halo_cnt[p] += 1
 
