@@ -298,14 +298,13 @@ def load_blocks(client, X, n_partitions, *, shared: bool = False, **kw):
                 not isinstance(n_partitions, bool) and int(n_partitions) == 1
     array_input = not isinstance(X, (str, os.PathLike)) and not _is_dask_array(X) \
         and not _is_dask_frame(X)
-    in_place = shared and array_input and not single
+    # the GPU partitions name their columns with int32 ids
+    in_place = shared and array_input and not single and np.ndim(X) >= 1 \
+        and np.shape(X)[0] < 2**31
     # one partition runs the single-machine operator on a worker, which checks
     # the points itself: no second pass over them here
-    blocks = as_blocks(client, X, summarise=not single, scatter=not in_place, check=not single,
-                       **kw)
-    if in_place and blocks.n >= 2**31:      # the GPU partitions name columns with int32
-        blocks = as_blocks(client, X, summarise=True, **kw)
-    return blocks
+    return as_blocks(client, X, summarise=not single, scatter=not in_place, check=not single,
+                     **kw)
 
 
 def shared_gpu(client, device) -> bool:
