@@ -596,3 +596,19 @@ def test_prefix_sum_equals_cumsum(n):
     indptr = np.full(n + 1, -7, dtype=np.int64)
     prefix_sum(counts, indptr)
     np.testing.assert_array_equal(indptr, np.concatenate([[0], np.cumsum(counts)]))
+
+
+def test_bench_large_cases_keep_the_neighbours_per_point():
+    """The 200M GPU cases: ten times the points of the 20M ones, in the same box, with eps
+    scaled so that the area of an eps-disc holds as many points; CPU runs refuse them."""
+    from skyjoin.bench.distributed import case_specs
+
+    base = {op: (n, eps, m) for _, op, n, _, eps, m in case_specs("gpu", False)}
+    large = case_specs("gpu", False, large=True)
+    assert [op for _, op, *_ in large] == ["join", "dbscan"]
+    for name, op, n, d, eps, m in large:
+        n0, eps0, m0 = base[op]
+        assert n == 10 * n0 and d == 2 and m == m0 and name.endswith("-200M")
+        assert n * eps ** 2 == pytest.approx(n0 * eps0 ** 2, rel=1e-12)
+    with pytest.raises(ValueError, match="GPU"):
+        case_specs("cpu", False, large=True)

@@ -21,7 +21,9 @@ faster than on 1 GPU and the 1-worker run within 15% of the single
 machine, is the ``device="gpu"`` run of this file on a 2-GPU host
 (``python -m skyjoin.bench.distributed --device gpu``).  On the 2-core
 development machine the CPU run can only show the overheads: two workers
-share the same two cores as one.
+share the same two cores as one.  ``--large`` runs the join and DBSCAN on
+200M points instead (same neighbours per point), to see how the scaling
+and the overheads change with size.
 """
 
 from __future__ import annotations
@@ -45,13 +47,24 @@ _SPECS = {
             ("JoinCountsBlobs2D-20M", "counts", 20_000_000, 2_000_000, 2, 0.03, None),
             ("DBSCANBlobs2D-20M", "dbscan", 20_000_000, 2_000_000, 2, 0.03, 10),
             ("SkylineAnti4D-20M", "skyline", 20_000_000, 2_000_000, 4, None, None)],
+    # ten times the points at the same neighbours per point (eps / sqrt(10)):
+    # where the scaling stands once the GPUs' work outweighs the fixed costs
+    "gpu-large": [("JoinBlobs2D-200M", "join", 200_000_000, 2_000_000, 2, 0.03 / 10 ** 0.5,
+                   None),
+                  ("DBSCANBlobs2D-200M", "dbscan", 200_000_000, 2_000_000, 2,
+                   0.03 / 10 ** 0.5, 10)],
 }
 
 
-def case_specs(device: str, quick: bool):
-    """(name, operator, n, d, eps, min_samples) of each case; eps keeps the neighbours per point."""
+def case_specs(device: str, quick: bool, large: bool = False):
+    """(name, operator, n, d, eps, min_samples) of each case; eps keeps the neighbours per point.
+
+    ``large`` (GPU only): the 200M-point join and DBSCAN instead.
+    """
     out = []
-    for name, op, n_full, n_quick, d, eps, m in _SPECS[device]:
+    if large and device != "gpu":
+        raise ValueError("the large cases are for GPU workers (device='gpu')")
+    for name, op, n_full, n_quick, d, eps, m in _SPECS["gpu-large" if large else device]:
         n = n_quick if quick else n_full
         if eps is not None and quick:
             eps = eps * (n_full / n) ** (1.0 / d)
@@ -174,7 +187,7 @@ def _cases(specs, device, client, label):
 
 
 def run(quick: bool = False, out_dir: str = "bench-results", device: str = "cpu",
-        n_workers: int = 2, names=None, log=print):
+        n_workers: int = 2, names=None, log=print, large: bool = False):
     """Run the suite; write ``distributed.json`` / ``.png`` and return the rows.
 
     Parameters
@@ -190,6 +203,8 @@ def run(quick: bool = False, out_dir: str = "bench-results", device: str = "cpu"
     names : list of str, optional
         Run only these cases (names without " (quick)").
     log : callable
+    large : bool
+        The 200M-point GPU cases (join, DBSCAN) instead of the 20M ones.
 
     Returns
     -------
@@ -199,7 +214,7 @@ def run(quick: bool = False, out_dir: str = "bench-results", device: str = "cpu"
 
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
-    specs = case_specs(device, quick)
+    specs = case_specs(device, quick, large)
     if names:
         specs = [s for s in specs if s[0].replace(" (quick)", "") in set(names)]
     rows = []
@@ -259,5 +274,8 @@ if __name__ == "__main__":  # pragma: no cover
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default="bench-results")
     ap.add_argument("--case", action="append", default=None)
+    ap.add_argument("--large", action="store_true",
+                    help="the 200M-point GPU cases (join, DBSCAN) instead of the 20M ones")
     a = ap.parse_args()
-    run(quick=a.quick, out_dir=a.out, device=a.device, n_workers=a.workers, names=a.case)
+    run(quick=a.quick, out_dir=a.out, device=a.device, n_workers=a.workers, names=a.case,
+        large=a.large)
