@@ -598,6 +598,20 @@ def test_prefix_sum_equals_cumsum(n):
     np.testing.assert_array_equal(indptr, np.concatenate([[0], np.cumsum(counts)]))
 
 
+
+@pytest.mark.parametrize("n", [0, 1, 9, 65536 * 5 + 3, 2_000_001])
+@pytest.mark.parametrize("density", [0.0, 0.3, 1.0])
+def test_true_indices_equal_flatnonzero(n, density):
+    """The parallel core indices equal NumPy's (all false, some, all true; a true
+    or false last flag)."""
+    from skyjoin.distributed._kernels import true_indices
+
+    mask = np.random.default_rng(n).random(n) < density
+    for m in (mask, np.r_[mask, True], np.r_[mask, False]):
+        got = true_indices(m)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, np.flatnonzero(m))
+
 def test_bench_large_cases_keep_the_neighbours_per_point():
     """The 200M GPU cases: ten times the points of the 20M ones, in the same box, with eps
     scaled so that the area of an eps-disc holds as many points; CPU runs refuse them."""

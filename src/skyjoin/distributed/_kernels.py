@@ -11,7 +11,8 @@ import numpy as np
 
 from .._config import NUMBA_CACHE
 
-__all__ = ["select_rows", "place_rows", "route_points", "scatter_into", "prefix_sum"]
+__all__ = ["select_rows", "place_rows", "route_points", "scatter_into", "prefix_sum",
+           "true_indices"]
 
 _jit = dict(cache=NUMBA_CACHE, nogil=True)
 
@@ -67,26 +68,60 @@ def place_rows(indptr, row_ids, counts, cols, out):
             out[dst + k] = cols[src + k]
 
 
+@nb.njit(inline="always", **_jit)
+def _chunk_starts(values, k):
+    """Where each of k equal row chunks starts in a scan of ``values``: part[c] is
+    the sum of the chunks before c (part[k]: the total), the chunks summed in parallel."""
+    n = values.shape[0]
+    part = np.zeros(k + 1, dtype=np.int64)
+    for c in nb.prange(k):
+        s = 0
+        for i in range(c * n // k, (c + 1) * n // k):
+            s += values[i]
+        part[c + 1] = s
+    for c in range(k):
+        part[c + 1] += part[c]
+    return part
+
+
+@nb.njit(inline="always", **_jit)
+def _n_chunks(n):
+    return max(1, min(64, n // 65536))
+
+
 @nb.njit(parallel=True, **_jit)
 def prefix_sum(counts, indptr):
     """indptr[0] = 0 and indptr[i + 1] = counts[0] + ... + counts[i]: a scan in
     two parallel passes over row chunks (chunk sums, then each chunk's scan)."""
     n = counts.shape[0]
-    k = max(1, min(64, n // 65536))
-    part = np.zeros(k + 1, dtype=np.int64)
-    for c in nb.prange(k):
-        s = 0
-        for i in range(c * n // k, (c + 1) * n // k):
-            s += counts[i]
-        part[c + 1] = s
-    for c in range(k):
-        part[c + 1] += part[c]
+    k = _n_chunks(n)
+    part = _chunk_starts(counts, k)
     indptr[0] = 0
     for c in nb.prange(k):
         s = part[c]
         for i in range(c * n // k, (c + 1) * n // k):
             s += counts[i]
             indptr[i + 1] = s
+
+
+@nb.njit(parallel=True, **_jit)
+def true_indices(mask):
+    """``np.flatnonzero(mask)`` as int64, in two parallel passes over row chunks.
+
+    On 200M flags (a DBSCAN's core points) NumPy's one thread took 2.9 s on
+    the development machine.
+    """
+    n = mask.shape[0]
+    k = _n_chunks(n)
+    part = _chunk_starts(mask, k)
+    out = np.empty(part[k], dtype=np.int64)
+    for c in nb.prange(k):
+        w = part[c]
+        for i in range(c * n // k, (c + 1) * n // k):
+            if mask[i]:  # a branch-free store would write the next chunk's first slot
+                out[w] = i
+                w += 1
+    return out
 
 
 @nb.njit(parallel=True, **_jit)

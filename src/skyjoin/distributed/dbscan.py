@@ -231,6 +231,7 @@ def _shared_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, dtype, 
     straight into the result.  Returns (labels, core_sample_indices, phases)."""
     from .._memory import alloc_host
     from . import shared
+    from ._kernels import true_indices
 
     n, P, d = blocks.n, plan.n_partitions, blocks.d
     where = worker_of_partition(client, P)
@@ -257,7 +258,8 @@ def _shared_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, dtype, 
         done = sum(client.gather(futs))
         if done != n:       # every point has exactly one owner
             raise RuntimeError(f"the partitions labelled {done} points of {n}")
-        core_idx = np.flatnonzero(core).astype(np.int64)
+        with shared._numba_lock():
+            core_idx = true_indices(core)
         return labels, core_idx, {"local": t1 - t0, "merge": t2 - t1,
                                   "labels": time.perf_counter() - t2}
     finally:

@@ -542,7 +542,8 @@ def _shared_gpu_join(client, blocks, plan, h, token, eps, include_self, output, 
         if output == "counts":
             return counts
         indptr = alloc_host(n + 1, np.int64)
-        prefix_sum(counts, indptr)
+        with shared._numba_lock():     # the workers may be running Numba's threads
+            prefix_sum(counts, indptr)
         total = int(indptr[-1])
         _check_fits(total, n)
         indices = alloc_host(total, index_dtype(n))
