@@ -395,6 +395,8 @@ def test_default_partitions_one_per_worker(client):
 
     assert default_partitions(client, 1000) == 2
     assert default_partitions(client, 4 * PARTITION_POINTS + 1) == 6
+    # GPU worker threads reading the caller's array: one partition per worker, any size
+    assert default_partitions(client, 4 * PARTITION_POINTS + 1, shared=True) == 2
 
 
 def test_single_partition_equals_single_machine(client, tmp_path):

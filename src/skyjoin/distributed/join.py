@@ -252,15 +252,21 @@ def _whole_join(eps, include_self, output, sort, device, precision, out_dir, n, 
 PARTITION_POINTS = 1 << 26
 
 
-def default_partitions(client, n: int) -> int:
+def default_partitions(client, n: int, shared: bool = False) -> int:
     """One partition per worker, more when a worker's share passes PARTITION_POINTS.
 
     A worker's engine already uses all of its cores (Numba's threads) or its
     GPU on one partition, so more partitions than workers only add halo
     points and routing; a single worker gets one partition: the whole join,
-    with no halo at all.
+    with no halo at all.  With ``shared`` (GPU worker threads reading the
+    caller's array, :mod:`.shared`) there is no cap either: each partition
+    runs the single-machine GPU engine, which batches what does not fit, and
+    more partitions per GPU only added halos and rounds (200M 2-D blobs on
+    one H200: 2.92 s for DBSCAN in 3 partitions, 1.65 s for one machine).
     """
     workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+    if shared:
+        return workers
     per_worker = -(-max(n, 1) // workers)
     return int(workers * max(1, -(-per_worker // PARTITION_POINTS)))
 
@@ -292,7 +298,7 @@ def load_blocks(client, X, n_partitions, *, shared: bool = False, **kw):
     single = False
     if isinstance(X, np.ndarray) and X.ndim == 2:
         if n_partitions is None:
-            single = default_partitions(client, X.shape[0]) == 1
+            single = default_partitions(client, X.shape[0], shared) == 1
         else:   # a bad value is reported by make_plan
             single = isinstance(n_partitions, (int, np.integer)) and \
                 not isinstance(n_partitions, bool) and int(n_partitions) == 1
@@ -326,7 +332,7 @@ def make_plan(blocks, eps, precision, n_partitions, client, halo_factor: int = 1
                     n_points=blocks.n), float(eps)
     h = halo_width(eps, blocks.d, blocks.lo, blocks.hi, precision)
     if n_partitions is None:
-        n_partitions = default_partitions(client, blocks.n)
+        n_partitions = default_partitions(client, blocks.n, blocks.array is not None)
     if isinstance(n_partitions, bool) or int(n_partitions) < 1:
         raise ValueError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
     plan = plan_partitions(blocks.sample, blocks.lo, blocks.hi, int(n_partitions),
@@ -401,8 +407,9 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
         Columns to use, for files and data frames.
     n_partitions : int, optional
         Target number of partitions (default: one per worker, more when a
-        worker's share passes 2**26 points; see ``default_partitions``).  A
-        single partition is the whole join on one worker, without halo.
+        worker process's share passes 2**26 points; see
+        ``default_partitions``).  A single partition is the whole join on one
+        worker, without halo.
     block_rows : int, optional
         Rows per block when X is an in-memory array.
     replicas : int, optional
