@@ -140,7 +140,7 @@ def test_bad_input(client):
     with pytest.raises(ValueError, match="NaN"):
         sd.self_join(X, 1.0, client=client)
     for parts in (1, 2):    # one partition: the worker's single-machine operator checks
-        with pytest.raises(ValueError, match="NaN"):
+        with pytest.raises(ValueError, match=r"NaN values \(first at row 3\)"):
             sd.self_join(X, 1.0, client=client, device="cpu", n_partitions=parts)
         with pytest.raises(ValueError, match="NaN"):
             sd.DBSCAN(eps=1.0, min_samples=2, client=client, device="cpu",
@@ -587,6 +587,17 @@ def test_column_bounds_equal_numpy(n):
         for lo, hi in (column_bounds(A, k), parallel_column_bounds(A, k, chunk_rows=65536)):
             np.testing.assert_array_equal(lo, A[:, :k].min(axis=0).astype(np.float64))
             np.testing.assert_array_equal(hi, A[:, :k].max(axis=0).astype(np.float64))
+        lo, hi, finite = parallel_column_bounds(A, k, chunk_rows=65536, check_finite=True)
+        assert finite
+        np.testing.assert_array_equal(lo, A[:, :k].min(axis=0).astype(np.float64))
+        np.testing.assert_array_equal(hi, A[:, :k].max(axis=0).astype(np.float64))
+    # a NaN or inf anywhere, in any column (also one the bounds do not read), is seen
+    rng = np.random.default_rng(n)
+    for bad in (np.nan, np.inf, -np.inf):
+        B = rng.normal(size=(n, 3))
+        B[int(rng.integers(0, n)), int(rng.integers(0, 3))] = bad
+        for chunk in (65536, 1 << 20):
+            assert not parallel_column_bounds(B, 2, chunk_rows=chunk, check_finite=True)[2]
 
 
 @pytest.mark.parametrize("n", [0, 1, 9, 65536 * 5 + 3, 2_000_001])

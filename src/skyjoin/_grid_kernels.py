@@ -35,18 +35,31 @@ def column_bounds(X, k):
     return lo, hi
 
 
-def parallel_column_bounds(X, k, chunk_rows: int = 1 << 20):
-    """``column_bounds`` over row chunks in threads, combined (X has at least one row)."""
+def parallel_column_bounds(X, k, chunk_rows: int = 1 << 20, check_finite: bool = False):
+    """``column_bounds`` over row chunks in threads, combined (X has at least one row).
+
+    With ``check_finite`` each chunk's thread also tests that all its values
+    are finite (NumPy releases the GIL), and (lo, hi, all_finite) comes
+    back: one parallel pass where ``check_points`` then the bounds took two,
+    the first one serial (0.2-0.4 s on 200M x 2 points).  Otherwise (lo, hi).
+    """
     n = X.shape[0]
+
+    def part(a):
+        rows = X[a:a + chunk_rows]
+        return column_bounds(rows, k) + ((bool(np.isfinite(rows).all()),) if check_finite
+                                         else ())
+
     if n <= chunk_rows:
-        return column_bounds(X, k)
+        return part(0)
     import concurrent.futures as cf
     import os
 
     cuts = range(0, n, chunk_rows)
     with cf.ThreadPoolExecutor(max_workers=max(1, min(len(cuts), os.cpu_count() or 1))) as ex:
-        parts = list(ex.map(lambda a: column_bounds(X[a:a + chunk_rows], k), cuts))
-    return (np.min([p[0] for p in parts], axis=0), np.max([p[1] for p in parts], axis=0))
+        parts = list(ex.map(part, cuts))
+    out = (np.min([p[0] for p in parts], axis=0), np.max([p[1] for p in parts], axis=0))
+    return out + ((all(p[2] for p in parts),) if check_finite else ())
 
 
 @nb.njit(parallel=True, cache=NUMBA_CACHE)

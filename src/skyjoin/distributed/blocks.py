@@ -273,8 +273,16 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
                             "slice the array instead")
         plain = isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] > 0 \
             and X.dtype == dtype and X.flags.c_contiguous
-        arr = X if plain and not check else check_points(X, name=name, dtype=dtype)
+        # an array to summarise is tested for NaN and inf in the bounds' parallel pass
+        deferred = plain and check and summarise and X.shape[0] > 0
+        arr = X if plain and (deferred or not check) else check_points(X, name=name,
+                                                                        dtype=dtype)
         n = arr.shape[0]
+        if deferred:
+            lo, hi, finite = parallel_column_bounds(arr, arr.shape[1], check_finite=True)
+            if not finite:
+                check_points(arr, name=name, dtype=dtype)   # raises, naming the first bad row
+                raise AssertionError("parallel_column_bounds saw a value check_points accepts")
         n_workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
         if block_rows is None:
             threads = max(1, sum(client.nthreads().values()))
@@ -302,7 +310,8 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
         if n == 0:
             return Blocks(futures=list(futures), offsets=offsets, d=d, lo=np.zeros(d),
                           hi=np.zeros(d), sample=np.zeros((0, d)), from_array=True, array=kept)
-        lo, hi = parallel_column_bounds(arr, d)
+        if not deferred:
+            lo, hi = parallel_column_bounds(arr, d)
         m = min(n, sample_target)
         pick = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False)) \
             if m < n else np.arange(n)
