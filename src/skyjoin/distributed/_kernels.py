@@ -10,6 +10,7 @@ import numba as nb
 import numpy as np
 
 from .._config import NUMBA_CACHE
+from .._search import lower_bound, upper_bound
 
 __all__ = ["select_rows", "place_rows", "route_points", "scatter_into", "prefix_sum",
            "true_indices"]
@@ -135,32 +136,6 @@ def scatter_into(ids, values, out):
 # routing a block to the partitions (partition.route_block, in one parallel pass)
 # --------------------------------------------------------------------------
 @nb.njit(inline="always")
-def _right(cuts, a, b, x):
-    """First index k in [a, b) with cuts[k] > x (searchsorted side="right"), minus a."""
-    lo, hi = a, b
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if cuts[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - a
-
-
-@nb.njit(inline="always")
-def _left(cuts, a, b, x):
-    """First index k in [a, b) with cuts[k] >= x (searchsorted side="left"), minus a."""
-    lo, hi = a, b
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if cuts[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - a
-
-
-@nb.njit(inline="always")
 def _put(X, i, base, p, at, rows, out_X):
     """Point i (global id base + i) written to partition p's next slot."""
     k = at[p]
@@ -175,25 +150,25 @@ def _visit(X, i, dim0, dim1, two, cuts1, cuts2, cptr, offset, w, own_cnt, halo_c
            own_rows, own_X, halo_rows, halo_X, own_at, halo_at, fill, base):
     """Owner and halo partitions of point i: count them, or write the point there."""
     x0 = np.float64(X[i, dim0])
-    s = _right(cuts1, 0, cuts1.shape[0], x0)
+    s = upper_bound(cuts1, 0, cuts1.shape[0], x0)
     t = 0
     x1 = 0.0
     if two:
         x1 = np.float64(X[i, dim1])
-        t = _right(cuts2, cptr[s], cptr[s + 1], x1)
+        t = upper_bound(cuts2, cptr[s], cptr[s + 1], x1) - cptr[s]
     owner = offset[s] + t
     if fill:
         _put(X, i, base, owner, own_at, own_rows, own_X)
     else:
         own_cnt[owner] += 1
-    f0 = _left(cuts1, 0, cuts1.shape[0], x0 - w)
-    l0 = _right(cuts1, 0, cuts1.shape[0], x0 + w)
+    f0 = lower_bound(cuts1, 0, cuts1.shape[0], x0 - w)
+    l0 = upper_bound(cuts1, 0, cuts1.shape[0], x0 + w)
     for s2 in range(f0, l0 + 1):
         f1 = 0
         l1 = 0
         if two:
-            f1 = _left(cuts2, cptr[s2], cptr[s2 + 1], x1 - w)
-            l1 = _right(cuts2, cptr[s2], cptr[s2 + 1], x1 + w)
+            f1 = lower_bound(cuts2, cptr[s2], cptr[s2 + 1], x1 - w) - cptr[s2]
+            l1 = upper_bound(cuts2, cptr[s2], cptr[s2 + 1], x1 + w) - cptr[s2]
         for t2 in range(f1, l1 + 1):
             p = offset[s2] + t2
             if p == owner:

@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import NUMBA_CACHE
+from .._search import lower_bound
 from .masks import (cell_boundaries, compact_kept, gather_sorted, level_bounds, levels_no_worse,
                     masks_and_levels, pick_pivots, popcount64, prefilter_keep,
                     rowmax_and_pivot_candidates, sort_by_order_and_mask, sorted_sample)
@@ -86,14 +87,7 @@ def _find_cell(s, dense, cmasks, cell_of_order):
     if dense.shape[0] > 0:
         return dense[s]
     o = popcount64(s)
-    lo = cell_of_order[o]
-    hi = cell_of_order[o + 1]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if cmasks[mid] < s:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = lower_bound(cmasks, cell_of_order[o], cell_of_order[o + 1], s)
     if lo < cell_of_order[o + 1] and cmasks[lo] == s:
         return lo
     return -1
