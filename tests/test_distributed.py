@@ -258,13 +258,15 @@ def test_skyline_anticorrelated_dask_array(client):
 # a worker dies in the middle of a join
 # --------------------------------------------------------------------------
 class KillOnce(distributed.WorkerPlugin):
-    """Kill this worker's process when it starts its first partition join (once per marker)."""
+    """Kill this worker's process when it starts its first task whose key holds all of
+    ``parts`` (a partition join by default; once per marker)."""
 
-    def __init__(self, marker):
+    def __init__(self, marker, parts=("join-partition",)):
         self.marker = marker
+        self.parts = tuple(parts)
 
     def transition(self, key, start, finish, **kwargs):
-        if finish == "executing" and "join-partition" in str(key):
+        if finish == "executing" and all(p in str(key) for p in self.parts):
             try:
                 fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             except FileExistsError:
@@ -296,6 +298,77 @@ def test_killed_worker_is_replaced_and_result_is_the_same(client, tmp_path):
     after = set(client.scheduler_info(n_workers=-1)["workers"])
     assert len(after) == 2 and after != before      # the dead worker was replaced
 
+
+
+def test_killed_worker_after_its_replicas_were_dropped(tmp_path):
+    """Scattered blocks have replicas, but Dask's Active Memory Manager drops the replicas
+    that no task waits for (ReduceReplicas, every 2 s by default).  Here it runs every
+    10 ms, as a job longer than 2 s sees it: the killed worker takes the only copy of
+    some blocks with it.  The operators scatter the caller's array again and end with
+    the single-machine results."""
+    import cloudpickle
+    import dask
+
+    rng = np.random.default_rng(12)
+    X = mixed_blobs(rng, 6000, 2)
+    with dask.config.set({"distributed.scheduler.active-memory-manager.interval": "10ms"}):
+        cluster = sd.local_cluster(2, numba_threads=1, silence_logs=50)
+    c = distributed.Client(cluster)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        runs = [
+            (("join-partition",), lambda: sd.self_join(X, 0.3, client=c, device="cpu",
+                                                       n_partitions=8),
+             sj.self_join(X, 0.3, device="cpu")),
+            (("dbscan", "-local-"), lambda: sd.DBSCAN(eps=0.3, min_samples=5, client=c,
+                                                      device="cpu", n_partitions=8).fit(X).labels_,
+             sj.DBSCAN(eps=0.3, min_samples=5, device="cpu").fit(X).labels_),
+            (("skyline", "-local-"), lambda: sd.skyline(X, client=c, device="cpu",
+                                                        block_rows=500),
+             single_skyline(X, device="cpu")),
+        ]
+        for k, (parts, run, ref) in enumerate(runs):
+            c.wait_for_workers(2, timeout=60)
+            marker = str(tmp_path / f"killed-{k}")
+            c.register_plugin(KillOnce(marker, parts), name="skyjoin-kill-once")
+            try:
+                got = run()
+            finally:
+                c.unregister_worker_plugin("skyjoin-kill-once")
+            assert os.path.exists(marker), f"no worker was killed ({parts})"
+            if isinstance(ref, np.ndarray):
+                np.testing.assert_array_equal(got, ref)
+            else:
+                assert got == ref
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        c.close()
+        cluster.close()
+
+
+def test_reruns_on_lost_input_counts_and_inputs(tmp_path):
+    """The operator runs again only for in-memory input, at most ``retries`` times."""
+    from concurrent.futures import CancelledError
+
+    from skyjoin.distributed.blocks import reruns_on_lost_input
+
+    calls = []
+
+    @reruns_on_lost_input
+    def op(X, retries=2, fail=99):
+        calls.append(1)
+        if len(calls) <= fail:
+            raise CancelledError("lost")
+        return len(calls)
+
+    for X, retries, runs in ((np.zeros((3, 2)), 2, 3), (np.zeros((3, 2)), 0, 1),
+                             (np.zeros((3, 2)), None, 1), (str(tmp_path / "*.csv"), 2, 1)):
+        calls.clear()
+        with pytest.raises(CancelledError):
+            op(X, retries=retries)
+        assert len(calls) == runs
+    calls.clear()
+    assert op(np.zeros((3, 2)), fail=1) == 2     # lost once, then done
 
 # --------------------------------------------------------------------------
 # command-line helpers

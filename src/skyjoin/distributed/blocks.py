@@ -7,7 +7,11 @@ are numbered in block order, so global ids are the caller's row numbers).
 * a NumPy array is cut into blocks and scattered to the workers; each block
   is replicated on ``replicas`` workers (default 2 when there are two or
   more), because scattered data has no lineage: if the only worker holding
-  a block died, the job could not recompute it;
+  a block died, the job could not recompute it.  Dask's Active Memory
+  Manager drops the copies that no task waits for any more (its
+  ReduceReplicas policy, every 2 s by default), so the operators also run
+  again from the caller's array when a block was lost anyway
+  (``reruns_on_lost_input``);
 * a Dask array or Dask DataFrame keeps its own chunks / partitions, which
   Dask can recompute from their lineage;
 * a path or glob of ``.parquet`` / ``.csv`` / ``.txt`` / ``.npy`` files is
@@ -22,9 +26,13 @@ that holds it anyway, is the exception.
 
 from __future__ import annotations
 
+import functools
 import glob
+import inspect
+import logging
 import os
 import uuid
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +40,10 @@ import numpy as np
 from .._grid_kernels import column_bounds, parallel_column_bounds
 from .._validate import check_points
 
-__all__ = ["Blocks", "get_client", "as_blocks", "stacked", "DEFAULT_BLOCK_ROWS"]
+__all__ = ["Blocks", "get_client", "as_blocks", "stacked", "reruns_on_lost_input",
+           "DEFAULT_BLOCK_ROWS"]
+
+log = logging.getLogger("skyjoin")
 
 DEFAULT_BLOCK_ROWS = 1 << 20
 SAMPLE_PER_BLOCK = 4096
@@ -172,6 +183,47 @@ def _combine_samples(summaries, target: int, seed: int) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros((0, summaries[0][1]))
 
 
+def reruns_on_lost_input(op):
+    """Decorator of an operator ``op(X, ..., retries=...)`` (or a method with
+    ``self.retries``): run it again, up to ``retries`` times, when the blocks
+    it scattered from the caller's in-memory array were lost.
+
+    Dask recomputes what tasks computed, never what was scattered.  When a
+    worker dies with the last copy of a block (the Active Memory Manager may
+    have dropped the others, see the module docstring), every result that
+    needs the block is cancelled ("already forgotten") and the operator
+    raises ``CancelledError``.  The caller still holds the array, so the
+    operator starts again and scatters it again.  Files and Dask collections
+    are recomputed by Dask itself: their errors pass through.
+    """
+    sig = inspect.signature(op)
+
+    @functools.wraps(op)
+    def run(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        X = a["X"]
+        retries = a["retries"] if "retries" in a else a["self"].retries
+        try:
+            limit = max(0, int(retries))
+        except (TypeError, ValueError):     # None, or a bad value that op reports
+            limit = 0
+        in_memory = not isinstance(X, (str, os.PathLike)) and not _is_dask_array(X) \
+            and not _is_dask_frame(X)
+        attempt = 0
+        while True:
+            try:
+                return op(*args, **kwargs)
+            except CancelledError as exc:
+                if not in_memory or attempt >= limit:
+                    raise
+                attempt += 1
+                log.warning("%s: a worker died with scattered input (%s); running again "
+                            "(%d of %d)", op.__qualname__, exc, attempt, limit)
+    return run
+
+
 def _is_dask_array(X) -> bool:
     return type(X).__module__.startswith("dask.array") or (
         hasattr(X, "dask") and hasattr(X, "chunks") and hasattr(X, "to_delayed"))
@@ -216,7 +268,8 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
         Rows per block for NumPy input (default: about two blocks per worker
         thread, at most 2**20 rows).
     replicas : int, optional
-        Copies of each scattered NumPy block (default min(2, n_workers)).
+        Copies of each scattered NumPy block (default min(2, n_workers)), as
+        long as Dask's memory manager keeps them (see the module docstring).
     name : str
         Argument name for error messages.
     seed : int

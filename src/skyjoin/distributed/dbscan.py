@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 from .._validate import check_eps, check_min_samples, check_precision, working_dtype
-from .blocks import get_client, new_token, stacked
+from .blocks import get_client, new_token, reruns_on_lost_input, stacked
 from .join import (_concat_pieces, load_blocks, make_plan, route_blocks, shared_gpu,
                    worker_of_partition)
 from .partition import deep_inside, in_widened_box
@@ -327,6 +327,7 @@ class DBSCAN:
         self.replicas = replicas
         self.retries = retries
 
+    @reruns_on_lost_input
     def fit(self, X, y=None, columns=None):
         """Cluster X.
 

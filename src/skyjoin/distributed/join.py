@@ -32,7 +32,7 @@ import numpy as np
 
 from .._validate import check_eps, check_precision, working_dtype
 from ..join.result import NeighborTable, index_dtype
-from .blocks import as_blocks, get_client, new_token, stacked
+from .blocks import as_blocks, get_client, new_token, reruns_on_lost_input, stacked
 from .partition import Plan, halo_width, plan_partitions
 
 __all__ = ["self_join", "PartitionedPairs", "route_blocks", "make_plan"]
@@ -366,6 +366,7 @@ def _check_fits(n_pairs: int, n: int) -> None:
             "the workers write partitioned Parquet, or output='counts'")
 
 
+@reruns_on_lost_input
 def self_join(X, eps, *, client=None, include_self: bool = False, output: str = "table",
               sort: bool = True, out=None, device: str | None = None,
               precision: str = "float64", columns=None, n_partitions: int | None = None,
@@ -416,7 +417,9 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
         Copies of each scattered block (default min(2, workers)), so that a
         worker's death loses no input.
     retries : int
-        Dask retries of each task (a task that raises is run again).
+        Dask retries of each task (a task that raises is run again), and how
+        many times the whole join runs again when a worker died with the
+        last copy of a scattered block (``blocks.reruns_on_lost_input``).
     timings : dict, optional
         Filled with the seconds of each phase ("load", "plan", "join",
         "assemble") and the number of partitions.

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from .blocks import as_blocks, get_client, new_token
+from .blocks import as_blocks, get_client, new_token, reruns_on_lost_input
 
 __all__ = ["skyline"]
 
@@ -49,6 +49,7 @@ def _merge_skylines(distinct, device, *parts):
     return ids[idx], rows[idx]
 
 
+@reruns_on_lost_input
 def skyline(X, client=None, sense=None, distinct: bool = False, *, columns=None,
             device: str | None = None, fan_in: int = 4, block_rows: int | None = None,
             replicas: int | None = None, retries: int = 2, timings: dict | None = None):
