@@ -175,3 +175,57 @@ def test_sweep_grid_levels_labelled_in_several_passes(monkeypatch, seed):
     ms = sorted(set(rng.integers(1, 300, 12).tolist()) | {1, 2})
     res = _check_sweep(X, [0.1, 0.25], ms)
     assert {r.timings["path"] for r in res} == {"grid-cpu"}
+
+
+@pytest.mark.parametrize("parts_per_thread", [1, 1000])
+def test_sweep_grid_border_reaches_in_any_number_of_parts(monkeypatch, parts_per_thread):
+    """The border reaches are filled in ranges of cells handed out to threads: one range
+    or one per cell, the labels equal scikit-learn's."""
+    from skyjoin.cluster import sweep
+
+    rng = np.random.default_rng(7)
+    X = np.round(rng.normal(0, 1.0, (2500, 2)), 2)
+    monkeypatch.setattr(sweep, "_REACH_PARTS_PER_THREAD", parts_per_thread)
+    res = _check_sweep(X, [0.08, 0.2], [2, 5, 9, 30])
+    assert {r.timings["path"] for r in res} == {"grid-cpu"}
+
+
+@pytest.mark.parametrize("n_threads", [2, 3, 5])
+def test_share_runs_every_task_once_after_prepare(n_threads):
+    import threading
+    import time
+
+    from skyjoin.cluster.sweep import _share
+
+    log, lock = [], threading.Lock()
+    serial_done = threading.Event()
+
+    def serial():
+        time.sleep(0.02)
+        serial_done.set()
+
+    def prepare():
+        with lock:
+            log.append("prepare")
+
+    def task(i):
+        with lock:
+            log.append(i)
+
+    _share(serial, prepare, task, 200, n_threads=n_threads)
+    assert serial_done.is_set()
+    assert log[0] == "prepare"
+    assert sorted(log[1:]) == list(range(200))
+
+
+@pytest.mark.parametrize("where", ["serial", "prepare", "task"])
+def test_share_raises_the_error_of_any_part(where):
+    from skyjoin.cluster.sweep import _share
+
+    def boom(*_):
+        raise RuntimeError(f"{where} failed")
+
+    parts = {"serial": lambda: None, "prepare": lambda: None, "task": lambda i: None}
+    parts[where] = boom
+    with pytest.raises(RuntimeError, match=f"{where} failed"):
+        _share(parts["serial"], parts["prepare"], parts["task"], 50, n_threads=3)

@@ -47,6 +47,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import numba
 from numba import njit, prange
 
 from .._config import NUMBA_CACHE
@@ -574,37 +575,35 @@ def _reach_room(start, cells, slot_of, radix, offsets, deltas, level, maxlev, K,
     return room
 
 
-@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def _reach_fill(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, level,
-                maxlev, K, hits, at, reach_all, cell_all):
-    """Fill each point's row (at ``at[p]``, -1: none) with its reaching cells, by decreasing
-    reach; return the counts."""
-    n = Xs.shape[0]
-    counts = np.zeros(n, dtype=np.int64)
-    for t in prange(cells.shape[0]):
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _reach_fill(lo, hi, Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2,
+                level, maxlev, K, hits, at, reach_all, cell_all, counts):
+    """Fill the rows (at ``at[p]``, -1: none) of the points of cell slots lo..hi-1 with
+    their reaching cells, by decreasing reach, and their counts.  One thread: the
+    ranges are handed out by ``_share``."""
+    for t in range(lo, hi):
         c = cells[t]
         a, b = start[c], start[c + 1]
         if level[b - 1] >= K:
             continue
         nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
         for p in range(a, b):
-            lo = at[p]
-            if lo < 0:
+            lo_p = at[p]
+            if lo_p < 0:
                 continue
             cnt = _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev,
-                              hits, reach_all, cell_all, lo)
+                              hits, reach_all, cell_all, lo_p)
             counts[p] = cnt
-            for i in range(lo + 1, lo + cnt):  # insertion sort by decreasing reach
+            for i in range(lo_p + 1, lo_p + cnt):  # insertion sort by decreasing reach
                 r = reach_all[i]
                 u = cell_all[i]
                 j = i
-                while j > lo and reach_all[j - 1] < r:
+                while j > lo_p and reach_all[j - 1] < r:
                     reach_all[j] = reach_all[j - 1]
                     cell_all[j] = cell_all[j - 1]
                     j -= 1
                 reach_all[j] = r
                 cell_all[j] = u
-    return counts
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -635,31 +634,50 @@ def _rows_by_caller(room, perm, slot):
     return rows_p, ids, row_at
 
 
-def _reach(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, level,
-           perm, maxlev, K, hits):
+class _Reach:
     """For every point below the top level: the cells that reach it higher (border labels).
 
-    Returns the points that may have any, in increasing caller id, their
-    levels, where their rows start and how many entries each holds, and the
-    rows' (reach, cell) by decreasing reach, where reach is the highest
-    level of a point of that cell within eps.  One scan of the distances:
-    rows, laid out in the caller's order, get room for every neighbour cell
-    of a higher max level (or, if that is more than 8 per point, for those
-    passing the box test too), then are filled.
+    ``prepare`` lays out the rows, ``fill(i)`` fills the rows of the i-th of
+    ``n_parts`` ranges of cells (any thread, any order), ``result`` returns
+    the points that may have any, in increasing caller id, their levels,
+    where their rows start and how many entries each holds, and the rows'
+    (reach, cell) by decreasing reach, where reach is the highest level of a
+    point of that cell within eps.  One scan of the distances: rows, laid out
+    in the caller's order, get room for every neighbour cell of a higher max
+    level (or, if that is more than 8 per point, for those passing the box
+    test too), then are filled.
     """
-    n = Xs.shape[0]
-    args = (start, cells, slot_of, radix, offsets, deltas, level, maxlev, K)
-    room = _reach_room(*args, False, Xs, box_lo, box_hi, eps2, hits)
-    if room.sum() > 8 * n:
-        room = _reach_room(*args, True, Xs, box_lo, box_hi, eps2, hits)
-    rows_p, ids, row_at = _rows_by_caller(room, perm, np.full(n, -1, dtype=np.int64))
-    at = np.full(n, -1, dtype=np.int64)
-    at[rows_p] = row_at[:-1]
-    reach_all = np.empty(row_at[-1], dtype=np.int32)
-    cell_all = np.empty(row_at[-1], dtype=np.int64)
-    counts = _reach_fill(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2,
-                         level, maxlev, K, hits, at, reach_all, cell_all)
-    return ids, level[rows_p], row_at, counts[rows_p], reach_all, cell_all
+
+    def __init__(self, g, K, n_parts):
+        self.g, self.K = g, K
+        m = len(g.cells)
+        self.n_parts = max(1, min(m, n_parts))
+        self.bounds = np.linspace(0, m, self.n_parts + 1).astype(np.int64)
+
+    def prepare(self):
+        g, K = self.g, self.K
+        n = g.Xs.shape[0]
+        args = (g.start, g.cells, g.slot_of, g.radix, g.offsets, g.deltas, g.level, g.maxlev, K)
+        room = _reach_room(*args, False, g.Xs, g.box_lo, g.box_hi, g.eps2, g.hits)
+        if room.sum() > 8 * n:
+            room = _reach_room(*args, True, g.Xs, g.box_lo, g.box_hi, g.eps2, g.hits)
+        self.rows_p, self.ids, self.row_at = _rows_by_caller(room, g.perm,
+                                                             np.full(n, -1, dtype=np.int64))
+        self.at = np.full(n, -1, dtype=np.int64)
+        self.at[self.rows_p] = self.row_at[:-1]
+        self.reach_all = np.empty(self.row_at[-1], dtype=np.int32)
+        self.cell_all = np.empty(self.row_at[-1], dtype=np.int64)
+        self.counts = np.zeros(n, dtype=np.int64)
+
+    def fill(self, i):
+        g = self.g
+        _reach_fill(self.bounds[i], self.bounds[i + 1], g.Xs, g.start, g.cells, g.slot_of,
+                    g.box_lo, g.box_hi, g.radix, g.offsets, g.deltas, g.eps2, g.level, g.maxlev,
+                    self.K, g.hits, self.at, self.reach_all, self.cell_all, self.counts)
+
+    def result(self):
+        return (self.ids, self.g.level[self.rows_p], self.row_at, self.counts[self.rows_p],
+                self.reach_all, self.cell_all)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -890,39 +908,66 @@ def _levels(min_samples):
     return sorted({check_min_samples(m) for m in min_samples}, reverse=True)
 
 
-def _beside(serial, parallel):
-    """Run ``serial`` (sequential Numba code, no parallel region) in a helper thread
-    while ``parallel`` runs here; return what ``parallel`` returns.
+def _share(serial, prepare, task, n_tasks, n_threads=None):
+    """Run ``serial()`` on a helper thread while this thread runs ``prepare()``, then the
+    tasks ``task(i)``, i in 0..n_tasks-1, taken in turn by this thread, by the helper
+    once ``serial`` returns, and by Numba's other threads (if more than two).
 
-    Only this thread launches parallel regions, which every Numba threading
-    layer allows.  The parallel regions are cut into small chunks handed out
-    as threads free up, so that a thread sharing its core with ``serial``
-    does not hold the others at the region's end.
+    ``serial`` is sequential Numba code that releases the GIL, ``task`` too;
+    ``prepare`` may run parallel regions, on one thread fewer than Numba's
+    count (the helper has one core).  Handing out small tasks lets the
+    serial part end on a core of its own while the rest fill the others: on 2
+    cores, 1M blobs, the union-find (47 ms) beside the border reaches as one
+    parallel region (39 ms alone) took 75-83 ms (three threads on two cores,
+    the union-find given 2/3 of one), beside the reaches on one thread 70 ms.
     """
-    import numba
-
+    n_threads = max(2, numba.get_num_threads() if n_threads is None else n_threads)
+    tasks = itertools.count()  # next() is atomic under the GIL
+    ready = threading.Event()
+    failed = threading.Event()
     err = []
 
-    def run():
-        try:
-            serial()
-        except BaseException as exc:  # re-raised here
-            err.append(exc)
+    def drain():
+        ready.wait()
+        while not failed.is_set():
+            i = next(tasks)
+            if i >= n_tasks:
+                return
+            task(i)
 
-    th = threading.Thread(target=run, name="skyjoin-sweep-links", daemon=True)
-    th.start()
+    def guarded(fn):
+        def run():
+            try:
+                fn()
+            except BaseException as exc:  # re-raised by the caller
+                err.append(exc)
+                failed.set()
+                ready.set()
+        return run
+
+    def helper():
+        serial()
+        drain()
+
+    threads = [threading.Thread(target=guarded(helper), name="skyjoin-sweep-links", daemon=True)]
+    threads += [threading.Thread(target=guarded(drain), name="skyjoin-sweep-reach", daemon=True)
+                for _ in range(n_threads - 2)]
+    for th in threads:
+        th.start()
     try:
-        with numba.parallel_chunksize(_OVERLAP_CHUNK):
-            out = parallel()
+        with _numba_threads(min(n_threads - 1, numba.config.NUMBA_NUM_THREADS)):
+            guarded(prepare)()
+        ready.set()
+        guarded(drain)()
     finally:
-        th.join()
+        ready.set()
+        for th in threads:
+            th.join()
     if err:
         raise err[0]
-    return out
 
 
-_OVERLAP_CHUNK = 64
-
+_REACH_PARTS_PER_THREAD = 32  # ranges of cells of the border reaches per thread
 
 _GROUP_BYTES = 1 << 29  # output bytes of the levels labelled in one pass
 
@@ -954,13 +999,10 @@ def _assign_grid_levels(gi, min_samples_desc):
         _link_all(g.Xs, g.start, g.cells, g.box_lo, g.box_hi, g.eps2, g.level, pair_ptr, pair_a,
                   pair_b, g.maxlev, g.perm, K, tab, n_clusters)
 
-    def reaches():
-        return _reach(g.Xs, g.start, g.cells, g.slot_of, g.box_lo, g.box_hi, g.radix, g.offsets,
-                      g.deltas, g.eps2, g.level, g.perm, g.maxlev, K, g.hits)
-
-    # the union-find (sequential) beside the border reaches (parallel): measured on
-    # 1M blobs, 84.7-90.6 ms one after the other, 76.5-87.1 ms side by side
-    cand, cand_level, row_at, row_len, reach, reach_cell = _beside(links, reaches)
+    # the union-find (sequential) beside the border reaches (in parts, ``_share``)
+    rc = _Reach(g, K, _REACH_PARTS_PER_THREAD * max(2, numba.get_num_threads()))
+    _share(links, rc.prepare, rc.fill, rc.n_parts)
+    cand, cand_level, row_at, row_len, reach, reach_cell = rc.result()
     k_hi = K
     while k_hi >= 1:
         k_lo = k_hi
