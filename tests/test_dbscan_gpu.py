@@ -79,9 +79,14 @@ def test_gpu_sweep_equals_cpu_sweep(cp):
     kw = dict(eps=[0.2, 0.3], min_samples=[5, 10, 20])
     a = list(skyjoin.dbscan_sweep(X, device="cpu", **kw))
     b = list(skyjoin.dbscan_sweep(X, device="gpu", **kw))
-    for ra, rb in zip(a, b):
-        assert (ra.eps, ra.min_samples) == (rb.eps, rb.min_samples)
+    c = list(skyjoin.dbscan_sweep(X, device="gpu", method="hybrid", **kw))
+    assert len(a) == len(b) == len(c) == 6
+    assert {r.timings["path"] for r in c} == {"table"}   # T streamed to the host
+    for ra, rb, rc in zip(a, b, c):
+        assert (ra.eps, ra.min_samples) == (rb.eps, rb.min_samples) == (rc.eps, rc.min_samples)
         np.testing.assert_array_equal(ra.labels, rb.labels)
+        np.testing.assert_array_equal(ra.labels, rc.labels)
+        np.testing.assert_array_equal(ra.core_sample_indices, rc.core_sample_indices)
 
 
 def test_gpu_grid_dbscan_equals_sklearn_and_cpu_grid(cp):

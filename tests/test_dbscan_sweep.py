@@ -53,6 +53,19 @@ def test_sweep_bad_input():
         list(skyjoin.dbscan_sweep(X, eps=[], min_samples=[3]))
     with pytest.raises(ValueError):
         list(skyjoin.dbscan_sweep(X, eps=0.1, min_samples=3, sample_weight=[1.0]))
+    with pytest.raises(ValueError, match="method must be 'auto' or 'hybrid'"):
+        list(skyjoin.dbscan_sweep(X, eps=0.1, min_samples=3, method="grid"))
+
+
+@pytest.mark.parametrize("pipeline", [True, False])
+def test_sweep_hybrid_method_builds_tables_and_equals_sklearn(pipeline):
+    """method="hybrid" (the paper's HYBRID-DBSCAN) takes the table path where "auto"
+    takes the grid, with the same labels."""
+    rng = np.random.default_rng(11)
+    X = np.round(rng.normal(0, 1.0, (1200, 2)), 2)
+    res = _check_sweep(X, [0.1, 0.2, 0.3], [3, 12], method="hybrid", pipeline=pipeline)
+    assert {r.timings["path"] for r in res} == {"table"}
+    assert all(r.timings["pairs"] > 0 for r in res)
 
 
 def test_sweep_stops_cleanly_when_abandoned():

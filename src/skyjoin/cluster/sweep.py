@@ -1109,7 +1109,7 @@ def pipeline_makespan(build_s, assign_s) -> float:
 
 
 def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device="auto",
-                 precision="float64", pipeline=True, progress=False):
+                 precision="float64", pipeline=True, progress=False, method="auto"):
     """DBSCAN for every (eps, min_samples) pair, reusing tables and pipelining (§7.5-7.6).
 
     Parameters
@@ -1140,6 +1140,12 @@ def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device="auto",
         False runs the stages one after the other, each on all threads.
     progress : bool, default False
         Show a tqdm progress bar (one step per clustering).
+    method : {"auto", "hybrid"}, default "auto"
+        "auto": the paths above, the fastest.  "hybrid": the paper's
+        HYBRID-DBSCAN on any device: T is built by the device's join and
+        streamed to the host, and the CPU assigns every min_samples from it
+        (incrementally, §7.6) while the join builds the next eps's T (§7.5).
+        On a GPU this keeps the two processors of Fig. 3 busy at once.
 
     Yields
     ------
@@ -1150,7 +1156,8 @@ def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device="auto",
     Raises
     ------
     ValueError
-        Bad points, an eps <= 0, a min_samples < 1, a bad sample_weight.
+        Bad points, an eps <= 0, a min_samples < 1, a bad sample_weight or
+        method.
 
     Examples
     --------
@@ -1165,6 +1172,9 @@ def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device="auto",
     if not eps_list or not ms_list:
         raise ValueError("eps and min_samples must each hold at least one value")
     precision = check_precision(precision)
+    if method not in ("auto", "hybrid"):
+        raise ValueError(f"method must be 'auto' or 'hybrid', got {method!r}")
+    hybrid = method == "hybrid"
     dev = resolve_device(device)
     X = check_points(X, name="X")
     if sample_weight is not None:
@@ -1172,9 +1182,11 @@ def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device="auto",
         if sample_weight.shape != (X.shape[0],) or not np.isfinite(sample_weight).all():
             raise ValueError(f"sample_weight must be {X.shape[0]} finite numbers, "
                              f"got shape {sample_weight.shape}")
-    if dev == "gpu" and precision == "float64" and sample_weight is None and X.shape[1] <= 4:
+    if (not hybrid and dev == "gpu" and precision == "float64" and sample_weight is None
+            and X.shape[1] <= 4):
         return _sweep_gpu_grid(X, eps_list, ms_list, progress)
-    return _sweep(X, eps_list, ms_list, sample_weight, dev, precision, pipeline, progress)
+    return _sweep(X, eps_list, ms_list, sample_weight, dev, precision, pipeline, progress,
+                  hybrid)
 
 
 def _sweep_gpu_grid(X, eps_list, ms_list, progress):
@@ -1203,7 +1215,7 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress):
             t0 = time.perf_counter()
             res = gpu_grid_dbscan(Xd, e, ms_list[0])
             if res is None:
-                for r in _sweep(X, [e], ms_list, None, "gpu", "float64", False, False):
+                for r in _sweep(X, [e], ms_list, None, "gpu", "float64", False, False, False):
                     if bar is not None:
                         bar.update(1)
                     yield r
@@ -1227,7 +1239,7 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress):
             bar.close()
 
 
-def _build(X, e, dev, precision, ms_list, sample_weight):
+def _build(X, e, dev, precision, ms_list, sample_weight, hybrid=False):
     """Build what one eps's clusterings read, and time it (the first stage of §7.5).
 
     On the CPU in float64 with d <= 4: the fine-grid index of this eps
@@ -1235,18 +1247,18 @@ def _build(X, e, dev, precision, ms_list, sample_weight):
     whole min_samples sweep.  Otherwise the table T on the points in cell
     order: on the GPU it stays in GPU memory when it fits (every min_samples
     is then assigned there, ``gpu.gpu_dbscan_table``), else it is streamed
-    to the host (HYBRID-DBSCAN).
+    to the host (HYBRID-DBSCAN).  With ``hybrid``, always T on the host.
     """
     from .estimator import neighbor_table, spatial_order
 
     t0 = time.perf_counter()
-    if dev == "cpu" and precision == "float64":
+    if dev == "cpu" and precision == "float64" and not hybrid:
         gi = _grid_index(X, e, ms_list[::-1], sample_weight)
         if gi is not None:
             return ("grid", gi), time.perf_counter() - t0
     Xo, order = spatial_order(X, e, precision)
     nt = None
-    if dev == "gpu":
+    if dev == "gpu" and not hybrid:
         try:
             nt = neighbor_table(Xo, e, device=dev, precision=precision, on_device=True)
         except MemoryError:
@@ -1309,11 +1321,12 @@ def _thread_split(dev, pipelined):
     return total, max(1, total // 2)
 
 
-def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight, build_threads=None):
+def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight, build_threads=None,
+            hybrid=False):
     """Yield (eps, table, seconds); with pipeline, built one ahead in a thread (§7.5)."""
     if not pipeline or len(eps_list) == 1:  # nothing to overlap with one eps
         for e in eps_list:
-            built, dt = _build(X, e, dev, precision, ms_list, sample_weight)
+            built, dt = _build(X, e, dev, precision, ms_list, sample_weight, hybrid)
             yield e, built, dt
         return
     q: queue.Queue = queue.Queue(maxsize=1)  # at most one finished table waits
@@ -1328,7 +1341,7 @@ def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight, build
             for e in eps_list:
                 if stop.is_set():
                     return
-                item = (e,) + _build(X, e, dev, precision, ms_list, sample_weight)
+                item = (e,) + _build(X, e, dev, precision, ms_list, sample_weight, hybrid)
                 while not stop.is_set():
                     try:
                         q.put(item, timeout=0.1)
@@ -1354,7 +1367,8 @@ def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight, build
         th.join()
 
 
-def _sweep(X, eps_list, ms_list, sample_weight, dev, precision, pipeline, progress):
+def _sweep(X, eps_list, ms_list, sample_weight, dev, precision, pipeline, progress,
+           hybrid=False):
     """The generator behind ``dbscan_sweep``."""
     bar = None
     if progress:
@@ -1370,7 +1384,7 @@ def _sweep(X, eps_list, ms_list, sample_weight, dev, precision, pipeline, progre
     build_threads, assign_threads = _thread_split(dev, pipelined)
     try:
         for e, built, table_s in _tables(X, eps_list, dev, precision, pipelined, ms_list,
-                                         sample_weight, build_threads):
+                                         sample_weight, build_threads, hybrid):
             if built[0] == "grid":
                 levels = _assign_grid_levels(built[1], ms_list)
                 info = {"path": "grid-cpu"}
