@@ -190,17 +190,62 @@ def test_sweep_grid_levels_labelled_in_several_passes(monkeypatch, seed):
     assert {r.timings["path"] for r in res} == {"grid-cpu"}
 
 
+@pytest.mark.parametrize("pipeline", [True, False])
 @pytest.mark.parametrize("parts_per_thread", [1, 1000])
-def test_sweep_grid_border_reaches_in_any_number_of_parts(monkeypatch, parts_per_thread):
+def test_sweep_grid_border_reaches_in_any_number_of_parts(monkeypatch, parts_per_thread,
+                                                          pipeline):
     """The border reaches are filled in ranges of cells handed out to threads: one range
-    or one per cell, the labels equal scikit-learn's."""
+    or one per cell, found beside the union-find (not pipelined) or ahead of it in the
+    build stage (pipelined), the labels equal scikit-learn's."""
     from skyjoin.cluster import sweep
 
     rng = np.random.default_rng(7)
     X = np.round(rng.normal(0, 1.0, (2500, 2)), 2)
     monkeypatch.setattr(sweep, "_REACH_PARTS_PER_THREAD", parts_per_thread)
-    res = _check_sweep(X, [0.08, 0.2], [2, 5, 9, 30])
+    ahead = []
+    build = sweep._build
+    monkeypatch.setattr(sweep, "_build", lambda *a, **k: ahead.append(k.get("ahead", False))
+                        or build(*a, **k))
+    res = _check_sweep(X, [0.08, 0.2, 0.05], [2, 5, 9, 30], pipeline=pipeline)
     assert {r.timings["path"] for r in res} == {"grid-cpu"}
+    assert ahead == [pipeline] * 3
+
+
+def test_cell_pairs_equal_every_near_pair_once():
+    """The parallel bucketed cell pairs: exactly the unordered pairs of near cells not
+    separated by the box test (brute force over all cell pairs), in the bucket of their
+    bound, by increasing first cell."""
+    from skyjoin.cluster import sweep
+    from skyjoin.cluster.grid_dbscan import _boxes_apart
+
+    rng = np.random.default_rng(3)
+    X = np.round(rng.normal(0, 1.0, (3000, 2)), 2)
+    ms = [2, 6, 15, 40]
+    g = sweep._grid_index(X, 0.15, ms)
+    sweep._prepare_links(g)
+    ptr, pa, pb = g.pairs
+    m, d = len(g.cells), X.shape[1]
+    coords = np.empty((m, d), dtype=np.int64)   # integer cell coordinates (last dim fastest)
+    rem = g.cells.astype(np.int64)
+    for k in range(d - 1, -1, -1):
+        coords[:, k] = rem % g.radix[k]
+        rem //= g.radix[k]
+    slot = {tuple(c): t for t, c in enumerate(coords.tolist())}
+    near = set()
+    for t in range(m):
+        for o in g.offsets.tolist():
+            u = slot.get(tuple(int(a) + int(b) for a, b in zip(coords[t], o)))
+            if (u is not None and u != t and g.maxlev[t] > 0 and g.maxlev[u] > 0
+                    and not _boxes_apart(g.box_lo, g.box_hi, t, u, g.eps2)):
+                near.add((min(t, u), max(t, u)))
+    got = [tuple(sorted((int(a), int(b)))) for a, b in zip(pa, pb)]
+    assert len(near) > 1000
+    assert len(got) == len(set(got)) == len(near) and set(got) == near
+    K = len(ms)
+    for k in range(K + 1):
+        seg = slice(ptr[k], ptr[k + 1])
+        assert np.all(np.minimum(g.maxlev[pa[seg]], g.maxlev[pb[seg]]) == k)
+        assert np.all(np.diff(pa[seg]) >= 0)
 
 
 @pytest.mark.parametrize("n_threads", [2, 3, 5])

@@ -23,9 +23,10 @@ Many (eps, min_samples) variants of one data set, for throughput:
     points of each new level made core by ``add_core_level``.
 
 * **pipelining (§7.5)**: a producer thread builds the next eps's table
-  (grid path: its grid and levels, what T would tell) while the consumer
-  assigns points with the current one (everything that decides clusters:
-  links, border reaches, labels).  Both are Numba code that releases the
+  (grid path: its grid and levels, what T would tell, and all of the
+  assignment that does not depend on min_samples: the cell pairs and the
+  border reaches) while the consumer assigns points with the current one
+  (the union-find and the labels).  Both are Numba code that releases the
   GIL; on a GPU the join runs on the device, and on the CPU the threads are
   split between the stages (``_thread_split``).  The ideal time of such a pipeline
   is equation (2), ``T_opt = T_np (|V| + 1) / (2 |V|)``, when the two
@@ -409,43 +410,60 @@ def _sort_by_level(Xs, perm, level, hits, start, cells, K):
                 hits[a + i] = h[new[i]]
 
 
-@njit(cache=NUMBA_CACHE, nogil=True)
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
 def _cell_pairs(start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, positive, eps2,
-                maxlev, K):
+                maxlev, K, U):
     """The pairs of cells that may be linked, bucketed by their upper bound (counting sort).
 
     Each unordered pair of near cells once, unless the box test separates
     them; its link level cannot exceed ``ub = min(maxlev[t], maxlev[u])``,
-    and pairs of bucket k are [ptr[k], ptr[k + 1]).
+    and pairs of bucket k are [ptr[k], ptr[k + 1]), by increasing t then
+    offset.  In parallel over blocks of cells: each block counts its pairs
+    per bucket, then writes them at its place.  ``U``: (m, len(positive))
+    scratch of integers.
     """
     m = cells.shape[0]
     n_pos = positive.shape[0]
-    U = np.full((m, n_pos), -1, dtype=np.int64)
-    ptr = np.zeros(K + 2, dtype=np.int64)
-    for t in range(m):
-        if maxlev[t] == 0:
-            continue
-        nb = _neighbour_slots(cells[t], radix, offsets, deltas, slot_of)
-        for j in range(n_pos):
-            u = nb[positive[j]]
-            if u < 0 or maxlev[u] == 0 or _boxes_apart(box_lo, box_hi, t, u, eps2):
+    B = min(m, _PAIR_BLOCKS)
+    cnt = np.zeros((B, K + 1), dtype=np.int64)
+    for b in prange(B):
+        for t in range(b * m // B, (b + 1) * m // B):
+            for j in range(n_pos):
+                U[t, j] = -1
+            if maxlev[t] == 0:
                 continue
-            U[t, j] = u
-            ptr[min(maxlev[t], maxlev[u]) + 1] += 1
-    for k in range(1, K + 2):
-        ptr[k] += ptr[k - 1]
-    fill = ptr.copy()
-    pa = np.empty(ptr[K + 1], dtype=np.int64)
-    pb = np.empty(ptr[K + 1], dtype=np.int64)
-    for t in range(m):
-        for j in range(n_pos):
-            u = U[t, j]
-            if u >= 0:
-                k = min(maxlev[t], maxlev[u])
-                pa[fill[k]] = t
-                pb[fill[k]] = u
-                fill[k] += 1
+            nb = _neighbour_slots(cells[t], radix, offsets, deltas, slot_of)
+            for j in range(n_pos):
+                u = nb[positive[j]]
+                if u < 0 or maxlev[u] == 0 or _boxes_apart(box_lo, box_hi, t, u, eps2):
+                    continue
+                U[t, j] = u
+                cnt[b, min(maxlev[t], maxlev[u])] += 1
+    ptr = np.zeros(K + 2, dtype=np.int64)
+    run = 0
+    for k in range(K + 1):
+        ptr[k] = run
+        for b in range(B):
+            c = cnt[b, k]
+            cnt[b, k] = run  # now where block b's pairs of bucket k go
+            run += c
+    ptr[K + 1] = run
+    pa = np.empty(run, dtype=np.int64)
+    pb = np.empty(run, dtype=np.int64)
+    for b in prange(B):
+        for t in range(b * m // B, (b + 1) * m // B):
+            for j in range(n_pos):
+                u = U[t, j]
+                if u >= 0:
+                    k = min(maxlev[t], maxlev[u])
+                    at = cnt[b, k]
+                    pa[at] = t
+                    pb[at] = u
+                    cnt[b, k] = at + 1
     return ptr, pa, pb
+
+
+_PAIR_BLOCKS = 1024  # blocks of cells of ``_cell_pairs``
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -845,6 +863,8 @@ class _GridIndex:
     code: np.ndarray = None    # cell slot << bits | level of every point, caller's order
     bits: int = 0
     at_least: np.ndarray = None  # at_least[k]: how many points have level >= k
+    pairs: tuple = None        # (ptr, a, b) of ``_cell_pairs``
+    reach: tuple = None        # the border reaches (``_Reach.result``), when found ahead
 
 
 def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
@@ -972,37 +992,62 @@ _REACH_PARTS_PER_THREAD = 32  # ranges of cells of the border reaches per thread
 _GROUP_BYTES = 1 << 29  # output bytes of the levels labelled in one pass
 
 
+def _prepare_links(g):
+    """The points ordered by level and the pairs of near cells (what the union-find reads)."""
+    _order_by_level(g)
+    U = np.empty((len(g.cells), len(g.positive)),
+                 dtype=np.int32 if len(g.cells) < 2**31 else np.int64)
+    g.pairs = _cell_pairs(g.start, g.cells, g.slot_of, g.box_lo, g.box_hi, g.radix, g.offsets,
+                          g.deltas, g.positive, g.eps2, g.maxlev, g.n_levels, U)
+
+
+def _reaches(g, serial=None):
+    """The border reaches of ``g`` (``_Reach``), beside ``serial()`` if given (``_share``)."""
+    rc = _Reach(g, g.n_levels, _REACH_PARTS_PER_THREAD * max(2, numba.get_num_threads()))
+    _share(serial if serial is not None else (lambda: None), rc.prepare, rc.fill, rc.n_parts)
+    return rc.result()
+
+
+def _prepare_assign(g):
+    """All of the assignment that no min_samples decides: ``_prepare_links`` and the
+    border reaches.  A pipelined sweep runs it in the build stage, whose threads
+    are otherwise idle while the union-find of the previous eps runs on one."""
+    _prepare_links(g)
+    g.reach = _reaches(g)
+
+
 def _assign_grid_levels(gi, min_samples_desc):
     """Yield (min_samples, core indices, labels, n_clusters, seconds), largest first (§7.6).
 
     The second stage of the pipeline: the points ordered by level, the
-    pairs of near cells, the reaching cells of the border points, one
-    union-find over the cells for the whole sweep (the links of level k found
-    and joined when level k is reached, ``_link_all``), then the labels of
-    all levels in parallel passes over the points (``_labels_levels``, as
-    many levels per pass as ``_GROUP_BYTES`` of output allows).  The shared
-    seconds are counted in the first clustering of each pass.
+    pairs of near cells, the reaching cells of the border points (unless
+    ``_prepare_assign`` found them in the first stage), one union-find over
+    the cells for the whole sweep (the links of level k found and joined
+    when level k is reached, ``_link_all``), then the labels of all levels
+    in parallel passes over the points (``_labels_levels``, as many levels
+    per pass as ``_GROUP_BYTES`` of output allows).  The shared seconds are
+    counted in the first clustering of each pass.
     """
     g = gi
     t0 = time.perf_counter()
     K = g.n_levels
-    _order_by_level(g)
+    if g.pairs is None:
+        _prepare_links(g)
     n = len(g.level)
     m = len(g.cells)
     tab = np.empty((K + 1, m), dtype=np.int32 if n < 2**31 else np.int64)
     n_clusters = np.zeros(K + 1, dtype=np.int64)
 
     def links():
-        pair_ptr, pair_a, pair_b = _cell_pairs(g.start, g.cells, g.slot_of, g.box_lo, g.box_hi,
-                                               g.radix, g.offsets, g.deltas, g.positive, g.eps2,
-                                               g.maxlev, K)
+        pair_ptr, pair_a, pair_b = g.pairs
         _link_all(g.Xs, g.start, g.cells, g.box_lo, g.box_hi, g.eps2, g.level, pair_ptr, pair_a,
                   pair_b, g.maxlev, g.perm, K, tab, n_clusters)
 
-    # the union-find (sequential) beside the border reaches (in parts, ``_share``)
-    rc = _Reach(g, K, _REACH_PARTS_PER_THREAD * max(2, numba.get_num_threads()))
-    _share(links, rc.prepare, rc.fill, rc.n_parts)
-    cand, cand_level, row_at, row_len, reach, reach_cell = rc.result()
+    if g.reach is None:  # the union-find (sequential) beside the border reaches
+        g.reach = _reaches(g, links)
+    else:
+        links()
+    cand, cand_level, row_at, row_len, reach, reach_cell = g.reach
     k_hi = K
     while k_hi >= 1:
         k_lo = k_hi
@@ -1239,12 +1284,13 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress):
             bar.close()
 
 
-def _build(X, e, dev, precision, ms_list, sample_weight, hybrid=False):
+def _build(X, e, dev, precision, ms_list, sample_weight, hybrid=False, ahead=False):
     """Build what one eps's clusterings read, and time it (the first stage of §7.5).
 
     On the CPU in float64 with d <= 4: the fine-grid index of this eps
-    (levels, cell links, reaches; ``_grid_index``), which replaces T for a
-    whole min_samples sweep.  Otherwise the table T on the points in cell
+    (the levels, ``_grid_index``; with ``ahead``, as in a pipelined sweep,
+    also the cell pairs and border reaches, ``_prepare_assign``), which
+    replaces T for a whole min_samples sweep.  Otherwise the table T on the points in cell
     order: on the GPU it stays in GPU memory when it fits (every min_samples
     is then assigned there, ``gpu.gpu_dbscan_table``), else it is streamed
     to the host (HYBRID-DBSCAN).  With ``hybrid``, always T on the host.
@@ -1255,6 +1301,8 @@ def _build(X, e, dev, precision, ms_list, sample_weight, hybrid=False):
     if dev == "cpu" and precision == "float64" and not hybrid:
         gi = _grid_index(X, e, ms_list[::-1], sample_weight)
         if gi is not None:
+            if ahead:
+                _prepare_assign(gi)
             return ("grid", gi), time.perf_counter() - t0
     Xo, order = spatial_order(X, e, precision)
     nt = None
@@ -1341,7 +1389,8 @@ def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight, build
             for e in eps_list:
                 if stop.is_set():
                     return
-                item = (e,) + _build(X, e, dev, precision, ms_list, sample_weight, hybrid)
+                item = (e,) + _build(X, e, dev, precision, ms_list, sample_weight, hybrid,
+                                     ahead=True)
                 while not stop.is_set():
                     try:
                         q.put(item, timeout=0.1)
