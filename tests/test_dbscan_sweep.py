@@ -195,20 +195,14 @@ def test_sweep_grid_levels_labelled_in_several_passes(monkeypatch, seed):
 def test_sweep_grid_border_reaches_in_any_number_of_parts(monkeypatch, parts_per_thread,
                                                           pipeline):
     """The border reaches are filled in ranges of cells handed out to threads: one range
-    or one per cell, found beside the union-find (not pipelined) or ahead of it in the
-    build stage (pipelined), the labels equal scikit-learn's."""
+    or one per cell, pipelined or not, the labels equal scikit-learn's."""
     from skyjoin.cluster import sweep
 
     rng = np.random.default_rng(7)
     X = np.round(rng.normal(0, 1.0, (2500, 2)), 2)
     monkeypatch.setattr(sweep, "_REACH_PARTS_PER_THREAD", parts_per_thread)
-    ahead = []
-    build = sweep._build
-    monkeypatch.setattr(sweep, "_build", lambda *a, **k: ahead.append(k.get("ahead", False))
-                        or build(*a, **k))
     res = _check_sweep(X, [0.08, 0.2, 0.05], [2, 5, 9, 30], pipeline=pipeline)
     assert {r.timings["path"] for r in res} == {"grid-cpu"}
-    assert ahead == [pipeline] * 3
 
 
 def test_cell_pairs_equal_every_near_pair_once():

@@ -23,10 +23,9 @@ Many (eps, min_samples) variants of one data set, for throughput:
     points of each new level made core by ``add_core_level``.
 
 * **pipelining (§7.5)**: a producer thread builds the next eps's table
-  (grid path: its grid and levels, what T would tell, and all of the
-  assignment that does not depend on min_samples: the cell pairs and the
-  border reaches) while the consumer assigns points with the current one
-  (the union-find and the labels).  Both are Numba code that releases the
+  (grid path: its grid and levels, what T would tell) while the consumer
+  assigns points with the current one (everything that decides clusters:
+  links, border reaches, labels).  Both are Numba code that releases the
   GIL; on a GPU the join runs on the device, and on the CPU the threads are
   split between the stages (``_thread_split``).  The ideal time of such a pipeline
   is equation (2), ``T_opt = T_np (|V| + 1) / (2 |V|)``, when the two
@@ -864,7 +863,6 @@ class _GridIndex:
     bits: int = 0
     at_least: np.ndarray = None  # at_least[k]: how many points have level >= k
     pairs: tuple = None        # (ptr, a, b) of ``_cell_pairs``
-    reach: tuple = None        # the border reaches (``_Reach.result``), when found ahead
 
 
 def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
@@ -1001,38 +999,29 @@ def _prepare_links(g):
                           g.deltas, g.positive, g.eps2, g.maxlev, g.n_levels, U)
 
 
-def _reaches(g, serial=None):
-    """The border reaches of ``g`` (``_Reach``), beside ``serial()`` if given (``_share``)."""
+def _reaches(g, serial):
+    """The border reaches of ``g`` (``_Reach``), found beside ``serial()`` (``_share``)."""
     rc = _Reach(g, g.n_levels, _REACH_PARTS_PER_THREAD * max(2, numba.get_num_threads()))
-    _share(serial if serial is not None else (lambda: None), rc.prepare, rc.fill, rc.n_parts)
+    _share(serial, rc.prepare, rc.fill, rc.n_parts)
     return rc.result()
-
-
-def _prepare_assign(g):
-    """All of the assignment that no min_samples decides: ``_prepare_links`` and the
-    border reaches.  A pipelined sweep runs it in the build stage, whose threads
-    are otherwise idle while the union-find of the previous eps runs on one."""
-    _prepare_links(g)
-    g.reach = _reaches(g)
 
 
 def _assign_grid_levels(gi, min_samples_desc):
     """Yield (min_samples, core indices, labels, n_clusters, seconds), largest first (§7.6).
 
     The second stage of the pipeline: the points ordered by level, the
-    pairs of near cells, the reaching cells of the border points (unless
-    ``_prepare_assign`` found them in the first stage), one union-find over
-    the cells for the whole sweep (the links of level k found and joined
-    when level k is reached, ``_link_all``), then the labels of all levels
-    in parallel passes over the points (``_labels_levels``, as many levels
-    per pass as ``_GROUP_BYTES`` of output allows).  The shared seconds are
-    counted in the first clustering of each pass.
+    pairs of near cells, the reaching cells of the border points, one
+    union-find over the cells for the whole sweep (the links of level k
+    found and joined when level k is reached, ``_link_all``), then the
+    labels of all levels in parallel passes over the points
+    (``_labels_levels``, as many levels per pass as ``_GROUP_BYTES`` of
+    output allows).  The shared seconds are counted in the first clustering
+    of each pass.
     """
     g = gi
     t0 = time.perf_counter()
     K = g.n_levels
-    if g.pairs is None:
-        _prepare_links(g)
+    _prepare_links(g)
     n = len(g.level)
     m = len(g.cells)
     tab = np.empty((K + 1, m), dtype=np.int32 if n < 2**31 else np.int64)
@@ -1043,11 +1032,10 @@ def _assign_grid_levels(gi, min_samples_desc):
         _link_all(g.Xs, g.start, g.cells, g.box_lo, g.box_hi, g.eps2, g.level, pair_ptr, pair_a,
                   pair_b, g.maxlev, g.perm, K, tab, n_clusters)
 
-    if g.reach is None:  # the union-find (sequential) beside the border reaches
-        g.reach = _reaches(g, links)
-    else:
-        links()
-    cand, cand_level, row_at, row_len, reach, reach_cell = g.reach
+    # the union-find (sequential) beside the border reaches: measured on 16 cores (1M
+    # blobs, 8 eps, pipelined), 0.56-0.57 s against 0.71-0.83 s with the reaches moved
+    # to the build stage, which then took 0.68-0.81 s of the 0.9 s unpipelined
+    cand, cand_level, row_at, row_len, reach, reach_cell = _reaches(g, links)
     k_hi = K
     while k_hi >= 1:
         k_lo = k_hi
@@ -1284,13 +1272,12 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress):
             bar.close()
 
 
-def _build(X, e, dev, precision, ms_list, sample_weight, hybrid=False, ahead=False):
+def _build(X, e, dev, precision, ms_list, sample_weight, hybrid=False):
     """Build what one eps's clusterings read, and time it (the first stage of §7.5).
 
     On the CPU in float64 with d <= 4: the fine-grid index of this eps
-    (the levels, ``_grid_index``; with ``ahead``, as in a pipelined sweep,
-    also the cell pairs and border reaches, ``_prepare_assign``), which
-    replaces T for a whole min_samples sweep.  Otherwise the table T on the points in cell
+    (the levels, ``_grid_index``), which replaces T for a whole min_samples
+    sweep.  Otherwise the table T on the points in cell
     order: on the GPU it stays in GPU memory when it fits (every min_samples
     is then assigned there, ``gpu.gpu_dbscan_table``), else it is streamed
     to the host (HYBRID-DBSCAN).  With ``hybrid``, always T on the host.
@@ -1301,8 +1288,6 @@ def _build(X, e, dev, precision, ms_list, sample_weight, hybrid=False, ahead=Fal
     if dev == "cpu" and precision == "float64" and not hybrid:
         gi = _grid_index(X, e, ms_list[::-1], sample_weight)
         if gi is not None:
-            if ahead:
-                _prepare_assign(gi)
             return ("grid", gi), time.perf_counter() - t0
     Xo, order = spatial_order(X, e, precision)
     nt = None
@@ -1389,8 +1374,7 @@ def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight, build
             for e in eps_list:
                 if stop.is_set():
                     return
-                item = (e,) + _build(X, e, dev, precision, ms_list, sample_weight, hybrid,
-                                     ahead=True)
+                item = (e,) + _build(X, e, dev, precision, ms_list, sample_weight, hybrid)
                 while not stop.is_set():
                     try:
                         q.put(item, timeout=0.1)

@@ -1,0 +1,69 @@
+"""Where the CPU sweep's time goes (issue 4): the parts of ``dbscan_sweep``'s grid path
+on 1M blobs, for the 16-min_samples sweep (eps 0.3) and the 8-eps sweep (min_samples
+10), each run three times; then the 8-eps sweep, pipelined and not, with its stage
+times.
+
+Run: ``python scripts/sweep_profile.py`` (add ``--threads N`` to limit Numba's threads).
+"""
+
+import argparse
+import time
+
+import numba
+
+from skyjoin.bench.dbscan import PAPER_MINPTS, SWEEP_EPS, _data
+from skyjoin.cluster import sweep as sw
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    if args.threads:
+        numba.set_num_threads(args.threads)
+    X = _data("blobs", 1_000_000, 1)
+    T = {}
+
+    def wrap(name):
+        f = getattr(sw, name)
+
+        def g(*a, **k):
+            t0 = time.perf_counter()
+            r = f(*a, **k)
+            T[name] = T.get(name, 0.0) + time.perf_counter() - t0
+            return r
+        setattr(sw, name, g)
+
+    for name in ("_order_by_level", "_cell_pairs", "_link_all", "_labels_levels", "_share"):
+        wrap(name)
+    print(f"threads {numba.get_num_threads()} ({numba.threading_layer()})", flush=True)
+    for title, eps_list, ms in (("16 min_samples, eps 0.3", [0.3], PAPER_MINPTS),
+                                ("8 eps, min_samples 10", SWEEP_EPS, [10])):
+        for _ in range(3):
+            T.clear()
+            tm = {}
+            t0 = time.perf_counter()
+            for e in eps_list:
+                gi = sw._grid_index(X, e, sorted(ms), None, tm)
+                res = list(sw._assign_grid_levels(gi, sorted(ms, reverse=True)))
+            total = time.perf_counter() - t0
+            parts = {k: round(v, 3) for k, v in {**tm, **T}.items()}
+            print(f"{title}: {total:.3f} s {parts}", flush=True)
+            del res
+    for _ in range(3):
+        for pipeline in (False, True):
+            t0 = time.perf_counter()
+            c0 = time.process_time()
+            res = list(sw.dbscan_sweep(X, eps=SWEEP_EPS, min_samples=[10], device="cpu",
+                                       pipeline=pipeline))
+            total = time.perf_counter() - t0
+            cpu = time.process_time() - c0
+            b = [r.timings["table"] for r in res]
+            a = [r.timings["assign"] for r in res]
+            print(f"8 eps {'pipelined' if pipeline else 'not pipelined'}: {total:.3f} s "
+                  f"(CPU {cpu:.2f} s) build {sum(b):.3f} assign {sum(a):.3f} "
+                  f"two-stage ideal {sw.pipeline_makespan(b, a):.3f}", flush=True)
+            del res
+
+if __name__ == "__main__":
+    main()
