@@ -145,6 +145,35 @@ def test_parallel_forests_merge_equal_sequential():
             np.testing.assert_array_equal(got, expect)
 
 
+def test_parallel_forest_extended_level_by_level_equals_fresh_runs():
+    """The sweep's table path: the first (largest) min_samples by the parallel forests
+    (``core_forest``, many slices), each smaller one added by ``add_core_level``; every
+    level's labels equal a fresh sequential run and scikit-learn's."""
+    from skyjoin.cluster.assign import _roots, core_forest, labels_from_roots
+    from skyjoin.cluster.sweep import add_core_level
+
+    rng = np.random.default_rng(12)
+    for trial in range(15):
+        d = int(rng.integers(1, 4))
+        X = rng.integers(0, 9, (int(rng.integers(50, 700)), d)).astype(float)
+        indptr, indices = _table(X, 1.0)
+        weight = (np.diff(indptr) + 1).astype(np.float64)
+        levels = sorted(set(rng.integers(1, 12, 4).tolist()), reverse=True)
+        parent, previous = None, np.inf
+        for m in levels:
+            if parent is None:
+                parent = core_forest(indptr, indices, (weight >= m).view(np.uint8),
+                                     n_threads=int(rng.integers(2, 9)), min_edges_per_slice=1)
+            else:
+                add_core_level(indptr, indices, weight, float(m), previous, parent)
+            previous = float(m)
+            is_core = (parent >= 0).view(np.uint8)
+            np.testing.assert_array_equal(is_core, core_points(indptr, indices, m))
+            got = labels_from_roots(_roots(parent), is_core, indptr, indices)
+            np.testing.assert_array_equal(got, dbscan_inner_sequential(indptr, indices, is_core))
+            np.testing.assert_array_equal(got, _oracle(X, 1.0, m)[1])
+
+
 def test_no_recursion_long_chain():
     # a chain of 200k core points: one component, expanded without recursion
     n = 200_000

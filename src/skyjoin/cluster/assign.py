@@ -191,6 +191,30 @@ def _row_slices(indptr, n_slices):
     return np.maximum.accumulate(np.minimum(bounds, n))
 
 
+def core_forest(indptr, indices, is_core, n_threads=None, min_edges_per_slice=65536):
+    """A union-find forest of the core points through a symmetric neighbour table.
+
+    Private forests over slices of rows of about equal edge counts, built in
+    parallel, then merged pairwise.  ``parent[i]`` is -1 for a non-core
+    point, else a core point of its component with ``parent[i] <= i``; roots
+    are the lowest index of their component (the form ``add_core_level``
+    extends).  Parameters as ``union_find_core_components``.
+    """
+    n = len(indptr) - 1
+    if n_threads is None:
+        n_threads = numba.get_num_threads()
+    n_slices = int(max(1, min(n_threads, indptr[-1] // max(1, min_edges_per_slice))))
+    idx_t = np.int32 if n < 2**31 else np.int64
+    parents = np.empty((n_slices, n), dtype=idx_t)
+    parents[:] = np.where(is_core.view(bool), np.arange(n, dtype=idx_t), idx_t(-1))
+    bounds = _row_slices(indptr, n_slices)
+    _forests(indptr, indices, bounds, parents)
+    if n_slices > 1:
+        _merge_forests(parents)
+        return parents[0].copy()  # not a view holding every slice's forest
+    return parents[0]
+
+
 def union_find_core_components(indptr, indices, is_core, n_threads=None,
                                min_edges_per_slice=65536):
     """Connected components of the core points through a symmetric neighbour table.
@@ -211,18 +235,7 @@ def union_find_core_components(indptr, indices, is_core, n_threads=None,
         For each core point the lowest index of a core point in its component;
         -1 for the other points.
     """
-    n = len(indptr) - 1
-    if n_threads is None:
-        n_threads = numba.get_num_threads()
-    n_slices = int(max(1, min(n_threads, indptr[-1] // max(1, min_edges_per_slice))))
-    idx_t = np.int32 if n < 2**31 else np.int64
-    parents = np.empty((n_slices, n), dtype=idx_t)
-    parents[:] = np.where(is_core.view(bool), np.arange(n, dtype=idx_t), idx_t(-1))
-    bounds = _row_slices(indptr, n_slices)
-    _forests(indptr, indices, bounds, parents)
-    if n_slices > 1:
-        _merge_forests(parents)
-    return _roots(parents[0])
+    return _roots(core_forest(indptr, indices, is_core, n_threads, min_edges_per_slice))
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)

@@ -1060,7 +1060,7 @@ def _assign_levels(nt, min_samples_desc, sample_weight, order):
     The table's point p is the caller's row ``order[p]``; results come back
     in the caller's order.
     """
-    from .assign import _roots, labels_from_roots, weighted_neighbourhood
+    from .assign import _roots, core_forest, labels_from_roots, weighted_neighbourhood
 
     if nt.on_device:
         yield from _assign_levels_gpu(nt, min_samples_desc, sample_weight, order)
@@ -1072,11 +1072,14 @@ def _assign_levels(nt, min_samples_desc, sample_weight, order):
         weight = (np.diff(indptr) + 1).astype(np.float64)
     else:
         weight = weighted_neighbourhood(indptr, indices, sample_weight[order], True)
-    parent = np.full(n, -1, dtype=np.int32 if n < 2**31 else np.int64)
+    parent = None
     previous = np.inf
     for m in min_samples_desc:
         t0 = time.perf_counter()
-        add_core_level(indptr, indices, weight, float(m), previous, parent)
+        if parent is None:  # the first level from nothing: the parallel forests
+            parent = core_forest(indptr, indices, (weight >= m).view(np.uint8))
+        else:               # then only the new core points' edges
+            add_core_level(indptr, indices, weight, float(m), previous, parent)
         previous = float(m)
         is_core = (parent >= 0).view(np.uint8)
         labels = labels_from_roots(_roots(parent), is_core, indptr, indices, order)
