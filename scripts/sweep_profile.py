@@ -4,6 +4,9 @@ on 1M blobs, for the 16-min_samples sweep (eps 0.3) and the 8-eps sweep (min_sam
 times.
 
 Run: ``python scripts/sweep_profile.py`` (add ``--threads N`` to limit Numba's threads).
+``--gpu-hybrid``: instead, the 8-eps sweep by HYBRID-DBSCAN on the GPU (T built on the
+GPU, assigned on the CPU), not pipelined and pipelined with the assigner on all of
+Numba's threads or on fewer (``_thread_split``).
 """
 
 import argparse
@@ -18,10 +21,13 @@ from skyjoin.cluster import sweep as sw
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--gpu-hybrid", action="store_true")
     args = ap.parse_args()
     if args.threads:
         numba.set_num_threads(args.threads)
     X = _data("blobs", 1_000_000, 1)
+    if args.gpu_hybrid:
+        return gpu_hybrid(X)
     T = {}
 
     def wrap(name):
@@ -64,6 +70,45 @@ def main():
                   f"(CPU {cpu:.2f} s) build {sum(b):.3f} assign {sum(a):.3f} "
                   f"two-stage ideal {sw.pipeline_makespan(b, a):.3f}", flush=True)
             del res
+
+def gpu_hybrid(X):
+    from skyjoin.cluster import estimator
+
+    split = sw._thread_split
+    table = estimator.neighbor_table
+    phases = {}
+
+    def timed_table(*a, **k):  # the join's phases, summed over the eps of a sweep
+        tm = {}
+        out = table(*a, **{**k, "timings": tm})
+        for key, v in tm.items():
+            if isinstance(v, float):
+                phases[key] = phases.get(key, 0.0) + v
+        return out
+    estimator.neighbor_table = timed_table
+    total = numba.get_num_threads()
+    runs = [(False, None)] + [(True, k) for k in (None, total * 3 // 4, total // 2, total // 4)]
+    list(sw.dbscan_sweep(X, eps=SWEEP_EPS, min_samples=[10], device="gpu", method="hybrid"))
+    for _ in range(2):
+        for pipeline, k in runs:
+            sw._thread_split = (lambda dev, pipelined, k=k: (None, k))
+            phases.clear()
+            t0 = time.perf_counter()
+            res = list(sw.dbscan_sweep(X, eps=SWEEP_EPS, min_samples=[10], device="gpu",
+                                       method="hybrid", pipeline=pipeline))
+            wall = time.perf_counter() - t0
+            b = [r.timings["table"] for r in res]
+            a = [r.timings["assign"] for r in res]
+            print(f"gpu hybrid {'pipelined' if pipeline else 'not pipelined'}, assigner "
+                  f"threads {k or total}: {wall:.3f} s build {sum(b):.3f} assign {sum(a):.3f} "
+                  f"two-stage ideal {sw.pipeline_makespan(b, a):.3f} "
+                  f"eq2 {sw.ideal_pipeline_time(wall, 8):.3f} builds {[round(x, 3) for x in b]} "
+                  f"assigns {[round(x, 3) for x in a]}", flush=True)
+            print("  join phases", {key: round(v, 3) for key, v in phases.items()}, flush=True)
+            del res
+    sw._thread_split = split
+    estimator.neighbor_table = table
+
 
 if __name__ == "__main__":
     main()
