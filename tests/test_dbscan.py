@@ -305,3 +305,32 @@ def test_grid_dbscan_dense_cells_and_ties():
         core_sk, labels_sk = _oracle(X, eps, m)
         np.testing.assert_array_equal(core, core_sk)
         np.testing.assert_array_equal(labels, labels_sk)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
+def test_gpu_cell_order_sorts_by_cell(monkeypatch, d):
+    """The GPU's spatial order (NumPy in CuPy's place; the GPU run is in the GPU
+    tests): a permutation, the points with it, and cells in increasing key order
+    (lexicographic over the dimensions the key holds)."""
+    from _cuda_emulation import FakeCupy
+
+    from skyjoin import _device
+    from skyjoin.cluster.assign import labels_from_table
+    from skyjoin.cluster.estimator import neighbor_table, spatial_order
+
+    monkeypatch.setattr(_device, "cupy", lambda: FakeCupy())
+    rng = np.random.default_rng(d)
+    X = np.round(rng.normal(0, 2.0, (3000, d)), 1)
+    eps = 0.3
+    Xo, order = spatial_order(X, eps, device="gpu")
+    assert sorted(order.tolist()) == list(range(len(X)))
+    np.testing.assert_array_equal(Xo, X[order])
+    cells = np.floor((Xo - X.min(axis=0)) / eps).astype(np.int64)
+    assert len({tuple(c) for c in cells}) > 20
+    rows = [tuple(c) for c in cells]
+    assert rows == sorted(rows)
+    core, labels = _oracle(X, eps, 4)
+    nt = neighbor_table(Xo, eps, device="cpu")
+    is_core, got = labels_from_table(nt.indptr, nt.indices, 4, order=order)  # caller's order
+    np.testing.assert_array_equal(got, labels)
+    np.testing.assert_array_equal(np.flatnonzero(is_core), core)

@@ -143,3 +143,15 @@ def test_gpu_grid_dbscan_declines_what_it_cannot_grid(cp):
     est = skyjoin.DBSCAN(eps=0.01, min_samples=3, device="gpu").fit(X)
     assert est.path_ == "gpu"
     np.testing.assert_array_equal(est.labels_, _oracle(X, 0.01, 3)[1])
+
+
+def test_gpu_spatial_order_is_a_cell_order(cp):
+    from skyjoin.cluster.estimator import spatial_order
+
+    rng = np.random.default_rng(4)
+    X = np.round(rng.normal(0, 3.0, (50_000, 3)), 2)
+    Xo, order = spatial_order(X, 0.2, device="gpu")
+    assert np.array_equal(np.sort(order), np.arange(len(X)))
+    np.testing.assert_array_equal(Xo, X[order])
+    cells = np.floor((Xo - X.min(axis=0)) / 0.2).astype(np.int64)
+    assert np.all(np.diff(np.ravel_multi_index(cells.T, cells.max(axis=0) + 1)) >= 0)

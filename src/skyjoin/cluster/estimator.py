@@ -106,12 +106,24 @@ def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, o
                      precision=precision, timings=timings, **opts)
 
 
-def spatial_order(X, eps, precision="float64"):
+def spatial_order(X, eps, precision="float64", device="cpu"):
     """A cell-by-cell order of the points (the join's epsilon grid, §4).
 
     Numbering the points in this order before the join makes neighbours
     have nearby ids, so the union-find of the assignment touches memory
-    locally (measured on 1M 2-D blobs: 0.45 s instead of 1.4-2.8 s).
+    locally (measured on 1M 2-D blobs: 0.45 s instead of 1.4-2.8 s).  Any
+    order gives the same labels (clusters are numbered by the caller's ids).
+
+    Parameters
+    ----------
+    X : array_like, shape (n, d)
+    eps : float
+    precision : {"float64", "float32"}
+    device : {"cpu", "gpu"}
+        "gpu": the points sorted by their cell key on the GPU
+        (``_gpu_cell_order``), for a join that runs there: on the CPU this
+        order (``build_grid``) cost about as much as the GPU join of 1M
+        blobs itself.
 
     Returns
     -------
@@ -126,8 +138,38 @@ def spatial_order(X, eps, precision="float64"):
     X = check_points(X, name="X", dtype=working_dtype(precision))
     if len(X) == 0:
         return X, np.zeros(0, dtype=np.int64)
+    if device == "gpu":
+        return _gpu_cell_order(X, eps)
     order = build_grid(X, eps, precision=precision).order
     return X[order], order
+
+
+#: at most this many cells per dimension in ``_gpu_cell_order`` (keys stay exact)
+_GPU_ORDER_MAX_CELLS = 2**30
+
+
+def _gpu_cell_order(X, eps):
+    """``spatial_order`` on the GPU: the points sorted by a linear key of their cells
+    (side eps, or wider where a dimension would have more than 2**30 cells), over as
+    many leading dimensions as fit in 62 bits."""
+    from .._device import cupy
+
+    cp = cupy()
+    Xd = cp.asarray(X)
+    lo = Xd.min(axis=0)
+    span = cp.asnumpy(Xd.max(axis=0) - lo)
+    side = np.maximum(float(eps), span / _GPU_ORDER_MAX_CELLS)
+    key = cp.zeros(len(X), dtype=cp.int64)
+    volume = 1
+    for j in range(X.shape[1]):
+        cells = int(span[j] // side[j]) + 2
+        if volume * cells >= 2**62:
+            break
+        c = cp.minimum(cp.floor((Xd[:, j] - lo[j]) / side[j]), cells - 1).astype(cp.int64)
+        key = key * cells + c
+        volume *= cells
+    order = cp.argsort(key)
+    return cp.asnumpy(Xd[order]), cp.asnumpy(order)
 
 
 def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", precision="float64",
@@ -162,7 +204,7 @@ def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
     from .assign import labels_from_table
 
     t0 = time.perf_counter()
-    Xo, order = spatial_order(X, eps, precision)
+    Xo, order = spatial_order(X, eps, precision, device)
     t1 = time.perf_counter()
     nt = neighbor_table(Xo, eps, device=device, precision=precision)
     t2 = time.perf_counter()

@@ -149,7 +149,7 @@ def dbscan_model(X, probe_eps, *, min_samples=5, device="auto", precision="float
     if n == 0:
         raise ValueError("X is empty: there is nothing to measure")
     t0 = time.perf_counter()
-    Xo, order = spatial_order(X, probe_eps, precision)
+    Xo, order = spatial_order(X, probe_eps, precision, dev)
     t1 = time.perf_counter()
     join_t: dict = {}
     nt = neighbor_table(Xo, probe_eps, device=dev, precision=precision, timings=join_t)

@@ -1292,7 +1292,7 @@ def _build(X, e, dev, precision, ms_list, sample_weight, hybrid=False):
         gi = _grid_index(X, e, ms_list[::-1], sample_weight)
         if gi is not None:
             return ("grid", gi), time.perf_counter() - t0
-    Xo, order = spatial_order(X, e, precision)
+    Xo, order = spatial_order(X, e, precision, dev)
     nt = None
     if dev == "gpu" and not hybrid:
         try:
