@@ -1340,21 +1340,26 @@ def _numba_threads(n):
 def _thread_split(dev, pipelined):
     """Numba threads of the (builder, assigner) of a pipelined sweep; None: all of them.
 
-    On the GPU the builder mostly waits for the device, and the assigner has
-    the cores.  On the CPU both stages share the cores (§7.5 gives the GPU
-    to the builder and the CPU to the assigner): the builder, whose count
-    pass is parallel, keeps all of them, and the assigner, mostly sequential
-    (union-find, labelling), gets half, so that it runs on a core the
-    builder leaves idle in its sequential parts.  Measured on 2 cores, 1M
-    blobs, 8 eps (best of 3; splits builder/assigner): 2/1 0.86-0.87 s, 2/2
-    0.85-0.89 s, 1/1 0.92-0.97 s, 1/2 0.91-1.14 s, not pipelined 1.04-1.28 s.
+    The assigner gets half of the threads.  On the CPU both stages share
+    the cores (§7.5 gives the GPU to the builder and the CPU to the
+    assigner): the builder, whose count pass is parallel, keeps all of
+    them, and the assigner, mostly sequential (union-find, labelling), runs
+    on cores the builder leaves idle in its sequential parts.  Measured on
+    2 cores, 1M blobs, 8 eps (best of 3; splits builder/assigner): 2/1
+    0.86-0.87 s, 2/2 0.85-0.89 s, 1/1 0.92-0.97 s, 1/2 0.91-1.14 s, not
+    pipelined 1.04-1.28 s.  On a GPU the builder's host side copies each
+    table into host memory (with its own copy threads) while the assigner
+    reads the previous one: on the 16-core H200 host, HYBRID-DBSCAN over
+    8 eps (``scripts/sweep_profile.py --gpu-hybrid``) took 1.13 s with the
+    assigner on 16 threads, 0.94-1.02 s on 12, 0.92-1.01 s on 8, 1.37-1.41 s
+    on 4 (not pipelined 1.27-1.44 s).
     """
     import numba
 
-    if not pipelined or dev != "cpu":
+    if not pipelined:
         return None, None
     total = numba.get_num_threads()  # the caller's count
-    return total, max(1, total // 2)
+    return (total if dev == "cpu" else None), max(1, total // 2)
 
 
 def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight, build_threads=None,
