@@ -35,14 +35,16 @@ def test_single_run_writes_labels_and_plot(points, tmp_path):
     assert png.stat().st_size > 1000
 
 
-def test_sweep_writes_one_file_per_clustering(points, tmp_path):
+@pytest.mark.parametrize("method, path_name", [("auto", "grid-cpu"), ("hybrid", "table")])
+def test_sweep_writes_one_file_per_clustering(points, tmp_path, method, path_name):
     path, X = points
     out, png = tmp_path / "lab.csv", tmp_path / "sweep.png"
     res = CliRunner().invoke(dbscan_cmd, [str(path), "--sweep-eps", "0.4,0.6",
                                           "--sweep-min-samples", "4,10", "--out", str(out),
-                                          "--plot", str(png), "--device", "cpu"])
+                                          "--plot", str(png), "--device", "cpu",
+                                          "--sweep-method", method])
     assert res.exit_code == 0, res.output
-    assert "4 clusterings" in res.output
+    assert "4 clusterings" in res.output and f"({method}, path {path_name})" in res.output
     for e in (0.4, 0.6):
         for m in (4, 10):
             got = _read_labels(tmp_path / f"lab_eps{e:g}_ms{m}.csv")

@@ -172,9 +172,13 @@ from ..distributed.cli import client_from_options, distributed_options, uses_clu
               help="Device of the join ('auto': the GPU when CuPy finds one).")
 @click.option("--precision", type=click.Choice(["float64", "float32"]), default="float64",
               show_default=True, help="Working precision of the distance test.")
+@click.option("--sweep-method", type=click.Choice(["auto", "hybrid"]), default="auto",
+              show_default=True,
+              help="A sweep's method: 'auto' the fastest path, 'hybrid' the paper's "
+                   "HYBRID-DBSCAN (tables built by the join, assigned on the CPU).")
 @distributed_options
 def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, out, plot, device,
-               precision, scheduler, local_cluster):
+               precision, sweep_method, scheduler, local_cluster):
     """Cluster the points in DATA with DBSCAN (scikit-learn's exact labels).
 
     DATA is a .csv/.txt, .parquet or .npy file of points, one per row.  With
@@ -220,7 +224,8 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
         if len(eps_list) == 1 and len(ms_list) == 1:
             _single(X, eps_list[0], ms_list[0], out, plot, device, precision, write_labels)
         else:
-            _sweep(X, eps_list, ms_list, out, plot, device, precision, write_labels)
+            _sweep(X, eps_list, ms_list, out, plot, device, precision, write_labels,
+                   sweep_method)
     except (ValueError, TypeError) as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -245,7 +250,7 @@ def _single(X, eps, min_samples, out, plot, device, precision, write_labels):
         click.echo(f"picture: {plot}")
 
 
-def _sweep(X, eps_list, ms_list, out, plot, device, precision, write_labels):
+def _sweep(X, eps_list, ms_list, out, plot, device, precision, write_labels, method="auto"):
     """A sweep: progress bar, a table of results, files per clustering."""
     from .sweep import dbscan_sweep
 
@@ -253,7 +258,8 @@ def _sweep(X, eps_list, ms_list, out, plot, device, precision, write_labels):
     rows = []
     t0 = time.perf_counter()
     for r in dbscan_sweep(X, eps=eps_list, min_samples=ms_list, device=device,
-                          precision=precision, progress=True):
+                          precision=precision, progress=True, method=method):
+        path = r.timings.get("path")
         rows.append((r.eps, r.min_samples, r.n_clusters, len(r.core_sample_indices),
                      int((r.labels < 0).sum()), r.timings["table"], r.timings["assign"]))
         if out:
@@ -266,7 +272,7 @@ def _sweep(X, eps_list, ms_list, out, plot, device, precision, write_labels):
                f"{'table s':>8} {'assign s':>9}")
     for e, m, k, c, z, tt, ta in rows:
         click.echo(f"{e:>10g} {m:>11d} {k:>9d} {c:>11,d} {z:>11,d} {tt:8.3f} {ta:9.3f}")
-    click.echo(f"{len(rows)} clusterings in {total:.2f} s")
+    click.echo(f"{len(rows)} clusterings in {total:.2f} s ({method}, path {path})")
     if out:
         click.echo(f"labels: one file per clustering, e.g. "
                    f"{_variant_path(out, rows[0][0], rows[0][1])}")
