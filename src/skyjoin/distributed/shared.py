@@ -234,7 +234,7 @@ def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, d, d
     written into the shared arrays; returns the number of points labelled."""
     from .._device import cupy
     from ..cluster.gpu_grid import grid_labels
-    from ..join.gpu import _d2h
+    from ..join.gpu import _d2pinned
     from ._kernels import scatter_into
     from .dbscan import _final_labels
 
@@ -256,10 +256,13 @@ def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, d, d
             root_label = cp.full(g.n, -1, dtype=cp.int64)
             root_label[roots] = cp.asarray(comp_labels, dtype=cp.int64)
             labels = grid_labels(g, root_label)
-            ids, lab = _d2h(cp, gid[own]), _d2h(cp, labels[own])
-            core = cp.asnumpy(g.core[own].astype(cp.bool_))
-    ids = ids.astype(np.int64, copy=False)
+            # ids and labels (both < n) cross as int32 into pinned buffers and are
+            # scattered from there: half the bytes, and no fresh host memory
+            it = cp.int32 if n < 2**31 else cp.int64
+            ids = _d2pinned(cp, gid[own].astype(it))
+            lab = _d2pinned(cp, labels[own].astype(it))
+            core = _d2pinned(cp, g.core[own].astype(cp.bool_))
     with _numba_lock():
-        scatter_into(ids, lab.astype(labels_out.dtype, copy=False), labels_out)
+        scatter_into(ids, lab, labels_out)
         scatter_into(ids, core, core_out)
     return len(ids)

@@ -246,6 +246,16 @@ def _h2d(cp, A: np.ndarray):
     return out
 
 
+def _d2pinned(cp, D) -> np.ndarray:
+    """A device array in a pinned host buffer from CuPy's pinned pool (cached), by one
+    DMA at the pinned rate: for data that the host reads once and drops."""
+    import cupyx
+
+    stage = cupyx.empty_pinned(D.shape, dtype=D.dtype)
+    D.get(out=stage)
+    return stage
+
+
 def _d2h(cp, D) -> np.ndarray:
     """A device array in fresh host memory, through a pinned staging buffer
     (one DMA at the pinned rate, then a parallel host copy into pages that
@@ -253,10 +263,7 @@ def _d2h(cp, D) -> np.ndarray:
     memory runs at a few GB/s."""
     if D.nbytes < (8 << 20):
         return cp.asnumpy(D)
-    import cupyx
-
-    stage = cupyx.empty_pinned(D.shape, dtype=D.dtype)     # from CuPy's pinned pool (cached)
-    D.get(out=stage)
+    stage = _d2pinned(cp, D)
     out = _alloc_host(D.size, D.dtype)
     _parallel_copy(out, stage.reshape(-1))
     return out.reshape(D.shape)
