@@ -216,8 +216,7 @@ def test_cell_pairs_equal_every_near_pair_once():
     X = np.round(rng.normal(0, 1.0, (3000, 2)), 2)
     ms = [2, 6, 15, 40]
     g = sweep._grid_index(X, 0.15, ms)
-    sweep._prepare_links(g)
-    ptr, pa, pb = g.pairs
+    ptr, pa, pb = sweep._prepare_links(g)
     m, d = len(g.cells), X.shape[1]
     coords = np.empty((m, d), dtype=np.int64)   # integer cell coordinates (last dim fastest)
     rem = g.cells.astype(np.int64)

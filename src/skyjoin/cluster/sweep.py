@@ -46,8 +46,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 import numba
+import numpy as np
 from numba import njit, prange
 
 from .._config import NUMBA_CACHE
@@ -665,8 +665,8 @@ class _Reach:
     test too), then are filled.
     """
 
-    def __init__(self, g, K, n_parts):
-        self.g, self.K = g, K
+    def __init__(self, g, n_parts):
+        self.g, self.K = g, g.n_levels
         m = len(g.cells)
         self.n_parts = max(1, min(m, n_parts))
         self.bounds = np.linspace(0, m, self.n_parts + 1).astype(np.int64)
@@ -862,7 +862,6 @@ class _GridIndex:
     code: np.ndarray = None    # cell slot << bits | level of every point, caller's order
     bits: int = 0
     at_least: np.ndarray = None  # at_least[k]: how many points have level >= k
-    pairs: tuple = None        # (ptr, a, b) of ``_cell_pairs``
 
 
 def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
@@ -991,17 +990,18 @@ _GROUP_BYTES = 1 << 29  # output bytes of the levels labelled in one pass
 
 
 def _prepare_links(g):
-    """The points ordered by level and the pairs of near cells (what the union-find reads)."""
+    """The points ordered by level, and the pairs of near cells (ptr, a, b) that the
+    union-find reads."""
     _order_by_level(g)
     U = np.empty((len(g.cells), len(g.positive)),
                  dtype=np.int32 if len(g.cells) < 2**31 else np.int64)
-    g.pairs = _cell_pairs(g.start, g.cells, g.slot_of, g.box_lo, g.box_hi, g.radix, g.offsets,
-                          g.deltas, g.positive, g.eps2, g.maxlev, g.n_levels, U)
+    return _cell_pairs(g.start, g.cells, g.slot_of, g.box_lo, g.box_hi, g.radix, g.offsets,
+                       g.deltas, g.positive, g.eps2, g.maxlev, g.n_levels, U)
 
 
 def _reaches(g, serial):
     """The border reaches of ``g`` (``_Reach``), found beside ``serial()`` (``_share``)."""
-    rc = _Reach(g, g.n_levels, _REACH_PARTS_PER_THREAD * max(2, numba.get_num_threads()))
+    rc = _Reach(g, _REACH_PARTS_PER_THREAD * max(2, numba.get_num_threads()))
     _share(serial, rc.prepare, rc.fill, rc.n_parts)
     return rc.result()
 
@@ -1021,14 +1021,13 @@ def _assign_grid_levels(gi, min_samples_desc):
     g = gi
     t0 = time.perf_counter()
     K = g.n_levels
-    _prepare_links(g)
+    pair_ptr, pair_a, pair_b = _prepare_links(g)
     n = len(g.level)
     m = len(g.cells)
     tab = np.empty((K + 1, m), dtype=np.int32 if n < 2**31 else np.int64)
     n_clusters = np.zeros(K + 1, dtype=np.int64)
 
     def links():
-        pair_ptr, pair_a, pair_b = g.pairs
         _link_all(g.Xs, g.start, g.cells, g.box_lo, g.box_hi, g.eps2, g.level, pair_ptr, pair_a,
                   pair_b, g.maxlev, g.perm, K, tab, n_clusters)
 
@@ -1067,7 +1066,6 @@ def _assign_levels(nt, min_samples_desc, sample_weight, order):
         return
     indptr = np.ascontiguousarray(nt.indptr, dtype=np.int64)
     indices = nt.indices
-    n = len(indptr) - 1
     if sample_weight is None:
         weight = (np.diff(indptr) + 1).astype(np.float64)
     else:
@@ -1309,8 +1307,6 @@ def _threadsafe_numba() -> bool:
 
     The "workqueue" layer does not (it aborts the process); "omp" and "tbb" do.
     """
-    import numba
-
     try:
         layer = numba.threading_layer()
     except ValueError:  # no parallel function has run yet: run a tiny one
@@ -1324,8 +1320,6 @@ def _threadsafe_numba() -> bool:
 @contextlib.contextmanager
 def _numba_threads(n):
     """Numba's thread count for the calling thread (it is per thread), restored after."""
-    import numba
-
     if n is None:
         yield
         return
@@ -1354,8 +1348,6 @@ def _thread_split(dev, pipelined):
     assigner on 16 threads, 0.94-1.02 s on 12, 0.92-1.01 s on 8, 1.37-1.41 s
     on 4 (not pipelined 1.27-1.44 s).
     """
-    import numba
-
     if not pipelined:
         return None, None
     total = numba.get_num_threads()  # the caller's count
@@ -1376,8 +1368,6 @@ def _tables(X, eps_list, dev, precision, pipeline, ms_list, sample_weight, build
     def producer():
         try:
             if build_threads is not None:
-                import numba
-
                 numba.set_num_threads(build_threads)  # this thread's count only
             for e in eps_list:
                 if stop.is_set():
