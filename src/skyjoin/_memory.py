@@ -10,6 +10,7 @@ other systems this is an ordinary allocation.
 
 from __future__ import annotations
 
+import errno
 import mmap
 
 import numpy as np
@@ -23,6 +24,9 @@ HUGE_MIN_BYTES = 64 << 20
 def alloc_host(n: int, dtype=np.int32) -> np.ndarray:
     """An uninitialised 1-D host array of n items, on huge pages when large.
 
+    Raises MemoryError, giving the size and the ways to stream a join
+    result instead, when the memory cannot be had.
+
     Examples
     --------
     >>> a = alloc_host(10, np.int64)
@@ -32,9 +36,17 @@ def alloc_host(n: int, dtype=np.int32) -> np.ndarray:
     n = int(n)
     dtype = np.dtype(dtype)
     nbytes = n * dtype.itemsize
-    if nbytes < HUGE_MIN_BYTES:
-        return np.empty(n, dtype=dtype)
-    buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        if nbytes < HUGE_MIN_BYTES:
+            return np.empty(n, dtype=dtype)
+        buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (MemoryError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno != errno.ENOMEM:
+            raise
+        raise MemoryError(
+            f"cannot allocate {nbytes:,} bytes ({n:,} items of {dtype}) in host memory; "
+            "for a join result, stream it with skyjoin.self_join_chunks (or the "
+            "command line's --out pairs.parquet) or ask output='counts'") from exc
     if hasattr(mmap, "MADV_HUGEPAGE"):
         try:
             buf.madvise(mmap.MADV_HUGEPAGE)

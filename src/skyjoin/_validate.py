@@ -16,6 +16,7 @@ __all__ = [
     "check_eps",
     "check_min_samples",
     "check_precision",
+    "check_bool",
     "working_dtype",
 ]
 
@@ -124,6 +125,13 @@ def check_eps(eps) -> float:
     if not math.isfinite(eps) or eps <= 0.0:
         raise ValueError(f"eps must be finite and > 0, got {eps}")
     return eps
+
+
+def check_bool(value, name: str) -> bool:
+    """Check a flag: a Python or NumPy bool (not a string, None or a number)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def check_min_samples(min_samples) -> int:

@@ -85,10 +85,17 @@ def cell_sides(lo, hi, eps: float, d: int, precision: str = "float64") -> np.nda
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
     u_w = float(np.finfo(np.float32 if precision == "float32" else np.float64).eps) / 2
-    span = np.maximum(hi - lo, 0.0)
-    side = eps * (1.0 + 4.0 * (d + 5) * u_w) + 8.0 * _U64 * span
-    side = side * (1.0 + 4.0 * _U64)
+    with np.errstate(over="ignore"):
+        span = np.maximum(hi - lo, 0.0)
+        side = eps * (1.0 + 4.0 * (d + 5) * u_w) + 8.0 * _U64 * span
+        side = side * (1.0 + 4.0 * _U64)
     side = np.maximum(side, span / float(2**61))
+    if not (np.isfinite(span).all() and np.isfinite(side).all()):
+        # a cell coordinate would be inf or NaN, and index out of bounds
+        raise ValueError(
+            f"the data's span {span.tolist()} or cell side {side.tolist()} (eps={eps!r}) "
+            "overflows float64; the operators bring such data into range "
+            "(skyjoin._conditioning) before building a grid")
     return side
 
 

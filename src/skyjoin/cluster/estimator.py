@@ -70,8 +70,9 @@ try:
 except ImportError:  # pragma: no cover
     _VALID_METRICS = ["euclidean", "l2", "minkowski", "manhattan", "cosine"]
 
+from .._conditioning import condition_points
 from .._device import resolve_device
-from .._validate import check_eps, check_min_samples, check_precision
+from .._validate import check_eps, check_min_samples, check_points, check_precision
 
 __all__ = ["DBSCAN", "dbscan", "neighbor_table", "hybrid_dbscan", "spatial_order"]
 
@@ -127,15 +128,16 @@ def spatial_order(X, eps, precision="float64", device="cpu"):
 
     Returns
     -------
-    X_ordered : ndarray
-        The points in the working dtype, reordered.
+    X_ordered : ndarray of float64
+        The points, reordered.
     order : ndarray of int
         ``X_ordered[p] == X[order[p]]``.
     """
-    from .._validate import check_points, working_dtype
     from ..grid import build_grid
 
-    X = check_points(X, name="X", dtype=working_dtype(precision))
+    # float64 here: a float32 join rounds the points itself, after any
+    # scaling into range (skyjoin._conditioning), so it must see them unrounded
+    X = check_points(X, name="X")
     if len(X) == 0:
         return X, np.zeros(0, dtype=np.int64)
     if device == "gpu":
@@ -204,6 +206,8 @@ def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
     from .assign import labels_from_table
 
     t0 = time.perf_counter()
+    X = check_points(X, name="X")
+    (X,), eps = condition_points([X], eps)
     Xo, order = spatial_order(X, eps, precision, device)
     t1 = time.perf_counter()
     nt = neighbor_table(Xo, eps, device=device, precision=precision)
@@ -459,6 +463,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     def _fit_join(self, X, eps, min_samples, sample_weight, timings):
         """Euclidean DBSCAN on the join: GPU-only or hybrid (see the module rule)."""
         device = resolve_device(self.device)
+        (X,), eps = condition_points([X], eps)       # the grids' float64 range
         if device == "gpu":
             from .gpu import gpu_dbscan_points
 

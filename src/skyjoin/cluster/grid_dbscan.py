@@ -395,8 +395,9 @@ def grid_shape(lo, hi, n, eps):
     """Cell side and cells per dimension (int64) of the fine grid over the box
     [lo, hi], or None when it would hold more than ``max(8 n, 2^22)`` cells."""
     side = eps / math.sqrt(len(lo)) * _SIDE_FACTOR
-    radix = np.floor((hi - lo) / side).astype(np.float64) + 1
-    total = float(np.prod(radix))
+    with np.errstate(over="ignore"):         # an overflowing span: no grid (None)
+        radix = np.floor((hi - lo) / side).astype(np.float64) + 1
+        total = float(np.prod(radix))
     if not np.isfinite(total) or total > max(8 * n, 1 << 22):
         return None
     return side, radix.astype(np.int64)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._conditioning import condition_points
 from .._device import resolve_device
 from .._validate import check_eps, check_min_samples, check_points, check_precision
 
@@ -149,10 +150,11 @@ def dbscan_model(X, probe_eps, *, min_samples=5, device="auto", precision="float
     if n == 0:
         raise ValueError("X is empty: there is nothing to measure")
     t0 = time.perf_counter()
-    Xo, order = spatial_order(X, probe_eps, precision, dev)
+    (Xc,), eps_c = condition_points([X], probe_eps)
+    Xo, order = spatial_order(Xc, eps_c, precision, dev)
     t1 = time.perf_counter()
     join_t: dict = {}
-    nt = neighbor_table(Xo, probe_eps, device=dev, precision=precision, timings=join_t)
+    nt = neighbor_table(Xo, eps_c, device=dev, precision=precision, timings=join_t)
     t2 = time.perf_counter()
     labels_from_table(nt.indptr, nt.indices, min_samples, order=order)
     t3 = time.perf_counter()

@@ -51,6 +51,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import NUMBA_CACHE
+from .._conditioning import condition_points, plan_conditioning
 from .._device import resolve_device
 from .._validate import check_eps, check_min_samples, check_points, check_precision
 from .assign import _find, _union  # the one union-find of the package
@@ -1247,7 +1248,10 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress):
     try:
         for e in eps_list:
             t0 = time.perf_counter()
-            res = gpu_grid_dbscan(Xd, e, ms_list[0])
+            # an eps that needs the points rescaled (skyjoin._conditioning)
+            # takes the table path, which rescales them
+            scaled = not plan_conditioning([X], e).identity
+            res = None if scaled else gpu_grid_dbscan(Xd, e, ms_list[0])
             if res is None:
                 for r in _sweep(X, [e], ms_list, None, "gpu", "float64", False, False, False):
                     if bar is not None:
@@ -1286,6 +1290,7 @@ def _build(X, e, dev, precision, ms_list, sample_weight, hybrid=False):
     from .estimator import neighbor_table, spatial_order
 
     t0 = time.perf_counter()
+    (X,), e = condition_points([X], e)           # the grids' float64 range
     if dev == "cpu" and precision == "float64" and not hybrid:
         gi = _grid_index(X, e, ms_list[::-1], sample_weight)
         if gi is not None:

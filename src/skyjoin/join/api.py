@@ -13,9 +13,10 @@ from typing import Iterator
 
 import numpy as np
 
+from .._conditioning import condition_points
 from .._device import is_device_array, resolve_device
 from .._memory import alloc_host
-from .._validate import check_eps, check_points, check_precision, working_dtype
+from .._validate import check_bool, check_eps, check_points, check_precision
 from .result import NeighborTable, PairChunk, index_dtype
 
 __all__ = ["self_join", "join", "self_join_chunks"]
@@ -62,11 +63,30 @@ def _split_options(device: str, options: dict) -> dict:
     return options
 
 
-def _prepare(X, name, precision, device):
-    """Validate points for the chosen device; GPU arrays stay on the GPU."""
-    if device == "gpu" and is_device_array(X):
-        return X  # checked by the GPU engine, on the GPU
-    return check_points(X, name=name, dtype=working_dtype(precision))
+def _prepare(named, eps, precision, device):
+    """Validate the point sets, then bring them and eps into the working
+    precision's range (``skyjoin._conditioning``): ``(arrays, eps)``.
+
+    GPU arrays stay on the GPU (their values are checked there by the GPU
+    engine).  Points are checked in float64 (float32 input stays float32
+    when the working precision is float32), so that the conditioning sees
+    them before any rounding to float32.
+    """
+    arrays = []
+    for X, name in named:
+        if device == "gpu" and is_device_array(X):
+            arrays.append(X)
+            continue
+        dtype = np.float64
+        if precision == "float32" and getattr(X, "dtype", None) == np.float32:
+            dtype = np.float32
+        arrays.append(check_points(X, name=name, dtype=dtype))
+    if len(arrays) == 2 and arrays[0].shape[1:] != arrays[1].shape[1:]:
+        raise ValueError(
+            f"R and S must have the same number of dimensions, got {arrays[0].shape[1]} and "
+            f"{arrays[1].shape[1]}"
+        )
+    return condition_points(arrays, eps, precision)
 
 
 def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort: bool = True,
@@ -103,8 +123,11 @@ def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort
         (the GPU when CuPy finds one).  "gpu" without a GPU is an error.
     precision : {"float64", "float32"}
         Working precision of the distance test.  float32 is opt-in: it halves
-        memory traffic but pairs within a few float32 ulps of eps may differ
-        from the float64 answer.
+        memory traffic.  The points are rounded to float32, so a pair's
+        answer can differ from the float64 answer only if its distance lies
+        within ``2**-24 * (3 sqrt(d) M + (d + 8) eps)`` of eps, M being the
+        largest coordinate magnitude: centre data that sits far from the
+        origin (say 1e6 + U(0, 1)) before a float32 join.
     index_dims : int, optional
         Number of leading dimensions the grid indexes (default min(d, 6)).
     timings : dict, optional
@@ -122,11 +145,31 @@ def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort
     ------
     ValueError
         Bad shape, NaN or inf values, eps <= 0 or not finite, unknown option
-        value.
+        value, eps too small for the coordinates' magnitude (see Notes).
     TypeError
-        Non-numeric input, or GPU options on the CPU.
+        Non-numeric input, a flag that is not a bool, or GPU options on the
+        CPU.
+    MemoryError
+        The table does not fit in host memory (the message gives its size;
+        ``self_join_chunks`` or ``output="counts"`` need none).
     skyjoin.GPUUnavailableError
         ``device="gpu"`` without a usable GPU.
+
+    Notes
+    -----
+    Numeric range.  Where ``eps**2`` would overflow or underflow the
+    working precision (float64: eps outside [2**-400, 2**400]), or the
+    coordinates reach 2**1000, the points and eps are first multiplied by
+    one power of two (exact wherever nothing under- or overflows), so the
+    answer is the same on every pattern and device and is the Euclidean
+    answer up to rounding: identical points always pair, however large
+    eps.  If no power of two brings eps and the coordinates into range
+    together (the coordinates over about 2**1400 times eps), ValueError.
+    The rule is ``skyjoin._conditioning``'s, applied once here.
+
+    Cost: O(n d) to build the grid, plus the distance tests of each point
+    against the points of its cell pattern (at most ``3**k`` cells, k the
+    indexed dimensions), plus O(pairs) to write the table.
 
     Examples
     --------
@@ -142,9 +185,11 @@ def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort
     precision = check_precision(precision)
     _check_choice(output, "output", OUTPUTS)
     _check_choice(pattern, "pattern", PATTERNS)
+    check_bool(include_self, "include_self")
+    check_bool(sort, "sort")
     dev = resolve_device(device)
     options = _split_options(dev, options)
-    X = _prepare(X, "X", precision, dev)
+    (X,), eps = _prepare([(X, "X")], eps, precision, dev)
     if dev == "gpu":
         from . import gpu
 
@@ -244,14 +289,10 @@ def join(R, S, eps, *, output: str = "table", sort: bool = True, device: str | N
     eps = check_eps(eps)
     precision = check_precision(precision)
     _check_choice(output, "output", OUTPUTS)
+    check_bool(sort, "sort")
     dev = resolve_device(device)
     options = _split_options(dev, options)
-    R = _prepare(R, "R", precision, dev)
-    S = _prepare(S, "S", precision, dev)
-    if R.shape[1] != S.shape[1]:
-        raise ValueError(
-            f"R and S must have the same number of dimensions, got {R.shape[1]} and {S.shape[1]}"
-        )
+    (R, S), eps = _prepare([(R, "R"), (S, "S")], eps, precision, dev)
     if dev == "gpu":
         from . import gpu
 
@@ -364,9 +405,11 @@ def self_join_chunks(X, eps, *, include_self: bool = False, sort: bool = True,
     precision = check_precision(precision)
     if isinstance(max_pairs, bool) or not isinstance(max_pairs, (int, np.integer)) or max_pairs < 1:
         raise ValueError(f"max_pairs must be an integer >= 1, got {max_pairs!r}")
+    check_bool(include_self, "include_self")
+    check_bool(sort, "sort")
     dev = resolve_device(device)
     options = _split_options(dev, options)
-    X = _prepare(X, "X", precision, dev)
+    (X,), eps = _prepare([(X, "X")], eps, precision, dev)
     if dev == "gpu":
         from . import gpu
 

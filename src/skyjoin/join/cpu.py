@@ -192,7 +192,7 @@ def max_row_ranges(k: int) -> int:
 @nb.njit(inline="always", **_jit)
 def _within(qp, sp, i, j, d, eps2):
     """sum_k (q_ik - s_jk)^2 <= eps2 in the working precision, k in order."""
-    acc = eps2 * 0
+    acc = qp[i, 0] * 0    # a zero of the points' dtype (eps2 * 0 is NaN for eps2 = inf)
     for t in range(d):
         diff = qp[i, t] - sp[j, t]
         acc += diff * diff
@@ -801,7 +801,7 @@ def _test(q_pts, i, s_pts, j, d, eps2, early):
     """The distance test; with ``early`` it stops once the partial sum
     exceeds eps2 (partial sums of squares only grow, so the answer is the
     same)."""
-    acc = eps2 * 0
+    acc = q_pts[i, 0] * 0    # a zero of the points' dtype (eps2 * 0 is NaN for eps2 = inf)
     for t in range(d):
         diff = q_pts[i, t] - s_pts[j, t]
         acc += diff * diff
