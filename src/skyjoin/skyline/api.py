@@ -7,42 +7,16 @@ import time
 import numpy as np
 
 from .._device import is_device_array, resolve_device
-from .._validate import check_points
+from .columns import check_sense, frame_columns, group_columns, is_dataframe, parse_sense, \
+    prepare_array, split_diff
 
-__all__ = ["skyline", "ALGORITHMS", "VARIANTS", "MAX_SKYALIGN_D"]
+__all__ = ["skyline", "ALGORITHMS", "VARIANTS", "MAX_SKYALIGN_D", "check_sense", "to_minimisation",
+           "distinct_first"]
 
 ALGORITHMS = ("auto", "skyalign", "bruteforce", "bnl", "sfs", "ggs")
 VARIANTS = ("default", "nosync", "levelwise", "sync", "noquart", "padded")
 MAX_SKYALIGN_D = 64          # masks are 64-bit words
 _CPU_ONLY = ("bruteforce", "bnl", "sfs")
-
-
-def _is_dataframe(X) -> bool:
-    """Duck-typed pandas DataFrame check (pandas is not imported here)."""
-    return hasattr(X, "columns") and hasattr(X, "iloc") and hasattr(X, "select_dtypes")
-
-
-def check_sense(sense, d: int) -> np.ndarray:
-    """Turn ``sense`` into a bool array, True where a column is maximised."""
-    if sense is None:
-        return np.zeros(d, dtype=bool)
-    if isinstance(sense, str):
-        s = sense.lower()
-        if s not in ("min", "max"):
-            raise ValueError(f"sense must be 'min', 'max' or a list of them, got {sense!r}")
-        return np.full(d, s == "max")
-    try:
-        items = list(sense)
-    except TypeError:
-        raise TypeError(f"sense must be 'min', 'max' or a list of them, got {type(sense).__name__}")
-    if len(items) != d:
-        raise ValueError(f"sense has {len(items)} entries but the data has {d} columns")
-    out = np.zeros(d, dtype=bool)
-    for k, s in enumerate(items):
-        if not isinstance(s, str) or s.lower() not in ("min", "max"):
-            raise ValueError(f"sense[{k}] must be 'min' or 'max', got {s!r}")
-        out[k] = s.lower() == "max"
-    return out
 
 
 def to_minimisation(X: np.ndarray, maximise: np.ndarray) -> np.ndarray:
@@ -66,56 +40,39 @@ def distinct_first(Xm: np.ndarray, sky: np.ndarray) -> np.ndarray:
     return np.sort(sky[order[first]])
 
 
-def _frame_columns(df, min_cols, max_cols, sense):
-    """Columns used for dominance and their sense, from min=/max= or all numeric."""
-    def as_list(c, name):
-        if c is None:
-            return []
-        if isinstance(c, str) or not hasattr(c, "__iter__"):
-            return [c]
-        return list(c)
-
-    mins, maxs = as_list(min_cols, "min"), as_list(max_cols, "max")
-    if mins or maxs:
-        if sense is not None:
-            raise ValueError("give either sense= or min=/max= for a DataFrame, not both")
-        both = set(mins) & set(maxs)
-        if both:
-            raise ValueError(f"column(s) {sorted(map(str, both))} named in both min and max")
-        for c in mins + maxs:
-            if c not in df.columns:
-                raise ValueError(f"column {c!r} is not in the DataFrame")
-        cols = mins + maxs
-        if len(set(cols)) != len(cols):
-            raise ValueError("a column is named twice in min/max")
-        maximise = np.array([False] * len(mins) + [True] * len(maxs))
-        return cols, maximise
-    cols = list(df.select_dtypes(include=[np.number, "bool"]).columns)
-    if not cols:
-        raise ValueError("the DataFrame has no numeric columns; name them with min=/max=")
-    return cols, check_sense(sense, len(cols))
-
-
 def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
             algorithm: str = "auto", return_stats: bool = False, min=None, max=None,
-            variant: str | None = None):
+            variant: str | None = None, diff=None):
     """The skyline (Pareto set) of a point set.
 
     Point p dominates q iff p is no worse than q on every column and strictly
     better on at least one (smaller is better unless ``sense`` says "max").
     The skyline is the set of points that no point dominates.  Equal points
     never dominate each other, so every copy of a skyline point is kept
-    unless ``distinct=True``.
+    unless ``distinct=True``.  With "diff" columns, points are compared only
+    with the points of equal values in every diff column (the union of the
+    skylines of those groups; paretoset's group-by).
+
+    Values are compared exactly: integers as integers (int64 / uint64
+    beyond +-2**53 too), datetime64 / timedelta64 as their integer values;
+    see :mod:`skyjoin.skyline.columns` for the rule and its cost.
 
     Parameters
     ----------
     X : array_like of shape (n, d), CuPy array, or pandas.DataFrame
-        The points, any real dtype, no NaN or inf.  With a DataFrame, only the
-        columns named in ``min``/``max`` take part in dominance (the other
-        columns are ignored for dominance and returned unchanged); with
-        neither, all numeric columns are minimised (or follow ``sense``).
-    sense : "min", "max" or sequence of them, optional
-        Preference per column (default: minimise every column).
+        The points: real numbers, bools (0 / 1), datetime64 or timedelta64;
+        no NaN, NaT or inf.  With a DataFrame, the columns named in
+        ``min`` / ``max`` / ``diff`` take part (the others are ignored for
+        dominance and returned unchanged); with none named, ``sense`` gives
+        one entry per column or per numeric column (numbers, bools, nullable
+        Int / Float / boolean without NA, datetimes, timedeltas), and
+        without ``sense`` every numeric column is minimised.  Non-numeric
+        columns (strings, categories, objects) can only be "diff" columns.
+    sense : str, callable or sequence of them, optional
+        Preference per column (default: minimise every column): "min",
+        "max" or "diff", or paretoset's synonyms "minimum", "maximum",
+        "different" (any case), or the builtins ``min`` / ``max``.  One word
+        applies to every column.
     distinct : bool
         If True, keep only the lowest row index of each group of equal points.
     device : {"auto", "cpu", "gpu"} or None
@@ -123,12 +80,13 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
     algorithm : {"auto", "skyalign", "bruteforce", "bnl", "sfs", "ggs"}
         "auto" is SkyAlign (Bøgh, Chester, Assent 2016) for d <= 64, else SFS
         on the CPU and GGS on the GPU.  "bruteforce", "bnl" and "sfs" run on
-        the CPU only; "ggs" (sort-based, Bøgh et al. 2013) on both.
+        the CPU only; "ggs" (sort-based, Bøgh et al. 2013) on both.  (A diff
+        grouping adds two dimensions: see :mod:`skyjoin.skyline.columns`.)
     return_stats : bool
         Also return a dict of work counters (Definition 3: "dominance_tests",
         "mask_tests"), "prefilter_survivors" and per-phase "times" (s).
-    min, max : column label or list of labels, optional
-        DataFrame only: the columns to minimise / maximise.
+    min, max, diff : column label or list of labels, optional
+        DataFrame only: the columns to minimise / maximise / group by.
     variant : {"default", "nosync", "levelwise", "sync", "noquart", "padded"}, optional
         SkyAlign variants for experiments (§6.2.3).  CPU: "levelwise" (the
         default: the paper's NoSync CPU port, §7.1, run as one pass per mask
@@ -151,11 +109,12 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
     Raises
     ------
     ValueError
-        NaN/inf values, a wrong shape, an unknown sense, algorithm, variant
-        or device, a sense list of the wrong length, a column in both
-        ``min`` and ``max``, ``min``/``max`` without a DataFrame.
+        NaN/NaT/inf values, a wrong shape, an unknown sense, algorithm,
+        variant or device, a sense list of the wrong length, a column in both
+        ``min`` and ``max``, a label naming several DataFrame columns.
     TypeError
-        Non-numeric values.
+        Non-numeric values (outside diff columns), ``min`` / ``max`` /
+        ``diff`` without a DataFrame.
     skyjoin.GPUUnavailableError
         ``device="gpu"`` without a usable GPU.
 
@@ -169,6 +128,8 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
     array([0, 1, 2])
     >>> sj.skyline(X, sense=["min", "max"])
     array([0])
+    >>> sj.skyline(X, sense=["min", "diff"])     # the best x of each y
+    array([0, 1, 2, 4])
     """
     if not isinstance(algorithm, str) or algorithm.lower() not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
@@ -181,32 +142,33 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
     if not isinstance(distinct, (bool, np.bool_)):
         raise TypeError(f"distinct must be a bool, got {type(distinct).__name__}")
 
+    t0 = time.perf_counter()
     frame = None
-    if _is_dataframe(X):
+    if is_dataframe(X):
         frame = X
-        cols, maximise = _frame_columns(frame, min, max, sense)
-        X = frame[cols].to_numpy()
-    elif min is not None or max is not None:
-        raise TypeError("min=/max= name DataFrame columns; for arrays use sense=")
-
-    if is_device_array(X):
+        Xc, maximise = frame_columns(frame, sense, min, max, diff)
+    elif min is not None or max is not None or diff is not None:
+        raise TypeError("min=/max=/diff= name DataFrame columns; for arrays use sense=")
+    elif is_device_array(X):
         dev = resolve_device(device)
         if dev != "gpu":
             raise ValueError("X is a GPU array but device resolved to 'cpu'; pass device='gpu' or "
                              "copy it to the host")
         from . import gpu
-        d = X.shape[1] if X.ndim == 2 else None
-        if frame is None:
-            maximise = check_sense(sense, d if d is not None else 0)
+        words = parse_sense(sense, X.shape[1] if X.ndim == 2 else 0)
+        if "diff" in words:
+            V, maximise, diffs = split_diff(gpu.to_device_minimisation(X, np.zeros(len(words),
+                                                                               dtype=bool)), words)
+            X, maximise = group_columns(V, maximise, diffs)
+        else:
+            maximise = np.array([w == "max" for w in words], dtype=bool)
         sky, stats = gpu.skyline_gpu(X, maximise, distinct, algorithm, variant,
                                       count=return_stats)
         return (sky, stats) if return_stats else sky
+    else:
+        Xc, maximise = prepare_array(X, sense)
 
-    t0 = time.perf_counter()
-    Xc = check_points(X, name="X")
     n, d = Xc.shape
-    if frame is None:
-        maximise = check_sense(sense, d)
     dev = resolve_device(device)
     if algorithm == "auto":
         algorithm = "skyalign" if d <= MAX_SKYALIGN_D else ("ggs" if dev == "gpu" else "sfs")

@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from .._device import cupy as _cupy
+from .columns import exact_matrix
 
 __all__ = ["skyline_gpu", "skyalign_gpu", "ggs_gpu", "GPU_VARIANTS"]
 
@@ -83,8 +84,13 @@ def _sync():
 
 
 def to_device_minimisation(X, maximise: np.ndarray):
-    """Copy X to the GPU as float64 under minimisation; check NaN/inf."""
+    """Copy X to the GPU as float64 under minimisation; check NaN/inf.
+
+    64-bit integer columns go through :func:`skyjoin.skyline.columns.exact_float64`
+    (on the GPU for a CuPy array): compared as integers, not rounded."""
     cp = _cupy()
+    if getattr(X, "ndim", 0) == 2 and getattr(X, "dtype", np.dtype(object)).kind in "iu":
+        X = exact_matrix(X)
     Xd = cp.array(X, dtype=cp.float64, order="C", copy=True)
     if Xd.ndim != 2:
         raise ValueError(f"X must be 2-D with shape (n_points, n_dims), got shape {Xd.shape}")
