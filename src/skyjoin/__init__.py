@@ -39,6 +39,7 @@ _EXPORTS = {
     "GPUUnavailableError": "skyjoin._device",
     "datasets": "skyjoin.datasets",
     "io": "skyjoin.io",
+    "paretoset": "skyjoin.skyline.compat",
 }
 
 __all__ = sorted(list(_EXPORTS) + ["join", "self_join", "self_join_chunks", "skyline"]) + ["__version__"]

@@ -1,0 +1,86 @@
+"""paretoset's interface over skyjoin's skyline: ``skyjoin.paretoset``.
+
+A drop-in for ``paretoset.paretoset`` (tommyod/paretoset 1.2.5): the same
+arguments, the same boolean mask, the same handling of DataFrames (``sense``
+covers every column; non-numeric columns only as "diff") and of
+``distinct`` (True, the default there: only the first row of each group of
+equal Pareto-optimal rows).  The work is :func:`skyjoin.skyline`'s.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .api import skyline
+from .columns import frame_columns, is_dataframe, prepare_array
+
+__all__ = ["paretoset"]
+
+
+def paretoset(costs, sense=None, distinct: bool = True, use_numba: bool = True, *,
+              device: str | None = "auto"):
+    """Boolean mask of the Pareto set (skyline) of ``costs``, as paretoset's.
+
+    Parameters
+    ----------
+    costs : array_like of shape (n, d) or (n,), or pandas.DataFrame
+        The observations; a 1-D array is one objective.  For a DataFrame,
+        ``sense`` has one entry per column, and columns that are not numbers
+        (strings, categories, objects) must be "diff" columns.  No NaN, NaT
+        or inf (paretoset leaves NaN to the caller; skyjoin refuses it).
+    sense : sequence of str or callables, optional
+        Per column "min" (default), "max" or "diff", or a synonym
+        ("minimum", "maximum", "different", any case, the builtins ``min``
+        and ``max``).  "diff" compares rows only within groups of equal
+        values in the diff columns (a group-by).
+    distinct : bool
+        True: of each group of equal Pareto-optimal rows only the first
+        (lowest position) is marked.  False: every copy is marked.
+    use_numba : bool
+        Accepted for compatibility and ignored (skyjoin always compiles).
+    device : {"auto", "cpu", "gpu"} or None
+        As :func:`skyjoin.skyline` (keyword only; not in paretoset).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n,)
+        True for the observations in the Pareto set.
+
+    Raises
+    ------
+    TypeError
+        Object-dtype arrays or non-numeric min / max columns (as paretoset).
+    ValueError
+        A ``sense`` of the wrong length or with an unknown word, NaN / NaT /
+        inf values.
+
+    Cost: that of :func:`skyjoin.skyline` plus O(n) for the mask (and the
+    grouping of :mod:`skyjoin.skyline.columns` with diff columns).
+
+    Examples
+    --------
+    >>> import numpy as np, skyjoin as sj
+    >>> costs = np.array([[2, 0], [1, 1], [0, 2], [3, 3]])
+    >>> sj.paretoset(costs)
+    array([ True,  True,  True, False])
+    >>> sj.paretoset(costs, sense=["min", "max"])
+    array([False, False,  True,  True])
+    >>> sj.paretoset([0, 0], distinct=True)
+    array([ True, False])
+    >>> sj.paretoset([0, 0], distinct=False)
+    array([ True,  True])
+    """
+    if is_dataframe(costs):
+        X, maximise = frame_columns(costs, sense, all_columns=True)
+    else:
+        arr = costs if isinstance(costs, np.ndarray) else np.asarray(costs)
+        if arr.dtype == np.dtype(object):
+            raise TypeError(f"Data must be numerical. Please convert it. Data has type: {arr.dtype}")
+        if arr.ndim == 1:
+            arr = arr.reshape(-1, 1)
+        X, maximise = prepare_array(arr, sense, name="costs")
+    mask = np.zeros(X.shape[0], dtype=bool)
+    if X.shape[0]:
+        words = ["max" if m else "min" for m in maximise]
+        mask[skyline(X, sense=words, distinct=bool(distinct), device=device)] = True
+    return mask
