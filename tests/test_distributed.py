@@ -712,3 +712,21 @@ def test_bench_large_cases_keep_the_neighbours_per_point():
         assert n * eps ** 2 == pytest.approx(n0 * eps0 ** 2, rel=1e-12)
     with pytest.raises(ValueError, match="GPU"):
         case_specs("cpu", False, large=True)
+
+
+def test_local_cluster_device_follows_auto(monkeypatch):
+    """--local-cluster with --device auto (or SKYJOIN_DEVICE) starts GPU workers
+    on a GPU host: the device is resolved, not compared as a raw string."""
+    import skyjoin._device as device_mod
+    from skyjoin.distributed.cli import local_cluster_device
+
+    monkeypatch.delenv("SKYJOIN_DEVICE", raising=False)
+    monkeypatch.setattr(device_mod, "_probe_gpu", lambda: (True, "a fake GPU"))
+    assert local_cluster_device("auto") == "gpu"
+    assert local_cluster_device(None) == "gpu"
+    assert local_cluster_device("cpu") == "cpu"
+    monkeypatch.setenv("SKYJOIN_DEVICE", "cpu")
+    assert local_cluster_device(None) == "cpu"
+    monkeypatch.setattr(device_mod, "_probe_gpu", lambda: (False, "no GPU"))
+    monkeypatch.delenv("SKYJOIN_DEVICE")
+    assert local_cluster_device("auto") == "cpu"

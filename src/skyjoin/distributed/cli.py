@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import sys
 
-__all__ = ["distributed_options", "client_from_options", "uses_cluster", "run_join", "run_dbscan",
-           "run_skyline"]
+from .._device import resolve_device
+
+__all__ = ["distributed_options", "client_from_options", "local_cluster_device", "uses_cluster",
+           "run_join", "run_dbscan", "run_skyline"]
 
 
 def distributed_options(fn):
@@ -34,6 +36,13 @@ def distributed_options(fn):
 def uses_cluster(scheduler, local_cluster) -> bool:
     """Whether the options ask for a Dask cluster."""
     return scheduler is not None or local_cluster is not None
+
+
+def local_cluster_device(device=None) -> str:
+    """The kind of workers ``--local-cluster`` starts: the command's device,
+    resolved once ("auto" and ``SKYJOIN_DEVICE`` included), so that a GPU
+    host gets GPU workers unless the command says ``--device cpu``."""
+    return resolve_device(device)
 
 
 @contextlib.contextmanager
@@ -85,7 +94,7 @@ def client_from_options(scheduler=None, local_cluster=None, device=None, echo=No
         if scheduler is not None:
             client = stack.enter_context(Client(scheduler))
         else:
-            if device == "gpu":
+            if local_cluster_device(device) == "gpu":
                 cluster = local_gpu_cluster(local_cluster)
             else:
                 cluster = make_cpu_cluster(local_cluster)
