@@ -4,8 +4,10 @@ Going beyond HYBRID-DBSCAN (which ships the neighbour table T to the host for
 the point assignment, §3), a single clustering never needs T on the host:
 
 1. ``core``: a point is core iff |N_eps| + 1 (or the weight of its
-   neighbourhood, itself included) >= min_samples: one CuPy expression on
-   the row lengths (a warp per row for weights);
+   neighbourhood, itself included, summed exactly and rounded once, as on
+   the CPU) >= min_samples: one CuPy expression on the row lengths (a warp
+   per row for weights, and the rows whose sum lies within rounding of
+   min_samples summed exactly on the host);
 2. ``hook``: union-find over the edges i < j between core points, lock-free:
    a warp per row, each lane takes edges and links the larger root under the
    smaller with ``atomicCAS`` (ECL-CC style hooking, with path halving by
@@ -29,6 +31,7 @@ import time
 import numpy as np
 
 from .._device import cupy
+from .assign import exact_row_sums, integer_weights, naive_sum_decides
 
 __all__ = ["gpu_dbscan_table", "gpu_dbscan_points"]
 
@@ -82,16 +85,29 @@ __device__ __forceinline__ void uf_union(long long* parent, long long a, long lo
 _SOURCE = r"""
 extern "C" {
 """ + _UNION_FIND + r"""
-// weight of each row's neighbourhood, itself included: one warp per row
-__global__ void weighted_counts(const long long* indptr, const int* indices, const double* w,
-                                long long n, double* out) {
+// naive sum and sum of |w| of each row's neighbourhood, itself included: one warp per
+// row (additions only: no contraction into an FMA changes a rounding).  Any order
+// of additions keeps the error bound that cluster.assign.naive_sum_decides assumes.
+__global__ void weighted_sums(const long long* indptr, const int* indices, const double* w,
+                              long long n, double* sums, double* abs_sums) {
     long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (row >= n) return;
-    double s = 0.0;
-    for (long long k = indptr[row] + lane; k < indptr[row + 1]; k += 32) s += w[indices[k]];
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
-    if (lane == 0) out[row] = s + w[row];
+    double s = 0.0, a = 0.0;
+    for (long long k = indptr[row] + lane; k < indptr[row + 1]; k += 32) {
+        double x = w[indices[k]];
+        s += x;
+        a += fabs(x);
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        s += __shfl_down_sync(0xffffffffu, s, off);
+        a += __shfl_down_sync(0xffffffffu, a, off);
+    }
+    if (lane == 0) {
+        double own = w[row];
+        sums[row] = s + own;
+        abs_sums[row] = a + fabs(own);
+    }
 }
 
 // union-find over the edges i < j between core points: one warp per row
@@ -168,9 +184,13 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, order=
         (what ``self_join(..., device="gpu", on_device=True)`` returns).
     min_samples : int
     sample_weight : array_like of float, shape (n,), optional
-        Weights (host or device).  Sums run in float64 in another order
-        than scikit-learn's, so a weighted sum within rounding of
-        min_samples may decide differently; integer weights are exact.
+        Weights (host or device).  A point is core iff the exact sum of its
+        neighbourhood's weights, itself included, rounded once to float64
+        (``math.fsum``), is at least min_samples: the rule of the CPU
+        (``assign.core_points``).  The warp sums decide every row that
+        ``assign.naive_sum_decides`` settles; the rows it leaves open (sums
+        within rounding of min_samples) are summed exactly on the host
+        (``_weighted_core``).
     order : array_like of int, shape (n,), optional
         The caller's row id of each table point, when the table is over the
         points in another order (a sweep builds it in cell order).  Clusters
@@ -218,10 +238,11 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, order=
         if w.shape != (n,):
             raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
         sums = cp.empty(n, dtype=cp.float64)
+        abs_sums = cp.empty(n, dtype=cp.float64)
         if n:
-            mod.get_function("weighted_counts")(_warp_grid(n), (_BLOCK,),
-                                                (indptr, indices, w, np.int64(n), sums))
-        is_core = (sums >= min_samples).astype(cp.uint8)
+            mod.get_function("weighted_sums")(_warp_grid(n), (_BLOCK,),
+                                              (indptr, indices, w, np.int64(n), sums, abs_sums))
+        is_core = _weighted_core(cp, indptr, indices, w, sums, abs_sums, min_samples)
     if n == 0:
         return is_core, cp.zeros(0, dtype=cp.int64)
     parent = cp.arange(n, dtype=cp.int64)
@@ -248,6 +269,49 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, order=
     if timings is not None:
         timings.update(core=t1 - t0, hook=t2 - t1, labels=t3 - t2)
     return is_core, labels
+
+
+def _weighted_core(cp, indptr, indices, w, sums, abs_sums, min_samples):
+    """Core flags (uint8, device) from each row's naive weight sum and sum of |w|.
+
+    The rule of ``assign.core_points``: core iff the correctly rounded sum
+    of the neighbourhood's weights (its own included) is >= min_samples.
+    Rows that ``naive_sum_decides`` settles take ``sums >= min_samples``, and
+    so do all rows when ``integer_weights`` holds (the sums are then exact);
+    the others (sums within rounding of min_samples) have their weights
+    brought to the host and summed exactly by ``exact_row_sums``.  O(n) on
+    the device, plus O(row length) transfer and exact summing per open row.
+    """
+    m = float(min_samples)
+    is_core = sums >= m
+    if integer_weights(w):
+        return is_core.astype(cp.uint8)
+    k = indptr[1:] - indptr[:-1] + 1
+    rows = cp.flatnonzero(~naive_sum_decides(sums, abs_sums, k, m))
+    if rows.size:
+        exact = _exact_row_weights(cp, indptr, indices, w, rows)
+        is_core[rows] = cp.asarray(exact >= m)
+    return is_core.astype(cp.uint8)
+
+
+def _exact_row_weights(cp, indptr, indices, w, rows):
+    """Correctly rounded weight of the neighbourhoods (own weight included) of the
+    given rows of a device table: their weights gathered on the device, summed on
+    the host (``exact_row_sums``).  O(sum of the rows' lengths)."""
+    starts = cp.asnumpy(indptr[rows]).astype(np.int64)
+    lens = cp.asnumpy(indptr[rows + 1]).astype(np.int64) - starts
+    r = len(starts)
+    ptr = np.zeros(r + 1, dtype=np.int64)
+    np.cumsum(lens + 1, out=ptr[1:])
+    # neighbour q of the concatenated rows lies at indptr position q + starts[j] - off[j]
+    off = ptr[:-1] - np.arange(r, dtype=np.int64)
+    pos = np.arange(int(lens.sum()), dtype=np.int64) + np.repeat(starts - off, lens)
+    values = np.empty(int(ptr[-1]), dtype=np.float64)
+    own = np.zeros(len(values), dtype=bool)
+    own[ptr[:-1]] = True
+    values[own] = cp.asnumpy(w[rows])
+    values[~own] = cp.asnumpy(w[indices[cp.asarray(pos)]])
+    return exact_row_sums(ptr, values)
 
 
 def component_lows(cp, is_core, parent, order, span):
