@@ -184,6 +184,7 @@ def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
     eps : float
     min_samples : int
     sample_weight : array_like of shape (n,), optional
+        As ``DBSCAN.fit``: neighbourhood weights summed exactly, rounded once.
     device : {"cpu", "gpu"}
         Device of the join; the assignment always runs on the CPU.
     precision : {"float64", "float32"}
@@ -318,6 +319,26 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     the mean number of neighbours times n (4 bytes per pair); choose eps
     accordingly.
 
+    With ``sample_weight``, a sample is core iff the exact sum of the
+    float64 weights of its neighbourhood (itself included), rounded once to
+    float64 (half to even, as ``math.fsum``), is at least ``min_samples``;
+    every path and device applies this rule (``assign.core_points``).  That
+    sum does not depend on the order of the neighbours.  scikit-learn adds
+    the weights with ``np.sum`` in the order its radius query returns the
+    neighbours, which depends on ``algorithm`` and ``leaf_size``; its sum is
+    within a few ulps of the correctly rounded one, so the two decide
+    differently only where scikit-learn's sum lands on the other side of
+    ``min_samples``.  For example, three samples within eps of each other
+    with weights 0.7, 0.2 and 0.1, ``min_samples=1``: these doubles sum
+    exactly to 1 - 2**-55, which rounds to 1.0, so all three are core here; ``np.sum`` adding them in that order gives
+    0.9999999999999999 and scikit-learn labels all three noise (listed as
+    0.1, 0.2, 0.7 it gets 1.0 and agrees).  Conversely, weights 1 - 2**-53,
+    2**-54 and -2**-55 sum exactly to 1 - 3 * 2**-55, which rounds to
+    1 - 2**-53 < 1: noise here, while ``np.sum`` gives 1.0 and scikit-learn
+    finds them core.  Weights whose sums float64 holds exactly in any order
+    (integers, multiples of one power of two that stay small) decide
+    identically.
+
     References
     ----------
     M. Gowanlock, C. M. Rude, D. M. Blair, J. D. Li, V. Pankratius, "A Hybrid
@@ -394,8 +415,10 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Weight of each sample: a sample is core iff the total weight of
-            its neighbourhood (itself included) is at least ``min_samples``.
-            Weights may be negative.
+            its neighbourhood (itself included), summed exactly and rounded
+            once to float64, is at least ``min_samples`` (see the Notes of
+            the class for where scikit-learn's ``np.sum`` may decide
+            otherwise).  Weights may be negative or zero.
 
         Returns
         -------
@@ -554,6 +577,7 @@ def dbscan(X, eps=0.5, *, min_samples=5, metric="minkowski", metric_params=None,
     metric, metric_params, algorithm, leaf_size, p, n_jobs
         As ``DBSCAN``; Euclidean (minkowski with p=2) is accelerated.
     sample_weight : array-like of shape (n_samples,), default=None
+        As ``DBSCAN.fit``: neighbourhood weights summed exactly, rounded once.
     device : {"auto", "cpu", "gpu"} or None, default="auto"
     precision : {"float64", "float32"}, default="float64"
 
