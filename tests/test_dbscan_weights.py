@@ -129,6 +129,12 @@ def _cpu_results(X, eps, m, w, A):
                                     device="cpu", method="hybrid", pipeline=False):
         if res.min_samples == m:
             out.append(("dbscan_sweep hybrid", _flags(res.core_sample_indices, n), res.labels))
+    # the default sweep: the grid levels (d <= 4) with their exact re-walk
+    for res in skyjoin.dbscan_sweep(X, eps=eps, min_samples=levels, sample_weight=w,
+                                    device="cpu", pipeline=False):
+        if res.min_samples == m:
+            out.append((f"dbscan_sweep {res.timings['path']}",
+                        _flags(res.core_sample_indices, n), res.labels))
     return out
 
 
@@ -430,8 +436,6 @@ def test_sample_weight_validation_still_refuses_bad_weights():
         skyjoin.DBSCAN(device="cpu").fit(X, sample_weight=[0.1, np.inf, 0.2])
 
 
-@pytest.mark.xfail(strict=True, reason="dbscan_sweep's grid path (sweep._grid_levels_weighted) "
-                   "still adds the weights one cell at a time, not by the exact rule")
 def test_sweep_grid_path_follows_the_rule():
     X = np.arange(10.0).reshape(-1, 1) * 0.01
     w = np.full(10, 0.1)

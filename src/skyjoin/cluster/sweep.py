@@ -54,7 +54,8 @@ from .._config import NUMBA_CACHE
 from .._conditioning import condition_points, plan_conditioning
 from .._device import resolve_device
 from .._validate import check_eps, check_min_samples, check_points, check_precision
-from .assign import _find, _union  # the one union-find of the package
+from .assign import _find, _naive_sum_decides, _union  # the one union-find of the package
+from .assign import exact_row_sums
 from .grid_dbscan import _boxes_apart, _d2, _neighbour_slots
 
 __all__ = ["SweepResult", "dbscan_sweep", "add_core_level", "ideal_pipeline_time",
@@ -316,47 +317,131 @@ def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delt
     return level
 
 
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _near_cell(Xs, p, t, t2, box_lo, box_hi, eps2):
+    """0: no point of cell slot t2 is within eps of p; 1: every point is; 2: test each."""
+    if t2 < 0 or t2 == t or _gap2(Xs, p, box_lo, box_hi, t2) > eps2:
+        return 0
+    return 1 if _span2(Xs, p, box_lo, box_hi, t2) <= eps2 else 2
+
+
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
 def _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
                           eps2, m_asc, w, hits):
-    """``_grid_levels`` with sample weights: complete sums (weights may be negative)."""
+    """``_grid_levels`` with sample weights: complete sums (weights may be negative).
+
+    Each point's weight sum is added naively (cell subtotals), with the sum
+    of |w| and the number of terms: a point whose sum cannot decide against
+    the min_samples on either side of it (``assign.naive_sum_decides``) gets
+    level -1, for ``_exact_levels`` to decide by the correctly rounded sum.
+    """
     n = Xs.shape[0]
     m = cells.shape[0]
     n_off = offsets.shape[0]
+    K = m_asc.shape[0]
     level = np.empty(n, dtype=np.int32)
     wsum = np.zeros(m, dtype=np.float64)
+    wabs = np.zeros(m, dtype=np.float64)
     for t in prange(m):
         c = cells[t]
         s = 0.0
+        a = 0.0
         for p in range(start[c], start[c + 1]):
             s += w[p]
+            a += abs(w[p])
         wsum[t] = s
+        wabs[t] = a
     for t in prange(m):
         c = cells[t]
         nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
         for p in range(start[c], start[c + 1]):
             s = wsum[t]
+            a = wabs[t]
+            k = start[c + 1] - start[c]
             mask = np.uint64(0)
             for o in range(n_off):
                 t2 = nb[o]
-                if t2 < 0 or t2 == t or _gap2(Xs, p, box_lo, box_hi, t2) > eps2:
+                near = _near_cell(Xs, p, t, t2, box_lo, box_hi, eps2)
+                if near == 0:
                     continue
                 c2 = cells[t2]
                 got = False
-                if _span2(Xs, p, box_lo, box_hi, t2) <= eps2:
+                if near == 1:
                     s += wsum[t2]
+                    a += wabs[t2]
+                    k += start[c2 + 1] - start[c2]
                     got = True
                 else:
                     for q in range(start[c2], start[c2 + 1]):
                         if _d2(Xs, p, q) <= eps2:
                             s += w[q]
+                            a += abs(w[q])
+                            k += 1
                             got = True
                 if got:
                     mask |= np.uint64(1) << np.uint64(o)
-            level[p] = _level_of(s, m_asc)
+            lv = _level_of(s, m_asc)
+            if lv > 0 and not _naive_sum_decides(s, a, k, m_asc[lv - 1]):
+                lv = -1
+            elif lv < K and not _naive_sum_decides(s, a, k, m_asc[lv]):
+                lv = -1
+            level[p] = lv
             if hits.shape[0] > 0:
                 hits[p] = mask
     return level
+
+
+@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+def _weights_near(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, w,
+                  slots, points, indptr, values):
+    """The weights of the eps-neighbourhood (itself included) of each of ``points``,
+    as CSR rows: with ``values`` empty, only the row lengths into ``indptr[1:]``.
+    ``slots[r]`` is the cell slot of point ``points[r]``."""
+    count_only = values.shape[0] == 0
+    n_off = offsets.shape[0]
+    for r in prange(points.shape[0]):
+        p = points[r]
+        t = slots[r]
+        c = cells[t]
+        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
+        pos = indptr[r]
+        for q in range(start[c], start[c + 1]):
+            if not count_only:
+                values[pos] = w[q]
+            pos += 1
+        for o in range(n_off):
+            t2 = nb[o]
+            near = _near_cell(Xs, p, t, t2, box_lo, box_hi, eps2)
+            if near == 0:
+                continue
+            c2 = cells[t2]
+            for q in range(start[c2], start[c2 + 1]):
+                if near == 1 or _d2(Xs, p, q) <= eps2:
+                    if not count_only:
+                        values[pos] = w[q]
+                    pos += 1
+        if count_only:
+            indptr[r + 1] = pos - indptr[r]
+
+
+def _exact_levels(level, Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
+                  eps2, w, m_asc):
+    """Decide the points ``_grid_levels_weighted`` left at -1 by the correctly
+    rounded sum of their neighbourhood's weights (``assign.exact_row_sums``),
+    in place.  O(neighbours * partials) per such point."""
+    points = np.flatnonzero(level < 0)
+    if points.size == 0:
+        return
+    slots = slot_of[np.searchsorted(start, points, side="right") - 1]
+    args = (Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, w, slots,
+            points)
+    indptr = np.zeros(points.size + 1, dtype=np.int64)
+    _weights_near(*args, indptr, np.zeros(0))
+    np.cumsum(indptr, out=indptr)
+    values = np.empty(int(indptr[-1]))
+    _weights_near(*args, indptr, values)
+    exact = exact_row_sums(indptr, values)
+    level[points] = np.searchsorted(m_asc, exact, side="right")
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
@@ -901,8 +986,11 @@ def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
         level = _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
                              eps2, m_arr, hits, _scan_orders(offsets, R), R)
     else:
+        w = np.ascontiguousarray(sample_weight[perm], dtype=np.float64)
         level = _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets,
-                                      deltas, eps2, m_arr, sample_weight[perm], hits)
+                                      deltas, eps2, m_arr, w, hits)
+        _exact_levels(level, Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
+                      eps2, w, m_arr)
     tick("levels")
     return _GridIndex(n_levels=K, Xs=Xs, start=start, cells=cells, slot_of=slot_of,
                       box_lo=box_lo, box_hi=box_hi, radix=radix, offsets=offsets, deltas=deltas,
