@@ -26,7 +26,7 @@ def main():
     import cupy as cp
     import cupyx
 
-    from skyjoin._memory import alloc_host
+    from skyjoin._core.memory import alloc_host
     from skyjoin.join.gpu import _parallel_copy
 
     total = int(float(sys.argv[1] if len(sys.argv) > 1 else 3.4) * 1e9) // 4 * 4

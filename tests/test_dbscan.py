@@ -314,7 +314,7 @@ def test_gpu_cell_order_sorts_by_cell(monkeypatch, d):
     (lexicographic over the dimensions the key holds)."""
     from _cuda_emulation import FakeCupy
 
-    from skyjoin import _device
+    from skyjoin._core import device as _device
     from skyjoin.cluster.assign import labels_from_table
     from skyjoin.cluster.estimator import neighbor_table, spatial_order
 

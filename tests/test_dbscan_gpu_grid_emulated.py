@@ -61,7 +61,7 @@ def test_emulated_grid_declines_huge_grids_and_high_d(emulated):
 
 
 def test_emulated_gpu_sweep_equals_sklearn(emulated, monkeypatch):
-    import skyjoin._device as device
+    import skyjoin._core.device as device
     from skyjoin.cluster import sweep
 
     monkeypatch.setattr(device, "cupy", lambda: FakeCupy())

@@ -652,7 +652,7 @@ def test_box_masks_equal_routing(seed):
 @pytest.mark.parametrize("n", [1, 7, 65536 * 3 + 5, 1_000_003])
 def test_column_bounds_equal_numpy(n):
     """The parallel bounds behind the plans (and the grids) equal NumPy's min / max."""
-    from skyjoin._grid_kernels import column_bounds, parallel_column_bounds
+    from skyjoin.index.grid_kernels import column_bounds, parallel_column_bounds
 
     X = np.random.default_rng(n).normal(size=(n, 3)) * 1e3
     X[n // 2, 1] = -5e6           # an extreme row inside one chunk
@@ -717,7 +717,7 @@ def test_bench_large_cases_keep_the_neighbours_per_point():
 def test_local_cluster_device_follows_auto(monkeypatch):
     """--local-cluster with --device auto (or SKYJOIN_DEVICE) starts GPU workers
     on a GPU host: the device is resolved, not compared as a raw string."""
-    import skyjoin._device as device_mod
+    import skyjoin._core.device as device_mod
     from skyjoin.distributed.cli import local_cluster_device
 
     monkeypatch.delenv("SKYJOIN_DEVICE", raising=False)

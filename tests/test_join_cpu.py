@@ -7,7 +7,7 @@ import pytest
 from scipy.spatial import cKDTree
 
 import skyjoin as sj
-from skyjoin.grid import build_grid
+from skyjoin.index.grid import build_grid
 
 from oracles import brute_pairs, table_matrix
 

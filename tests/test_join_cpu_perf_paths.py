@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import skyjoin as sj
-from skyjoin.grid import build_grid
+from skyjoin.index.grid import build_grid
 from skyjoin.join import cpu
 
 from oracles import brute_pairs, table_matrix

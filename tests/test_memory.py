@@ -1,6 +1,6 @@
 import numpy as np
 
-from skyjoin._memory import HUGE_MIN_BYTES, alloc_host
+from skyjoin._core.memory import HUGE_MIN_BYTES, alloc_host
 
 
 def test_alloc_host_small_and_large_are_plain_writable_arrays():

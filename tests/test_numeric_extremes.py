@@ -1,4 +1,4 @@
-"""The join and DBSCAN at numeric extremes (skyjoin._conditioning).
+"""The join and DBSCAN at numeric extremes (skyjoin._core.conditioning).
 
 Oracles: the Euclidean test in exact rational arithmetic (``fractions``),
 scikit-learn's DBSCAN, and float64 brute force where it does not overflow.
@@ -15,8 +15,8 @@ import pytest
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
 import skyjoin as sj
-from skyjoin._conditioning import condition_points, plan_conditioning
-from skyjoin._memory import alloc_host
+from skyjoin._core.conditioning import condition_points, plan_conditioning
+from skyjoin._core.memory import alloc_host
 
 from oracles import brute_pairs, table_matrix
 
@@ -218,7 +218,7 @@ def test_host_allocation_failure_is_a_memory_error_with_the_way_out():
 
 
 def test_non_finite_cell_geometry_is_refused_not_indexed():
-    from skyjoin.grid import cell_sides
+    from skyjoin.index.grid import cell_sides
 
     with pytest.raises(ValueError, match="overflows float64"):
         cell_sides(np.array([-1e308]), np.array([1e308]), 1.0, 1)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import skyjoin as sj
-from skyjoin._device import GPUUnavailableError, resolve_device
+from skyjoin._core.device import GPUUnavailableError, resolve_device
 
 
 @pytest.mark.parametrize("bad, exc, words", [
@@ -88,17 +88,17 @@ def test_import_is_light():
 def test_all_finite_over_chunks_equals_numpy(seed):
     """The chunked finiteness test agrees with NumPy's whole-array one, wherever the bad
     value is (first row, chunk borders, last row) and whatever its kind."""
-    from skyjoin._validate import _all_finite, check_points
+    from skyjoin._core.validate import all_finite, check_points
 
     rng = np.random.default_rng(seed)
     n, d = int(rng.integers(1, 400)), int(rng.integers(1, 5))
     X = rng.normal(size=(n, d))
     chunk = int(rng.integers(1, 40))
-    assert _all_finite(X, chunk_items=chunk)
+    assert all_finite(X, chunk_items=chunk)
     for row in {0, n - 1, int(rng.integers(0, n)), min(n - 1, chunk // d)}:
         Y = X.copy()
         Y[row, int(rng.integers(0, d))] = rng.choice([np.nan, np.inf, -np.inf])
-        assert not _all_finite(Y, chunk_items=chunk)
-        assert _all_finite(Y, chunk_items=chunk) == bool(np.isfinite(Y).all())
+        assert not all_finite(Y, chunk_items=chunk)
+        assert all_finite(Y, chunk_items=chunk) == bool(np.isfinite(Y).all())
         with pytest.raises(ValueError, match=f"first at row {row}"):
             check_points(Y)

@@ -122,7 +122,7 @@ def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, 
     of pairs per partition).
     """
     import skyjoin as sj
-    from ._device import resolve_device
+    from ._core.device import resolve_device
 
     if uses_cluster(scheduler, local_cluster):
         from .distributed.cli import run_join
@@ -225,7 +225,7 @@ def bench_cmd(suite, device, quick, names, out_dir):
 
     Speed is reported as ratios against peers measured in the same run.
     """
-    from ._device import resolve_device
+    from ._core.device import resolve_device
 
     dev = resolve_device(device)
     if suite == "join":

@@ -402,7 +402,7 @@ def _standard_kernel():
     if _STANDARD_KERNEL is None:
         import numba
 
-        from ._config import NUMBA_CACHE
+        from ._core.config import NUMBA_CACHE
 
         prange = numba.prange
         inline = numba.njit(cache=NUMBA_CACHE, inline="always")

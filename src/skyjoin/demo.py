@@ -44,7 +44,7 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
     """
     import skyjoin as sj
 
-    from ._device import resolve_device
+    from ._core.device import resolve_device
     from .datasets import blobs
 
     if n < 10:

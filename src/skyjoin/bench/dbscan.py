@@ -435,7 +435,7 @@ def gpu_check(out_dir: str = "bench-results", n_large: int = 10_000_000, log=pri
         return out
 
     from ..cluster.gpu_grid import gpu_grid_dbscan
-    from .._device import cupy
+    from .._core.device import cupy
 
     cp = cupy()
     X = _data("blobs", 1_000_000, 1)

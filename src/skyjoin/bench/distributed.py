@@ -174,7 +174,7 @@ def _cases(specs, device, client, label):
         def teardown(holder=holder):
             holder.clear()
             if device == "gpu":
-                from .._device import cupy
+                from .._core.device import cupy
 
                 cupy().get_default_memory_pool().free_all_blocks()
 

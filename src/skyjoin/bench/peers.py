@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from .._validate import check_eps, check_points
+from .._core.validate import check_eps, check_points
 
 __all__ = [
     "ckdtree_query_pairs",

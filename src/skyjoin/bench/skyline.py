@@ -172,7 +172,7 @@ def _gpu_cases(quick: bool) -> list[Case]:
         hold = {}
 
         def setup(n=n, d=d, kind=kind, seed=seed, hold=hold):
-            from .._device import cupy
+            from .._core.device import cupy
 
             hold["X"] = _data(n, d, kind, seed)
             hold["Xd"] = cupy().asarray(hold["X"])
@@ -196,7 +196,7 @@ def _gpu_cases(quick: bool) -> list[Case]:
 
 
 def _sync_size(idx) -> int:
-    from .._device import cupy
+    from .._core.device import cupy
 
     cupy().cuda.get_current_stream().synchronize()
     return int(idx.size)

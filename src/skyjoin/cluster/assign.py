@@ -54,7 +54,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .._config import NUMBA_CACHE
+from .._core.config import NUMBA_CACHE
 
 __all__ = [
     "core_points",

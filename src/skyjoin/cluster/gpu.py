@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from .._device import cupy
+from .._core.device import cupy
 from .assign import exact_row_sums, integer_weights, naive_sum_decides
 
 __all__ = ["gpu_dbscan_table", "gpu_dbscan_points"]

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._device import cupy
+from .._core.device import cupy
 from .gpu import _UNION_FIND, _ranks_by_caller_row
 from .grid_dbscan import MAX_DIMS, grid_shape, offset_table, positive_offsets
 

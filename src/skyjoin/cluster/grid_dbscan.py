@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from .._config import NUMBA_CACHE
+from .._core.config import NUMBA_CACHE
 from .assign import _find, _union  # the one union-find of the package
 
 __all__ = ["grid_dbscan", "MAX_DIMS"]

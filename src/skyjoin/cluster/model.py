@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._conditioning import condition_points
-from .._device import resolve_device
-from .._validate import check_eps, check_min_samples, check_points, check_precision
+from .._core.conditioning import condition_points
+from .._core.device import resolve_device
+from .._core.validate import check_eps, check_min_samples, check_points, check_precision
 
 __all__ = ["ResponseTimeModel", "dbscan_model", "ball_volume"]
 

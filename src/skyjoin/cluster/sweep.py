@@ -50,10 +50,10 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .._config import NUMBA_CACHE
-from .._conditioning import condition_points, plan_conditioning
-from .._device import resolve_device
-from .._validate import check_eps, check_min_samples, check_points, check_precision
+from .._core.config import NUMBA_CACHE
+from .._core.conditioning import condition_points, plan_conditioning
+from .._core.device import resolve_device
+from .._core.validate import check_eps, check_min_samples, check_points, check_precision
 from .assign import _find, _naive_sum_decides, _union  # the one union-find of the package
 from .assign import exact_row_sums
 from .grid_dbscan import _boxes_apart, _d2, _neighbour_slots
@@ -1180,7 +1180,7 @@ def _assign_levels(nt, min_samples_desc, sample_weight, order):
 
 def _assign_levels_gpu(nt, min_samples_desc, sample_weight, order):
     """Each min_samples assigned on the GPU from the table kept there (§7.6 on the device)."""
-    from .._device import cupy
+    from .._core.device import cupy
     from .gpu import gpu_dbscan_table
 
     cp = cupy()
@@ -1322,7 +1322,7 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress):
     (eps, min_samples) is clustered from them.  An eps whose grid does not
     fit takes the table path.
     """
-    from .._device import cupy
+    from .._core.device import cupy
     from ..join.gpu import _to_device
     from .gpu_grid import gpu_grid_dbscan
 
@@ -1336,7 +1336,7 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress):
     try:
         for e in eps_list:
             t0 = time.perf_counter()
-            # an eps that needs the points rescaled (skyjoin._conditioning)
+            # an eps that needs the points rescaled (skyjoin._core.conditioning)
             # takes the table path, which rescales them
             scaled = not plan_conditioning([X], e).identity
             res = None if scaled else gpu_grid_dbscan(Xd, e, ms_list[0])

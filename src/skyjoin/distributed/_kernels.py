@@ -9,8 +9,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .._config import NUMBA_CACHE
-from .._search import lower_bound, upper_bound
+from .._core.config import NUMBA_CACHE
+from .._core.search import lower_bound, upper_bound
 
 __all__ = ["select_rows", "place_rows", "route_points", "scatter_into", "prefix_sum",
            "true_indices"]

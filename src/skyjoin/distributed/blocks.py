@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._grid_kernels import column_bounds, parallel_column_bounds
-from .._validate import check_points
+from ..index.grid_kernels import column_bounds, parallel_column_bounds
+from .._core.validate import check_points
 
 __all__ = ["Blocks", "get_client", "as_blocks", "stacked", "reruns_on_lost_input",
            "DEFAULT_BLOCK_ROWS"]

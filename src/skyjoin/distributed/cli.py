@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from .._device import resolve_device
+from .._core.device import resolve_device
 
 __all__ = ["distributed_options", "client_from_options", "local_cluster_device", "uses_cluster",
            "run_join", "run_dbscan", "run_skyline"]

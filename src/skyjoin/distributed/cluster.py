@@ -77,7 +77,7 @@ def visible_gpus() -> list[str]:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None and env.strip() != "":
         return [g.strip() for g in env.split(",") if g.strip()]
-    from .._device import _probe_gpu
+    from .._core.device import _probe_gpu
 
     ok, _ = _probe_gpu()
     if not ok:
@@ -166,7 +166,7 @@ def local_gpu_cluster(n_gpus: int | None = None, *, processes: bool = False,
     skyjoin.GPUUnavailableError
         No GPU is visible, or fewer than ``n_gpus``.
     """
-    from .._device import GPUUnavailableError
+    from .._core.device import GPUUnavailableError
 
     gpus = visible_gpus()
     if not gpus:

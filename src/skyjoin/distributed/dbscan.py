@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from .._validate import check_eps, check_min_samples, check_precision, working_dtype
+from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
 from .blocks import get_client, new_token, reruns_on_lost_input, stacked
 from .join import (_concat_pieces, load_blocks, make_plan, route_blocks, shared_gpu,
                    worker_of_partition)
@@ -229,7 +229,7 @@ def _shared_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, dtype, 
     """Steps 1 to 3 on in-process GPU workers (see :mod:`.shared`): the local
     clusterings stay on the GPUs between steps, and the labels are written
     straight into the result.  Returns (labels, core_sample_indices, phases)."""
-    from .._memory import alloc_host
+    from .._core.memory import alloc_host
     from . import shared
     from ._kernels import true_indices
 

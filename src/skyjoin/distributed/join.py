@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_eps, check_precision, working_dtype
+from .._core.validate import check_eps, check_precision, working_dtype
 from ..join.result import NeighborTable, index_dtype
 from .blocks import as_blocks, get_client, new_token, reruns_on_lost_input, stacked
 from .partition import Plan, halo_width, plan_partitions
@@ -145,7 +145,7 @@ def _concat_pieces(pieces, d, dtype):
 
 def _on_gpu(device) -> bool:
     """Whether the worker's engine for ``device`` is the GPU's."""
-    from .._device import resolve_device
+    from .._core.device import resolve_device
 
     return resolve_device(device) == "gpu"
 
@@ -532,7 +532,7 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
 def _shared_gpu_join(client, blocks, plan, h, token, eps, include_self, output, sort, precision,
                      dtype, retries, phases=None):
     """The partitioned join on in-process GPU workers: count, allocate, fill in place."""
-    from .._memory import alloc_host
+    from .._core.memory import alloc_host
     from . import shared
     from ._kernels import prefix_sum
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..grid import cell_sides
+from ..index.grid import cell_sides
 
 __all__ = ["Plan", "halo_width", "plan_partitions", "owner_of", "owned_by", "route_block",
            "in_widened_box", "deep_inside"]

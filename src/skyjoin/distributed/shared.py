@@ -99,7 +99,7 @@ def _points(token):
 
 def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, d, dtype, blocks):
     """Partition p's engine with the counts of its owned rows (on this thread's GPU)."""
-    from .._device import cupy
+    from .._core.device import cupy
     from ..join.gpu import _d2h, _to_device, count_rows
 
     cp = cupy()
@@ -135,7 +135,7 @@ def count_task(token, p, plan, h, eps, include_self, precision, output, n, d, dt
 def fill_task(token, p, plan, h, eps, include_self, precision, sort, n, d, dtype, *blocks):
     """Phase 2 on a worker: partition p's rows, written into the shared table; returns
     the number of pairs written and the engine's phase times."""
-    from .._device import cupy
+    from .._core.device import cupy
     from ..join.gpu import fill_rows
     from ._kernels import place_rows
 
@@ -185,7 +185,7 @@ def _local_dbscan(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
     where it does not apply (d > 4, too many cells), ``local_clusters``
     runs on the partition's points instead.
     """
-    from .._device import cupy
+    from .._core.device import cupy
     from ..cluster.gpu import component_lows
     from ..cluster.gpu_grid import grid_components
     from ..join.gpu import _to_device
@@ -232,7 +232,7 @@ def dbscan_local_task(token, p, plan, h, eps, min_samples, n, d, dtype, *blocks)
 def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, d, dtype, *blocks):
     """Step 3 on a worker: labels and core flags of partition p's owned points,
     written into the shared arrays; returns the number of points labelled."""
-    from .._device import cupy
+    from .._core.device import cupy
     from ..cluster.gpu_grid import grid_labels
     from ..join.gpu import _d2pinned
     from ._kernels import scatter_into

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numba as nb
 from numba.extending import overload
 
-from .._config import NO_SIMD, NUMBA_CACHE
+from .._core.config import NO_SIMD, NUMBA_CACHE
 
 __all__ = ["compress16", "compress16_scalar", "prefetch_write", "prefetch_read",
            "VECTOR_COMPRESS", "PREFETCH"]

@@ -13,10 +13,10 @@ from typing import Iterator
 
 import numpy as np
 
-from .._conditioning import condition_points
-from .._device import is_device_array, resolve_device
-from .._memory import alloc_host
-from .._validate import check_bool, check_eps, check_points, check_precision
+from .._core.conditioning import condition_points
+from .._core.device import is_device_array, resolve_device
+from .._core.memory import alloc_host
+from .._core.validate import check_bool, check_eps, check_points, check_precision
 from .result import NeighborTable, PairChunk, index_dtype
 
 __all__ = ["self_join", "join", "self_join_chunks"]
@@ -65,7 +65,7 @@ def _split_options(device: str, options: dict) -> dict:
 
 def _prepare(named, eps, precision, device):
     """Validate the point sets, then bring them and eps into the working
-    precision's range (``skyjoin._conditioning``): ``(arrays, eps)``.
+    precision's range (``skyjoin._core.conditioning``): ``(arrays, eps)``.
 
     GPU arrays stay on the GPU (their values are checked there by the GPU
     engine).  Points are checked in float64 (float32 input stays float32
@@ -165,7 +165,7 @@ def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort
     answer up to rounding: identical points always pair, however large
     eps.  If no power of two brings eps and the coordinates into range
     together (the coordinates over about 2**1400 times eps), ValueError.
-    The rule is ``skyjoin._conditioning``'s, applied once here.
+    The rule is ``skyjoin._core.conditioning``'s, applied once here.
 
     Cost: O(n d) to build the grid, plus the distance tests of each point
     against the points of its cell pattern (at most ``3**k`` cells, k the
@@ -206,7 +206,7 @@ def _empty_table(n_rows, n_cols):
 
 
 def _cpu_self_join(X, eps, include_self, output, sort, pattern, precision, index_dims, timings):
-    from ..grid import build_grid, check_index_dims
+    from ..index.grid import build_grid, check_index_dims
     from . import cpu
 
     n, d = X.shape
@@ -303,7 +303,7 @@ def join(R, S, eps, *, output: str = "table", sort: bool = True, device: str | N
 
 def _joint_grids(R, S, eps, index_dims, precision):
     """Grids of S (data) and R (queries) with the same cell geometry."""
-    from ..grid import build_grid
+    from ..index.grid import build_grid
 
     k_req = index_dims
     while True:
@@ -317,7 +317,7 @@ def _joint_grids(R, S, eps, index_dims, precision):
 
 
 def _cpu_join(R, S, eps, output, sort, precision, index_dims, timings):
-    from ..grid import check_index_dims
+    from ..index.grid import check_index_dims
     from . import cpu
 
     nr, d = R.shape
@@ -436,7 +436,7 @@ def chunk_bounds(counts: np.ndarray, max_pairs: int) -> list[tuple[int, int]]:
 
 
 def _cpu_self_join_chunks(X, eps, include_self, sort, max_pairs, precision, index_dims):
-    from ..grid import build_grid, check_index_dims
+    from ..index.grid import build_grid, check_index_dims
     from . import cpu
 
     n, d = X.shape

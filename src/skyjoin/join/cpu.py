@@ -47,7 +47,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .._config import NUMBA_CACHE
+from .._core.config import NUMBA_CACHE
 from ._simd import compress16, prefetch_read, prefetch_write
 
 PATTERNS = ("full", "unicomp", "lid_unicomp")
@@ -449,7 +449,7 @@ def _filter_box(q_pts, qorder, a, b, cp, cid, cj, m, reach, cp2, cid2, cj2):
     many (caller ids are copied when ``cid`` holds them: it is empty in
     the counting pass).  Exactness: a pair that passes the test has
     |q_t - y_t| <= eps (1 + (d + 5) u) exactly (see
-    ``skyjoin.grid.cell_sides``), and ``reach`` is at least that; the box
+    ``skyjoin.index.grid.cell_sides``), and ``reach`` is at least that; the box
     holds q_t, so lo_t - y_t <= reach and y_t - hi_t <= reach exactly, and
     rounding is monotone, so the float64 differences compared here are
     <= reach too."""
@@ -935,7 +935,7 @@ def pruning_limit(eps: float, d: int, k: int, precision: str) -> float:
 
     A pair that passes ``fl(sum_k fl(fl(x_k - y_k)^2)) <= fl(eps^2)`` in a
     precision of unit roundoff u has exact squared distance at most
-    (eps (1 + (d + 5) u))^2 (same argument as ``skyjoin.grid.cell_sides``),
+    (eps (1 + (d + 5) u))^2 (same argument as ``skyjoin.index.grid.cell_sides``),
     so the exact sum of its per-dimension gaps to a cell is no larger; the
     float64 sum of k lower bounds errs by at most a factor 1 + k u64.
     """

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._device import is_device_array
-from .._validate import check_eps, check_precision, working_dtype
+from .._core.device import is_device_array
+from .._core.validate import check_eps, check_precision, working_dtype
 from . import gpu_grid
 from .plan import batch_capacity, estimate_batches, plan_row_batches
 from .result import NeighborTable, PairChunk
@@ -224,7 +224,7 @@ def _to_device(cp, X, name: str, dtype):
     if A.ndim != 2:
         raise ValueError(f"{name} must be 2-D with shape (n_points, n_dims), got shape {A.shape}")
     if A.dtype not in (np.float64, np.float32) or not A.flags.c_contiguous:
-        from .._validate import check_points
+        from .._core.validate import check_points
 
         A = check_points(A, name=name)
     D = _h2d(cp, A)
@@ -281,7 +281,7 @@ def _eps2(eps: float, dtype) -> np.generic:
 
 def _alloc_host(n: int, dtype=np.int32) -> np.ndarray:
     """A fresh host array, backed by huge pages where the kernel allows (fast first touch)."""
-    from .._memory import alloc_host
+    from .._core.memory import alloc_host
 
     return alloc_host(n, dtype)
 
@@ -584,7 +584,7 @@ class _Engine:
 
 def _start(R, S, eps, precision, index_dims, include_self, options, counts_only=False):
     """Validate scalars, pick up CuPy, build the engine; returns (cp, engine, stats)."""
-    from .._device import cupy as _cupy
+    from .._core.device import cupy as _cupy
 
     cp = _cupy()
     eps = check_eps(eps)

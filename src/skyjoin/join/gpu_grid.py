@@ -1,7 +1,7 @@
 """The epsilon grid of non-empty cells, built on the GPU with CuPy.
 
-Same grid as ``skyjoin.grid`` (Gowanlock & Karsin 2018, §IV): cells of side
-``skyjoin.grid.cell_sides`` in the first k dimensions, only non-empty cells
+Same grid as ``skyjoin.index.grid`` (Gowanlock & Karsin 2018, §IV): cells of side
+``skyjoin.index.grid.cell_sides`` in the first k dimensions, only non-empty cells
 stored, points reordered by cell, sorted linear ids.  Everything is built on
 the device with CuPy's sort / unique / scan: no point crosses back to the host
 (only a few scalars do: the bounds, the number of cells, the radices).
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..grid import DEFAULT_INDEX_DIMS, MAX_INDEX_DIMS, cell_sides
+from ..index.grid import DEFAULT_INDEX_DIMS, MAX_INDEX_DIMS, cell_sides
 
 __all__ = ["GpuGrid", "build_gpu_grids", "build_cell_ranges", "bruteforce_ranges",
            "PATTERNS", "compile_module"]

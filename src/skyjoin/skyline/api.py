@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from .._device import is_device_array, resolve_device
+from .._core.device import is_device_array, resolve_device
 from .columns import check_sense, frame_columns, group_columns, is_dataframe, parse_sense, \
     prepare_array, split_diff
 

@@ -12,7 +12,7 @@ import time
 import numpy as np
 from numba import njit, prange
 
-from .._config import NUMBA_CACHE
+from .._core.config import NUMBA_CACHE
 
 __all__ = ["bruteforce", "bnl", "sfs", "ggs_cpu", "sum_order"]
 

@@ -124,7 +124,7 @@ def demo_skyline(X_or_n=20_000, d=2, kind="anticorrelated", seed=0, device=None,
     2000
     """
     import skyjoin as sj
-    from .._device import resolve_device
+    from .._core.device import resolve_device
 
     if isinstance(X_or_n, (int, np.integer)):
         X = sj.datasets.skyline_data(int(X_or_n), d, kind, seed=seed)

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._device import cupy as _cupy
-from .._validate import check_points
+from .._core.device import cupy as _cupy
+from .._core.validate import check_points
 
 __all__ = ["SENSE_WORDS", "parse_sense", "check_sense", "exact_float64", "exact_matrix",
            "group_codes", "group_columns", "split_diff", "prepare_array", "frame_columns", "is_dataframe"]

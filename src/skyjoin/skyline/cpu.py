@@ -28,8 +28,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .._config import NUMBA_CACHE
-from .._search import lower_bound
+from .._core.config import NUMBA_CACHE
+from .._core.search import lower_bound
 from .masks import (cell_boundaries, compact_kept, gather_sorted, level_bounds, levels_no_worse,
                     masks_and_levels, pick_pivots, popcount64, prefilter_keep,
                     rowmax_and_pivot_candidates, sort_by_order_and_mask, sorted_sample)

@@ -13,7 +13,7 @@ that hold skyline points only, then repacks),
 "noquart" (sync without quartile-level masks), "padded" (sync with every
 median-level cell padded to whole warps, so no warp straddles two cells).
 The default is "padded", the fastest on the H200 at d = 12 (DEFAULT_GPU_VARIANT).
-CuPy is imported only here, lazily, through :func:`skyjoin._device.cupy`.
+CuPy is imported only here, lazily, through :func:`skyjoin._core.device.cupy`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from .._device import cupy as _cupy
+from .._core.device import cupy as _cupy
 from .columns import exact_matrix
 
 __all__ = ["skyline_gpu", "skyalign_gpu", "ggs_gpu", "GPU_VARIANTS"]

@@ -34,7 +34,7 @@ import functools
 import numpy as np
 from numba import njit, prange
 
-from .._config import NUMBA_CACHE
+from .._core.config import NUMBA_CACHE
 
 _U1 = np.uint64(1)
 

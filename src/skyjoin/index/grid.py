@@ -95,7 +95,7 @@ def cell_sides(lo, hi, eps: float, d: int, precision: str = "float64") -> np.nda
         raise ValueError(
             f"the data's span {span.tolist()} or cell side {side.tolist()} (eps={eps!r}) "
             "overflows float64; the operators bring such data into range "
-            "(skyjoin._conditioning) before building a grid")
+            "(skyjoin._core.conditioning) before building a grid")
     return side
 
 
@@ -221,7 +221,7 @@ def build_grid(X, eps: float, index_dims: int | None = None, precision: str = "f
     Parameters
     ----------
     X : ndarray, shape (n, d)
-        Validated points in the working dtype (see ``skyjoin._validate``).
+        Validated points in the working dtype (see ``skyjoin._core.validate``).
     eps : float
         The join radius.
     index_dims : int, optional
@@ -246,7 +246,7 @@ def build_grid(X, eps: float, index_dims: int | None = None, precision: str = "f
     >>> g.n_cells
     2
     """
-    from . import _grid_kernels as gk
+    from . import grid_kernels as gk
 
     n, d = X.shape
     if like is not None:

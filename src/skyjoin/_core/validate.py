@@ -17,6 +17,7 @@ __all__ = [
     "check_min_samples",
     "check_precision",
     "check_bool",
+    "all_finite",
     "working_dtype",
 ]
 
@@ -95,7 +96,7 @@ def check_points(X, name: str = "X", dtype=np.float64, allow_empty: bool = True,
     out = np.ascontiguousarray(arr, dtype=dtype)
     if copy and out is arr:
         out = out.copy()
-    if out.size and not _all_finite(out):
+    if out.size and not all_finite(out):
         bad = ~np.isfinite(out)
         row = int(np.argmax(bad.any(axis=1)))
         kind = "NaN" if np.isnan(out[row]).any() else "inf"
@@ -106,7 +107,7 @@ def check_points(X, name: str = "X", dtype=np.float64, allow_empty: bool = True,
     return out
 
 
-def _all_finite(a, chunk_items: int = 1 << 17) -> bool:
+def all_finite(a, chunk_items: int = 1 << 17) -> bool:
     """``np.isfinite(a).all()`` for a 2-D array, over row chunks, stopping at the first bad one.
 
     No temporary the size of ``a``: on 50M x 2 points NumPy's whole-array

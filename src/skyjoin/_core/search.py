@@ -2,7 +2,7 @@
 
 from numba import njit
 
-from ._config import NUMBA_CACHE
+from .config import NUMBA_CACHE
 
 __all__ = ["lower_bound", "upper_bound"]
 

@@ -92,7 +92,7 @@ class Conditioning:
 
 def _array_module(X):
     if hasattr(X, "__cuda_array_interface__"):
-        from ._device import cupy
+        from .device import cupy
 
         return cupy()
     return np

@@ -1,9 +1,9 @@
-"""Numba kernels behind ``skyjoin.grid.build_grid``."""
+"""Numba kernels behind ``skyjoin.index.grid.build_grid``."""
 
 import numba as nb
 import numpy as np
 
-from ._config import NUMBA_CACHE
+from .._core.config import NUMBA_CACHE
 
 
 @nb.njit(parallel=True, cache=NUMBA_CACHE)
@@ -39,18 +39,18 @@ def parallel_column_bounds(X, k, chunk_rows: int = 1 << 20, check_finite: bool =
     """``column_bounds`` over row chunks in threads, combined (X has at least one row).
 
     With ``check_finite`` each chunk's thread also tests that all its values
-    are finite (``_validate._all_finite``; NumPy releases the GIL), and
+    are finite (``validate.all_finite``; NumPy releases the GIL), and
     (lo, hi, all_finite) comes back: one parallel pass where ``check_points``
     then the bounds took two, the first one serial (0.2-0.4 s on 200M x 2
     points).  Otherwise (lo, hi).
     """
-    from ._validate import _all_finite
+    from .._core.validate import all_finite
 
     n = X.shape[0]
 
     def part(a):
         rows = X[a:a + chunk_rows]
-        return column_bounds(rows, k) + ((_all_finite(rows),) if check_finite else ())
+        return column_bounds(rows, k) + ((all_finite(rows),) if check_finite else ())
 
     if n <= chunk_rows:
         return part(0)
