@@ -188,9 +188,7 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
         # the copy that normalises -0.0 is not needed (it was a serial pass
         # over the whole input, a large part of the 16-thread time).
         Xm = to_minimisation(Xc, maximise) if maximise.any() else Xc
-        sky, stats = _skyline_cpu(Xm, algorithm, variant)
-        if distinct:
-            sky = distinct_first(Xm, sky)
+        sky, stats = _skyline_cpu(Xm, algorithm, variant, bool(distinct))
     stats["distinct"] = bool(distinct)
     stats["skyline_size"] = int(sky.size)
     stats.setdefault("times", {})["host_total"] = time.perf_counter() - t0
@@ -199,8 +197,13 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
     return (sky, stats) if return_stats else sky
 
 
-def _skyline_cpu(Xm: np.ndarray, algorithm: str, variant: str | None):
-    """Dispatch to a CPU algorithm; Xm is float64 under minimisation."""
+def _skyline_cpu(Xm: np.ndarray, algorithm: str, variant: str | None, distinct: bool = False):
+    """Dispatch to a CPU algorithm; Xm is float64 under minimisation.
+
+    SkyAlign, SFS and GGS group equal points themselves (and keep the lowest
+    index of each group for ``distinct``); brute force and BNL return every
+    copy and :func:`distinct_first` reduces them, O(s log s) for s skyline
+    points."""
     n, d = Xm.shape
     if algorithm == "skyalign" and variant not in (None, "nosync", "levelwise", "sync", "noquart"):
         raise ValueError(f"variant {variant!r} is GPU-only; the CPU has nosync, levelwise, sync, "
@@ -215,15 +218,17 @@ def _skyline_cpu(Xm: np.ndarray, algorithm: str, variant: str | None):
         v = variant or "levelwise"
         if v not in CPU_VARIANTS:
             raise ValueError(f"variant {v!r} is GPU-only; the CPU has {CPU_VARIANTS}")
-        return skyalign_cpu(Xm, variant=v)
+        return skyalign_cpu(Xm, variant=v, distinct=distinct)
     from . import baselines
 
-    if algorithm == "bruteforce":
-        return baselines.bruteforce(Xm)
-    if algorithm == "bnl":
-        return baselines.bnl(Xm)
     if algorithm == "sfs":
-        return baselines.sfs(Xm)
+        return baselines.sfs(Xm, distinct=distinct)
     if algorithm == "ggs":
-        return baselines.ggs_cpu(Xm)
-    raise ValueError(f"unknown algorithm {algorithm!r}")  # pragma: no cover
+        return baselines.ggs_cpu(Xm, distinct=distinct)
+    if algorithm == "bruteforce":
+        sky, stats = baselines.bruteforce(Xm)
+    elif algorithm == "bnl":
+        sky, stats = baselines.bnl(Xm)
+    else:
+        raise ValueError(f"unknown algorithm {algorithm!r}")  # pragma: no cover
+    return (distinct_first(Xm, sky) if distinct else sky), stats

@@ -3,6 +3,13 @@
 All take (n, d) float64 under minimisation and return the sorted int64 row
 indices of the skyline (every copy of equal points kept), plus a stats dict
 with the dominance-test count of Definition 3.
+
+Equal points: SFS and GGS presort by sum with a lexicographic tie-break, so
+copies are adjacent; they run on the first of each run of equal rows and
+expand the result (:mod:`skyjoin.skyline.groups`), and take ``distinct``.
+Brute force and BNL compare every pair / the whole window as written (k
+copies of a skyline point cost O(k**2) in BNL); the caller keeps the first
+of equal points for them.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._core.config import NUMBA_CACHE
+from .groups import expand_runs, run_starts
 
 __all__ = ["bruteforce", "bnl", "sfs", "ggs_cpu", "sum_order"]
 
@@ -122,12 +130,24 @@ def _sfs(X):
     return window[:w].copy(), ndt
 
 
-def sfs(X: np.ndarray):
-    """SFS skyline (Chomicki et al. 2003): presort by sum, one pass (Numba)."""
+def _distinct_sorted(Xs: np.ndarray):
+    """Xs (rows in sum order) reduced to the first of each run of equal rows,
+    and the run flags (None when all rows are distinct)."""
+    new = run_starts(Xs)
+    if new.all():
+        return Xs, None
+    return np.ascontiguousarray(Xs[new]), new
+
+
+def sfs(X: np.ndarray, distinct: bool = False):
+    """SFS skyline (Chomicki et al. 2003): presort by sum, one pass (Numba),
+    over one row per group of equal rows (adjacent after the presort)."""
     t0 = time.perf_counter()
     order = sum_order(X)
-    Xs = np.ascontiguousarray(X[order])
+    Xs, new = _distinct_sorted(np.ascontiguousarray(X[order]))
     pos, ndt = _sfs(Xs)
+    if new is not None:
+        pos = expand_runs(pos, new, distinct)
     return np.sort(order[pos]), {"algorithm": "sfs", "device": "cpu", "n": X.shape[0],
                                  "d": X.shape[1], "dominance_tests": int(ndt), "mask_tests": 0,
                                  "times": {"total": time.perf_counter() - t0}}
@@ -163,14 +183,16 @@ def _ggs_filter(Xs, alive, sky, lo, d):
     return cnt
 
 
-def ggs_cpu(X: np.ndarray, alpha: int = 1024):
+def ggs_cpu(X: np.ndarray, alpha: int = 1024, distinct: bool = False):
     """GGS-style sort-based skyline (Bøgh et al. 2013) on the CPU: presort by
     sum; take the next alpha alive points, settle them among themselves, then
-    filter every later point against the new skyline points; repeat."""
+    filter every later point against the new skyline points; repeat.  Runs
+    over one row per group of equal rows (adjacent after the presort)."""
     t0 = time.perf_counter()
     n, d = X.shape
     order = sum_order(X)
-    Xs = np.ascontiguousarray(X[order])
+    Xs, new = _distinct_sorted(np.ascontiguousarray(X[order]))
+    n = Xs.shape[0]
     alive = np.ones(n, dtype=np.uint8)
     result = []
     pos = 0
@@ -191,6 +213,8 @@ def ggs_cpu(X: np.ndarray, alpha: int = 1024):
             _ggs_filter(Xs, alive, sky_b.astype(np.int64), nxt, d)
         pos = nxt
     sky = np.concatenate(result) if result else np.zeros(0, np.int64)
-    return np.sort(order[sky]), {"algorithm": "ggs", "device": "cpu", "n": n, "d": d,
+    if new is not None:
+        sky = expand_runs(sky, new, distinct)
+    return np.sort(order[sky]), {"algorithm": "ggs", "device": "cpu", "n": X.shape[0], "d": d,
                                  "dominance_tests": None, "mask_tests": 0,
                                  "times": {"total": time.perf_counter() - t0}}

@@ -30,6 +30,7 @@ from numba import njit, prange
 
 from .._core.config import NUMBA_CACHE
 from .._core.search import lower_bound
+from .groups import expand_groups, group_candidates
 from .masks import (cell_boundaries, compact_kept, gather_sorted, level_bounds, levels_no_worse,
                     masks_and_levels, pick_pivots, popcount64, prefilter_keep,
                     rowmax_and_pivot_candidates, sort_by_order_and_mask, sorted_sample)
@@ -410,7 +411,7 @@ VARIANTS = ("nosync", "levelwise", "sync", "noquart")
 
 
 def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+sum",
-                 n_pivots: int = 32, groups: int | None = None):
+                 n_pivots: int = 32, groups: int | None = None, distinct: bool = False):
     """SkyAlign on the CPU; X is (n, d) float64 under minimisation.
 
     Returns (indices of skyline rows, unsorted-safe sorted int64; stats dict).
@@ -418,6 +419,15 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     "noquart" (NoSync without the quartile-level masks, §6.2.3).
     ``prefilter``: "tau" (§5.1) or "tau+sum" (tau, then the Hybrid-style test
     against the ``n_pivots`` points of smallest sum, §7.1).
+    ``distinct``: keep only the lowest index of each group of equal points.
+
+    Equal points: the survivors of the pre-filters (which hold every copy of
+    every skyline point) are grouped by
+    :func:`skyjoin.skyline.groups.group_candidates` (expected O(m d) for m
+    survivors); quartiles, masks, sort and dominance run on one point per
+    group, then the result is expanded back to every copy (or the group's
+    lowest index), so k copies cost O(k) instead of the O(k**2) of the
+    own-cell scans.
     """
     n, d = X.shape
     stats = {"algorithm": "skyalign", "variant": variant, "device": "cpu", "n": n, "d": d,
@@ -432,7 +442,7 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     b = n_pivots if prefilter == "tau+sum" and n > 4 * n_pivots else 0
     rowmax, cand, csum = rowmax_and_pivot_candidates(X, _BLOCK, b)
     s = int(np.argmin(rowmax))
-    piv = pick_pivots(cand, csum, b) if b else np.zeros(0, dtype=np.int64)
+    piv = pick_pivots(cand, csum, b, X) if b else np.zeros(0, dtype=np.int64)
     PT = np.ascontiguousarray(X[piv].T)
     keep, counts, tau_counts = prefilter_keep(X, rowmax[s], s, PT, _BLOCK)
     idx = compact_kept(keep, counts, _BLOCK)
@@ -442,13 +452,22 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     t1 = time.perf_counter()
     times["prefilter"] = t1 - t0
 
+    # Equal survivors (the copies of a point all survive or all die): one
+    # per group (the lowest index) goes on, and the result is expanded to the
+    # copies at the end.  The quartiles then come from distinct points too,
+    # so that copies do not pull them onto one value.
+    surv = idx
+    eq = group_candidates(X, idx)
+    if eq is not None:
+        idx = surv[eq[1]]
+    m = idx.size
+    stats["distinct_survivors"] = int(m)
     # Quartiles (Algorithm 1, lines 3-5) and fine-level bounds from one
     # column-sorted sample of the survivors: exact when there are at most
     # _SAMPLE survivors, else within about 0.4 % of rank.  Any thresholds
     # keep every mask test sound (see masks.py); exact quartiles only balance
     # the cells, and a full selection per column cost more than the rest of
     # the initialisation.
-    m = idx.size
     rows = idx if m <= _SAMPLE else np.sort(
         idx[np.random.default_rng(0).integers(0, m, size=_SAMPLE)])
     S = sorted_sample(X, rows)
@@ -540,5 +559,7 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     t4 = time.perf_counter()
     times["skyline"] = t4 - t3
     sky = np.sort(sky.astype(np.int64))
+    if eq is not None:
+        sky = expand_groups(sky, surv, eq[0], distinct)
     times["total"] = time.perf_counter() - t0
     return sky, stats

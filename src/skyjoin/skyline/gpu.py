@@ -26,6 +26,7 @@ import numpy as np
 
 from .._core.device import cupy as _cupy
 from .columns import exact_matrix
+from .groups import expand_groups, expand_runs, group_rows, run_starts
 
 __all__ = ["skyline_gpu", "skyalign_gpu", "ggs_gpu", "GPU_VARIANTS"]
 
@@ -120,18 +121,12 @@ def skyline_gpu(X, maximise: np.ndarray, distinct: bool, algorithm: str, variant
     if algorithm in ("auto", "skyalign"):
         if d > 64:
             raise ValueError(f"SkyAlign supports up to 64 dimensions, got {d}; use algorithm='ggs'")
-        sky, stats = skyalign_gpu(Xd, variant or DEFAULT_GPU_VARIANT, count=count)
+        sky, stats = skyalign_gpu(Xd, variant or DEFAULT_GPU_VARIANT, count=count,
+                                  distinct=distinct)
     elif algorithm == "ggs":
-        sky, stats = ggs_gpu(Xd)
+        sky, stats = ggs_gpu(Xd, distinct=distinct)
     else:
         raise ValueError(f"algorithm={algorithm!r} runs on the CPU only; pass device='cpu'")
-    if distinct and sky.size > 1:
-        rows = Xd[sky]
-        order = cp.lexsort(cp.ascontiguousarray(rows.T[::-1]))
-        srt = rows[order]
-        first = cp.ones(sky.size, dtype=bool)
-        first[1:] = (srt[1:] != srt[:-1]).any(axis=1)
-        sky = cp.sort(sky[order[first]])
     stats["times"]["to_device"] = t_in
     stats["distinct"] = bool(distinct)
     stats["skyline_size"] = int(sky.size)
@@ -164,10 +159,16 @@ def _cells(M):
     return starts, M[heads], point_cell
 
 
-def skyalign_gpu(Xd, variant: str = DEFAULT_GPU_VARIANT, count: bool = True):
+def skyalign_gpu(Xd, variant: str = DEFAULT_GPU_VARIANT, count: bool = True,
+                 distinct: bool = False):
     """SkyAlign (Algorithm 1) on minimised float64 points already on the GPU.
 
-    Returns (sorted CuPy int64 indices, stats)."""
+    Returns (sorted CuPy int64 indices, stats).  The tau survivors (every
+    copy of every skyline point among them) are grouped by
+    :func:`skyjoin.skyline.groups.group_rows` (a row hash and a hash set; an
+    exact sort only when two hashes are equal), the rest of Algorithm 1 runs
+    on one point per group, and the result is expanded back to every copy,
+    or to the lowest index of each group with ``distinct``."""
     cp = _cupy()
     if variant not in GPU_VARIANTS:
         raise ValueError(f"unknown GPU SkyAlign variant {variant!r}; expected one of {GPU_VARIANTS}")
@@ -185,6 +186,12 @@ def skyalign_gpu(Xd, variant: str = DEFAULT_GPU_VARIANT, count: bool = True):
     m = int(idx.size)
     stats["prefilter_survivors"] = stats["tau_survivors"] = m
     P = Xd[idx]
+    cand = idx
+    eq = group_rows(P)                      # one point per group of equal survivors
+    if eq is not None:
+        idx, P = cand[eq[1]], P[eq[1]]
+        m = int(idx.size)
+    stats["distinct_survivors"] = m
     _sync()
     t1 = time.perf_counter()
     times["prefilter"] = t1 - t0
@@ -290,6 +297,8 @@ def skyalign_gpu(Xd, variant: str = DEFAULT_GPU_VARIANT, count: bool = True):
             M, Q, order, idx = M[rest], Q[rest], order[rest], idx[rest]
         stats["rounds"] = levels
     sky = cp.sort(cp.concatenate(out)) if out else cp.zeros(0, cp.int64)
+    if eq is not None:
+        sky = expand_groups(sky, cand, eq[0], distinct)
     _sync()
     t3 = time.perf_counter()
     times["skyline"] = t3 - t2
@@ -303,10 +312,13 @@ def skyalign_gpu(Xd, variant: str = DEFAULT_GPU_VARIANT, count: bool = True):
     return sky, stats
 
 
-def ggs_gpu(Xd, alpha: int = 2048):
+def ggs_gpu(Xd, alpha: int = 2048, distinct: bool = False):
     """GGS-style sort-based skyline (Bøgh et al. 2013) on the GPU: presort by
     sum (ties lexicographic); settle the next alpha alive points among
-    themselves, then filter every later point against the block's skyline."""
+    themselves, then filter every later point against the block's skyline.
+    Runs on the first of each run of equal points (adjacent after the
+    presort; the stable sort puts the lowest index first) and expands the
+    result back to every copy, or to that first one with ``distinct``."""
     cp = _cupy()
     n, d = Xd.shape
     t0 = time.perf_counter()
@@ -318,6 +330,12 @@ def ggs_gpu(Xd, alpha: int = 2048):
     keys = cp.concatenate([Xd.T[::-1], Xd.sum(axis=1)[None, :]], axis=0)
     order = cp.lexsort(keys)
     Xs = cp.ascontiguousarray(Xd[order])
+    new = run_starts(Xs)
+    if bool(new.all()):
+        new = None
+    else:
+        Xs = cp.ascontiguousarray(Xs[new])
+        n = int(Xs.shape[0])
     alive = cp.ones(n, dtype=cp.uint8)
     res = []
     pos = 0
@@ -342,7 +360,10 @@ def ggs_gpu(Xd, alpha: int = 2048):
             k["ggs_filter"](_grid(n - nxt), (_BLOCK,),
                             (Xs, alive, np.int64(nxt), np.int64(n), sky_b, np.int32(ns)))
         pos = nxt
-    sky = cp.sort(order[cp.concatenate(res)]) if res else cp.zeros(0, cp.int64)
+    pos = cp.concatenate(res) if res else cp.zeros(0, cp.int64)
+    if new is not None:
+        pos = expand_runs(pos, new, distinct)
+    sky = cp.sort(order[pos])
     _sync()
     stats["times"]["total"] = time.perf_counter() - t0
     return sky, stats

@@ -369,11 +369,22 @@ def rowmax_and_pivot_candidates(X, block, k):
     return rowmax, cand, csum
 
 
-def pick_pivots(cand: np.ndarray, csum: np.ndarray, k: int) -> np.ndarray:
-    """The k rows of smallest sum among the per-block candidates."""
+def pick_pivots(cand: np.ndarray, csum: np.ndarray, k: int,
+                X: np.ndarray | None = None) -> np.ndarray:
+    """The k rows of smallest sum among the per-block candidates, distinct
+    rows of X when X is given: copies of one point filter no more than the
+    point does, so k copies of the minimum would leave one pivot.  Equal
+    rows have equal sums, so the rows are compared (np.unique over the
+    candidates, O(c log c) for c = n_blocks * k) only when two of the
+    smallest sums tie."""
     ok = cand.ravel() >= 0
     c, s = cand.ravel()[ok], csum.ravel()[ok]
-    return np.sort(c[np.argsort(s, kind="stable")[:k]])
+    o = np.argsort(s, kind="stable")
+    c, s = c[o], s[o]
+    if X is not None and c.size > 1 and bool((s[1:k + 1] == s[:min(k, c.size - 1)]).any()):
+        first = np.unique(X[c], axis=0, return_index=True)[1]
+        c = c[np.sort(first)]                   # first copies, still by sum
+    return np.sort(c[:k])
 
 
 @njit(cache=NUMBA_CACHE, parallel=True)
