@@ -27,7 +27,7 @@ def main():
     import cupyx
 
     from skyjoin._core.memory import alloc_host
-    from skyjoin.join.gpu import _parallel_copy
+    from skyjoin._core.transfer import parallel_copy
 
     total = int(float(sys.argv[1] if len(sys.argv) > 1 else 3.4) * 1e9) // 4 * 4
     n_gpus = cp.cuda.runtime.getDeviceCount()
@@ -60,7 +60,7 @@ def main():
                     if i + 1 < len(parts):
                         issue(i + 1)
                     events[i % 2].synchronize()
-                    _parallel_copy(final[a:b], pins[i % 2][:b - a])
+                    parallel_copy(final[a:b], pins[i % 2][:b - a])
         ths = [threading.Thread(target=work, args=(g,)) for g in range(k)]
         for t in ths:
             t.start()
@@ -76,7 +76,7 @@ def main():
         t0 = time.perf_counter()
         for a in range(0, n, chunk // 4):  # fault in, parallel threads
             b = min(n, a + chunk // 4)
-            _parallel_copy(final[a:b], zeros[:b - a])
+            parallel_copy(final[a:b], zeros[:b - a])
         t1 = time.perf_counter()
         cp.cuda.runtime.hostRegister(final.ctypes.data, final.nbytes, 1)  # portable
         t2 = time.perf_counter()

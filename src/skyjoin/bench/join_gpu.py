@@ -107,7 +107,8 @@ def measure_bounds(nbytes: int = 2 << 30) -> dict:
     import cupy as cp
     import cupyx
 
-    from ..join.gpu import _alloc_host, _parallel_copy
+    from .._core.memory import alloc_host
+    from .._core.transfer import parallel_copy
 
     out = {}
     n = nbytes // 4
@@ -127,11 +128,11 @@ def measure_bounds(nbytes: int = 2 << 30) -> dict:
     out["d2h_pageable_fresh_GBps"] = nbytes / (time.perf_counter() - t0) / 1e9
     del page
     t0 = time.perf_counter()
-    fresh = _alloc_host(n)
-    _parallel_copy(fresh, pinned)
+    fresh = alloc_host(n)
+    parallel_copy(fresh, pinned)
     out["host_fresh_parallel_copy_GBps"] = nbytes / (time.perf_counter() - t0) / 1e9
     t0 = time.perf_counter()
-    _parallel_copy(fresh, pinned)
+    parallel_copy(fresh, pinned)
     out["host_warm_parallel_copy_GBps"] = nbytes / (time.perf_counter() - t0) / 1e9
     del fresh
     t0 = time.perf_counter()
@@ -141,7 +142,7 @@ def measure_bounds(nbytes: int = 2 << 30) -> dict:
     del plain
     # pinning fresh host memory in place, then copying straight into it
     try:
-        reg = _alloc_host(n)
+        reg = alloc_host(n)
         t0 = time.perf_counter()
         cp.cuda.runtime.hostRegister(reg.ctypes.data, nbytes, 0)
         out["host_register_fresh_GBps"] = nbytes / (time.perf_counter() - t0) / 1e9

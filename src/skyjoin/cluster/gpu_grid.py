@@ -424,11 +424,11 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     skyjoin.GPUUnavailableError
         Without a usable GPU.
     """
-    from ..join.gpu import _d2h, _to_device
+    from .._core.transfer import d2h, to_device
 
     cp = cupy()
     tick = _Ticker(cp, timings)
-    Xd = _to_device(cp, X, "X", np.float64)        # pinned staging for host input
+    Xd = to_device(cp, X, "X", np.float64)        # pinned staging for host input
     n = Xd.shape[0]
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.intp)
@@ -444,8 +444,8 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     core_out[g.perm] = g.core
     labels_out = cp.empty(n, dtype=cp.int64)
     labels_out[g.perm] = labels
-    core_idx = _d2h(cp, cp.flatnonzero(core_out))
-    labels_h = _d2h(cp, labels_out).astype(np.intp, copy=False)
+    core_idx = d2h(cp, cp.flatnonzero(core_out))
+    labels_h = d2h(cp, labels_out).astype(np.intp, copy=False)
     tick("to_host")
     return core_idx, labels_h
 

@@ -37,7 +37,6 @@ Results are yielded as they finish, as ``SweepResult`` objects.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import logging
@@ -53,6 +52,7 @@ from numba import njit, prange
 from .._core.config import NUMBA_CACHE
 from .._core.conditioning import condition_points, plan_conditioning
 from .._core.device import resolve_device
+from .._core.threads import numba_threads, threadsafe_numba
 from .._core.validate import check_eps, check_min_samples, check_points, check_precision
 from .assign import _find, _naive_sum_decides, _union  # the one union-find of the package
 from .assign import exact_row_sums
@@ -1061,7 +1061,7 @@ def _share(serial, prepare, task, n_tasks, n_threads=None):
     for th in threads:
         th.start()
     try:
-        with _numba_threads(min(n_threads - 1, numba.config.NUMBA_NUM_THREADS)):
+        with numba_threads(min(n_threads - 1, numba.config.NUMBA_NUM_THREADS)):
             guarded(prepare)()
         ready.set()
         guarded(drain)()
@@ -1323,7 +1323,7 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress):
     fit takes the table path.
     """
     from .._core.device import cupy
-    from ..join.gpu import _to_device
+    from .._core.transfer import to_device
     from .gpu_grid import gpu_grid_dbscan
 
     bar = None
@@ -1332,7 +1332,7 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress):
 
         bar = tqdm(total=len(eps_list) * len(ms_list), desc="dbscan sweep", unit="clustering")
     start = time.perf_counter()
-    Xd = _to_device(cupy(), X, "X", np.float64)
+    Xd = to_device(cupy(), X, "X", np.float64)
     try:
         for e in eps_list:
             t0 = time.perf_counter()
@@ -1393,35 +1393,6 @@ def _build(X, e, dev, precision, ms_list, sample_weight, hybrid=False):
     if nt is None:
         nt = neighbor_table(Xo, e, device=dev, precision=precision)
     return ("table", nt, order), time.perf_counter() - t0
-
-
-def _threadsafe_numba() -> bool:
-    """Whether Numba's threading layer lets two threads launch parallel code at once.
-
-    The "workqueue" layer does not (it aborts the process); "omp" and "tbb" do.
-    """
-    try:
-        layer = numba.threading_layer()
-    except ValueError:  # no parallel function has run yet: run a tiny one
-        from .assign import weighted_neighbourhood
-
-        weighted_neighbourhood(np.zeros(2, np.int64), np.zeros(0, np.int64), np.ones(1), True)
-        layer = numba.threading_layer()
-    return layer != "workqueue"
-
-
-@contextlib.contextmanager
-def _numba_threads(n):
-    """Numba's thread count for the calling thread (it is per thread), restored after."""
-    if n is None:
-        yield
-        return
-    before = numba.get_num_threads()
-    numba.set_num_threads(n)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
 
 
 def _thread_split(dev, pipelined):
@@ -1500,7 +1471,7 @@ def _sweep(X, eps_list, ms_list, sample_weight, dev, precision, pipeline, progre
 
         bar = tqdm(total=len(eps_list) * len(ms_list), desc="dbscan sweep", unit="clustering")
     start = time.perf_counter()
-    if pipeline and len(eps_list) > 1 and not _threadsafe_numba():
+    if pipeline and len(eps_list) > 1 and not threadsafe_numba():
         log.debug("dbscan_sweep: Numba's workqueue threading layer is not thread-safe; "
                   "tables are built without pipelining")
         pipeline = False
@@ -1517,7 +1488,7 @@ def _sweep(X, eps_list, ms_list, sample_weight, dev, precision, pipeline, progre
                 levels = _assign_levels(nt, ms_list, sample_weight, order)
                 info = {"path": "table", "pairs": nt.n_pairs}
             while True:
-                with _numba_threads(assign_threads):  # not around the yield: the caller's code
+                with numba_threads(assign_threads):  # not around the yield: the caller's code
                     item = next(levels, None)
                 if item is None:
                     break

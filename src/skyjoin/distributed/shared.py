@@ -100,17 +100,18 @@ def _points(token):
 def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, d, dtype, blocks):
     """Partition p's engine with the counts of its owned rows (on this thread's GPU)."""
     from .._core.device import cupy
-    from ..join.gpu import _d2h, _to_device, count_rows
+    from .._core.transfer import d2h, to_device
+    from ..join.gpu import count_rows
 
     cp = cupy()
-    Xd = _to_device(cp, _points(token), "X", dtype)
+    Xd = to_device(cp, _points(token), "X", dtype)
     S, ids, n_own = select_on_gpu(cp, Xd, plan, p, h)
     del Xd
     c = count_rows(None, S, eps, include_self=include_self, precision=precision,
                    query_rows=n_own, column_ids=ids.astype(cp.int32), n_columns=n,
                    counts_only=counts_only)
-    own_ids = _d2h(cp, ids[:n_own])
-    counts = _d2h(cp, c.counts.astype(cp.int64)) if c.counts is not None \
+    own_ids = d2h(cp, ids[:n_own])
+    counts = d2h(cp, c.counts.astype(cp.int64)) if c.counts is not None \
         else np.zeros(n_own, dtype=np.int64)
     return c, own_ids, counts
 
@@ -167,9 +168,9 @@ _SERIAL = threading.Lock()
 def _numba_lock():
     """A lock around Numba's parallel kernels when its threading layer cannot run
     two of them at once (the "workqueue" layer aborts the process)."""
-    from ..cluster.sweep import _threadsafe_numba
+    from .._core.threads import threadsafe_numba
 
-    return contextlib.nullcontext() if _threadsafe_numba() else _SERIAL
+    return contextlib.nullcontext() if threadsafe_numba() else _SERIAL
 
 
 # --------------------------------------------------------------------------
@@ -188,12 +189,12 @@ def _local_dbscan(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
     from .._core.device import cupy
     from ..cluster.gpu import component_lows
     from ..cluster.gpu_grid import grid_components
-    from ..join.gpu import _to_device
+    from .._core.transfer import to_device
     from .dbscan import local_clusters
     from .partition import deep_inside
 
     cp = cupy()
-    Xd = _to_device(cp, _points(token), "X", dtype)
+    Xd = to_device(cp, _points(token), "X", dtype)
     S, ids, n_own = select_on_gpu(cp, Xd, plan, p, 2 * h)
     del Xd
     g = grid_components(S, eps, min_samples) if n_own else None
@@ -234,7 +235,7 @@ def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, d, d
     written into the shared arrays; returns the number of points labelled."""
     from .._core.device import cupy
     from ..cluster.gpu_grid import grid_labels
-    from ..join.gpu import _d2pinned
+    from .._core.transfer import d2pinned
     from ._kernels import scatter_into
     from .dbscan import _final_labels
 
@@ -259,9 +260,9 @@ def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, d, d
             # ids and labels (both < n) cross as int32 into pinned buffers and are
             # scattered from there: half the bytes, and no fresh host memory
             it = cp.int32 if n < 2**31 else cp.int64
-            ids = _d2pinned(cp, gid[own].astype(it))
-            lab = _d2pinned(cp, labels[own].astype(it))
-            core = _d2pinned(cp, g.core[own].astype(cp.bool_))
+            ids = d2pinned(cp, gid[own].astype(it))
+            lab = d2pinned(cp, labels[own].astype(it))
+            core = d2pinned(cp, g.core[own].astype(cp.bool_))
     with _numba_lock():
         scatter_into(ids, lab, labels_out)
         scatter_into(ids, core, core_out)

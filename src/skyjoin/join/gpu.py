@@ -29,15 +29,14 @@ docstring gives the measurements behind the rule.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import os
 import time
 from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._core.device import is_device_array
+from .._core.memory import alloc_host
+from .._core.transfer import parallel_copy, to_device
 from .._core.validate import check_eps, check_precision, working_dtype
 from . import gpu_grid
 from .plan import batch_capacity, estimate_batches, plan_row_batches
@@ -205,111 +204,10 @@ def choose_config(mean_work: float, work_cv: float, self_join: bool, *, index_di
 # inputs
 # ---------------------------------------------------------------------------
 
-def _to_device(cp, X, name: str, dtype):
-    """X (NumPy or CuPy) as a C-contiguous (n, d) device array of the working dtype."""
-    if is_device_array(X):
-        A = cp.asarray(X)
-        if A.ndim != 2:
-            raise ValueError(f"{name} must be 2-D with shape (n_points, n_dims), got shape {A.shape}")
-        if A.shape[1] == 0:
-            raise ValueError(f"{name} has no columns (shape {A.shape})")
-        if A.dtype == cp.bool_:
-            A = A.astype(cp.uint8)
-        if A.dtype.kind not in "iuf":
-            raise TypeError(f"{name} must hold real numbers, got dtype {A.dtype}")
-        if A.dtype.kind == "f" and A.size and not bool(cp.isfinite(A).all()):
-            raise ValueError(f"{name} contains NaN or inf values; remove or impute them first")
-        return cp.ascontiguousarray(A.astype(dtype, copy=False))
-    A = np.asarray(X)
-    if A.ndim != 2:
-        raise ValueError(f"{name} must be 2-D with shape (n_points, n_dims), got shape {A.shape}")
-    if A.dtype not in (np.float64, np.float32) or not A.flags.c_contiguous:
-        from .._core.validate import check_points
-
-        A = check_points(A, name=name)
-    D = _h2d(cp, A)
-    if D.size and not bool(cp.isfinite(D).all()):
-        raise ValueError(f"{name} contains NaN or inf values; remove or impute them first")
-    return cp.ascontiguousarray(D.astype(dtype, copy=False))
-
-
-def _h2d(cp, A: np.ndarray):
-    """Copy a host array to the device through a pinned staging buffer (parallel host copy)."""
-    if A.nbytes < (8 << 20):
-        return cp.asarray(A)
-    import cupyx
-
-    stage = cupyx.empty_pinned(A.shape, dtype=A.dtype)     # from CuPy's pinned pool (cached)
-    _parallel_copy(stage.reshape(-1), A.reshape(-1))
-    out = cp.empty(A.shape, dtype=A.dtype)
-    out.set(stage)
-    return out
-
-
-def _d2pinned(cp, D) -> np.ndarray:
-    """A device array in a pinned host buffer from CuPy's pinned pool (cached), by one
-    DMA at the pinned rate: for data that the host reads once and drops."""
-    import cupyx
-
-    stage = cupyx.empty_pinned(D.shape, dtype=D.dtype)
-    D.get(out=stage)
-    return stage
-
-
-def _d2h(cp, D) -> np.ndarray:
-    """A device array in fresh host memory, through a pinned staging buffer
-    (one DMA at the pinned rate, then a parallel host copy into pages that
-    take huge pages where the kernel allows): a pageable copy of fresh
-    memory runs at a few GB/s."""
-    if D.nbytes < (8 << 20):
-        return cp.asnumpy(D)
-    stage = _d2pinned(cp, D)
-    out = _alloc_host(D.size, D.dtype)
-    _parallel_copy(out, stage.reshape(-1))
-    return out.reshape(D.shape)
-
-
 def _eps2(eps: float, dtype) -> np.generic:
     """eps squared in the working precision (float32: eps cast first, squared in float32)."""
     e = np.dtype(dtype).type(eps)
     return np.dtype(dtype).type(e * e)
-
-
-# ---------------------------------------------------------------------------
-# host memory
-# ---------------------------------------------------------------------------
-
-def _alloc_host(n: int, dtype=np.int32) -> np.ndarray:
-    """A fresh host array, backed by huge pages where the kernel allows (fast first touch)."""
-    from .._core.memory import alloc_host
-
-    return alloc_host(n, dtype)
-
-
-_POOL: cf.ThreadPoolExecutor | None = None
-_COPY_THREADS = max(1, min(32, os.cpu_count() or 1))
-
-
-def _copy_pool() -> cf.ThreadPoolExecutor:
-    """Threads that copy pinned staging buffers into the final host arrays."""
-    global _POOL
-    if _POOL is None:
-        _POOL = cf.ThreadPoolExecutor(max_workers=_COPY_THREADS, thread_name_prefix="skyjoin-copy")
-    return _POOL
-
-
-def _parallel_copy(dst: np.ndarray, src: np.ndarray) -> None:
-    """dst[:] = src with all host cores (NumPy releases the GIL while copying)."""
-    n = src.shape[0]
-    nthreads = _COPY_THREADS
-    chunk = max(1 << 20, -(-n // nthreads))
-    if n <= chunk:
-        np.copyto(dst, src)
-        return
-    futs = [_copy_pool().submit(np.copyto, dst[a:a + chunk], src[a:a + chunk])
-            for a in range(0, n, chunk)]
-    for f in futs:
-        f.result()
 
 
 # ---------------------------------------------------------------------------
@@ -332,8 +230,8 @@ class _Engine:
         self.self_join = R is None
         self.include_self = bool(include_self) and self.self_join
         t0 = time.perf_counter()
-        Sd = _to_device(cp, S, "X" if R is None else "S", self.dtype)
-        Rd = None if R is None else _to_device(cp, R, "R", self.dtype)
+        Sd = to_device(cp, S, "X" if R is None else "S", self.dtype)
+        Rd = None if R is None else to_device(cp, R, "R", self.dtype)
         if Rd is not None and Rd.shape[1] != Sd.shape[1]:
             raise ValueError(f"R and S must have the same number of columns, got {Rd.shape[1]} and {Sd.shape[1]}")
         self.d = int(Sd.shape[1])
@@ -784,7 +682,7 @@ def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
     total = int(indptr_h[-1])
     n_rows = len(indptr_h) - 1
     t0 = time.perf_counter()
-    final = _alloc_host(total, np.int32) if sink is None else None
+    final = alloc_host(total, np.int32) if sink is None else None
     stats["host_alloc_s"] = time.perf_counter() - t0
     if total == 0:
         return final
@@ -840,7 +738,7 @@ def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
         if m and sink is not None:
             sink(batches[b][0], batches[b][1], pinned[slot][:m])
         elif m:
-            _parallel_copy(final[base:base + m], pinned[slot][:m])
+            parallel_copy(final[base:base + m], pinned[slot][:m])
         copy_s += time.perf_counter() - tc
         if progress is not None:
             progress(batches[b][1], n_rows)
