@@ -110,9 +110,8 @@ def check_points(X, name: str = "X", dtype=np.float64, allow_empty: bool = True,
 def all_finite(a, chunk_items: int = 1 << 17) -> bool:
     """``np.isfinite(a).all()`` for a 2-D array, over row chunks, stopping at the first bad one.
 
-    No temporary the size of ``a``: on 50M x 2 points NumPy's whole-array
-    test took 0.24 s, 0.19 s of it the first touch of its 100 MB of flags,
-    and these chunks 0.04 s.
+    No temporary the size of ``a`` (whose first touch dominates NumPy's
+    whole-array test: docs/design.md, "Finiteness by chunks").  O(n d).
     """
     rows = max(1, chunk_items // max(1, a.shape[1]))
     return all(bool(np.isfinite(a[i:i + rows]).all()) for i in range(0, a.shape[0], rows))

@@ -1,9 +1,13 @@
 """Numba kernels behind ``skyjoin.index.grid.build_grid``."""
 
+import concurrent.futures as cf
+import os
+
 import numba as nb
 import numpy as np
 
 from .._core.config import NUMBA_CACHE
+from .._core.validate import all_finite
 
 
 @nb.njit(parallel=True, cache=NUMBA_CACHE)
@@ -16,7 +20,8 @@ def raw_coords(X, j, lo, side, out):
 @nb.njit(cache=NUMBA_CACHE, nogil=True)
 def column_bounds(X, k):
     """Minimum and maximum of each of the first k columns, as float64, in one
-    pass (NumPy's axis-0 reduction of a strided (n, k) view is ~10x slower).
+    pass (NumPy's axis-0 reduction of a strided (n, k) view is far slower:
+    docs/design.md, "Bounds in one pass").
     X has at least one row.  Serial, and compiled in a fraction of a second
     (it is on the join's first call); it releases the GIL, so callers with
     many rows run it on row chunks in threads (``parallel_column_bounds``)."""
@@ -41,11 +46,9 @@ def parallel_column_bounds(X, k, chunk_rows: int = 1 << 20, check_finite: bool =
     With ``check_finite`` each chunk's thread also tests that all its values
     are finite (``validate.all_finite``; NumPy releases the GIL), and
     (lo, hi, all_finite) comes back: one parallel pass where ``check_points``
-    then the bounds took two, the first one serial (0.2-0.4 s on 200M x 2
-    points).  Otherwise (lo, hi).
+    then the bounds took two, the first one serial.  Otherwise (lo, hi).
+    O(n k) work over the threads.
     """
-    from .._core.validate import all_finite
-
     n = X.shape[0]
 
     def part(a):
@@ -54,9 +57,6 @@ def parallel_column_bounds(X, k, chunk_rows: int = 1 << 20, check_finite: bool =
 
     if n <= chunk_rows:
         return part(0)
-    import concurrent.futures as cf
-    import os
-
     cuts = range(0, n, chunk_rows)
     with cf.ThreadPoolExecutor(max_workers=max(1, min(len(cuts), os.cpu_count() or 1))) as ex:
         parts = list(ex.map(part, cuts))

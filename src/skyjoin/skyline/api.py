@@ -91,13 +91,13 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
         SkyAlign variants for experiments (§6.2.3).  CPU: "levelwise" (the
         default: the paper's NoSync CPU port, §7.1, run as one pass per mask
         order with the lower cells repacked to their skyline points, so a
-        point never scans dead points of lower cells; as fast as or faster
-        than "nosync" in every case measured, at 1, 2 and 16 threads),
+        point never scans dead points of lower cells),
         "nosync" (the CPU port as written), "sync" (Algorithm 1 with its d
         rounds), "noquart" (no quartile masks).  GPU: "sync" (Algorithm 1),
         "nosync", "levelwise", "noquart", "padded" (median cells padded to
-        whole warps; the GPU default, fastest on the H200 at d = 12; the paper
-        finds it slower at high d, where "sync" may be better).
+        whole warps; the GPU default; the paper finds it slower at high d,
+        where "sync" may be better).  docs/design.md gives the measurements
+        behind both defaults.
 
     Returns
     -------

@@ -477,9 +477,8 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     t2 = time.perf_counter()
     times["masks"] = t2 - t1
     # Optional quartile groups inside each cell (a second index level on the
-    # Q bits of the first g dimensions, skipping whole groups by Eq. 4).  They
-    # cut mask tests 1.7-2.5x at 1M x 12-D but measured no faster on the
-    # 2-core machine (loop overhead), so they are off unless asked for.
+    # Q bits of the first g dimensions, skipping whole groups by Eq. 4): off
+    # unless asked for (docs/design.md, "Skyline: quartile groups").
     g = 0
     if groups is not None and d <= 16 and variant in ("nosync", "noquart"):
         g = int(np.clip(groups, 0, 6))

@@ -12,7 +12,7 @@ repacking of the survivors after each), "nosync" (one launch, no rounds),
 that hold skyline points only, then repacks),
 "noquart" (sync without quartile-level masks), "padded" (sync with every
 median-level cell padded to whole warps, so no warp straddles two cells).
-The default is "padded", the fastest on the H200 at d = 12 (DEFAULT_GPU_VARIANT).
+The default is "padded" (DEFAULT_GPU_VARIANT; docs/design.md, "Skyline: GPU variant").
 CuPy is imported only here, lazily, through :func:`skyjoin._core.device.cupy`.
 """
 
@@ -31,10 +31,9 @@ from .groups import expand_groups, expand_runs, group_rows, run_starts
 __all__ = ["skyline_gpu", "skyalign_gpu", "ggs_gpu", "GPU_VARIANTS"]
 
 GPU_VARIANTS = ("sync", "nosync", "levelwise", "noquart", "padded")
-# Padded was the fastest variant on the H200 at d = 12 (1M and 8M points, both
-# distributions).  The paper finds it degrades at high d, where median-level
-# cells hold few points and padding outweighs the work; pass variant="sync"
-# there.
+# the GPU default (docs/design.md, "Skyline: GPU variant"); the paper finds
+# padding degrades at high d, where median-level cells hold few points:
+# variant="sync" there
 DEFAULT_GPU_VARIANT = "padded"
 _BLOCK = 256
 _WARP = 32
