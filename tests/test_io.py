@@ -221,7 +221,7 @@ def test_neighbor_table_parquet_many_row_groups(tmp_path, monkeypatch):
     nt = _table(rng, n=300, m=300, p=0.3)
     path = tmp_path / "nt.parquet"
     # force small pieces: the table is written a bounded number of pairs at a time
-    monkeypatch.setattr(io, "_PAIRS_PER_WRITE", 1000)
+    monkeypatch.setattr(io.results, "_PAIRS_PER_WRITE", 1000)
     io.write_neighbor_table(path, nt, row_group_size=1000)
     assert pq.ParquetFile(path).num_row_groups > 5
     assert io.read_neighbor_table(path) == nt
