@@ -86,12 +86,12 @@ def test_skyline_empty_and_single(kind):
 
 def test_skyline_many_blocks_reproducible():
     # more rows than one block: blocks are seeded independently of threads
-    n = 3 * ds._BLOCK + 17
+    n = 3 * ds.skyline._BLOCK + 17
     a = ds.anticorrelated(n, 4, seed=5)
     b = ds.anticorrelated(n, 4, seed=5)
     assert np.array_equal(a, b)
     # distinct blocks do not repeat each other's stream
-    assert not np.array_equal(a[: ds._BLOCK], a[ds._BLOCK: 2 * ds._BLOCK])
+    assert not np.array_equal(a[: ds.skyline._BLOCK], a[ds.skyline._BLOCK: 2 * ds.skyline._BLOCK])
     # a Generator seed continues its stream: two draws differ
     g = np.random.default_rng(5)
     assert not np.array_equal(ds.correlated(100, 3, seed=g), ds.correlated(100, 3, seed=g))

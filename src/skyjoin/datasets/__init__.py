@@ -1,0 +1,48 @@
+"""Seeded, reproducible data generators.
+
+Every generator returns a float64, C-contiguous array of shape (n, d) and
+takes ``seed``: an int, ``None`` (fresh entropy) or a ``numpy.random.Generator``
+(used as is, so successive calls continue its stream).
+
+* Join and DBSCAN workloads: :func:`uniform` (points uniform in a box),
+  :func:`exponential` (rate lambda, values above 1 rejected: the papers'
+  *Expo* sets) and :func:`blobs` (Gaussian clusters).
+* Skyline workloads: :func:`independent`, :func:`correlated`,
+  :func:`anticorrelated` (the standard generator of Börzsönyi, Kossmann and
+  Stocker, the ``randdataset`` program used by SkyAlign §6.1) and
+  :func:`pareto` (SkyAlign §6.1).
+* :func:`generate` dispatches on a kind name (the CLI ``skyjoin generate``),
+  :func:`skyline_data` on a skyline kind, and :func:`named_case` returns the
+  named benchmark cases of the project (data and eps) exactly as pinned.
+
+The exact recipes of :func:`uniform` and :func:`exponential` are part of the
+contract (the pair counts of the benchmark cases depend on them): they must
+not change.
+
+Modules: ``spatial`` (uniform, exponential, blobs), ``skyline`` (the
+standard skyline generator and pareto), ``cases`` (generate and the named
+cases), ``checks`` (argument checks shared by the generators).
+"""
+
+
+from .cases import KINDS, NAMED_CASES, NamedCase, generate, named_case
+from .skyline import (SKYLINE_KINDS, anticorrelated, correlated, independent, pareto,
+                      skyline_data)
+from .spatial import blobs, exponential, uniform
+
+__all__ = [
+    "uniform",
+    "exponential",
+    "blobs",
+    "independent",
+    "correlated",
+    "anticorrelated",
+    "pareto",
+    "skyline_data",
+    "generate",
+    "KINDS",
+    "SKYLINE_KINDS",
+    "NamedCase",
+    "NAMED_CASES",
+    "named_case",
+]

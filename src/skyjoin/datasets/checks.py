@@ -1,0 +1,60 @@
+"""Argument checks shared by the generators."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+
+
+# --------------------------------------------------------------------------
+# argument checks
+# --------------------------------------------------------------------------
+def _rng(seed) -> np.random.Generator:
+    """A Generator from an int / None / SeedSequence, or the Generator itself."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or isinstance(seed, np.random.SeedSequence):
+        return np.random.default_rng(seed)
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+        raise TypeError(
+            f"seed must be an int, None or a numpy.random.Generator, got {type(seed).__name__}"
+        )
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    return np.random.default_rng(int(seed))
+
+
+def _check_nd(n, d) -> tuple[int, int]:
+    """Check the number of points n >= 0 and of dimensions d >= 1."""
+    for name, v in (("n", n), ("d", d)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"{name} must be an integer, got {type(v).__name__}")
+    if n < 0:
+        raise ValueError(f"n (number of points) must be >= 0, got {n}")
+    if d < 1:
+        raise ValueError(f"d (number of dimensions) must be >= 1, got {d}")
+    return int(n), int(d)
+
+
+def _check_real(name: str, value, positive: bool = False) -> float:
+    """Check a finite real parameter (and > 0 when ``positive``)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if positive and value <= 0.0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def _check_box(low, high) -> tuple[float, float]:
+    """Check a box [low, high) with finite low < high."""
+    low = _check_real("low", low)
+    high = _check_real("high", high)
+    if not low < high:
+        raise ValueError(f"low must be < high, got low={low}, high={high}")
+    return low, high

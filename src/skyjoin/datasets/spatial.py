@@ -1,0 +1,202 @@
+"""Join and DBSCAN workloads: uniform, exponential (the papers' Expo sets), blobs."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .checks import _check_box, _check_nd, _check_real, _rng
+
+__all__ = ["uniform", "exponential", "blobs"]
+
+
+
+# --------------------------------------------------------------------------
+# join / DBSCAN workloads
+# --------------------------------------------------------------------------
+def uniform(n: int, d: int, low: float = 0.0, high: float = 100.0, seed=None) -> np.ndarray:
+    """Points uniform in the box [low, high)^d.
+
+    The recipe is pinned: the result equals
+    ``np.random.default_rng(seed).uniform(low, high, (n, d))`` exactly
+    (the *Unif* sets of the self-join papers, Gowanlock & Karsin 2018 §VI-A).
+
+    Parameters
+    ----------
+    n : int
+        Number of points (>= 0).
+    d : int
+        Number of dimensions (>= 1).
+    low, high : float
+        The box, with low < high.
+    seed : int, None or numpy.random.Generator
+        Seed of ``numpy.random.default_rng``, or a Generator to draw from.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, C-contiguous, shape (n, d).
+
+    Raises
+    ------
+    ValueError
+        If n < 0, d < 1, or the box is empty or not finite.
+    TypeError
+        If n, d or seed have the wrong type.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyjoin import datasets
+    >>> X = datasets.uniform(5, 2, seed=1)
+    >>> np.array_equal(X, np.random.default_rng(1).uniform(0, 100, (5, 2)))
+    True
+    """
+    n, d = _check_nd(n, d)
+    low, high = _check_box(low, high)
+    rng = _rng(seed)
+    return np.ascontiguousarray(rng.uniform(low, high, (n, d)), dtype=np.float64)
+
+
+def exponential(n: int, d: int, rate: float = 40.0, seed=None) -> np.ndarray:
+    """Coordinates exponential with rate ``rate``, values above 1 redrawn.
+
+    The *Expo* sets of the self-join papers.  The recipe is pinned (the
+    benchmark pair counts depend on it)::
+
+        rng = np.random.default_rng(seed)
+        X = rng.exponential(1 / rate, (n, d))
+        while (X > 1).any():
+            X[X > 1] = rng.exponential(1 / rate, int((X > 1).sum()))
+
+    Boolean-mask assignment fills the rejected values in row-major order.
+    Every value lies in [0, 1].  A small rate rejects most draws (a fraction
+    exp(-rate) per round) and so takes many rounds.
+
+    Parameters
+    ----------
+    n : int
+        Number of points (>= 0).
+    d : int
+        Number of dimensions (>= 1).
+    rate : float
+        The rate lambda (> 0); the mean before rejection is 1 / rate.
+    seed : int, None or numpy.random.Generator
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, C-contiguous, shape (n, d), values in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        If n < 0, d < 1 or rate is not a finite number > 0.
+
+    Examples
+    --------
+    >>> from skyjoin import datasets
+    >>> X = datasets.exponential(1000, 2, seed=3)
+    >>> bool(X.max() <= 1.0), X.shape
+    (True, (1000, 2))
+    """
+    n, d = _check_nd(n, d)
+    rate = _check_real("rate", rate, positive=True)
+    rng = _rng(seed)
+    scale = 1.0 / rate
+    X = rng.exponential(scale, (n, d))
+    while True:
+        mask = X > 1.0
+        count = int(np.count_nonzero(mask))
+        if count == 0:
+            break
+        X[mask] = rng.exponential(scale, count)
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
+def blobs(n: int, d: int = 2, centers=50, std: float = 1.5, low: float = 0.0,
+          high: float = 100.0, seed=None, return_labels: bool = False):
+    """Gaussian blobs: isotropic clusters around centres uniform in a box.
+
+    The recipe (fixed, so a seed always gives the same data)::
+
+        rng = np.random.default_rng(seed)
+        C = rng.uniform(low, high, (centers, d))      # unless centres are given
+        labels = rng.integers(0, len(C), n)           # each point picks a centre
+        X = C[labels] + rng.normal(0.0, std, (n, d))
+
+    Points are not clipped to the box: a blob near the border spills over it.
+
+    Parameters
+    ----------
+    n : int
+        Number of points (>= 0).
+    d : int
+        Number of dimensions (>= 1); must match the centres if given.
+    centers : int or array_like of shape (k, d)
+        Number of centres (drawn uniform in [low, high)^d), or the centres.
+    std : float
+        Standard deviation of every coordinate around its centre (>= 0).
+    low, high : float
+        The box of the random centres.
+    seed : int, None or numpy.random.Generator
+    return_labels : bool
+        Also return the index of each point's centre.
+
+    Returns
+    -------
+    X : numpy.ndarray
+        float64, C-contiguous, shape (n, d).
+    labels : numpy.ndarray of int64, shape (n,)
+        Only when ``return_labels`` is true.
+
+    Raises
+    ------
+    ValueError
+        If n < 0, d < 1, centers < 1, std < 0, or the centres are not (k, d).
+
+    Examples
+    --------
+    >>> from skyjoin import datasets
+    >>> X, y = datasets.blobs(100, 2, centers=3, seed=0, return_labels=True)
+    >>> X.shape, sorted(set(y.tolist())) == [0, 1, 2]
+    ((100, 2), True)
+    """
+    n, d = _check_nd(n, d)
+    low, high = _check_box(low, high)
+    std = _check_real("std", std)
+    if std < 0:
+        raise ValueError(f"std must be >= 0, got {std}")
+    rng = _rng(seed)
+    if isinstance(centers, numbers.Integral) and not isinstance(centers, (bool, np.bool_)):
+        if centers < 1:
+            raise ValueError(f"centers must be >= 1, got {centers}")
+        C = rng.uniform(low, high, (int(centers), d))
+    else:
+        C = np.asarray(centers, dtype=np.float64)
+        if C.ndim != 2 or C.shape[0] < 1 or C.shape[1] != d:
+            raise ValueError(
+                f"centers must be an int or an array of shape (k, {d}), got shape {C.shape}"
+            )
+        if not np.isfinite(C).all():
+            raise ValueError("centers contain NaN or inf values")
+    labels = rng.integers(0, C.shape[0], n).astype(np.int64, copy=False)
+    X = C[labels] + rng.normal(0.0, std, (n, d))
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    return (X, labels) if return_labels else X
+
+
+# --------------------------------------------------------------------------
+# skyline workloads: the standard generator (Börzsönyi et al., ``randdataset``)
+# --------------------------------------------------------------------------
+# The standard generator is a per-point rejection loop, compiled with Numba on
+# first use (and cached on disk) and run in parallel over blocks of rows.  Its
+# random numbers come from SplitMix64 (Steele, Lea & Flood, OOPSLA 2014),
+# inlined: a 64-bit counter passed through a bit mixer, with one counter per
+# block seeded from ``seed``.  So the result depends only on (n, d, seed), not
+# on the number of threads nor on Numba's own generator, and a draw costs a
+# few instructions (Numba's np.random costs about 8 ns a call).
+# ``prange`` is bound to ``numba.prange`` when the kernel is built, so that
+# importing this module needs no Numba.
+prange = range
