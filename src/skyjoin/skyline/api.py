@@ -40,7 +40,7 @@ def distinct_first(Xm: np.ndarray, sky: np.ndarray) -> np.ndarray:
     return np.sort(sky[order[first]])
 
 
-def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
+def skyline(X, sense=None, distinct: bool = False, device: str | None = None,
             algorithm: str = "auto", return_stats: bool = False, min=None, max=None,
             variant: str | None = None, diff=None):
     """The skyline (Pareto set) of a point set.
@@ -76,7 +76,8 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = "auto",
     distinct : bool
         If True, keep only the lowest row index of each group of equal points.
     device : {"auto", "cpu", "gpu"} or None
-        Where to compute (None: the ``SKYJOIN_DEVICE`` environment variable).
+        Where to compute (None: the ``SKYJOIN_DEVICE`` environment variable,
+        else "auto").
     algorithm : {"auto", "skyalign", "bruteforce", "bnl", "sfs", "ggs"}
         "auto" is SkyAlign (Bøgh, Chester, Assent 2016) for d <= 64, else SFS
         on the CPU and GGS on the GPU.  "bruteforce", "bnl" and "sfs" run on

@@ -18,7 +18,7 @@ __all__ = ["paretoset"]
 
 
 def paretoset(costs, sense=None, distinct: bool = True, use_numba: bool = True, *,
-              device: str | None = "auto"):
+              device: str | None = None):
     """Boolean mask of the Pareto set (skyline) of ``costs``, as paretoset's.
 
     Parameters
