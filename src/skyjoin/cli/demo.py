@@ -44,8 +44,8 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
     """
     import skyjoin as sj
 
-    from ._core.device import resolve_device
-    from .datasets import blobs
+    from .._core.device import resolve_device
+    from ..datasets import blobs
 
     if n < 10:
         raise ValueError(f"the demo needs at least 10 points, got n={n}")

@@ -141,7 +141,7 @@ def demo_skyline(X_or_n=20_000, d=2, kind="anticorrelated", seed=0, device=None,
             "dominance_tests": st.get("dominance_tests"), "mask_tests": st.get("mask_tests")}
 
 
-from ..distributed.cli import client_from_options, distributed_options, uses_cluster  # noqa: E402
+from .distributed import client_from_options, distributed_options, uses_cluster  # noqa: E402
 
 
 @click.command("skyline")
@@ -176,7 +176,7 @@ def skyline_cmd(data, min_cols, max_cols, distinct, device, algorithm, out, plot
     if uses_cluster(scheduler, local_cluster):
         if plot:
             raise click.UsageError("--plot is not available with --scheduler/--local-cluster")
-        from ..distributed.cli import run_skyline
+        from .distributed import run_skyline
 
         with client_from_options(scheduler, local_cluster, device=device, echo=click.echo) as client:
             _, msg = run_skyline(client, data, min_cols=_split(min_cols), max_cols=_split(max_cols),

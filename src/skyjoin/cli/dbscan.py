@@ -87,7 +87,7 @@ def demo_dbscan(X, eps, min_samples, ax=None, device=None):
     >>> demo_dbscan(X, eps=0.2, min_samples=5, device="cpu")["n"]
     1000
     """
-    from .estimator import DBSCAN
+    from ..cluster.estimator import DBSCAN
 
     t0 = time.perf_counter()
     est = DBSCAN(eps=eps, min_samples=min_samples, device=device).fit(X)
@@ -146,7 +146,7 @@ def _save_plot(path, panels, X):
     plt.close(fig)
 
 
-from ..distributed.cli import client_from_options, distributed_options, uses_cluster  # noqa: E402
+from .distributed import client_from_options, distributed_options, uses_cluster  # noqa: E402
 
 
 @click.command("dbscan")
@@ -208,7 +208,7 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
         if len(eps_list) != 1 or len(ms_list) != 1 or plot:
             raise click.UsageError("--scheduler/--local-cluster run one clustering (one --eps, "
                                    "one --min-samples) without --plot")
-        from ..distributed.cli import run_dbscan
+        from .distributed import run_dbscan
 
         with client_from_options(scheduler, local_cluster, device=device, echo=click.echo) as client:
             _, msg = run_dbscan(client, data, eps_list[0], ms_list[0], out=out,
@@ -232,7 +232,7 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
 
 def _single(X, eps, min_samples, out, plot, device, precision, write_labels):
     """One clustering: print a summary, write labels and picture."""
-    from .estimator import DBSCAN
+    from ..cluster.estimator import DBSCAN
 
     t0 = time.perf_counter()
     est = DBSCAN(eps=eps, min_samples=min_samples, device=device, precision=precision).fit(X)
@@ -252,7 +252,7 @@ def _single(X, eps, min_samples, out, plot, device, precision, write_labels):
 
 def _sweep(X, eps_list, ms_list, out, plot, device, precision, write_labels, method="auto"):
     """A sweep: progress bar, a table of results, files per clustering."""
-    from .sweep import dbscan_sweep
+    from ..cluster.sweep import dbscan_sweep
 
     panels = []
     rows = []

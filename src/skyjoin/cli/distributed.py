@@ -88,7 +88,7 @@ def client_from_options(scheduler=None, local_cluster=None, device=None, echo=No
         return
     from distributed import Client
 
-    from .cluster import local_cluster as make_cpu_cluster, local_gpu_cluster
+    from ..distributed.cluster import local_cluster as make_cpu_cluster, local_gpu_cluster
 
     with contextlib.ExitStack() as stack:
         if scheduler is not None:
@@ -120,7 +120,7 @@ def run_join(client, data, eps, *, out=None, counts=False, include_self=False, s
     import numpy as np
 
     from ..io import write_labels, write_neighbor_table
-    from .join import self_join
+    from ..distributed.join import self_join
 
     t0 = time.perf_counter()
     ext = os.path.splitext(os.fspath(out))[1].lower() if out else ""
@@ -153,7 +153,7 @@ def run_dbscan(client, data, eps, min_samples, *, out=None, precision="float64",
     import time
 
     from ..io import write_labels
-    from .dbscan import DBSCAN
+    from ..distributed.dbscan import DBSCAN
 
     t0 = time.perf_counter()
     est = DBSCAN(eps=eps, min_samples=min_samples, client=client, device=device,
@@ -181,7 +181,7 @@ def run_skyline(client, data, *, min_cols=(), max_cols=(), distinct=False, devic
     import time
 
     from ..io import write_indices
-    from .skyline import skyline
+    from ..distributed.skyline import skyline
 
     cols = list(min_cols) + list(max_cols)
     sense = ["min"] * len(min_cols) + ["max"] * len(max_cols) if cols else None

@@ -14,12 +14,12 @@ import time
 
 import click
 
-from .distributed.cli import client_from_options, distributed_options, uses_cluster
+from .distributed import client_from_options, distributed_options, uses_cluster
 
 # name -> (module, attribute) of subcommands defined beside their operator
 _LAZY = {
-    "dbscan": ("skyjoin.cluster.cli", "dbscan_cmd"),
-    "skyline": ("skyjoin.skyline.cli", "skyline_cmd"),
+    "dbscan": ("skyjoin.cli.dbscan", "dbscan_cmd"),
+    "skyline": ("skyjoin.cli.skyline", "skyline_cmd"),
 }
 
 
@@ -61,7 +61,7 @@ def _columns(spec):
 
 
 def _load(path, columns):
-    from .io import read_points
+    from ..io import read_points
 
     t0 = time.perf_counter()
     X = read_points(path, columns=_columns(columns))
@@ -122,10 +122,10 @@ def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, 
     of pairs per partition).
     """
     import skyjoin as sj
-    from ._core.device import resolve_device
+    from .._core.device import resolve_device
 
     if uses_cluster(scheduler, local_cluster):
-        from .distributed.cli import run_join
+        from .distributed import run_join
 
         with client_from_options(scheduler, local_cluster, device=device, echo=click.echo) as client:
             click.echo(run_join(client, data, eps, out=out, counts=counts,
@@ -142,13 +142,13 @@ def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, 
                          precision=precision, pattern=pattern)
         n_pairs = int(c.sum())
         if out:
-            from .io import write_labels
+            from ..io import write_labels
 
             write_labels(out, c, name="count")
     elif out and out.lower().endswith(".parquet"):
         from tqdm import tqdm
 
-        from .io import ParquetPairWriter
+        from ..io import ParquetPairWriter
 
         n_pairs = 0
         with ParquetPairWriter(out, shape=(n, n), sorted=not no_sort) as w, \
@@ -163,7 +163,7 @@ def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, 
                           precision=precision, pattern=pattern)
         n_pairs = nt.n_pairs
         if out:
-            from .io import write_neighbor_table
+            from ..io import write_neighbor_table
 
             write_neighbor_table(out, nt)
     dt = time.perf_counter() - t0
@@ -194,7 +194,7 @@ def generate_cmd(kind, n, d, seed, out):
     """
     import numpy as np
 
-    from . import datasets
+    from .. import datasets
 
     X = datasets.generate(kind, n, d, seed=seed)
     ext = os.path.splitext(out)[1].lower()
@@ -225,16 +225,16 @@ def bench_cmd(suite, device, quick, names, out_dir):
 
     Speed is reported as ratios against peers measured in the same run.
     """
-    from ._core.device import resolve_device
+    from .._core.device import resolve_device
 
     dev = resolve_device(device)
     if suite == "join":
         if dev == "gpu":
-            from .bench import join_gpu
+            from ..bench import join_gpu
 
             join_gpu.run(quick=quick, out_dir=out_dir, names=list(names) or None)
         else:
-            from .bench import join
+            from ..bench import join
 
             join.run(device="cpu", quick=quick, out_dir=out_dir, names=list(names) or None)
     else:
