@@ -63,7 +63,7 @@ def test_demo_skyline_draws():
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from skyjoin.cli.skyline import demo_skyline
+    from skyjoin.cli.demo import demo_skyline
 
     fig, ax = plt.subplots()
     info = demo_skyline(3000, d=2, device="cpu", ax=ax)
