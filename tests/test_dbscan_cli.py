@@ -5,7 +5,8 @@ import pytest
 from click.testing import CliRunner
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
-from skyjoin.cluster.cli import dbscan_cmd, demo_dbscan
+from skyjoin.cli.dbscan import dbscan_cmd
+from skyjoin.cli.demo import demo_dbscan
 
 
 @pytest.fixture

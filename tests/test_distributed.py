@@ -378,7 +378,7 @@ def test_cli_helpers(client, tmp_path):
     import pandas as pd
     from click.testing import CliRunner
 
-    from skyjoin.distributed.cli import (client_from_options, distributed_options, run_dbscan,
+    from skyjoin.cli.distributed import (client_from_options, distributed_options, run_dbscan,
                                          run_join, run_skyline)
     from skyjoin.io import read_neighbor_table
 
@@ -718,7 +718,7 @@ def test_local_cluster_device_follows_auto(monkeypatch):
     """--local-cluster with --device auto (or SKYJOIN_DEVICE) starts GPU workers
     on a GPU host: the device is resolved, not compared as a raw string."""
     import skyjoin._core.device as device_mod
-    from skyjoin.distributed.cli import local_cluster_device
+    from skyjoin.cli.distributed import local_cluster_device
 
     monkeypatch.delenv("SKYJOIN_DEVICE", raising=False)
     monkeypatch.setattr(device_mod, "_probe_gpu", lambda: (True, "a fake GPU"))

@@ -17,7 +17,7 @@ def cars(tmp_path):
 
 
 def run(args):
-    from skyjoin.skyline.cli import skyline_cmd
+    from skyjoin.cli.skyline import skyline_cmd
 
     return click_testing.CliRunner().invoke(skyline_cmd, [str(a) for a in args])
 
@@ -63,7 +63,7 @@ def test_demo_skyline_draws():
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from skyjoin.skyline.cli import demo_skyline
+    from skyjoin.cli.demo import demo_skyline
 
     fig, ax = plt.subplots()
     info = demo_skyline(3000, d=2, device="cpu", ax=ax)

@@ -9,5 +9,4 @@ Modules (imported lazily by ``skyjoin``; none is imported here):
 * ``sweep``      ``dbscan_sweep``: the multi-clustering pipeline with table reuse;
 * ``model``      ``dbscan_model``: the response-time model;
 * ``gpu``        DBSCAN entirely on the GPU (CuPy + CUDA C++);
-* ``cli``        the ``skyjoin dbscan`` command and ``demo_dbscan``.
 """

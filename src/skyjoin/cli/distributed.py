@@ -1,36 +1,29 @@
-"""Command-line support: ``--scheduler ADDRESS`` / ``--local-cluster N`` for join, dbscan, skyline.
+"""The command line on a Dask cluster: ``--scheduler ADDRESS`` / ``--local-cluster N``.
 
-The ``skyjoin`` commands add the two options with :func:`distributed_options`
-and open the client with :func:`client_from_options`; with neither option
-they run on this machine as before.  With either, the input file is read by
-the workers themselves (it must be visible to them), and the operator runs
-through :mod:`skyjoin.distributed`.
+The ``join``, ``dbscan`` and ``skyline`` commands add the two options with
+:func:`distributed_options` and open the client with
+:func:`client_from_options`; with neither option they run on this machine.
+With either, the input file is read by the workers themselves (it must be
+visible to them), and the operator runs through :mod:`skyjoin.distributed`
+(:func:`run_join`, :func:`run_dbscan`, :func:`run_skyline`).  Dask itself is
+imported only when a cluster is asked for.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import time
 
+import numpy as np
+
+from .. import distributed as sd
 from .._core.device import resolve_device
+from .options import distributed_options
+from .outputs import join_output, write_counts, write_ids, write_labels, write_table
 
 __all__ = ["distributed_options", "client_from_options", "local_cluster_device", "uses_cluster",
            "run_join", "run_dbscan", "run_skyline"]
-
-
-def distributed_options(fn):
-    """Click decorator adding ``--scheduler ADDRESS`` and ``--local-cluster N`` to a command."""
-    import click
-
-    fn = click.option("--local-cluster", "local_cluster", type=click.IntRange(min=1),
-                      default=None, metavar="N",
-                      help="Run on a local Dask cluster of N workers (with --device gpu: one "
-                           "worker per GPU, N GPUs).")(fn)
-    fn = click.option("--scheduler", "scheduler", default=None, metavar="ADDRESS",
-                      help="Run on the Dask cluster whose scheduler is at ADDRESS "
-                           "(e.g. tcp://10.0.0.1:8786); the workers read the input file "
-                           "themselves.")(fn)
-    return fn
 
 
 def uses_cluster(scheduler, local_cluster) -> bool:
@@ -88,16 +81,14 @@ def client_from_options(scheduler=None, local_cluster=None, device=None, echo=No
         return
     from distributed import Client
 
-    from .cluster import local_cluster as make_cpu_cluster, local_gpu_cluster
-
     with contextlib.ExitStack() as stack:
         if scheduler is not None:
             client = stack.enter_context(Client(scheduler))
         else:
             if local_cluster_device(device) == "gpu":
-                cluster = local_gpu_cluster(local_cluster)
+                cluster = sd.local_gpu_cluster(local_cluster)
             else:
-                cluster = make_cpu_cluster(local_cluster)
+                cluster = sd.local_cluster(local_cluster)
             stack.enter_context(cluster)
             client = stack.enter_context(Client(cluster))
         n = len(client.scheduler_info(n_workers=-1)["workers"])
@@ -112,33 +103,26 @@ def run_join(client, data, eps, *, out=None, counts=False, include_self=False, s
     ``out``: with ``counts``, a .csv/.parquet file of counts; a ``.npz`` or
     ``.parquet`` file receives the whole table (assembled on this machine);
     any other path is a folder where the workers write one Parquet file of
-    pairs per partition (for results larger than this machine's memory).
+    pairs per partition (for results larger than this machine's memory); see
+    :func:`skyjoin.cli.outputs.join_output`.
     """
-    import os
-    import time
-
-    import numpy as np
-
-    from ..io import write_labels, write_neighbor_table
-    from .join import self_join
-
     t0 = time.perf_counter()
-    ext = os.path.splitext(os.fspath(out))[1].lower() if out else ""
+    kind = join_output(out, counts, distributed=True)
     kw = dict(client=client, include_self=include_self, device=device, precision=precision,
               columns=columns)
-    if counts:
-        c = self_join(data, eps, output="counts", **kw)
+    if kind == "counts":
+        c = sd.self_join(data, eps, output="counts", **kw)
         n, n_pairs = len(c), int(np.sum(c))
         if out:
-            write_labels(out, c, name="count")
-    elif out and ext not in (".npz", ".parquet"):
-        res = self_join(data, eps, sort=sort, out=out, **kw)
+            write_counts(out, c)
+    elif kind == "folder":
+        res = sd.self_join(data, eps, sort=sort, out=out, **kw)
         n, n_pairs = res.shape[0], res.n_pairs
     else:
-        nt = self_join(data, eps, sort=sort, **kw)
+        nt = sd.self_join(data, eps, sort=sort, **kw)
         n, n_pairs = nt.shape[0], nt.n_pairs
         if out:
-            write_neighbor_table(out, nt)
+            write_table(out, nt)
     dt = time.perf_counter() - t0
     mean = n_pairs / n if n else 0.0
     return (f"{n:,} points, eps {eps:g}: {n_pairs:,} pairs ({mean:.2f} neighbours per point) "
@@ -150,14 +134,9 @@ def run_dbscan(client, data, eps, min_samples, *, out=None, precision="float64",
                device=None):
     """The ``skyjoin dbscan`` command (one clustering) on a Dask cluster; returns (labels, summary).
     """
-    import time
-
-    from ..io import write_labels
-    from .dbscan import DBSCAN
-
     t0 = time.perf_counter()
-    est = DBSCAN(eps=eps, min_samples=min_samples, client=client, device=device,
-                 precision=precision).fit(data, columns=columns)
+    est = sd.DBSCAN(eps=eps, min_samples=min_samples, client=client, device=device,
+                    precision=precision).fit(data, columns=columns)
     dt = time.perf_counter() - t0
     labels = est.labels_
     k = int(labels.max()) + 1 if len(labels) else 0
@@ -178,23 +157,13 @@ def run_skyline(client, data, *, min_cols=(), max_cols=(), distinct=False, devic
     ``out`` receives the skyline's row ids (.npy, or a one-column .csv /
     .parquet): the rows themselves stay with the workers that read them.
     """
-    import time
-
-    from ..io import write_indices
-    from .skyline import skyline
-
     cols = list(min_cols) + list(max_cols)
     sense = ["min"] * len(min_cols) + ["max"] * len(max_cols) if cols else None
     t0 = time.perf_counter()
-    ids = skyline(data, client=client, sense=sense, distinct=distinct, device=device,
-                  columns=cols or None)
+    ids = sd.skyline(data, client=client, sense=sense, distinct=distinct, device=device,
+                     columns=cols or None)
     dt = time.perf_counter() - t0
     if out:
-        if str(out).lower().endswith(".npy"):
-            import numpy as np
-
-            np.save(out, ids)
-        else:
-            write_indices(out, ids)
+        write_ids(out, ids)
     return ids, (f"{len(ids):,} skyline rows ({dt:.3f} s on the Dask cluster, including "
                  f"reading)" + (f"; wrote {out}" if out else ""))

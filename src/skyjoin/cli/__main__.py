@@ -1,0 +1,5 @@
+"""``python -m skyjoin.cli``: the ``skyjoin`` command."""
+
+from . import main
+
+main()

@@ -1,0 +1,145 @@
+"""``skyjoin dbscan``: one clustering, or a sweep over eps and min_samples."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+import skyjoin as sj
+
+from ..io import read_points
+from .demo import cluster_summary
+from .distributed import client_from_options, run_dbscan, uses_cluster
+from .errors import user_errors
+from .options import COLUMNS, DEVICE, PRECISION, column_list, distributed_options
+from .outputs import sweep_path, write_labels
+from .plots import save_clusters
+
+__all__ = ["dbscan_cmd"]
+
+
+def _numbers(spec, name, kind):
+    """Parse "0.1,0.2" into a list of ``kind`` (float or int)."""
+    try:
+        return [kind(s) for s in spec.split(",") if s.strip()]
+    except ValueError:
+        what = "numbers" if kind is float else "integers"
+        raise click.BadParameter(f"expected comma-separated {what}, got {spec!r}",
+                                 param_hint=name) from None
+
+
+@click.command("dbscan")
+@click.argument("data", type=click.Path(exists=True, dir_okay=False))
+@click.option("--eps", type=float, default=None,
+              help="Neighbourhood radius (distance <= eps).  Required unless --sweep-eps.")
+@click.option("--min-samples", type=int, default=None,
+              help="Core points have at least this many neighbours, themselves included. "
+                   "Required unless --sweep-min-samples.")
+@click.option("--sweep-eps", default=None,
+              help="Comma-separated eps values: one neighbour table each (pipelined).")
+@click.option("--sweep-min-samples", default=None,
+              help="Comma-separated min_samples values: all reuse each eps's table.")
+@COLUMNS
+@click.option("--out", default=None, type=click.Path(dir_okay=False),
+              help="Write the labels (.csv or .parquet; one column, -1 is noise). With a "
+                   "sweep, one file per clustering: FILE_eps<e>_ms<m>.ext.")
+@click.option("--plot", default=None, type=click.Path(dir_okay=False),
+              help="Write a PNG of the clusters (first two columns; noise in grey); with a "
+                   "sweep, one panel per clustering (at most 16).")
+@DEVICE
+@PRECISION
+@click.option("--sweep-method", type=click.Choice(["auto", "hybrid"]), default="auto",
+              show_default=True,
+              help="A sweep's method: 'auto' the fastest path, 'hybrid' the paper's "
+                   "HYBRID-DBSCAN (tables built by the join, assigned on the CPU).")
+@distributed_options
+@user_errors
+def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, out, plot, device,
+               precision, sweep_method, scheduler, local_cluster):
+    """Cluster the points in DATA with DBSCAN (scikit-learn's exact labels).
+
+    DATA is a .csv/.txt, .parquet or .npy file of points, one per row.  With
+    --sweep-eps and/or --sweep-min-samples, every combination is clustered;
+    each eps's neighbour table is built once (the next one in the background)
+    and reused by every min_samples.
+
+    \b
+    Examples:
+      skyjoin dbscan points.npy --eps 0.3 --min-samples 10 --plot clusters.png
+      skyjoin dbscan points.csv --sweep-eps 0.2,0.3,0.4 --sweep-min-samples 5,10,20
+    """
+    col = column_list(columns)
+    eps_list = (_numbers(sweep_eps, "--sweep-eps", float) if sweep_eps
+                else ([eps] if eps is not None else []))
+    ms_list = (_numbers(sweep_min_samples, "--sweep-min-samples", int) if sweep_min_samples
+               else ([min_samples] if min_samples is not None else []))
+    if not eps_list:
+        raise click.UsageError("give --eps (or --sweep-eps)")
+    if not ms_list:
+        raise click.UsageError("give --min-samples (or --sweep-min-samples)")
+    if uses_cluster(scheduler, local_cluster):
+        if len(eps_list) != 1 or len(ms_list) != 1 or plot:
+            raise click.UsageError("--scheduler/--local-cluster run one clustering (one --eps, "
+                                   "one --min-samples) without --plot")
+        with client_from_options(scheduler, local_cluster, device=device, echo=click.echo) as client:
+            _, msg = run_dbscan(client, data, eps_list[0], ms_list[0], out=out,
+                                precision=precision, columns=col, device=device)
+        click.echo(msg)
+        return
+    t0 = time.perf_counter()
+    X = read_points(data, columns=col)
+    t_read = time.perf_counter() - t0
+    click.echo(f"read {X.shape[0]:,} points in {X.shape[1]} dimensions from {data} "
+               f"({t_read:.2f} s)")
+    if len(eps_list) == 1 and len(ms_list) == 1:
+        _single(X, eps_list[0], ms_list[0], out, plot, device, precision)
+    else:
+        _sweep(X, eps_list, ms_list, out, plot, device, precision, sweep_method)
+
+
+def _single(X, eps, min_samples, out, plot, device, precision):
+    """One clustering: print a summary, write labels and picture."""
+    t0 = time.perf_counter()
+    est = sj.DBSCAN(eps=eps, min_samples=min_samples, device=device, precision=precision).fit(X)
+    s = cluster_summary(est.labels_, est.core_sample_indices_, time.perf_counter() - t0, eps,
+                        min_samples)
+    click.echo(f"eps={eps:g} min_samples={min_samples}: {s['clusters']} clusters, "
+               f"{s['core']:,} core, {s['noise']:,} noise points "
+               f"({s['seconds']:.3f} s, path {est.path_})")
+    if out:
+        write_labels(out, est.labels_)
+        click.echo(f"labels: {out}")
+    if plot:
+        save_clusters(plot, [(est.labels_, f"eps={eps:g}, min_samples={min_samples}: "
+                                           f"{s['clusters']} clusters")], X)
+        click.echo(f"picture: {plot}")
+
+
+def _sweep(X, eps_list, ms_list, out, plot, device, precision, method="auto"):
+    """A sweep: progress bar, a table of results, files per clustering."""
+    panels = []
+    rows = []
+    t0 = time.perf_counter()
+    for r in sj.dbscan_sweep(X, eps=eps_list, min_samples=ms_list, device=device,
+                             precision=precision, progress=True, method=method):
+        path = r.timings.get("path")
+        rows.append((r.eps, r.min_samples, r.n_clusters, len(r.core_sample_indices),
+                     int((r.labels < 0).sum()), r.timings["table"], r.timings["assign"]))
+        if out:
+            write_labels(sweep_path(out, r.eps, r.min_samples), r.labels)
+        if plot and len(panels) < 16:
+            panels.append((r.labels, f"eps={r.eps:g}, min_samples={r.min_samples}: "
+                                     f"{r.n_clusters} clusters"))
+    total = time.perf_counter() - t0
+    click.echo(f"{'eps':>10} {'min_samples':>11} {'clusters':>9} {'core':>11} {'noise':>11} "
+               f"{'table s':>8} {'assign s':>9}")
+    for e, m, k, c, z, tt, ta in rows:
+        click.echo(f"{e:>10g} {m:>11d} {k:>9d} {c:>11,d} {z:>11,d} {tt:8.3f} {ta:9.3f}")
+    click.echo(f"{len(rows)} clusterings in {total:.2f} s ({method}, path {path})")
+    if out:
+        click.echo(f"labels: one file per clustering, e.g. "
+                   f"{sweep_path(out, rows[0][0], rows[0][1])}")
+    if plot:
+        save_clusters(plot, panels, X)
+        click.echo(f"picture: {plot}")

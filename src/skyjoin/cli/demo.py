@@ -1,0 +1,229 @@
+"""``skyjoin demo``: the join, DBSCAN and the skyline on one generated data set, drawn.
+
+``demo_cmd`` is the command and :func:`run_demo` its work;
+:func:`demo_dbscan` and :func:`demo_skyline` are the demo's DBSCAN and
+skyline steps, usable alone (each times one call of the public operator and
+summarises it).  The pictures are drawn by
+:mod:`skyjoin.cli.plots`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+import click
+import numpy as np
+
+import skyjoin as sj
+
+from .._core.device import resolve_device
+from ..datasets import blobs, skyline_data
+from .errors import user_errors
+from .options import DEVICE
+from .plots import plot_clusters, plot_skyline, save_demo
+
+__all__ = ["demo_cmd", "run_demo", "demo_dbscan", "demo_skyline", "cluster_summary"]
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def cluster_summary(labels, core, seconds, eps, min_samples) -> dict:
+    """Counts of a clustering: eps, min_samples, n, clusters, noise, core, seconds."""
+    n_clusters = int(labels.max()) + 1 if len(labels) else 0
+    return {"eps": float(eps), "min_samples": int(min_samples), "n": int(len(labels)),
+            "clusters": n_clusters, "noise": int((labels < 0).sum()), "core": int(len(core)),
+            "seconds": float(seconds)}
+
+
+def demo_dbscan(X, eps, min_samples, ax=None, device=None):
+    """Cluster X with skyjoin's DBSCAN, summarise, and draw on ``ax`` if given.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, d)
+    eps : float
+    min_samples : int
+    ax : matplotlib.axes.Axes, optional
+        Where to draw the clusters (noise in grey).
+    device : {"auto", "cpu", "gpu"}, optional
+
+    Returns
+    -------
+    dict
+        eps, min_samples, n, clusters, noise, core, seconds (of the fit
+        alone), path (which DBSCAN path ran) and labels (the array).
+
+    Notes
+    -----
+    One :meth:`skyjoin.DBSCAN.fit`: its cost, plus O(n) for the summary.
+
+    See Also
+    --------
+    skyjoin.DBSCAN, skyjoin.cli.plots.plot_clusters
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(1000, 2))
+    >>> demo_dbscan(X, eps=0.2, min_samples=5, device="cpu")["n"]
+    1000
+    """
+    est, secs = _timed(lambda: sj.DBSCAN(eps=eps, min_samples=min_samples, device=device).fit(X))
+    out = cluster_summary(est.labels_, est.core_sample_indices_, secs, eps, min_samples)
+    out["path"] = est.path_
+    if ax is not None:
+        plot_clusters(ax, np.asarray(X), est.labels_,
+                      title=f"DBSCAN eps={eps}, min_samples={min_samples}: "
+                            f"{out['clusters']} clusters, noise in grey")
+    out["labels"] = est.labels_
+    return out
+
+
+def demo_skyline(X_or_n=20_000, d=2, kind="anticorrelated", seed=0, device=None, ax=None,
+                 stats=True):
+    """Compute a skyline for the demo and optionally draw it.
+
+    Parameters
+    ----------
+    X_or_n : int or array_like of shape (n, d)
+        Points, or how many to generate (skyline data of ``kind`` in ``d`` dims).
+    d : int
+        Dimensions of generated data.
+    kind : {"independent", "correlated", "anticorrelated", "pareto"}
+    seed : int
+    device : {"auto", "cpu", "gpu"} or None
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (see :func:`skyjoin.cli.plots.plot_skyline`).
+    stats : bool
+        Count the work (pre-filter survivors, dominance and mask tests); on
+        the GPU the counting costs time, so the demo's timed run passes False.
+
+    Returns
+    -------
+    dict
+        n, d, skyline size, seconds, device, pre-filter survivors, work
+        counters (None without ``stats``), and indices (the skyline's rows).
+
+    Notes
+    -----
+    One :func:`skyjoin.skyline` call: its cost.
+
+    See Also
+    --------
+    skyjoin.skyline, skyjoin.cli.plots.plot_skyline
+
+    Examples
+    --------
+    >>> demo_skyline(2000, d=3, device="cpu")["n"]
+    2000
+    """
+    if isinstance(X_or_n, (int, np.integer)):
+        X = skyline_data(int(X_or_n), d, kind, seed=seed)
+    else:
+        X = np.asarray(X_or_n, dtype=np.float64)
+    dev = resolve_device(device)
+    if stats:
+        (sky, st), secs = _timed(lambda: sj.skyline(X, device=dev, return_stats=True))
+    else:
+        sky, secs = _timed(lambda: sj.skyline(X, device=dev))
+        st = {}
+    if ax is not None:
+        plot_skyline(ax, X, sky, title=f"skyline: {len(sky):,} of {len(X):,} points ({dev})")
+    return {"n": int(X.shape[0]), "d": int(X.shape[1]), "skyline": int(sky.size),
+            "seconds": secs, "device": dev, "prefilter_survivors": st.get("prefilter_survivors"),
+            "dominance_tests": st.get("dominance_tests"), "mask_tests": st.get("mask_tests"),
+            "indices": sky}
+
+
+def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
+             device: str | None = None, echo: Callable[[str], None] = print) -> dict:
+    """Generate 2-D Gaussian blobs, run the join, DBSCAN and the skyline.
+
+    Prints a short table and writes ``demo.png`` into ``out_dir``: the points
+    coloured by their number of neighbours, the DBSCAN clusters (noise in
+    grey) and the skyline staircase.
+
+    Parameters
+    ----------
+    n : int
+        Number of points (50 blobs of std 1.5 in [0, 100]^2).
+    out_dir : str
+        Folder for the picture (created if needed).
+    seed : int
+        Seed of the generator.
+    device : {"auto", "cpu", "gpu"}, optional
+    echo : callable
+        Where to print.
+
+    Returns
+    -------
+    dict
+        The figures printed, and the path of the picture.
+
+    Raises
+    ------
+    ValueError
+        For n < 10.
+    """
+    if n < 10:
+        raise ValueError(f"the demo needs at least 10 points, got n={n}")
+    dev = resolve_device(device)
+    X = blobs(n, 2, centers=50, std=1.5, seed=seed)
+    eps, min_samples = 0.3, 10
+    echo(f"skyjoin demo: {n:,} points in 2-D (50 Gaussian blobs), device {dev}")
+    # warm-up on a small slice: the first call of each operator compiles its
+    # kernels (cached on disk afterwards), which the table should not count
+    # (a sparse slice and a dense clump: the engines take other paths for
+    # sparse and for crowded cells)
+    clump = np.random.default_rng(seed).normal(50.0, 0.05, (2000, 2))
+    warm = np.concatenate([X[:2000], clump])
+    _, t_compile = _timed(lambda: ([sj.self_join(warm, eps, device=dev, pattern=p)
+                                    for p in ("full", "lid_unicomp")],
+                                   sj.self_join(warm, eps, output="counts", device=dev),
+                                   sj.DBSCAN(eps=eps, min_samples=min_samples, device=dev).fit(warm),
+                                   sj.skyline(X[:20000], device=dev)))
+    echo(f"kernels ready in {t_compile:.1f} s (compiled on the first run, then loaded from cache)")
+    nt, t_join = _timed(lambda: sj.self_join(X, eps, device=dev))
+    counts, t_counts = _timed(lambda: sj.self_join(X, eps, output="counts", device=dev))
+    db = demo_dbscan(X, eps, min_samples, device=dev)
+    sk = demo_skyline(X, device=dev, stats=False)
+    labels, sky = db["labels"], sk["indices"]
+    rows = [
+        ("self-join (CSR table)", f"eps={eps}", f"{nt.n_pairs:,} pairs, {nt.n_pairs / n:.1f} per point", t_join),
+        ("self-join (counts only)", f"eps={eps}", f"max {int(counts.max())} neighbours", t_counts),
+        ("DBSCAN", f"eps={eps}, min_samples={min_samples}",
+         f"{db['clusters']} clusters, {db['noise']:,} noise points", db["seconds"]),
+        ("skyline (min, min)", "", f"{len(sky)} points", sk["seconds"]),
+    ]
+    w = max(len(r[0]) for r in rows)
+    w2 = max(len(r[1]) for r in rows)
+    w3 = max(len(r[2]) for r in rows)
+    echo(f"{'operator':<{w}}  {'parameters':<{w2}}  {'result':<{w3}}  {'time':>9}")
+    for name, params, result, t in rows:
+        echo(f"{name:<{w}}  {params:<{w2}}  {result:<{w3}}  {t:8.3f}s")
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "demo.png")
+    save_demo(path, X, counts, labels, sky, eps)
+    echo(f"picture: {path}")
+    return {"n": n, "pairs": nt.n_pairs, "compile_s": t_compile, "clusters": db["clusters"],
+            "noise": db["noise"], "skyline": len(sky), "picture": path,
+            "times": {r[0]: r[3] for r in rows}}
+
+
+@click.command("demo")
+@click.option("-n", "--n-points", "n", type=int, default=200_000, show_default=True,
+              help="Points to generate.")
+@click.option("--out", "out_dir", default="skyjoin-demo", show_default=True,
+              help="Folder for the picture (demo.png).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@DEVICE
+@user_errors
+def demo_cmd(n, out_dir, seed, device):
+    """Generate data, run the join, DBSCAN and the skyline, print a table and draw them."""
+    run_demo(n=n, out_dir=out_dir, seed=seed, device=device, echo=click.echo)
