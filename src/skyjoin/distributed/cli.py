@@ -88,7 +88,7 @@ def client_from_options(scheduler=None, local_cluster=None, device=None, echo=No
         return
     from distributed import Client
 
-    from .cluster import local_cluster as make_cpu_cluster, local_gpu_cluster
+    from .workers import local_cluster as make_cpu_cluster, local_gpu_cluster
 
     with contextlib.ExitStack() as stack:
         if scheduler is not None:
