@@ -1,6 +1,6 @@
 """The DBSCAN benchmark suite (``skyjoin bench dbscan``).
 
-Cases (issue 4, item 8), every implementation timed in the same process:
+Cases, every implementation timed in the same process:
 
 * ``Blobs2D-1M``, ``Blobs2D-10M``: 2-D Gaussian blobs (50 centres, std 1.5,
   centres in [0,100]^2), eps 0.3, min_samples 10;
@@ -303,7 +303,7 @@ def cases(quick: bool = False, device: str = "cpu", names=None) -> list[Case]:
 
 
 def _sweep_summary(rows, device, log):
-    """Ratios the issue asks for: sweep vs separate runs, pipeline vs eq. (2), model error."""
+    """Ratios of the sweep: sweep vs separate runs, pipeline vs eq. (2), model error."""
     from ..cluster.sweep import ideal_pipeline_time, pipeline_makespan
 
     t = {(r.case.split(" (")[0], r.impl): r for r in rows}
@@ -512,7 +512,7 @@ def gpu_check(out_dir: str = "bench-results", n_large: int = 10_000_000, log=pri
 
 def run_gpu(out_dir: str = "bench-results", quick: bool = False) -> str:
     """The DBSCAN part of ``scripts/gpu-check``: :func:`gpu_check`, then a
-    short summary of the issue's GPU figures (returned for the table)."""
+    short summary of the GPU figures and targets (returned for the table)."""
     res = gpu_check(out_dir, n_large=1_000_000 if quick else 10_000_000)
     lines = ["DBSCAN on the GPU machine (seconds):"]
     for k, v in res.items():

@@ -1,6 +1,6 @@
 """The CPU epsilon-join benchmark suite (``skyjoin bench join``).
 
-Cases (issue 2): 1M uniform points in [0,100]^2 with eps 0.5; 1M in
+Cases: 1M uniform points in [0,100]^2 with eps 0.5; 1M in
 [0,100]^6 with eps 12; 1M exponential (lambda 40) in 2-D with eps 0.0008
 and in 6-D with eps 0.02; the shared GDS-Join test file with eps 1.0.
 Every case times our engine (sorted table, unsorted table, counts only) and
@@ -180,7 +180,7 @@ def peak_memory(name: str, quick: bool = False, device: str = "cpu") -> dict:
     """Peak RSS increase of one self-join, measured in a fresh process.
 
     Returns the input and output sizes, the peak increase of the resident
-    memory during the call, and its ratio to the budget of issue 2,
+    memory during the call, and its ratio to the memory budget
     ``1.5 * input + output CSR`` (read as: what the call adds on top of the
     caller's input array).
     """

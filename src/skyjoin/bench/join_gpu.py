@@ -1,10 +1,10 @@
-"""GPU epsilon-join benchmark suite (issue 3): our GPU join against its peers.
+"""GPU epsilon-join benchmark suite: our GPU join against its peers.
 
 Run on the GPU machine (``scripts/gpu-check`` does)::
 
     python3 -m skyjoin.bench.join_gpu --out DIR [--cases A,B] [--no-peers] [--no-sweep]
 
-For every case of issue 3 it measures, in one process:
+For every case (``DEFAULT_CASES``) it measures, in one process:
 
 * ours, end to end from a NumPy array to a host NeighborTable (grid
   included), with rows sorted and unsorted, and counts only; the phase
@@ -38,7 +38,7 @@ from .harness import Row, format_table, write_report
 SUITE = "join_gpu"
 MAX_PEER_S = 15.0   # a peer whose full run is estimated longer runs on a query sample
 
-#: Issue 3's anchors: best of the authors' codes on an H200 (seconds), and their configuration.
+#: Anchors: best of the papers' authors' codes on an H200 (seconds), and their configuration.
 AUTHORS = {
     "Unif2D2M-0.5": (1.33, "GDS-Join without unicomp"),
     "Unif2D2M-1.0": (1.63, "GDS-Join without unicomp"),

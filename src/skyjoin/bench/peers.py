@@ -1,4 +1,4 @@
-"""CPU peers of the epsilon-join benchmark (issue 2, item 8).
+"""CPU peers of the epsilon-join benchmark.
 
 Each peer takes (X, eps) and returns one number, so that all compare alike:
 the count of **ordered pairs (i, j), i != j, with distance <= eps**, that is

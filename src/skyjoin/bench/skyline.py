@@ -1,7 +1,7 @@
 """Skyline benchmark suite: SkyAlign against paretoset and our baselines.
 
-``run(device="cpu")`` times, in one process: the shared NBA set, the issue's
-two paretoset cases (100k points, 12-D independent and 8-D anticorrelated),
+``run(device="cpu")`` times, in one process: the shared NBA set, two
+paretoset cases (100k points, 12-D independent and 8-D anticorrelated),
 the 1M-point 12-D cases next to SkyBench Hybrid's quoted times, and a sweep
 over n in {1e5, 1e6}, d in {4, 8, 12, 16} and the four distributions.
 ``run(device="gpu")`` times SkyAlign on the GPU (data already on the GPU and
@@ -22,7 +22,7 @@ __all__ = ["run", "run_gpu", "cases", "HYBRID_QUOTED_S", "NBA_PATH"]
 
 NBA_PATH = os.environ.get("SKYJOIN_NBA", "/work/shared/data/nba-U-8-17264.csv")
 
-#: SkyBench Hybrid (C++, the multicore state of the art) as quoted in issue 5:
+#: SkyBench Hybrid (C++, the multicore state of the art) as quoted by its paper:
 #: (case, threads) -> seconds.
 HYBRID_QUOTED_S = {("1M-12d-independent", 2): 1.72, ("1M-12d-anticorrelated", 2): 7.03,
                    ("1M-12d-independent", 16): 0.56, ("1M-12d-anticorrelated", 16): 2.25}
@@ -242,14 +242,14 @@ def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results"
     return rows
 
 
-#: Targets of issue 5 on the lent GPU (data already on the GPU), seconds.
+#: Targets on the lent GPU (data already on the GPU), seconds.
 GPU_TARGETS_S = {"1M-12d-independent": 0.045, "1M-12d-anticorrelated": 0.060,
                  "8M-12d-anticorrelated": 1.0}
 
 
 def run_gpu(out_dir: str = "bench-results", quick: bool = False) -> str:
     """The GPU suite for ``scripts/gpu-check``; returns a short summary of the
-    issue's GPU targets (default variant, data already on the GPU)."""
+    GPU targets (default variant, data already on the GPU)."""
     rows = run(device="gpu", quick=quick, out_dir=out_dir)
     lines = ["skyline GPU targets (default variant, data on the GPU):"]
     for case, target in GPU_TARGETS_S.items():
