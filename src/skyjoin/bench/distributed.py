@@ -32,10 +32,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 
 import numpy as np
 
+import skyjoin as sj
+
+from .. import datasets
+from .. import distributed as sd
+from .._core.device import cupy
+from ..cluster.gpu_grid import gpu_grid_dbscan
+from ..join.gpu import gpu_self_join
+from ..skyline.api import skyline
 from .harness import Case, Impl, format_table, run_suite, write_report
 
 __all__ = ["run", "case_specs", "ideal_split"]
@@ -77,8 +86,6 @@ def case_specs(device: str, quick: bool, large: bool = False):
 
 def _data(op, n, d):
     """The case's points (seeded)."""
-    from .. import datasets
-
     if op == "skyline":
         return datasets.anticorrelated(n, d, seed=3)
     return datasets.blobs(n, d, centers=50, std=1.5, low=0.0, high=100.0, seed=1)
@@ -86,8 +93,6 @@ def _data(op, n, d):
 
 def _single_fn(op, get, eps, m, device):
     """The single-machine operator."""
-    import skyjoin as sj
-
     def fn():
         if op == "join":
             return sj.self_join(get(), eps, device=device).n_pairs
@@ -96,7 +101,6 @@ def _single_fn(op, get, eps, m, device):
         if op == "dbscan":
             est = sj.DBSCAN(eps=eps, min_samples=m, device=device).fit(get())
             return int(est.labels_.max() + 1)
-        from ..skyline.api import skyline
 
         return len(skyline(get(), device=device))
     return fn
@@ -127,8 +131,6 @@ def _dask_fn(op, get, eps, m, device, client):
     """The distributed operator on ``client``."""
     from distributed import get_task_stream
 
-    from .. import distributed as sd
-
     def fn():
         with get_task_stream(client) as ts:
             out = run_op()
@@ -155,11 +157,9 @@ def _dask_fn(op, get, eps, m, device, client):
 
 def _cluster(n_workers, device):
     """A local cluster of n workers (CPU processes sharing the cores, or one per GPU)."""
-    from ..distributed import local_cluster, local_gpu_cluster
-
     if device == "gpu":
-        return local_gpu_cluster(n_workers)
-    return local_cluster(n_workers, silence_logs=40)
+        return sd.local_gpu_cluster(n_workers)
+    return sd.local_cluster(n_workers, silence_logs=40)
 
 
 def _cases(specs, device, client, label):
@@ -177,8 +177,6 @@ def _cases(specs, device, client, label):
         def teardown(holder=holder):
             holder.clear()
             if device == "gpu":
-                from .._core.device import cupy
-
                 cupy().get_default_memory_pool().free_all_blocks()
 
         fn = (_single_fn(op, get, eps, m, device) if client is None
@@ -257,12 +255,6 @@ def ideal_split(n: int = 20_000_000, eps: float = 0.03, min_samples: int = 10,
     at the median of x into n_gpus slabs (each with a 1.001 eps halo), every slab run
     on its own GPU by a thread of this process, without Dask, against one GPU running
     everything.  Returns the seconds of each run (best of two)."""
-    import threading
-
-    from .._core.device import cupy
-    from ..cluster.gpu_grid import gpu_grid_dbscan
-    from ..join.gpu import gpu_self_join
-
     cp = cupy()
     X = _data("join", n, 2)
     x = X[:, 0]

@@ -16,6 +16,10 @@ import time
 
 import numpy as np
 
+import skyjoin as sj
+
+from .._core.device import cupy
+from ..datasets import skyline_data
 from .harness import Case, Impl, format_table, run_suite, write_report
 
 __all__ = ["run", "run_gpu", "cases", "HYBRID_QUOTED_S", "NBA_PATH"]
@@ -31,16 +35,12 @@ _SEEDS = {"independent": 5, "anticorrelated": 6, "correlated": 3, "pareto": 4}
 
 
 def _data(n, d, kind, seed=None):
-    from ..datasets import skyline_data
-
     seed = _SEEDS[kind] if seed is None else seed
     return skyline_data(n, d, kind, seed=np.random.default_rng(seed))
 
 
 def _ours(get, device, variants=("nosync",), tag=""):
     """Impls for our skyline on the data returned by get()."""
-    import skyjoin as sj
-
     out = []
     for v in variants:
         def fn(v=v):
@@ -55,8 +55,6 @@ def _ours(get, device, variants=("nosync",), tag=""):
 
 
 def _baseline(get, algorithm):
-    import skyjoin as sj
-
     return Impl(f"skyjoin {algorithm} (cpu)",
                 lambda: int(sj.skyline(get(), device="cpu", algorithm=algorithm).size))
 
@@ -94,8 +92,6 @@ def _case(name, params, make, impls_of):
 
 def _warm_cpu():
     """Compile the Numba kernels once, outside any timing."""
-    import skyjoin as sj
-
     X = np.random.default_rng(0).random((5000, 6))
     for v in ("nosync", "levelwise"):
         sj.skyline(X, device="cpu", variant=v)
@@ -147,8 +143,6 @@ def cases(device: str = "cpu", quick: bool = False, names=None) -> list[Case]:
 
 def _gpu_cases(quick: bool) -> list[Case]:
     """GPU cases: data on the GPU and host to host, all variants."""
-    import skyjoin as sj
-
     def gpu_impls(get_dev, get_host, variants):
         out = []
         for v in variants:
@@ -172,8 +166,6 @@ def _gpu_cases(quick: bool) -> list[Case]:
         hold = {}
 
         def setup(n=n, d=d, kind=kind, seed=seed, hold=hold):
-            from .._core.device import cupy
-
             hold["X"] = _data(n, d, kind, seed)
             hold["Xd"] = cupy().asarray(hold["X"])
 
@@ -196,8 +188,6 @@ def _gpu_cases(quick: bool) -> list[Case]:
 
 
 def _sync_size(idx) -> int:
-    from .._core.device import cupy
-
     cupy().cuda.get_current_stream().synchronize()
     return int(idx.size)
 
