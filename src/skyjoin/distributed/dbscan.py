@@ -120,11 +120,22 @@ class DBSCAN:
     timings_ : dict
         Seconds of the phases ("load", "local", "merge", "labels").
 
+    See Also
+    --------
+    skyjoin.DBSCAN : the single-machine estimator that every partition runs.
+    self_join : the join on the same partitions.
+
     Notes
     -----
     Euclidean distance only, and no ``sample_weight`` (the single-machine
     :class:`skyjoin.DBSCAN` has both).  Each partition holds its points and
-    a halo two halo widths (a hair more than 2 eps) wide.
+    a halo two halo widths (a hair more than 2 eps) wide
+    (:mod:`skyjoin.distributed.halo_dbscan` has the algorithm and why its
+    labels are exact).  Costs, for n points in P partitions: O(n) routing,
+    each partition's single-machine DBSCAN on its worker, a union-find on
+    the driver over the merge graph, whose nodes and edges are the core
+    points near the partition borders (O(n) at worst, usually far fewer),
+    and O(n) labels.
 
     Examples
     --------

@@ -1,11 +1,10 @@
 """DBSCAN of one partition with its halo, and the merge of the partitions' clusters.
 
-The worker and driver steps of :class:`skyjoin.distributed.DBSCAN`; the
-partitions and halos are those of :mod:`.partition`.
+The worker and driver steps of :class:`skyjoin.distributed.DBSCAN`.
 
-Each partition (see :mod:`.join`) receives its owned points O and a halo of
-*two* halo widths.  Call H1 the halo points within one width of the box:
-every neighbour of a point of O + H1 is in the partition, so the neighbour
+Each partition (the boxes of :mod:`.partition`) receives its owned points O
+and a halo of *two* halo widths.  Call H1 the halo points within one width
+of the box: every neighbour of a point of O + H1 is in the partition, so the neighbour
 counts, hence the core flags, of O + H1 are exact there -- those of the
 owned points and of every halo point that can neighbour them.  Farther halo
 points can only be under-counted, never made core wrongly.
@@ -58,6 +57,10 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
     under-counted, so every core point of the local run is a true core
     point, and every edge between local core points is an edge of the
     global core graph.
+
+    Cost: the single-machine DBSCAN of the partition's m owned and halo
+    points, plus a join of its owned non-core points against the core
+    points in the coarse cells around them (:func:`near_some`).
 
     Returns
     -------
@@ -179,6 +182,11 @@ def merge_partitions(parts):
         Per partition, the final cluster label of each local component (-1
         for components that are not in the graph: their core points are far
         halo points, which no owned point neighbours).
+
+    Notes
+    -----
+    O((V + E) log V) for V nodes and E edges: sorts, searches and one
+    union-find (``skyjoin.cluster.assign.union_find_core_components``).
     """
     pieces = [r[m] for r, m, _, _ in parts] + [a for _, _, a, _ in parts] + \
         [b for _, _, _, b in parts]

@@ -285,6 +285,22 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
         ``output="table"`` without ``out`` for a result the driver cannot
         hold (the message says how large it is).
 
+    See Also
+    --------
+    skyjoin.self_join : the single-machine join that every partition runs.
+    DBSCAN : DBSCAN on the same partitions.
+
+    Notes
+    -----
+    The routing decisions (path, number of partitions, loading) are made
+    once, by :mod:`skyjoin.distributed.plan`; ``-v`` logs them.  Costs,
+    for n points in P partitions: O(n) to route the blocks (one parallel
+    pass per block), then each partition's single-machine join over its
+    owned and halo points, on its worker; the driver holds the O(n +
+    pairs) table (``output="table"``), O(n) counts, or only the file list
+    (``out=``).  A point is in the halo of at most 3 boxes per split
+    dimension, so at most 9 partitions hold it.
+
     Examples
     --------
     >>> import numpy as np, skyjoin.distributed as sd

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..index.grid import cell_sides
 
-__all__ = ["Plan", "halo_width", "plan_partitions", "owner_of", "owned_by", "route_block",
+__all__ = ["Boxes", "halo_width", "plan_partitions", "owner_of", "owned_by", "route_block",
            "in_widened_box", "deep_inside"]
 
 _U64 = np.finfo(np.float64).eps / 2
@@ -60,7 +60,7 @@ def halo_width(eps: float, d: int, lo, hi, precision: str = "float64") -> float:
 
 
 @dataclass
-class Plan:
+class Boxes:
     """The partition boxes (two-level kd-style coarse grid).
 
     Attributes
@@ -118,7 +118,7 @@ def _spaced_cuts(values: np.ndarray, n_parts: int, width: float) -> np.ndarray:
 
 
 def plan_partitions(sample: np.ndarray, lo, hi, n_partitions: int, width: float,
-                    n_points: int = 0) -> Plan:
+                    n_points: int = 0) -> Boxes:
     """Choose the partition boxes from a sample of the points.
 
     Parameters
@@ -137,7 +137,7 @@ def plan_partitions(sample: np.ndarray, lo, hi, n_partitions: int, width: float,
 
     Returns
     -------
-    Plan
+    Boxes
     """
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
@@ -169,11 +169,11 @@ def plan_partitions(sample: np.ndarray, lo, hi, n_partitions: int, width: float,
         cuts2 = [np.zeros(0)] * (len(cuts1) + 1)
     offset = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=offset[1:])
-    return Plan(dims=dims, cuts1=cuts1, cuts2=cuts2, offset=offset, width=float(width), d=d,
-                n_points=int(n_points))
+    return Boxes(dims=dims, cuts1=cuts1, cuts2=cuts2, offset=offset, width=float(width), d=d,
+                 n_points=int(n_points))
 
 
-def owner_of(plan: Plan, X: np.ndarray) -> np.ndarray:
+def owner_of(plan: Boxes, X: np.ndarray) -> np.ndarray:
     """Partition that owns each point (int64)."""
     s = np.searchsorted(plan.cuts1, X[:, plan.dims[0]], side="right")
     if len(plan.dims) == 1:
@@ -194,12 +194,12 @@ def _reach(cuts: np.ndarray, x: np.ndarray, w: float) -> tuple[np.ndarray, np.nd
     return first, last
 
 
-def route_block(plan: Plan, X: np.ndarray, width: float | None = None):
+def route_block(plan: Boxes, X: np.ndarray, width: float | None = None):
     """Split a block of points into, for each partition, its owned rows and its halo rows.
 
     Parameters
     ----------
-    plan : Plan
+    plan : Boxes
     X : ndarray, shape (m, d)
     width : float, optional
         Halo width (default ``plan.width``).
@@ -236,7 +236,7 @@ def route_block(plan: Plan, X: np.ndarray, width: float | None = None):
     return out
 
 
-def in_widened_box(plan: Plan, p: int, X, width: float):
+def in_widened_box(plan: Boxes, p: int, X, width: float):
     """Whether each point lies in box p widened by ``width`` (conservative, bool).
 
     Elementwise on X only, so X may be a NumPy or a CuPy array.
@@ -249,7 +249,7 @@ def in_widened_box(plan: Plan, p: int, X, width: float):
     return m
 
 
-def owned_by(plan: Plan, p: int, X):
+def owned_by(plan: Boxes, p: int, X):
     """Whether box p owns each point (bool; NumPy or CuPy X): the box is closed
     below and open above, as in :func:`owner_of` (a point on a cut belongs to
     the upper box)."""
@@ -261,7 +261,7 @@ def owned_by(plan: Plan, p: int, X):
     return m
 
 
-def deep_inside(plan: Plan, p: int, X, width: float):
+def deep_inside(plan: Boxes, p: int, X, width: float):
     """Whether each point lies at least ``width`` inside box p (bool; NumPy or CuPy X).
 
     Such a point is in no other box's halo of that width.

@@ -27,7 +27,7 @@ import numpy as np
 from .._core.device import resolve_device
 from .blocks import as_blocks, is_dask_array, is_dask_frame
 from .in_process_gpu import in_process
-from .partition import Plan, halo_width, plan_partitions
+from .partition import Boxes, halo_width, plan_partitions
 
 __all__ = ["RunPlan", "PATHS", "PARTITION_POINTS", "check_n_partitions", "on_gpu",
            "in_process_gpu_path", "default_partitions", "worker_of_partition", "load_blocks",
@@ -48,7 +48,7 @@ class RunPlan:
     Attributes
     ----------
     path : {"whole", "partitions", "in_process_gpu"}
-    boxes : partition.Plan
+    boxes : partition.Boxes
         The partition boxes (one unbounded box for the "whole" path).
     halo : float
         The halo width h (a hair more than eps, :func:`.partition.halo_width`).
@@ -59,7 +59,7 @@ class RunPlan:
     """
 
     path: str
-    boxes: Plan
+    boxes: Boxes
     halo: float
     halo_factor: int
     device: str | None
@@ -162,9 +162,9 @@ def plan_run(blocks, eps, precision, n_partitions, client, device, halo_factor: 
     "partitions".  Boxes from the blocks' sample: O(sample log sample).
     """
     if blocks.sample is None:        # not summarised: one partition (see load_blocks)
-        boxes = Plan(dims=(0,), cuts1=np.zeros(0), cuts2=[np.zeros(0)],
-                     offset=np.array([0, 1], dtype=np.int64), width=float(eps), d=blocks.d,
-                     n_points=blocks.n)
+        boxes = Boxes(dims=(0,), cuts1=np.zeros(0), cuts2=[np.zeros(0)],
+                      offset=np.array([0, 1], dtype=np.int64), width=float(eps), d=blocks.d,
+                      n_points=blocks.n)
         h = float(eps)
     else:
         h = halo_width(eps, blocks.d, blocks.lo, blocks.hi, precision)

@@ -88,6 +88,16 @@ def skyline(X, client=None, sense=None, distinct: bool = False, *, columns=None,
     ValueError
         NaN/inf values, a wrong shape, an unknown sense, fan_in < 2, no client.
 
+    See Also
+    --------
+    skyjoin.skyline : the single-machine skyline that every block and merge runs.
+
+    Notes
+    -----
+    Each block's skyline runs on its worker; then ceil(log_fan_in(blocks))
+    levels of merges, each the skyline of at most ``fan_in`` partial
+    skylines.  The driver receives only the final skyline's row ids.
+
     Examples
     --------
     >>> import numpy as np, skyjoin.distributed as sd
