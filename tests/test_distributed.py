@@ -557,7 +557,8 @@ def test_route_pieces_equal_route_block(seed):
     """The parallel routing kernel against the NumPy reference, on 1- and 2-level
     plans, points on cuts (lattice), float32 blocks and a block offset."""
     from skyjoin.distributed.routing import route_pieces
-    from skyjoin.distributed.partition import halo_width, plan_partitions, route_block
+    from _partition_reference import route_block
+    from skyjoin.distributed.partition import halo_width, plan_partitions
 
     rng = np.random.default_rng(300 + seed)
     d = 1 + seed % 3
@@ -586,7 +587,8 @@ def test_partitions_in_process(seed):
     from skyjoin.distributed.halo_dbscan import owned_labels as _final_labels
     from skyjoin.distributed.halo_dbscan import partition_dbscan as local_clusters
     from skyjoin.distributed.join import assemble_table, partition_rows
-    from skyjoin.distributed.partition import halo_width, plan_partitions, route_block
+    from _partition_reference import route_block
+    from skyjoin.distributed.partition import halo_width, plan_partitions
 
     rng = np.random.default_rng(100 + seed)
     kind = seed % 3
@@ -625,8 +627,9 @@ def test_partitions_in_process(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_box_masks_equal_routing(seed):
     """owned_by / in_widened_box (the GPU workers' selection) give the routing's partitions."""
-    from skyjoin.distributed.partition import (halo_width, in_widened_box, owned_by, owner_of,
-                                               plan_partitions, route_block)
+    from _partition_reference import owner_of, route_block
+    from skyjoin.distributed.partition import (halo_width, in_widened_box, owned_by,
+                                               plan_partitions)
 
     rng = np.random.default_rng(300 + seed)
     X = mixed_blobs(rng, 3000, 1 + seed % 3) if seed % 2 else lattice(rng, 2000, 2, side=25)

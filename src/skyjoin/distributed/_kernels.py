@@ -130,7 +130,7 @@ def scatter_into(ids, values, out):
 
 
 # --------------------------------------------------------------------------
-# routing a block to the partitions (partition.route_block, in one parallel pass)
+# routing a block to the partitions (the rule of partition.py, in one parallel pass)
 # --------------------------------------------------------------------------
 @nb.njit(inline="always")
 def _put(X, i, base, p, at, rows, out_X):
@@ -180,7 +180,7 @@ def _visit(X, i, dim0, dim1, two, cuts1, cuts2, cptr, offset, w, own_cnt, halo_c
 def route_points(X, base, dim0, dim1, two, cuts1, cuts2, cptr, offset, w, n_chunks):
     """Rows and points of a block for each partition: owned, and in its halo.
 
-    The same assignment as :func:`skyjoin.distributed.partition.route_block`
+    The ownership and halo rule of :mod:`skyjoin.distributed.partition`
     (a point on a cut belongs to the upper box; the halo test widens a box
     by ``w`` in each split dimension, computed in float64), in two parallel
     passes over chunks of the block: count per (chunk, partition), then

@@ -6,7 +6,7 @@
    (:func:`.partition.plan_partitions`): a coarse two-level grid whose boxes
    are at least one halo width (a hair more than eps) wide.
 3. Each block is routed on its worker: for every partition, the rows it
-   owns and the rows in its halo (:func:`.partition.route_block`).
+   owns and the rows in its halo (:func:`.routing.route_pieces`).
 4. Each partition self-joins its owned and halo points with the
    single-machine engine of the worker's device (``skyjoin.self_join``:
    Numba on a CPU worker, CUDA on a GPU worker) and keeps the rows of its

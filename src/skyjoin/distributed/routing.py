@@ -20,8 +20,9 @@ __all__ = ["route_pieces", "select_piece", "concat_pieces", "route_blocks"]
 def route_pieces(block, offset, plan, width):
     """Route one block: per partition, (owned ids, owned points, halo ids, halo points).
 
-    The assignment of :func:`.partition.route_block`, done by one parallel
-    pass (``_kernels.route_points``) that also copies the points out.
+    The ownership and halo rule of :mod:`.partition`, applied by one parallel
+    pass (``_kernels.route_points``) that also copies the points out:
+    O(rows) work.
     """
     block = np.ascontiguousarray(block)
     two = len(plan.dims) > 1
