@@ -200,7 +200,7 @@ class DBSCAN:
         t1 = time.perf_counter()
         run = plan_run(blocks, eps, precision, n_partitions, client, self.device,
                        halo_factor=2)
-        log.debug("DBSCAN: %s", run.describe())
+        log.info("DBSCAN: %s", run.describe())
         plan, h = run.boxes, run.halo
         token = new_token("dbscan")
         if run.path == "in_process_gpu":

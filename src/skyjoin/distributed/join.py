@@ -327,7 +327,7 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
     n = blocks.n
     t1 = time.perf_counter()
     run = plan_run(blocks, eps, precision, n_partitions, client, device)
-    log.debug("self_join: %s", run.describe())
+    log.info("self_join: %s", run.describe())
     plan, h = run.boxes, run.halo
     token = new_token("join")
     out_dir = None
