@@ -417,7 +417,7 @@ def test_cli_helpers(client, tmp_path):
 # --------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_gpu_workers_equal_single_machine():
-    from skyjoin.distributed.cluster import visible_gpus
+    from skyjoin.distributed.workers import visible_gpus
 
     if len(visible_gpus()) < 2:
         pytest.skip("needs 2 GPUs")
@@ -464,7 +464,7 @@ def _gpu_workers_equal(X, processes):
 # one partition per worker: the whole operator on one worker, no halo
 # --------------------------------------------------------------------------
 def test_default_partitions_one_per_worker(client):
-    from skyjoin.distributed.join import PARTITION_POINTS, default_partitions
+    from skyjoin.distributed.plan import PARTITION_POINTS, default_partitions
 
     assert default_partitions(client, 1000) == 2
     assert default_partitions(client, 4 * PARTITION_POINTS + 1) == 6
@@ -509,7 +509,7 @@ def _bound_tag():
 
 def test_thread_cluster_binds_each_worker_and_moves_data_by_reference():
     """The GPU workers' cluster, with a CPU stand-in for binding a GPU to each worker."""
-    from skyjoin.distributed.cluster import thread_cluster
+    from skyjoin.distributed.workers import thread_cluster
 
     X = np.random.default_rng(4).uniform(0, 1, (100_000, 2))
     with thread_cluster([("a", ("A",)), ("b", ("B",))], _bind_tag) as cl, \
@@ -556,8 +556,9 @@ def test_thread_workers_see_the_callers_array_without_copy():
 def test_route_pieces_equal_route_block(seed):
     """The parallel routing kernel against the NumPy reference, on 1- and 2-level
     plans, points on cuts (lattice), float32 blocks and a block offset."""
-    from skyjoin.distributed.join import route_pieces
-    from skyjoin.distributed.partition import halo_width, plan_partitions, route_block
+    from skyjoin.distributed.routing import route_pieces
+    from _partition_reference import route_block
+    from skyjoin.distributed.partition import halo_width, plan_partitions
 
     rng = np.random.default_rng(300 + seed)
     d = 1 + seed % 3
@@ -582,9 +583,12 @@ def test_route_pieces_equal_route_block(seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_partitions_in_process(seed):
-    from skyjoin.distributed.dbscan import _final_labels, local_clusters, merge_local_clusters
+    from skyjoin.distributed.halo_dbscan import merge_partitions as merge_local_clusters
+    from skyjoin.distributed.halo_dbscan import owned_labels as _final_labels
+    from skyjoin.distributed.halo_dbscan import partition_dbscan as local_clusters
     from skyjoin.distributed.join import assemble_table, partition_rows
-    from skyjoin.distributed.partition import halo_width, plan_partitions, route_block
+    from _partition_reference import route_block
+    from skyjoin.distributed.partition import halo_width, plan_partitions
 
     rng = np.random.default_rng(100 + seed)
     kind = seed % 3
@@ -623,8 +627,9 @@ def test_partitions_in_process(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_box_masks_equal_routing(seed):
     """owned_by / in_widened_box (the GPU workers' selection) give the routing's partitions."""
-    from skyjoin.distributed.partition import (halo_width, in_widened_box, owned_by, owner_of,
-                                               plan_partitions, route_block)
+    from _partition_reference import owner_of, route_block
+    from skyjoin.distributed.partition import (halo_width, in_widened_box, owned_by,
+                                               plan_partitions)
 
     rng = np.random.default_rng(300 + seed)
     X = mixed_blobs(rng, 3000, 1 + seed % 3) if seed % 2 else lattice(rng, 2000, 2, side=25)

@@ -1,6 +1,6 @@
 """The DBSCAN benchmark suite (``skyjoin bench dbscan``).
 
-Cases (issue 4, item 8), every implementation timed in the same process:
+Cases, every implementation timed in the same process:
 
 * ``Blobs2D-1M``, ``Blobs2D-10M``: 2-D Gaussian blobs (50 centres, std 1.5,
   centres in [0,100]^2), eps 0.3, min_samples 10;
@@ -30,12 +30,23 @@ case to 100k points, scaling eps to keep the neighbours per point.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
 
 import numpy as np
+from sklearn.cluster import DBSCAN as SklearnDBSCAN
 
+import skyjoin as sj
+
+from .. import datasets
+from .._core.device import cupy
+from ..cluster.estimator import hybrid_dbscan
+from ..cluster.gpu import gpu_dbscan_points
+from ..cluster.gpu_grid import gpu_grid_dbscan
+from ..cluster.grid_dbscan import grid_dbscan
+from ..cluster.sweep import ideal_pipeline_time, pipeline_makespan
 from .harness import Case, Impl, format_table, run_suite, write_report
 
 __all__ = ["cases", "run", "run_gpu", "gpu_check", "PAPER_MINPTS", "SWEEP_EPS"]
@@ -56,8 +67,6 @@ def _scaled_eps(eps, n_full, n, d):
 
 def _data(kind, n, seed):
     """The points of a case."""
-    from .. import datasets
-
     if kind == "blobs":
         return datasets.blobs(n, 2, centers=50, std=1.5, low=0.0, high=100.0, seed=seed)
     if kind == "expo":
@@ -84,8 +93,6 @@ def _available_bytes():
 
 def _ours(get, eps, m, device):
     """Our estimator on the case's device, with its phase times."""
-    import skyjoin as sj
-
     def fn():
         est = sj.DBSCAN(eps=eps, min_samples=m, device=device).fit(get())
         out = {"size": _n_clusters(est.labels_), "noise": int((est.labels_ < 0).sum()),
@@ -101,8 +108,6 @@ def _ours(get, eps, m, device):
 
 def _ours_hybrid(get, eps, m, device):
     """HYBRID-DBSCAN itself (table from the join, then assignment), for reference."""
-    from ..cluster.estimator import hybrid_dbscan
-
     def fn():
         t: dict = {}
         core, labels = hybrid_dbscan(get(), eps, m, device=device, timings=t)
@@ -119,9 +124,7 @@ def _peers(get, eps, m, est_pairs):
     out = []
 
     def sk():
-        from sklearn.cluster import DBSCAN
-
-        labels = DBSCAN(eps=eps, min_samples=m, n_jobs=-1).fit(get()).labels_
+        labels = SklearnDBSCAN(eps=eps, min_samples=m, n_jobs=-1).fit(get()).labels_
         return {"size": _n_clusters(labels), "noise": int((labels < 0).sum())}
 
     skip = None
@@ -184,8 +187,6 @@ def _single_cases(quick, device, names):
 
 def _sweep_minpts_case(quick, device):
     """16 min_samples at one eps: the sweep against 16 separate runs (§7.6)."""
-    import skyjoin as sj
-
     n = QUICK_N if quick else 1_000_000
     eps = _scaled_eps(0.3, 1_000_000, n, 2) if quick else 0.3
     holder: dict = {}
@@ -212,8 +213,6 @@ def _sweep_minpts_case(quick, device):
                 "cpu_s": round(time.process_time() - c0, 4)}
 
     def separate_hybrid():
-        from ..cluster.estimator import hybrid_dbscan
-
         ks = []
         for m in PAPER_MINPTS:
             ks.append(_n_clusters(hybrid_dbscan(holder["X"], eps, m, device=device)[1]))
@@ -232,9 +231,6 @@ def _sweep_minpts_case(quick, device):
 
 def _sweep_eps_case(quick, device):
     """8 eps at one min_samples: pipelined vs not, equation (2), and the model (§7.5, §7.7)."""
-    import skyjoin as sj
-    from ..cluster.estimator import hybrid_dbscan
-
     n = QUICK_N if quick else 1_000_000
     scale = _scaled_eps(1.0, 1_000_000, n, 2) if quick else 1.0
     eps_list = [e * scale for e in SWEEP_EPS]
@@ -303,9 +299,7 @@ def cases(quick: bool = False, device: str = "cpu", names=None) -> list[Case]:
 
 
 def _sweep_summary(rows, device, log):
-    """Ratios the issue asks for: sweep vs separate runs, pipeline vs eq. (2), model error."""
-    from ..cluster.sweep import ideal_pipeline_time, pipeline_makespan
-
+    """Ratios of the sweep: sweep vs separate runs, pipeline vs eq. (2), model error."""
     t = {(r.case.split(" (")[0], r.impl): r for r in rows}
 
     def time_of(case, impl):
@@ -406,13 +400,6 @@ def gpu_check(out_dir: str = "bench-results", n_large: int = 10_000_000, log=pri
     dict
         The figures (also written to ``dbscan-gpu-check.json``).
     """
-    import json
-
-    import skyjoin as sj
-    from ..cluster.estimator import hybrid_dbscan
-    from ..cluster.grid_dbscan import grid_dbscan
-    from ..cluster.gpu import gpu_dbscan_points
-
     try:
         import dbscan as pkg
     except ImportError:
@@ -433,9 +420,6 @@ def gpu_check(out_dir: str = "bench-results", n_large: int = 10_000_000, log=pri
         res[name] = round(best, 4)
         log(f"  {name:<44} {best:9.4f} s")
         return out
-
-    from ..cluster.gpu_grid import gpu_grid_dbscan
-    from .._core.device import cupy
 
     cp = cupy()
     X = _data("blobs", 1_000_000, 1)
@@ -512,7 +496,7 @@ def gpu_check(out_dir: str = "bench-results", n_large: int = 10_000_000, log=pri
 
 def run_gpu(out_dir: str = "bench-results", quick: bool = False) -> str:
     """The DBSCAN part of ``scripts/gpu-check``: :func:`gpu_check`, then a
-    short summary of the issue's GPU figures (returned for the table)."""
+    short summary of the GPU figures and targets (returned for the table)."""
     res = gpu_check(out_dir, n_large=1_000_000 if quick else 10_000_000)
     lines = ["DBSCAN on the GPU machine (seconds):"]
     for k, v in res.items():

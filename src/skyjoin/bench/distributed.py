@@ -16,10 +16,11 @@ Times include moving the data to the workers and the result back (an
 in-memory NumPy array in, a NeighborTable / labels / row ids out), which is
 what a user of the API waits for.  The report gives the scaling
 (1 worker / N workers) and the distributed overhead (1 worker / single
-machine).  The issue's figure, 20M 2-D points on 2 GPUs at least 1.7x
-faster than on 1 GPU and the 1-worker run within 15% of the single
-machine, is the ``device="gpu"`` run of this file on a 2-GPU host
-(``python -m skyjoin.bench.distributed --device gpu``).  On the 2-core
+machine).  The GPU figure, 20M 2-D points on 1 GPU against 2 GPUs and
+against the single machine, is the ``device="gpu"`` run of this file on a
+2-GPU host (``python -m skyjoin.bench.distributed --device gpu``);
+``--ideal`` times the bound of that path instead (:func:`ideal_split`:
+slabs on GPU threads of one process, no Dask).  On the 2-core
 development machine the CPU run can only show the overheads: two workers
 share the same two cores as one.  ``--large`` runs the join and DBSCAN on
 200M points instead (same neighbours per point), to see how the scaling
@@ -31,11 +32,22 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 
+import numpy as np
+
+import skyjoin as sj
+
+from .. import datasets
+from .. import distributed as sd
+from .._core.device import cupy
+from ..cluster.gpu_grid import gpu_grid_dbscan
+from ..join.gpu import gpu_self_join
+from ..skyline.api import skyline
 from .harness import Case, Impl, format_table, run_suite, write_report
 
-__all__ = ["run", "case_specs"]
+__all__ = ["run", "case_specs", "ideal_split"]
 
 # name, operator, n (full), n (quick), d, eps at the full n, min_samples
 _SPECS = {
@@ -74,8 +86,6 @@ def case_specs(device: str, quick: bool, large: bool = False):
 
 def _data(op, n, d):
     """The case's points (seeded)."""
-    from .. import datasets
-
     if op == "skyline":
         return datasets.anticorrelated(n, d, seed=3)
     return datasets.blobs(n, d, centers=50, std=1.5, low=0.0, high=100.0, seed=1)
@@ -83,8 +93,6 @@ def _data(op, n, d):
 
 def _single_fn(op, get, eps, m, device):
     """The single-machine operator."""
-    import skyjoin as sj
-
     def fn():
         if op == "join":
             return sj.self_join(get(), eps, device=device).n_pairs
@@ -93,7 +101,6 @@ def _single_fn(op, get, eps, m, device):
         if op == "dbscan":
             est = sj.DBSCAN(eps=eps, min_samples=m, device=device).fit(get())
             return int(est.labels_.max() + 1)
-        from ..skyline.api import skyline
 
         return len(skyline(get(), device=device))
     return fn
@@ -124,8 +131,6 @@ def _dask_fn(op, get, eps, m, device, client):
     """The distributed operator on ``client``."""
     from distributed import get_task_stream
 
-    from .. import distributed as sd
-
     def fn():
         with get_task_stream(client) as ts:
             out = run_op()
@@ -152,11 +157,9 @@ def _dask_fn(op, get, eps, m, device, client):
 
 def _cluster(n_workers, device):
     """A local cluster of n workers (CPU processes sharing the cores, or one per GPU)."""
-    from ..distributed import local_cluster, local_gpu_cluster
-
     if device == "gpu":
-        return local_gpu_cluster(n_workers)
-    return local_cluster(n_workers, silence_logs=40)
+        return sd.local_gpu_cluster(n_workers)
+    return sd.local_cluster(n_workers, silence_logs=40)
 
 
 def _cases(specs, device, client, label):
@@ -174,8 +177,6 @@ def _cases(specs, device, client, label):
         def teardown(holder=holder):
             holder.clear()
             if device == "gpu":
-                from .._core.device import cupy
-
                 cupy().get_default_memory_pool().free_all_blocks()
 
         fn = (_single_fn(op, get, eps, m, device) if client is None
@@ -248,6 +249,71 @@ def run(quick: bool = False, out_dir: str = "bench-results", device: str = "cpu"
     return rows
 
 
+def ideal_split(n: int = 20_000_000, eps: float = 0.03, min_samples: int = 10,
+                n_gpus: int = 2, log=print) -> dict:
+    """The bound the Dask GPU path can reach: the join and grid DBSCAN of 2-D blobs split
+    at the median of x into n_gpus slabs (each with a 1.001 eps halo), every slab run
+    on its own GPU by a thread of this process, without Dask, against one GPU running
+    everything.  Returns the seconds of each run (best of two)."""
+    cp = cupy()
+    X = _data("join", n, 2)
+    x = X[:, 0]
+    cuts = np.quantile(x[:1_000_000], np.arange(1, n_gpus) / n_gpus)
+    slab = np.searchsorted(cuts, x, side="right")
+    parts = []
+    for k in range(n_gpus):
+        own = np.flatnonzero(slab == k)
+        lo = cuts[k - 1] - 1.001 * eps if k > 0 else -np.inf
+        hi = cuts[k] + 1.001 * eps if k < n_gpus - 1 else np.inf
+        halo = np.flatnonzero((slab != k) & (x >= lo) & (x < hi))
+        ids = np.concatenate([own, halo])
+        parts.append((X[ids], ids.astype(np.int32), len(own)))
+    for k in range(n_gpus):      # compile and warm every GPU
+        with cp.cuda.Device(k):
+            gpu_self_join(X[:100_000], eps * 10)
+    runs = {
+        "join": (lambda k: gpu_self_join(parts[k][0], eps, query_rows=parts[k][2],
+                                         column_ids=parts[k][1], n_columns=n),
+                 lambda: gpu_self_join(X, eps)),
+        "dbscan": (lambda k: gpu_grid_dbscan(parts[k][0], eps, min_samples),
+                   lambda: gpu_grid_dbscan(X, eps, min_samples)),
+    }
+    def side_by_side(one_part):
+        errors = []
+
+        def work(k):
+            try:
+                with cp.cuda.Device(k):
+                    one_part(k)
+                    cp.cuda.Device(k).synchronize()
+            except BaseException as exc:  # re-raised in the calling thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(n_gpus)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    out = {}
+    for op, (one_part, whole) in runs.items():
+        for label, fn in ((f"{op} 1 GPU", whole),
+                          (f"{op} {n_gpus} threads x 1 GPU",
+                           lambda one_part=one_part: side_by_side(one_part))):
+            best = None
+            for _ in range(2):
+                t0 = time.perf_counter()
+                fn()
+                cp.cuda.Device(0).synchronize()
+                t = time.perf_counter() - t0
+                best = t if best is None else min(best, t)
+            out[label] = round(best, 4)
+            log(f"{label}: {best:.3f} s")
+    return out
+
+
 def scaling(rows, n_workers: int) -> list[dict]:
     """Per case: t(1 worker) / t(single machine) and t(1 worker) / t(N workers)."""
     out = []
@@ -276,6 +342,12 @@ if __name__ == "__main__":  # pragma: no cover
     ap.add_argument("--case", action="append", default=None)
     ap.add_argument("--large", action="store_true",
                     help="the 200M-point GPU cases (join, DBSCAN) instead of the 20M ones")
+    ap.add_argument("--ideal", action="store_true",
+                    help="only the bound of the GPU path: slabs on GPU threads, no Dask "
+                         "(ideal_split)")
     a = ap.parse_args()
-    run(quick=a.quick, out_dir=a.out, device=a.device, n_workers=a.workers, names=a.case,
-        large=a.large)
+    if a.ideal:
+        ideal_split(n_gpus=a.workers)
+    else:
+        run(quick=a.quick, out_dir=a.out, device=a.device, n_workers=a.workers, names=a.case,
+            large=a.large)

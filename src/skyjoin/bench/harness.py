@@ -18,7 +18,7 @@ import platform
 import time
 from typing import Any, Callable
 
-__all__ = ["Impl", "Case", "Row", "run_suite", "write_report", "timed", "peak_rss_mb"]
+__all__ = ["Impl", "Case", "Row", "run_suite", "write_report", "timed"]
 
 
 @dataclasses.dataclass
@@ -66,16 +66,6 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
     return time.perf_counter() - t0, out
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far, in MiB (Linux)."""
-    try:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    except Exception:  # pragma: no cover - non-Unix
-        return float("nan")
 
 
 def _split(out: Any) -> tuple[int | None, dict]:

@@ -1,6 +1,6 @@
 """The CPU epsilon-join benchmark suite (``skyjoin bench join``).
 
-Cases (issue 2): 1M uniform points in [0,100]^2 with eps 0.5; 1M in
+Cases: 1M uniform points in [0,100]^2 with eps 0.5; 1M in
 [0,100]^6 with eps 12; 1M exponential (lambda 40) in 2-D with eps 0.0008
 and in 6-D with eps 0.02; the shared GDS-Join test file with eps 1.0.
 Every case times our engine (sorted table, unsorted table, counts only) and
@@ -21,7 +21,13 @@ from typing import Callable
 
 import numpy as np
 
-from .harness import Case, Impl, run_suite, write_report, format_table
+import skyjoin as sj
+
+from .. import datasets
+from ..datasets import NAMED_CASES
+from ..io import read_points
+from .harness import Case, Impl, format_table, run_suite, write_report
+from .peers import available_memory_bytes, peer_impls
 
 __all__ = ["cases", "run", "peak_memory"]
 
@@ -41,14 +47,10 @@ def _gds_path() -> str | None:
 
 def _loader(name: str, quick: bool) -> tuple[Callable[[], np.ndarray], float, dict]:
     """A function producing the case's data, its eps and its parameters."""
-    from ..datasets import NAMED_CASES
-
     if name == "GDSJoin100k-1.0":
         path = _gds_path()
 
         def load():
-            from ..io import read_points
-
             return read_points(path)
 
         return load, 1.0, {"n": 100_000, "d": 2, "source": GDS_FILE, "pairs_excl_self": 27_882_048}
@@ -57,8 +59,6 @@ def _loader(name: str, quick: bool) -> tuple[Callable[[], np.ndarray], float, di
     eps = c.eps * ((c.n / n) ** (1.0 / c.d) if quick else 1.0)  # keep neighbours per point
 
     def load():
-        from .. import datasets
-
         if c.kind == "uniform":
             return datasets.uniform(n, c.d, 0.0, 100.0, seed=c.seed)
         return datasets.exponential(n, c.d, rate=40.0, seed=c.seed)
@@ -73,10 +73,6 @@ def _ours(get, eps, device, pairs_hint=None, memory_fraction=0.6, repeat=1) -> l
     """Our implementations.  A table that would not fit in memory (4 bytes
     per pair, from the case's known pair count) is skipped, with the reason,
     and the result is streamed through ``self_join_chunks`` instead."""
-    import skyjoin as sj
-
-    from .peers import available_memory_bytes
-
     def table(sort):
         def fn():
             tm: dict = {}
@@ -116,8 +112,6 @@ def cases(quick: bool = False, device: str = "cpu", names=None, rtree_max_second
     Our engine and the scipy peers run ``repeat`` times each and keep their
     fastest run: on a shared machine a single run can be 15% off either way.
     """
-    from .peers import peer_impls
-
     names = list(names) if names else CPU_CASES + ["GDSJoin100k-1.0"]
     out = []
     for name in names:
@@ -180,7 +174,7 @@ def peak_memory(name: str, quick: bool = False, device: str = "cpu") -> dict:
     """Peak RSS increase of one self-join, measured in a fresh process.
 
     Returns the input and output sizes, the peak increase of the resident
-    memory during the call, and its ratio to the budget of issue 2,
+    memory during the call, and its ratio to the memory budget
     ``1.5 * input + output CSR`` (read as: what the call adds on top of the
     caller's input array).
     """
@@ -203,8 +197,6 @@ def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results"
         for name in (names or CPU_CASES):
             if name not in CPU_CASES:
                 continue
-            from ..datasets import NAMED_CASES
-            from .peers import available_memory_bytes
 
             hint, avail = NAMED_CASES[name].pairs_excl_self, available_memory_bytes()
             if not quick and hint and avail and 4 * hint > 0.6 * avail:

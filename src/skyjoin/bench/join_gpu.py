@@ -1,10 +1,10 @@
-"""GPU epsilon-join benchmark suite (issue 3): our GPU join against its peers.
+"""GPU epsilon-join benchmark suite: our GPU join against its peers.
 
 Run on the GPU machine (``scripts/gpu-check`` does)::
 
     python3 -m skyjoin.bench.join_gpu --out DIR [--cases A,B] [--no-peers] [--no-sweep]
 
-For every case of issue 3 it measures, in one process:
+For every case (``DEFAULT_CASES``) it measures, in one process:
 
 * ours, end to end from a NumPy array to a host NeighborTable (grid
   included), with rows sorted and unsorted, and counts only; the phase
@@ -30,15 +30,24 @@ import gc
 import json
 import os
 import time
+import traceback
 
 import numpy as np
+from scipy.spatial import cKDTree
 
+import skyjoin
+
+from .._core.memory import alloc_host
+from .._core.transfer import parallel_copy
+from ..datasets import NAMED_CASES, named_case
+from ..join import gpu as g
 from .harness import Row, format_table, write_report
+from .peers_gpu import tiled_bruteforce_counts
 
 SUITE = "join_gpu"
 MAX_PEER_S = 15.0   # a peer whose full run is estimated longer runs on a query sample
 
-#: Issue 3's anchors: best of the authors' codes on an H200 (seconds), and their configuration.
+#: Anchors: best of the papers' authors' codes on an H200 (seconds), and their configuration.
 AUTHORS = {
     "Unif2D2M-0.5": (1.33, "GDS-Join without unicomp"),
     "Unif2D2M-1.0": (1.63, "GDS-Join without unicomp"),
@@ -72,8 +81,6 @@ SWEEP = [
 def load_case(name: str):
     """Data, eps and known pair count (incl. self) of a named case."""
     try:
-        from ..datasets import NAMED_CASES, named_case
-
         X, eps = named_case(name)
         return X, eps, NAMED_CASES[name].pairs_incl_self
     except ImportError:
@@ -106,9 +113,6 @@ def measure_bounds(nbytes: int = 2 << 30) -> dict:
     """Pinned device-to-host rate, and fresh host memory write rates (GB/s)."""
     import cupy as cp
     import cupyx
-
-    from .._core.memory import alloc_host
-    from .._core.transfer import parallel_copy
 
     out = {}
     n = nbytes // 4
@@ -182,8 +186,6 @@ def run_case(name, log, peers=True, sweep=True, bounds=None,
              max_peer_s=MAX_PEER_S) -> tuple[list, dict]:
     """Time ours and the peers on one case; returns harness rows and a summary dict."""
     import cupy as cp
-
-    from ..join import gpu as g
 
     rows = []
     t0 = time.perf_counter()
@@ -284,8 +286,6 @@ def _peers(name, X, eps, pairs, huge, add, log, max_peer_s=MAX_PEER_S):
     rng = np.random.default_rng(0)
     # our CPU engine, all cores
     try:
-        import skyjoin
-
         small = X[:20000]
         skyjoin.self_join(small, eps, device="cpu", include_self=True)          # JIT warm-up
         skyjoin.self_join(small, eps, device="cpu", include_self=True, output="counts")
@@ -309,8 +309,6 @@ def _peers(name, X, eps, pairs, huge, add, log, max_peer_s=MAX_PEER_S):
         add("skyjoin-cpu", None, None, False, error=f"{type(exc).__name__}: {exc}")
     # scipy cKDTree, all cores
     try:
-        from scipy.spatial import cKDTree
-
         t0 = time.perf_counter()
         tree = cKDTree(X)
         t_build = time.perf_counter() - t0
@@ -360,9 +358,6 @@ def _peers(name, X, eps, pairs, huge, add, log, max_peer_s=MAX_PEER_S):
         add("cKDTree", None, None, False, error=f"{type(exc).__name__}: {exc}")
     # tiled CuPy brute force and the papers' GPU brute-force kernel, on a query sample
     try:
-        from ..join import gpu as g
-        from .peers_gpu import tiled_bruteforce_counts
-
         m = 2000
         Q = X[:m]
         tiled_bruteforce_counts(Q[:10], X, eps)
@@ -465,8 +460,6 @@ def main(argv=None) -> int:
             rows += r
             summaries.append(s)
         except Exception as exc:
-            import traceback
-
             log(f"== {name} FAILED: {type(exc).__name__}: {exc}")
             log(traceback.format_exc())
         with open(os.path.join(args.out, "join_gpu_summary.json"), "w") as fh:

@@ -1,4 +1,4 @@
-"""CPU peers of the epsilon-join benchmark (issue 2, item 8).
+"""CPU peers of the epsilon-join benchmark.
 
 Each peer takes (X, eps) and returns one number, so that all compare alike:
 the count of **ordered pairs (i, j), i != j, with distance <= eps**, that is
@@ -24,8 +24,11 @@ import time
 from typing import Callable
 
 import numpy as np
+from scipy.spatial import cKDTree
+from sklearn.neighbors import radius_neighbors_graph
 
 from .._core.validate import check_eps, check_points
+from .harness import Impl
 
 __all__ = [
     "ckdtree_query_pairs",
@@ -65,8 +68,6 @@ def ckdtree_query_pairs(X, eps) -> int:
     >>> ckdtree_query_pairs([[0.0, 0.0], [0.0, 1.0], [5.0, 5.0]], 1.0)
     2
     """
-    from scipy.spatial import cKDTree
-
     X = check_points(X)
     eps = check_eps(eps)
     if len(X) < 2:
@@ -106,8 +107,6 @@ def ckdtree_query_ball_point(X, eps, workers: int = -1) -> int:
     >>> ckdtree_query_ball_point([[0.0, 0.0], [0.0, 1.0], [5.0, 5.0]], 1.0)
     2
     """
-    from scipy.spatial import cKDTree
-
     X = check_points(X)
     eps = check_eps(eps)
     if len(X) == 0:
@@ -145,8 +144,6 @@ def sklearn_radius_neighbors_graph(X, eps) -> int:
     >>> sklearn_radius_neighbors_graph([[0.0, 0.0], [0.0, 1.0], [5.0, 5.0]], 1.0)
     2
     """
-    from sklearn.neighbors import radius_neighbors_graph
-
     X = check_points(X)
     eps = check_eps(eps)
     if len(X) < 2:
@@ -391,8 +388,6 @@ def peer_impls(data, eps: float, rtree_max_seconds: float | None = 600.0,
     >>> sorted({impl.fn() for impl in peer_impls(X, 0.1)}).__len__()
     1
     """
-    from .harness import Impl
-
     get = data if callable(data) else (lambda: data)
     avail = available_memory_bytes()
     impls = []

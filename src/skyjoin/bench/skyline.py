@@ -1,7 +1,7 @@
 """Skyline benchmark suite: SkyAlign against paretoset and our baselines.
 
-``run(device="cpu")`` times, in one process: the shared NBA set, the issue's
-two paretoset cases (100k points, 12-D independent and 8-D anticorrelated),
+``run(device="cpu")`` times, in one process: the shared NBA set, two
+paretoset cases (100k points, 12-D independent and 8-D anticorrelated),
 the 1M-point 12-D cases next to SkyBench Hybrid's quoted times, and a sweep
 over n in {1e5, 1e6}, d in {4, 8, 12, 16} and the four distributions.
 ``run(device="gpu")`` times SkyAlign on the GPU (data already on the GPU and
@@ -16,13 +16,17 @@ import time
 
 import numpy as np
 
+import skyjoin as sj
+
+from .._core.device import cupy
+from ..datasets import skyline_data
 from .harness import Case, Impl, format_table, run_suite, write_report
 
 __all__ = ["run", "run_gpu", "cases", "HYBRID_QUOTED_S", "NBA_PATH"]
 
 NBA_PATH = os.environ.get("SKYJOIN_NBA", "/work/shared/data/nba-U-8-17264.csv")
 
-#: SkyBench Hybrid (C++, the multicore state of the art) as quoted in issue 5:
+#: SkyBench Hybrid (C++, the multicore state of the art) as quoted by its paper:
 #: (case, threads) -> seconds.
 HYBRID_QUOTED_S = {("1M-12d-independent", 2): 1.72, ("1M-12d-anticorrelated", 2): 7.03,
                    ("1M-12d-independent", 16): 0.56, ("1M-12d-anticorrelated", 16): 2.25}
@@ -31,16 +35,12 @@ _SEEDS = {"independent": 5, "anticorrelated": 6, "correlated": 3, "pareto": 4}
 
 
 def _data(n, d, kind, seed=None):
-    from ..datasets import skyline_data
-
     seed = _SEEDS[kind] if seed is None else seed
     return skyline_data(n, d, kind, seed=np.random.default_rng(seed))
 
 
 def _ours(get, device, variants=("nosync",), tag=""):
     """Impls for our skyline on the data returned by get()."""
-    import skyjoin as sj
-
     out = []
     for v in variants:
         def fn(v=v):
@@ -55,8 +55,6 @@ def _ours(get, device, variants=("nosync",), tag=""):
 
 
 def _baseline(get, algorithm):
-    import skyjoin as sj
-
     return Impl(f"skyjoin {algorithm} (cpu)",
                 lambda: int(sj.skyline(get(), device="cpu", algorithm=algorithm).size))
 
@@ -94,8 +92,6 @@ def _case(name, params, make, impls_of):
 
 def _warm_cpu():
     """Compile the Numba kernels once, outside any timing."""
-    import skyjoin as sj
-
     X = np.random.default_rng(0).random((5000, 6))
     for v in ("nosync", "levelwise"):
         sj.skyline(X, device="cpu", variant=v)
@@ -147,8 +143,6 @@ def cases(device: str = "cpu", quick: bool = False, names=None) -> list[Case]:
 
 def _gpu_cases(quick: bool) -> list[Case]:
     """GPU cases: data on the GPU and host to host, all variants."""
-    import skyjoin as sj
-
     def gpu_impls(get_dev, get_host, variants):
         out = []
         for v in variants:
@@ -172,8 +166,6 @@ def _gpu_cases(quick: bool) -> list[Case]:
         hold = {}
 
         def setup(n=n, d=d, kind=kind, seed=seed, hold=hold):
-            from .._core.device import cupy
-
             hold["X"] = _data(n, d, kind, seed)
             hold["Xd"] = cupy().asarray(hold["X"])
 
@@ -196,8 +188,6 @@ def _gpu_cases(quick: bool) -> list[Case]:
 
 
 def _sync_size(idx) -> int:
-    from .._core.device import cupy
-
     cupy().cuda.get_current_stream().synchronize()
     return int(idx.size)
 
@@ -242,14 +232,14 @@ def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results"
     return rows
 
 
-#: Targets of issue 5 on the lent GPU (data already on the GPU), seconds.
+#: Targets on the lent GPU (data already on the GPU), seconds.
 GPU_TARGETS_S = {"1M-12d-independent": 0.045, "1M-12d-anticorrelated": 0.060,
                  "8M-12d-anticorrelated": 1.0}
 
 
 def run_gpu(out_dir: str = "bench-results", quick: bool = False) -> str:
     """The GPU suite for ``scripts/gpu-check``; returns a short summary of the
-    issue's GPU targets (default variant, data already on the GPU)."""
+    GPU targets (default variant, data already on the GPU)."""
     rows = run(device="gpu", quick=quick, out_dir=out_dir)
     lines = ["skyline GPU targets (default variant, data on the GPU):"]
     for case, target in GPU_TARGETS_S.items():

@@ -20,7 +20,7 @@ each worker running the GPU engine (``device="gpu"``).
 from .join import PartitionedPairs, self_join
 from .dbscan import DBSCAN
 from .skyline import skyline
-from .cluster import local_cluster, local_gpu_cluster
+from .workers import local_cluster, local_gpu_cluster
 
 __all__ = ["self_join", "DBSCAN", "skyline", "PartitionedPairs", "local_cluster",
            "local_gpu_cluster"]

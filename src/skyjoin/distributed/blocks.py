@@ -37,11 +37,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..index.grid_kernels import column_bounds, parallel_column_bounds
 from .._core.validate import check_points
+from ..index.grid_kernels import column_bounds, parallel_column_bounds
+from ..io import read_points
 
 __all__ = ["Blocks", "get_client", "as_blocks", "stacked", "reruns_on_lost_input",
-           "DEFAULT_BLOCK_ROWS"]
+           "is_dask_array", "is_dask_frame", "DEFAULT_BLOCK_ROWS"]
 
 log = logging.getLogger("skyjoin")
 
@@ -146,8 +147,6 @@ def _checked(block, dtype, name):
 
 def _read_file(path, columns, dtype):
     """Read one point file on a worker."""
-    from ..io import read_points
-
     return read_points(path, columns=columns, dtype=dtype)
 
 
@@ -209,8 +208,8 @@ def reruns_on_lost_input(op):
             limit = max(0, int(retries))
         except (TypeError, ValueError):     # None, or a bad value that op reports
             limit = 0
-        in_memory = not isinstance(X, (str, os.PathLike)) and not _is_dask_array(X) \
-            and not _is_dask_frame(X)
+        in_memory = not isinstance(X, (str, os.PathLike)) and not is_dask_array(X) \
+            and not is_dask_frame(X)
         attempt = 0
         while True:
             try:
@@ -224,12 +223,14 @@ def reruns_on_lost_input(op):
     return run
 
 
-def _is_dask_array(X) -> bool:
+def is_dask_array(X) -> bool:
+    """Whether X is a Dask array (checked without importing Dask)."""
     return type(X).__module__.startswith("dask.array") or (
         hasattr(X, "dask") and hasattr(X, "chunks") and hasattr(X, "to_delayed"))
 
 
-def _is_dask_frame(X) -> bool:
+def is_dask_frame(X) -> bool:
+    """Whether X is a Dask data frame (checked without importing Dask)."""
     return type(X).__module__.startswith("dask.dataframe") or (
         hasattr(X, "dask") and hasattr(X, "columns") and hasattr(X, "to_delayed"))
 
@@ -306,12 +307,12 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
         files = _file_list(X)
         futures = [client.submit(_read_file, f, columns, dtype, retries=retries,
                                  key=f"{new_token('read')}-{k}") for k, f in enumerate(files)]
-    elif _is_dask_frame(X):
+    elif is_dask_frame(X):
         parts = X.to_delayed()
         futs = client.compute(parts)
         futures = [client.submit(_frame_block, f, columns, dtype, name, retries=retries)
                    for f in futs]
-    elif _is_dask_array(X):
+    elif is_dask_array(X):
         if X.ndim != 2:
             raise ValueError(f"{name} must be 2-D with shape (n_points, n_dims), got "
                              f"{X.ndim}-D array of shape {X.shape}")

@@ -6,7 +6,7 @@
    (:func:`.partition.plan_partitions`): a coarse two-level grid whose boxes
    are at least one halo width (a hair more than eps) wide.
 3. Each block is routed on its worker: for every partition, the rows it
-   owns and the rows in its halo (:func:`.partition.route_block`).
+   owns and the rows in its halo (:func:`.routing.route_pieces`).
 4. Each partition self-joins its owned and halo points with the
    single-machine engine of the worker's device (``skyjoin.self_join``:
    Numba on a CPU worker, CUDA on a GPU worker) and keeps the rows of its
@@ -24,18 +24,29 @@ working precision), so the result is identical to ``skyjoin.self_join``.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from .._core.memory import alloc_host
 from .._core.validate import check_eps, check_precision, working_dtype
+from ..io import ParquetPairWriter
+from ..join.api import self_join as single_self_join
+from ..join.gpu import gpu_self_join
 from ..join.result import NeighborTable, index_dtype
-from .blocks import as_blocks, get_client, new_token, reruns_on_lost_input, stacked
-from .partition import Plan, halo_width, plan_partitions
+from . import in_process_gpu
+from ._kernels import place_rows, prefix_sum, select_rows
+from .blocks import get_client, new_token, reruns_on_lost_input, stacked
+from .plan import (check_n_partitions, in_process_gpu_path, load_blocks, on_gpu, plan_run,
+                   worker_of_partition)
+from .routing import concat_pieces, route_blocks
 
-__all__ = ["self_join", "PartitionedPairs", "route_blocks", "make_plan"]
+__all__ = ["self_join", "PartitionedPairs", "partition_rows", "assemble_table"]
+
+log = logging.getLogger("skyjoin")
 
 OUTPUTS = ("table", "counts")
 
@@ -97,57 +108,9 @@ class PartitionedPairs:
 # --------------------------------------------------------------------------
 # worker side
 # --------------------------------------------------------------------------
-def route_pieces(block, offset, plan, width):
-    """Route one block: per partition, (owned ids, owned points, halo ids, halo points).
-
-    The assignment of :func:`.partition.route_block`, done by one parallel
-    pass (``_kernels.route_points``) that also copies the points out.
-    """
-    import numba
-
-    from ._kernels import route_points
-
-    block = np.ascontiguousarray(block)
-    two = len(plan.dims) > 1
-    cuts2 = np.concatenate([np.zeros(0)] + [np.asarray(c, np.float64) for c in plan.cuts2])
-    cptr = np.zeros(len(plan.cuts2) + 1, dtype=np.int64)
-    np.cumsum([len(c) for c in plan.cuts2], out=cptr[1:])
-    chunks = int(min(max(1, len(block) // 65536), 8 * numba.get_num_threads()))
-    op, orows, oX, hp, hrows, hX = route_points(
-        block, np.int64(offset), int(plan.dims[0]), int(plan.dims[1] if two else 0), two,
-        np.asarray(plan.cuts1, np.float64), cuts2, cptr, np.asarray(plan.offset, np.int64),
-        float(width), max(1, chunks))
-    return [(orows[op[p]:op[p + 1]], oX[op[p]:op[p + 1]], hrows[hp[p]:hp[p + 1]],
-             hX[hp[p]:hp[p + 1]]) for p in range(plan.n_partitions)]
-
-
-
 def _n_pairs(rows):
     """Number of pairs in a partition's rows."""
     return len(rows[2])
-
-
-def _select(routed, p):
-    """Piece p of a routed block."""
-    return routed[p]
-
-
-def _concat_pieces(pieces, d, dtype):
-    """Owned ids/points and halo ids/points of a partition, from its pieces (ids ascending)."""
-    def cat(k, shape):
-        arrs = [pc[k] for pc in pieces if len(pc[k])]
-        if not arrs:
-            return np.zeros(shape, dtype=np.int64 if len(shape) == 1 else dtype)
-        return np.concatenate(arrs)
-
-    return cat(0, (0,)), cat(1, (0, d)), cat(2, (0,)), cat(3, (0, d))
-
-
-def _on_gpu(device) -> bool:
-    """Whether the worker's engine for ``device`` is the GPU's."""
-    from .._core.device import resolve_device
-
-    return resolve_device(device) == "gpu"
 
 
 def _cat(a, b):
@@ -168,14 +131,9 @@ def partition_rows(own_ids, own_X, halo_ids, halo_X, eps, *, include_self, sort,
     rows sorted by the engine stay sorted.  The halo rows are computed and
     dropped: a small waste when partitions are large, as they should be.
     """
-    from ..join.api import self_join
-    from ._kernels import select_rows
-
-    if _on_gpu(device) and n_total < 2**31:
+    if on_gpu(device) and n_total < 2**31:
         # owned points first: the GPU computes only their rows and renames the
         # columns to global ids before sorting them, so nothing is left to do here
-        from ..join.gpu import gpu_self_join
-
         nt = gpu_self_join(_cat(own_X, halo_X), eps, include_self=include_self, sort=sort,
                            precision=precision, query_rows=len(own_ids),
                            column_ids=_cat(own_ids, halo_ids).astype(np.int32),
@@ -186,27 +144,23 @@ def partition_rows(own_ids, own_X, halo_ids, halo_X, eps, *, include_self, sort,
     S_ids = S_ids[order]
     S_X = np.concatenate([own_X, halo_X])[order]
     rows = np.searchsorted(S_ids, own_ids).astype(np.int64)
-    nt = self_join(S_X, eps, include_self=include_self, sort=sort, device=device,
-                   precision=precision).to_host()
+    nt = single_self_join(S_X, eps, include_self=include_self, sort=sort, device=device,
+                          precision=precision).to_host()
     return select_rows(nt.indptr, nt.indices, rows, S_ids, index_dtype(n_total))
 
 
 def _partition_join(p, eps, include_self, output, sort, device, precision, out_dir, shape, d,
                     dtype, *pieces):
     """Join of one partition (runs on a worker); returns its owned rows or writes them."""
-    own_ids, own_X, halo_ids, halo_X = _concat_pieces(pieces, d, dtype)
+    own_ids, own_X, halo_ids, halo_X = concat_pieces(pieces, d, dtype)
     if output == "counts":
-        from ..join.api import self_join
-
-        if _on_gpu(device):
-            from ..join.gpu import gpu_self_join
-
+        if on_gpu(device):
             c = gpu_self_join(_cat(own_X, halo_X), eps, output="counts",
                               include_self=include_self, precision=precision,
                               query_rows=len(own_ids))
         else:
-            c = self_join(_cat(own_X, halo_X), eps, output="counts", include_self=include_self,
-                          device=device, precision=precision)
+            c = single_self_join(_cat(own_X, halo_X), eps, output="counts",
+                                 include_self=include_self, device=device, precision=precision)
         return own_ids, np.asarray(c[:len(own_ids)], dtype=np.int64)
     counts, cols = partition_rows(own_ids, own_X, halo_ids, halo_X, eps, include_self=include_self,
                                   sort=sort, device=device, precision=precision,
@@ -220,8 +174,6 @@ def write_rows(out_dir, p, shape, sort, row_ids, counts, cols):
     """Write a partition's rows as ``part-<p>.parquet``; (path, pairs), or (None, 0)."""
     if len(cols) == 0:
         return None, 0
-    from ..io import ParquetPairWriter
-
     path = os.path.join(out_dir, f"part-{p:05d}.parquet")
     with ParquetPairWriter(path, shape=shape, sorted=sort) as w:
         w.write(np.repeat(row_ids, counts), cols.astype(np.int64))
@@ -231,11 +183,9 @@ def write_rows(out_dir, p, shape, sort, row_ids, counts, cols):
 def _whole_join(eps, include_self, output, sort, device, precision, out_dir, n, d, dtype,
                 *blocks):
     """The join of all the points as one partition (one worker, no halo, no routing)."""
-    from ..join.api import self_join as single
-
     X = stacked(blocks, d, dtype)
-    res = single(X, eps, include_self=include_self, output=output, sort=sort, device=device,
-                 precision=precision)
+    res = single_self_join(X, eps, include_self=include_self, output=output, sort=sort,
+                           device=device, precision=precision)
     if output == "counts":
         return np.asarray(res, dtype=np.int64)
     nt = res.to_host()
@@ -248,108 +198,6 @@ def _whole_join(eps, include_self, output, sort, device, precision, out_dir, n, 
 # --------------------------------------------------------------------------
 # driver side
 # --------------------------------------------------------------------------
-# points per partition above which a worker gets more than one partition
-PARTITION_POINTS = 1 << 26
-
-
-def default_partitions(client, n: int, shared: bool = False) -> int:
-    """One partition per worker, more when a worker's share passes PARTITION_POINTS.
-
-    A worker's engine already uses all of its cores (Numba's threads) or its
-    GPU on one partition, so more partitions than workers only add halo
-    points and routing; a single worker gets one partition: the whole join,
-    with no halo at all.  With ``shared`` (GPU worker threads reading the
-    caller's array, :mod:`.shared`) there is no cap either: each partition
-    runs the single-machine GPU engine, which batches what does not fit, and
-    more partitions per GPU only added halos and rounds (200M 2-D blobs on
-    one H200: 2.92 s for DBSCAN in 3 partitions, 1.65 s for one machine).
-    """
-    workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
-    if shared:
-        return workers
-    per_worker = -(-max(n, 1) // workers)
-    return int(workers * max(1, -(-per_worker // PARTITION_POINTS)))
-
-
-def worker_of_partition(client, n_partitions: int) -> list:
-    """A worker address for each partition, round robin over the sorted workers.
-
-    With as many partitions as workers, each worker gets one; the scheduler
-    would otherwise place tasks by where their input pieces are, which can
-    put two partitions on one worker and leave another idle.
-    """
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
-    if not workers:
-        return [None] * n_partitions
-    return [workers[p % len(workers)] for p in range(n_partitions)]
-
-
-def load_blocks(client, X, n_partitions, *, shared: bool = False, **kw):
-    """The input as blocks; not summarised when it will be one partition anyway.
-
-    A NumPy array whose default plan (or ``n_partitions``) is one partition
-    skips the bounds and sample, which only a plan of several needs.  With
-    ``shared`` (GPU workers in this process, see :mod:`.shared`), a NumPy
-    array of several partitions is not scattered: the workers read it in
-    place (``Blocks.array``).
-    """
-    from .blocks import _is_dask_array, _is_dask_frame
-
-    single = False
-    if isinstance(X, np.ndarray) and X.ndim == 2:
-        if n_partitions is None:
-            single = default_partitions(client, X.shape[0], shared) == 1
-        else:   # a bad value is reported by make_plan
-            single = isinstance(n_partitions, (int, np.integer)) and \
-                not isinstance(n_partitions, bool) and int(n_partitions) == 1
-    array_input = not isinstance(X, (str, os.PathLike)) and not _is_dask_array(X) \
-        and not _is_dask_frame(X)
-    # the GPU partitions name their columns with int32 ids
-    in_place = shared and array_input and not single and np.ndim(X) >= 1 \
-        and np.shape(X)[0] < 2**31
-    # one partition runs the single-machine operator on a worker, which checks
-    # the points itself: no second pass over them here
-    return as_blocks(client, X, summarise=not single, scatter=not in_place, check=not single,
-                     **kw)
-
-
-def shared_gpu(client, device) -> bool:
-    """Whether the partitions can run on GPU worker threads of this process that
-    read the caller's array in place and write one shared result (:mod:`.shared`)."""
-    from .shared import in_process
-
-    return in_process(client) and _on_gpu(device)
-
-
-def make_plan(blocks, eps, precision, n_partitions, client, halo_factor: int = 1):
-    """Partition plan for blocks: boxes at least ``halo_factor`` halo widths wide.
-
-    Returns the plan and the (single) halo width h.
-    """
-    if blocks.sample is None:        # not summarised: one partition (see load_blocks)
-        return Plan(dims=(0,), cuts1=np.zeros(0), cuts2=[np.zeros(0)],
-                    offset=np.array([0, 1], dtype=np.int64), width=float(eps), d=blocks.d,
-                    n_points=blocks.n), float(eps)
-    h = halo_width(eps, blocks.d, blocks.lo, blocks.hi, precision)
-    if n_partitions is None:
-        n_partitions = default_partitions(client, blocks.n, blocks.array is not None)
-    if isinstance(n_partitions, bool) or int(n_partitions) < 1:
-        raise ValueError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
-    plan = plan_partitions(blocks.sample, blocks.lo, blocks.hi, int(n_partitions),
-                           halo_factor * h, n_points=blocks.n)
-    return plan, h
-
-
-def route_blocks(client, blocks, plan, width, token, retries):
-    """Route every block on its worker; return, per partition, the futures of its pieces."""
-    P = plan.n_partitions
-    routed = [client.submit(route_pieces, f, int(blocks.offsets[b]), plan, width, retries=retries,
-                            key=f"{token}-route-{b}")
-              for b, f in enumerate(blocks.futures)]
-    return [[client.submit(_select, r, p, retries=retries, key=f"{token}-piece-{b}-{p}")
-             for b, r in enumerate(routed)] for p in range(P)]
-
-
 def _check_fits(n_pairs: int, n: int) -> None:
     """Refuse to assemble a table the driver cannot hold (no silent truncation)."""
     need = 4 * n_pairs * (2 if n >= 2**31 else 1) + 8 * (n + 1)
@@ -437,6 +285,22 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
         ``output="table"`` without ``out`` for a result the driver cannot
         hold (the message says how large it is).
 
+    See Also
+    --------
+    skyjoin.self_join : the single-machine join that every partition runs.
+    DBSCAN : DBSCAN on the same partitions.
+
+    Notes
+    -----
+    The routing decisions (path, number of partitions, loading) are made
+    once, by :mod:`skyjoin.distributed.plan`; ``-v`` logs them.  Costs,
+    for n points in P partitions: O(n) to route the blocks (one parallel
+    pass per block), then each partition's single-machine join over its
+    owned and halo points, on its worker; the driver holds the O(n +
+    pairs) table (``output="table"``), O(n) counts, or only the file list
+    (``out=``).  A point is in the halo of at most 3 boxes per split
+    dimension, so at most 9 partitions hold it.
+
     Examples
     --------
     >>> import numpy as np, skyjoin.distributed as sd
@@ -452,29 +316,32 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
     if out is not None and output != "table":
         raise ValueError("out= writes the pairs; it cannot be combined with output='counts'")
+    n_partitions = check_n_partitions(n_partitions)
     client = get_client(client)
     tm = {} if timings is None else timings
     dtype = working_dtype(precision)
     t0 = time.perf_counter()
     blocks = load_blocks(client, X, n_partitions, dtype=dtype, columns=columns,
                          block_rows=block_rows, replicas=replicas, retries=retries,
-                         shared=out is None and shared_gpu(client, device))
+                         shared=out is None and in_process_gpu_path(client, device))
     n = blocks.n
     t1 = time.perf_counter()
-    plan, h = make_plan(blocks, eps, precision, n_partitions, client)
+    run = plan_run(blocks, eps, precision, n_partitions, client, device)
+    log.info("self_join: %s", run.describe())
+    plan, h = run.boxes, run.halo
     token = new_token("join")
     out_dir = None
-    if blocks.array is not None:
+    if run.path == "in_process_gpu":
         t2 = time.perf_counter()
-        result = _shared_gpu_join(client, blocks, plan, h, token, eps, include_self, output,
-                                  sort, precision, dtype, retries, phases=tm)
+        result = _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, output,
+                                      sort, precision, dtype, retries, phases=tm)
         t3 = time.perf_counter()
         del blocks
         tm.update(load=t1 - t0, plan=t2 - t1, join=t3 - t2, assemble=0.0,
                   n_partitions=plan.n_partitions)
         return result
-    pieces = route_blocks(client, blocks, plan, h, token, retries) if plan.n_partitions > 1 \
-        else None
+    pieces = route_blocks(client, blocks, plan, h, token, retries) \
+        if run.path == "partitions" else None
     if out is not None:
         out_dir = os.path.abspath(os.fspath(out))
         os.makedirs(out_dir, exist_ok=True)
@@ -483,7 +350,7 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
             raise ValueError(f"{out_dir!r} already holds part-*.parquet files (e.g. {stale[0]}); "
                              "write to an empty folder so that old parts are not mixed in")
     t2 = time.perf_counter()
-    if plan.n_partitions == 1:
+    if run.path == "whole":
         fut = client.submit(_whole_join, eps, include_self, output, sort, device, precision,
                             out_dir, n, blocks.d, dtype, *blocks.futures, retries=retries,
                             key=f"{token}-join-whole")
@@ -529,20 +396,18 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
     return result
 
 
-def _shared_gpu_join(client, blocks, plan, h, token, eps, include_self, output, sort, precision,
-                     dtype, retries, phases=None):
-    """The partitioned join on in-process GPU workers: count, allocate, fill in place."""
-    from .._core.memory import alloc_host
-    from . import shared
-    from ._kernels import prefix_sum
-
+def _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, output, sort,
+                         precision, dtype, retries, phases=None):
+    """The partitioned join on in-process GPU workers (:mod:`.in_process_gpu`): count,
+    allocate, fill in place.  O(n) host memory for the counts and row pointers, plus
+    the table."""
     n, P, d = blocks.n, plan.n_partitions, blocks.d
     where = worker_of_partition(client, P)
     counts = alloc_host(n, np.int64)      # every row is written by its one owner (checked)
-    shared.publish(token, X=blocks.array, counts=counts)
+    in_process_gpu.publish(token, X=blocks.array, counts=counts)
     try:
-        futs = [client.submit(shared.count_task, token, p, plan, h, eps, include_self, precision,
-                              output, n, d, dtype, *blocks.futures, retries=retries,
+        futs = [client.submit(in_process_gpu.count_task, token, p, plan, h, eps, include_self,
+                              precision, output, n, d, dtype, *blocks.futures, retries=retries,
                               key=f"{token}-count-{p}", workers=where[p],
                               allow_other_workers=True) for p in range(P)]
         rows = sum(client.gather(futs))
@@ -552,14 +417,14 @@ def _shared_gpu_join(client, blocks, plan, h, token, eps, include_self, output, 
         if output == "counts":
             return counts
         indptr = alloc_host(n + 1, np.int64)
-        with shared._numba_lock():     # the workers may be running Numba's threads
+        with in_process_gpu.numba_lock():     # the workers may be running Numba's threads
             prefix_sum(counts, indptr)
         total = int(indptr[-1])
         _check_fits(total, n)
         indices = alloc_host(total, index_dtype(n))
-        shared.publish(token, indptr=indptr, indices=indices)
-        futs = [client.submit(shared.fill_task, token, p, plan, h, eps, include_self, precision,
-                              sort, n, d, dtype, *blocks.futures, retries=retries,
+        in_process_gpu.publish(token, indptr=indptr, indices=indices)
+        futs = [client.submit(in_process_gpu.fill_task, token, p, plan, h, eps, include_self,
+                              precision, sort, n, d, dtype, *blocks.futures, retries=retries,
                               key=f"{token}-fill-{p}", workers=where[p],
                               allow_other_workers=True) for p in range(P)]
         filled = client.gather(futs)
@@ -572,13 +437,11 @@ def _shared_gpu_join(client, blocks, plan, h, token, eps, include_self, output, 
                     phases[f"gpu_{k}"] = max(phases.get(f"gpu_{k}", 0.0), v)
         return NeighborTable(indptr, indices, (n, n), sorted=bool(sort))
     finally:
-        shared.drop(token)
+        in_process_gpu.drop(token)
 
 
 def assemble_table(rows, n: int, sort: bool) -> NeighborTable:
     """One CSR table from the partitions' owned rows (ids, counts, columns)."""
-    from ._kernels import place_rows
-
     counts = np.zeros(n, dtype=np.int64)
     for ids, c, _ in rows:
         counts[ids] = c

@@ -30,8 +30,8 @@ import numpy as np
 
 from ..index.grid import cell_sides
 
-__all__ = ["Plan", "halo_width", "plan_partitions", "owner_of", "owned_by", "route_block",
-           "in_widened_box", "deep_inside"]
+__all__ = ["Boxes", "halo_width", "plan_partitions", "owned_by", "in_widened_box",
+           "deep_inside"]
 
 _U64 = np.finfo(np.float64).eps / 2
 
@@ -60,7 +60,7 @@ def halo_width(eps: float, d: int, lo, hi, precision: str = "float64") -> float:
 
 
 @dataclass
-class Plan:
+class Boxes:
     """The partition boxes (two-level kd-style coarse grid).
 
     Attributes
@@ -118,7 +118,7 @@ def _spaced_cuts(values: np.ndarray, n_parts: int, width: float) -> np.ndarray:
 
 
 def plan_partitions(sample: np.ndarray, lo, hi, n_partitions: int, width: float,
-                    n_points: int = 0) -> Plan:
+                    n_points: int = 0) -> Boxes:
     """Choose the partition boxes from a sample of the points.
 
     Parameters
@@ -137,7 +137,7 @@ def plan_partitions(sample: np.ndarray, lo, hi, n_partitions: int, width: float,
 
     Returns
     -------
-    Plan
+    Boxes
     """
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
@@ -169,74 +169,11 @@ def plan_partitions(sample: np.ndarray, lo, hi, n_partitions: int, width: float,
         cuts2 = [np.zeros(0)] * (len(cuts1) + 1)
     offset = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=offset[1:])
-    return Plan(dims=dims, cuts1=cuts1, cuts2=cuts2, offset=offset, width=float(width), d=d,
-                n_points=int(n_points))
+    return Boxes(dims=dims, cuts1=cuts1, cuts2=cuts2, offset=offset, width=float(width), d=d,
+                 n_points=int(n_points))
 
 
-def owner_of(plan: Plan, X: np.ndarray) -> np.ndarray:
-    """Partition that owns each point (int64)."""
-    s = np.searchsorted(plan.cuts1, X[:, plan.dims[0]], side="right")
-    if len(plan.dims) == 1:
-        return s.astype(np.int64)
-    out = np.empty(len(X), dtype=np.int64)
-    x1 = X[:, plan.dims[1]]
-    for k in range(len(plan.cuts1) + 1):
-        m = np.flatnonzero(s == k)
-        if m.size:
-            out[m] = plan.offset[k] + np.searchsorted(plan.cuts2[k], x1[m], side="right")
-    return out
-
-
-def _reach(cuts: np.ndarray, x: np.ndarray, w: float) -> tuple[np.ndarray, np.ndarray]:
-    """First and last slab whose box widened by w contains each x (conservative)."""
-    first = np.searchsorted(cuts, x - w, side="left")
-    last = np.searchsorted(cuts, x + w, side="right")
-    return first, last
-
-
-def route_block(plan: Plan, X: np.ndarray, width: float | None = None):
-    """Split a block of points into, for each partition, its owned rows and its halo rows.
-
-    Parameters
-    ----------
-    plan : Plan
-    X : ndarray, shape (m, d)
-    width : float, optional
-        Halo width (default ``plan.width``).
-
-    Returns
-    -------
-    list of (owned_rows, halo_rows)
-        Row positions (int64, ascending) into X, one pair per partition.
-    """
-    w = plan.width if width is None else float(width)
-    P = plan.n_partitions
-    owner = owner_of(plan, X)
-    owned = [np.flatnonzero(owner == p) for p in range(P)] if P > 1 else [np.arange(len(X))]
-    halos = [[] for _ in range(P)]
-    if P > 1:
-        x0 = X[:, plan.dims[0]]
-        f0, l0 = _reach(plan.cuts1, x0, w)
-        for s in range(len(plan.cuts1) + 1):
-            rows = np.flatnonzero((f0 <= s) & (s <= l0))
-            if rows.size == 0:
-                continue
-            if len(plan.dims) == 1:
-                halos[s].append(rows[owner[rows] != s])
-                continue
-            f1, l1 = _reach(plan.cuts2[s], X[rows, plan.dims[1]], w)
-            for t in range(len(plan.cuts2[s]) + 1):
-                p = int(plan.offset[s] + t)
-                r = rows[(f1 <= t) & (t <= l1)]
-                halos[p].append(r[owner[r] != p])
-    out = []
-    for p in range(P):
-        h = np.concatenate(halos[p]) if halos[p] else np.zeros(0, dtype=np.int64)
-        out.append((owned[p], np.sort(h)))
-    return out
-
-
-def in_widened_box(plan: Plan, p: int, X, width: float):
+def in_widened_box(plan: Boxes, p: int, X, width: float):
     """Whether each point lies in box p widened by ``width`` (conservative, bool).
 
     Elementwise on X only, so X may be a NumPy or a CuPy array.
@@ -249,10 +186,9 @@ def in_widened_box(plan: Plan, p: int, X, width: float):
     return m
 
 
-def owned_by(plan: Plan, p: int, X):
+def owned_by(plan: Boxes, p: int, X):
     """Whether box p owns each point (bool; NumPy or CuPy X): the box is closed
-    below and open above, as in :func:`owner_of` (a point on a cut belongs to
-    the upper box)."""
+    below and open above (a point on a cut belongs to the upper box)."""
     lo, hi = plan.box(p)
     m = None
     for k, dim in enumerate(plan.dims):
@@ -261,7 +197,7 @@ def owned_by(plan: Plan, p: int, X):
     return m
 
 
-def deep_inside(plan: Plan, p: int, X, width: float):
+def deep_inside(plan: Boxes, p: int, X, width: float):
     """Whether each point lies at least ``width`` inside box p (bool; NumPy or CuPy X).
 
     Such a point is in no other box's halo of that width.

@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from ..skyline.api import check_sense, skyline as single_skyline, to_minimisation
 from .blocks import as_blocks, get_client, new_token, reruns_on_lost_input
 
 __all__ = ["skyline"]
@@ -28,24 +29,20 @@ __all__ = ["skyline"]
 
 def _local_skyline(block, offset, maximise, distinct, device):
     """Skyline of one block, as (global ids, rows under minimisation)."""
-    from ..skyline.api import skyline as sky, to_minimisation
-
     Xm = to_minimisation(block, maximise)
-    idx = sky(Xm, distinct=distinct, device=device)
+    idx = single_skyline(Xm, distinct=distinct, device=device)
     return idx.astype(np.int64) + offset, Xm[idx]
 
 
 def _merge_skylines(distinct, device, *parts):
     """Skyline of the union of partial skylines (parts ordered by global id)."""
-    from ..skyline.api import skyline as sky
-
     ids = np.concatenate([p[0] for p in parts])
     rows = np.concatenate([p[1] for p in parts])
     order = np.argsort(ids, kind="stable")
     ids, rows = ids[order], rows[order]
     if len(ids) < 2:
         return ids, rows
-    idx = sky(rows, distinct=distinct, device=device)
+    idx = single_skyline(rows, distinct=distinct, device=device)
     return ids[idx], rows[idx]
 
 
@@ -91,6 +88,16 @@ def skyline(X, client=None, sense=None, distinct: bool = False, *, columns=None,
     ValueError
         NaN/inf values, a wrong shape, an unknown sense, fan_in < 2, no client.
 
+    See Also
+    --------
+    skyjoin.skyline : the single-machine skyline that every block and merge runs.
+
+    Notes
+    -----
+    Each block's skyline runs on its worker; then ceil(log_fan_in(blocks))
+    levels of merges, each the skyline of at most ``fan_in`` partial
+    skylines.  The driver receives only the final skyline's row ids.
+
     Examples
     --------
     >>> import numpy as np, skyjoin.distributed as sd
@@ -100,8 +107,6 @@ def skyline(X, client=None, sense=None, distinct: bool = False, *, columns=None,
     ...     sd.skyline(X, client=client, device="cpu", block_rows=2)
     array([0, 1, 2, 4])
     """
-    from ..skyline.api import check_sense
-
     if not isinstance(distinct, (bool, np.bool_)):
         raise TypeError(f"distinct must be a bool, got {type(distinct).__name__}")
     if isinstance(fan_in, bool) or not isinstance(fan_in, (int, np.integer)) or fan_in < 2:

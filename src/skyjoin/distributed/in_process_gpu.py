@@ -3,14 +3,15 @@
 With :func:`~skyjoin.distributed.local_gpu_cluster`'s default thread
 workers, the caller's array, the workers and the result live in one
 process.  The partitioned join then skips what only separate processes
-need (measured on 2 H200s, 20M 2-D blobs: routing and block summaries took
-0.4 s, assembling the partitions' rows into one table 0.5 s, for partition
-tasks of 0.9 s):
+need: scattering, routing and block summaries, and the assembly of the
+partitions' rows into one table (docs/design/distributed.md has the
+measurement):
 
 * **input**: the caller's array is neither scattered nor routed: every
   partition task reads it in place, copies it to its GPU whole, and
   selects there its owned points and its halo, with the boxes of
-  :mod:`.partition` (``owned_by``, ``in_widened_box``);
+  :mod:`.partition` (``owned_by``, ``in_widened_box``): O(n) device
+  memory and one O(n) host-to-device copy per partition;
 * **output**, in two phases: each partition counts its owned rows on its
   GPU and keeps its engine (grids, ranges, counts) in this process; the
   count tasks write the counts into one array; the driver turns them into
@@ -31,9 +32,18 @@ import threading
 
 import numpy as np
 
-from .partition import in_widened_box, owned_by
+from .._core.device import cupy
+from .._core.threads import threadsafe_numba
+from .._core.transfer import d2h, d2pinned, to_device
+from ..cluster.gpu import component_lows
+from ..cluster.gpu_grid import grid_components, grid_labels
+from ..join.gpu import count_rows, fill_rows
+from ._kernels import place_rows, scatter_into
+from .halo_dbscan import owned_labels, partition_dbscan
+from .partition import deep_inside, in_widened_box, owned_by
 
-__all__ = ["in_process", "select_on_gpu"]
+__all__ = ["in_process", "select_on_gpu", "publish", "lookup", "take", "drop", "numba_lock",
+           "count_task", "fill_task", "dbscan_local_task", "dbscan_labels_task"]
 
 _REGISTRY: dict = {}
 _LOCK = threading.Lock()
@@ -99,10 +109,6 @@ def _points(token):
 
 def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, d, dtype, blocks):
     """Partition p's engine with the counts of its owned rows (on this thread's GPU)."""
-    from .._core.device import cupy
-    from .._core.transfer import d2h, to_device
-    from ..join.gpu import count_rows
-
     cp = cupy()
     Xd = to_device(cp, _points(token), "X", dtype)
     S, ids, n_own = select_on_gpu(cp, Xd, plan, p, h)
@@ -119,14 +125,12 @@ def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, d,
 def count_task(token, p, plan, h, eps, include_self, precision, output, n, d, dtype, *blocks):
     """Phase 1 on a worker: the counts of partition p's owned rows, written into the
     shared counts; the engine is kept for phase 2.  Returns the number of rows."""
-    from ._kernels import scatter_into
-
     c, own_ids, counts = _counted(token, p, plan, h, eps, include_self, precision,
                                   output == "counts", n, d, dtype, blocks)
     out = lookup(token, "counts")
     if out is None:
         raise RuntimeError(f"{token}: the shared counts are gone (the call ended or failed)")
-    with _numba_lock():
+    with numba_lock():
         scatter_into(own_ids, counts, out)
     if output != "counts":
         publish(token, **{f"part-{p}": (c, own_ids, counts)})
@@ -136,10 +140,6 @@ def count_task(token, p, plan, h, eps, include_self, precision, output, n, d, dt
 def fill_task(token, p, plan, h, eps, include_self, precision, sort, n, d, dtype, *blocks):
     """Phase 2 on a worker: partition p's rows, written into the shared table; returns
     the number of pairs written and the engine's phase times."""
-    from .._core.device import cupy
-    from ..join.gpu import fill_rows
-    from ._kernels import place_rows
-
     kept = take(token, f"part-{p}")
     if kept is None:        # retried elsewhere: count again
         kept = _counted(token, p, plan, h, eps, include_self, precision, False, n, d, dtype,
@@ -148,7 +148,7 @@ def fill_task(token, p, plan, h, eps, include_self, precision, sort, n, d, dtype
     indptr, indices = lookup(token, "indptr"), lookup(token, "indices")
     if indptr is None:
         raise RuntimeError(f"{token}: the shared table is gone (the call ended or failed)")
-    lock = _numba_lock()
+    lock = numba_lock()
     written = [0]
 
     def sink(r0, r1, chunk):
@@ -165,34 +165,25 @@ def fill_task(token, p, plan, h, eps, include_self, precision, sort, n, d, dtype
 _SERIAL = threading.Lock()
 
 
-def _numba_lock():
+def numba_lock():
     """A lock around Numba's parallel kernels when its threading layer cannot run
     two of them at once (the "workqueue" layer aborts the process)."""
-    from .._core.threads import threadsafe_numba
-
     return contextlib.nullcontext() if threadsafe_numba() else _SERIAL
 
 
 # --------------------------------------------------------------------------
 # DBSCAN
 # --------------------------------------------------------------------------
-def _local_dbscan(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
-    """Partition p's local clustering on this thread's GPU (see :mod:`.dbscan`).
+def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
+    """Partition p's local clustering on this thread's GPU (see :mod:`.halo_dbscan`).
 
     Returns (kept, merge part): ``kept`` is what the labelling needs later,
     the merge part is (reps, is_node, edge_rep, edge_id) as in
-    ``local_clusters``.  The grid DBSCAN of :mod:`skyjoin.cluster.gpu_grid`
+    ``partition_dbscan``.  The grid DBSCAN of :mod:`skyjoin.cluster.gpu_grid`
     runs its first three stages on the partition and stays on the GPU;
-    where it does not apply (d > 4, too many cells), ``local_clusters``
+    where it does not apply (d > 4, too many cells), ``partition_dbscan``
     runs on the partition's points instead.
     """
-    from .._core.device import cupy
-    from ..cluster.gpu import component_lows
-    from ..cluster.gpu_grid import grid_components
-    from .._core.transfer import to_device
-    from .dbscan import local_clusters
-    from .partition import deep_inside
-
     cp = cupy()
     Xd = to_device(cp, _points(token), "X", dtype)
     S, ids, n_own = select_on_gpu(cp, Xd, plan, p, 2 * h)
@@ -200,8 +191,9 @@ def _local_dbscan(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
     g = grid_components(S, eps, min_samples) if n_own else None
     if g is None:
         own_ids, halo_ids = cp.asnumpy(ids[:n_own]), cp.asnumpy(ids[n_own:])
-        state = local_clusters(own_ids, cp.asnumpy(S[:n_own]), halo_ids, cp.asnumpy(S[n_own:]),
-                               plan, p, h, eps, min_samples, "gpu", "float64")
+        state = partition_dbscan(own_ids, cp.asnumpy(S[:n_own]), halo_ids,
+                                 cp.asnumpy(S[n_own:]), plan, p, h, eps, min_samples, "gpu",
+                                 "float64")
         return ("points", state), (state["reps"], state["is_node"], state["edge_rep"],
                                    state["edge_id"])
     del S
@@ -214,7 +206,7 @@ def _local_dbscan(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
     comp[roots] = cp.arange(roots.size, dtype=cp.int64)
     is_node = cp.zeros(roots.size, dtype=cp.bool_)
     is_node[comp[g.parent[core & own]]] = True
-    # the core points that another partition also sees (as local_clusters)
+    # the core points that another partition also sees (as partition_dbscan)
     seen = cp.where(own, ~deep_inside(plan, p, g.Xs, h * (1.0 + 1e-6)),
                     in_widened_box(plan, p, g.Xs, h))
     shared = core & seen
@@ -225,7 +217,7 @@ def _local_dbscan(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
 
 def dbscan_local_task(token, p, plan, h, eps, min_samples, n, d, dtype, *blocks):
     """Step 1 on a worker: the merge part of partition p; the rest is kept for step 3."""
-    kept, part = _local_dbscan(token, p, plan, h, eps, min_samples, n, d, dtype, blocks)
+    kept, part = _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, d, dtype, blocks)
     publish(token, **{f"dbscan-{p}": kept})
     return part
 
@@ -233,21 +225,15 @@ def dbscan_local_task(token, p, plan, h, eps, min_samples, n, d, dtype, *blocks)
 def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, d, dtype, *blocks):
     """Step 3 on a worker: labels and core flags of partition p's owned points,
     written into the shared arrays; returns the number of points labelled."""
-    from .._core.device import cupy
-    from ..cluster.gpu_grid import grid_labels
-    from .._core.transfer import d2pinned
-    from ._kernels import scatter_into
-    from .dbscan import _final_labels
-
     kept = take(token, f"dbscan-{p}")
     if kept is None:        # retried elsewhere: cluster again (the same components)
-        kept, _ = _local_dbscan(token, p, plan, h, eps, min_samples, n, d, dtype, blocks)
+        kept, _ = _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, d, dtype, blocks)
     labels_out, core_out = lookup(token, "labels"), lookup(token, "core")
     if labels_out is None:
         raise RuntimeError(f"{token}: the shared labels are gone (the call ended or failed)")
     kind, st = kept
     if kind == "points":
-        ids, lab, core_ids = _final_labels(st, comp_labels)
+        ids, lab, core_ids = owned_labels(st, comp_labels)
         core = np.zeros(len(ids), dtype=np.bool_)
         core[np.searchsorted(ids, core_ids)] = True
     else:
@@ -263,7 +249,7 @@ def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, d, d
             ids = d2pinned(cp, gid[own].astype(it))
             lab = d2pinned(cp, labels[own].astype(it))
             core = d2pinned(cp, g.core[own].astype(cp.bool_))
-    with _numba_lock():
+    with numba_lock():
         scatter_into(ids, lab, labels_out)
         scatter_into(ids, core, core_out)
     return len(ids)

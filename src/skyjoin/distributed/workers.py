@@ -1,4 +1,4 @@
-"""Local Dask clusters for skyjoin: CPU worker processes, or one worker per GPU.
+"""Dask workers for skyjoin: local clusters of CPU worker processes, or one worker per GPU.
 
 A worker runs one partition at a time (one Dask thread) and gives that
 partition all of its cores through Numba's threads, or its whole GPU.
@@ -7,15 +7,19 @@ The GPU workers of one host are by default threads of the client's process,
 each bound to its own GPU (its Dask thread makes that GPU current once, when
 it starts).  The host's GPUs then share one address space with the driver:
 the points go to the workers and the results come back by reference, where
-worker processes would serialise them through a socket (a 20M-point join
-returns a table of several GB; sending it between processes took longer
-than computing it).  Worker processes (``processes=True``) isolate each GPU
-in its own process instead.
+worker processes would serialise them through a socket: O(pairs) bytes
+copied twice (docs/design/distributed.md has the measurement).  Worker
+processes (``processes=True``) isolate each GPU in its own process instead.
 """
 
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+
+from .._core.device import GPUUnavailableError, gpu_available
 
 __all__ = ["local_cluster", "local_gpu_cluster", "visible_gpus"]
 
@@ -77,10 +81,7 @@ def visible_gpus() -> list[str]:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None and env.strip() != "":
         return [g.strip() for g in env.split(",") if g.strip()]
-    from .._core.device import _probe_gpu
-
-    ok, _ = _probe_gpu()
-    if not ok:
+    if not gpu_available():
         return []
     import cupy
 
@@ -90,7 +91,6 @@ def visible_gpus() -> list[str]:
 def _bind_thread(gpu: int, numba_threads: int) -> None:
     """Make ``gpu`` the current device of this (worker) thread; set its Numba threads."""
     import cupy
-    import numba
 
     cupy.cuda.Device(gpu).use()
     numba.set_num_threads(max(1, min(int(numba_threads), numba.config.NUMBA_NUM_THREADS)))
@@ -118,8 +118,6 @@ def thread_cluster(workers, bind, *, dashboard_address: str = ":0", name: str = 
         is the caller's too (a per-worker limit would pause the workers for
         the caller's own arrays).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     from distributed import Scheduler, SpecCluster, Worker
 
     scheduler = {"cls": Scheduler, "options": {"protocol": "inproc://",
@@ -166,8 +164,6 @@ def local_gpu_cluster(n_gpus: int | None = None, *, processes: bool = False,
     skyjoin.GPUUnavailableError
         No GPU is visible, or fewer than ``n_gpus``.
     """
-    from .._core.device import GPUUnavailableError
-
     gpus = visible_gpus()
     if not gpus:
         raise GPUUnavailableError("local_gpu_cluster: no GPU is visible to this process")

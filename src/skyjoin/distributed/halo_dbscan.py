@@ -1,0 +1,213 @@
+"""DBSCAN of one partition with its halo, and the merge of the partitions' clusters.
+
+The worker and driver steps of :class:`skyjoin.distributed.DBSCAN`.
+
+Each partition (the boxes of :mod:`.partition`) receives its owned points O
+and a halo of *two* halo widths.  Call H1 the halo points within one width
+of the box: every neighbour of a point of O + H1 is in the partition, so the neighbour
+counts, hence the core flags, of O + H1 are exact there -- those of the
+owned points and of every halo point that can neighbour them.  Farther halo
+points can only be under-counted, never made core wrongly.
+
+1. Local clustering: the single-machine DBSCAN (``skyjoin.DBSCAN``, the
+   fastest path of the worker's device) clusters the partition's points;
+   its clusters, restricted to core points, are local components of the
+   global core graph.  Each is named by its representative, the lowest
+   global id of its core points.
+2. Merge graph: a partition emits the edge (representative, g) for every
+   core point g of one of its components that is a halo point or an owned
+   point close enough to the box border to be in another partition's halo.
+   A core-core pair (a, b) within eps, a owned by p, lies in one component
+   of p (b is in H1, its flag exact); partitions that share a core point
+   both emit an edge to it, so their components meet.  The driver runs the
+   single-machine union-find (``skyjoin.cluster.assign``) over this small
+   graph, its nodes sorted by global id, so each root is the lowest global
+   id of a cluster's core points.
+3. Labels, exactly scikit-learn's (DESIGN.md): clusters numbered in order
+   of their lowest-index core point; each partition labels its owned
+   points: a core point by its component's cluster, a border point by the
+   lowest label among the clusters of its core neighbours (all of them in
+   O + H1, found by a join of its non-core points against its core points),
+   noise -1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..cluster.assign import union_find_core_components
+from ..join.api import join
+from .partition import deep_inside, in_widened_box
+
+__all__ = ["partition_dbscan", "near_some", "merge_part", "merge_partitions", "owned_labels"]
+
+
+# --------------------------------------------------------------------------
+# worker side
+# --------------------------------------------------------------------------
+def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samples, device,
+                     precision):
+    """Local DBSCAN of partition p with its halo (step 1 and the edges of step 2).
+
+    The single-machine DBSCAN (``skyjoin.DBSCAN``: the grid, GPU or hybrid
+    path of the worker's device) clusters the owned and halo points S
+    together.  A point's count there is exact when all its neighbours are
+    in S, which holds for every point within one halo width of the box
+    (the halo is two widths wide); farther halo points can only be
+    under-counted, so every core point of the local run is a true core
+    point, and every edge between local core points is an edge of the
+    global core graph.
+
+    Cost: the single-machine DBSCAN of the partition's m owned and halo
+    points, plus a join of its owned non-core points against the core
+    points in the coarse cells around them (:func:`near_some`).
+
+    Returns
+    -------
+    dict
+        ``own_ids``, ``own_core`` (bool), ``own_comp`` (local component of
+        each owned core point), ``border_rows`` / ``border_comps`` (owned
+        non-core point, component of one of its core neighbours;
+        deduplicated), ``reps`` (global id representing each local
+        component) and the merge edges ``edge_rep`` -- ``edge_id``.
+    """
+    # lazy: the estimator imports scikit-learn (0.8 s), which only DBSCAN needs
+    from ..cluster.estimator import DBSCAN as SingleDBSCAN
+
+    S_X = np.concatenate([own_X, halo_X])
+    S_ids = np.concatenate([own_ids, halo_ids])
+    nO = len(own_ids)
+    if nO == 0:      # nothing to label here (an empty box): no components, no edges
+        e = np.zeros(0, dtype=np.int64)
+        return {"own_ids": own_ids, "own_core": np.zeros(0, bool), "own_comp": e,
+                "border_rows": e, "border_comps": e, "reps": e, "is_node": np.zeros(0, bool),
+                "edge_rep": e, "edge_id": e}
+    local = SingleDBSCAN(eps=eps, min_samples=min_samples, device=device,
+                         precision=precision).fit(S_X)
+    core = np.zeros(len(S_ids), dtype=bool)
+    core[local.core_sample_indices_] = True
+    comp = np.asarray(local.labels_, dtype=np.int64)     # a core point's local component
+    n_comp = int(comp.max()) + 1 if len(comp) else 0
+    reps = np.full(n_comp, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(reps, comp[core], S_ids[core])
+    # merge edges: the core points of O + H1 that another partition also sees (the halo
+    # points of H1, the owned points near the border); farther halo points are left out,
+    # since their owners may see them only deep inside and emit nothing for them
+    shared = core.copy()
+    shared[:nO] &= ~deep_inside(plan, p, own_X, h * (1.0 + 1e-6))
+    shared[nO:] &= in_widened_box(plan, p, halo_X, h)
+    edge_rep = reps[comp[shared]]
+    edge_id = S_ids[shared]
+    # the components with an owned core point are nodes of the merge graph even without edges
+    is_node = np.zeros(n_comp, dtype=bool)
+    is_node[comp[:nO][core[:nO]]] = True
+    # border candidates: owned non-core points and the components of their core neighbours.
+    # An owned point that the local run leaves as noise has no core neighbour at all (its
+    # neighbours are all in O + H1, whose core flags are exact): it is noise, no join needed
+    rows = np.flatnonzero(~core[:nO] & (comp[:nO] >= 0))
+    pairs = np.zeros((2, 0), dtype=np.int64)
+    cores = np.flatnonzero(core)
+    if len(rows) and len(cores):
+        cores = cores[near_some(S_X[cores], own_X[rows], h)]
+    if len(rows) and len(cores):
+        nt = join(own_X[rows], S_X[cores], eps, sort=False, device=device,
+                  precision=precision).to_host()
+        if nt.n_pairs:
+            pr = nt.pairs()
+            pairs = np.unique(np.stack([rows[pr[:, 0]], comp[cores[pr[:, 1]]]]), axis=1)
+    return {"own_ids": own_ids, "own_core": core[:nO].copy(), "own_comp": comp[:nO].copy(),
+            "border_rows": pairs[0], "border_comps": pairs[1], "reps": reps, "is_node": is_node,
+            "edge_rep": edge_rep, "edge_id": edge_id}
+
+
+def near_some(B, A, h, max_dims: int = 3):
+    """Which rows of B lie in a coarse cell (side 2h) next to, or holding, a row of A.
+
+    A conservative filter: any row of B within eps (< h) of a row of A is kept,
+    since their cells differ by at most one in every dimension.
+    """
+    k = min(A.shape[1], max_dims)
+    lo = np.minimum(A[:, :k].min(axis=0), B[:, :k].min(axis=0))
+    cb = np.floor((B[:, :k] - lo) / (2.0 * h)).astype(np.int64)
+    ca = np.floor((A[:, :k] - lo) / (2.0 * h)).astype(np.int64)
+    radix = np.maximum(cb.max(axis=0), ca.max(axis=0)) + 3
+    if float(np.prod(radix.astype(np.float64))) >= 2.0**62:
+        return np.ones(len(B), dtype=bool)
+    stride = np.ones(k, dtype=np.int64)
+    for j in range(k - 2, -1, -1):
+        stride[j] = stride[j + 1] * radix[j + 1]
+    keys_a = np.unique((ca + 1) @ stride)
+    shifts = np.array(np.meshgrid(*[[-1, 0, 1]] * k, indexing="ij")).reshape(k, -1).T @ stride
+    around = np.unique((keys_a[:, None] + shifts[None, :]).ravel())
+    return np.isin((cb + 1) @ stride, around, assume_unique=False)
+
+
+def merge_part(state):
+    """The small part of a partition's result that the driver needs (step 2)."""
+    return state["reps"], state["is_node"], state["edge_rep"], state["edge_id"]
+
+
+def owned_labels(state, comp_labels):
+    """Step 3 on a worker: labels of the owned points from their components' labels."""
+    n = len(state["own_ids"])
+    labels = np.full(n, -1, dtype=np.int64)
+    core = state["own_core"]
+    labels[core] = comp_labels[state["own_comp"][core]]
+    rows = state["border_rows"]
+    if len(rows):
+        big = np.iinfo(np.int64).max
+        best = np.full(n, big, dtype=np.int64)
+        np.minimum.at(best, rows, comp_labels[state["border_comps"]])
+        hit = best != big
+        labels[hit] = best[hit]
+    return state["own_ids"], labels, state["own_ids"][core]
+
+
+# --------------------------------------------------------------------------
+# driver side
+# --------------------------------------------------------------------------
+def merge_partitions(parts):
+    """Union-find over the merge graph; the cluster label of every local component.
+
+    Parameters
+    ----------
+    parts : list of (reps, is_node, edge_rep, edge_id)
+        Per partition: the representative (global id) of each local
+        component, whether it is a node of the graph by itself (it has an
+        owned core point), and the merge edges.
+
+    Returns
+    -------
+    list of ndarray
+        Per partition, the final cluster label of each local component (-1
+        for components that are not in the graph: their core points are far
+        halo points, which no owned point neighbours).
+
+    Notes
+    -----
+    O((V + E) log V) for V nodes and E edges: sorts, searches and one
+    union-find (``skyjoin.cluster.assign.union_find_core_components``).
+    """
+    pieces = [r[m] for r, m, _, _ in parts] + [a for _, _, a, _ in parts] + \
+        [b for _, _, _, b in parts]
+    nodes = np.unique(np.concatenate(pieces)) if pieces else np.zeros(0, np.int64)
+    m = len(nodes)
+    out = [np.full(len(r), -1, dtype=np.int64) for r, _, _, _ in parts]
+    if m == 0:
+        return out
+    a = np.concatenate([np.searchsorted(nodes, e) for _, _, e, _ in parts])
+    b = np.concatenate([np.searchsorted(nodes, e) for _, _, _, e in parts])
+    src = np.concatenate([a, b])
+    dst = np.concatenate([b, a])
+    order = np.argsort(src, kind="stable")
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=m), out=indptr[1:])
+    # nodes are sorted by global id, so each root is a cluster's lowest core id
+    root = union_find_core_components(indptr, np.ascontiguousarray(dst[order]),
+                                      np.ones(m, dtype=np.uint8))
+    label_of_node = np.searchsorted(np.unique(root), root)
+    for k, (r, _, _, _) in enumerate(parts):
+        pos = np.minimum(np.searchsorted(nodes, r), m - 1)
+        hit = nodes[pos] == r
+        out[k][hit] = label_of_node[pos[hit]]
+    return out
