@@ -69,7 +69,7 @@ def main():
         work(0)
         print(f"1 thread half join {time.perf_counter() - t:.3f} s: {res[0]}", flush=True)
     if "dbscan" in parts:
-        from skyjoin.cluster.gpu_grid import gpu_grid_dbscan
+        from skyjoin.dbscan.grid_gpu import gpu_grid_dbscan
 
         for rep in range(2):
             tm = {}

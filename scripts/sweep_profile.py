@@ -15,7 +15,10 @@ import time
 import numba
 
 from skyjoin.bench.dbscan import PAPER_MINPTS, SWEEP_EPS, _data
-from skyjoin.cluster import sweep as sw
+from skyjoin.dbscan import plan
+from skyjoin.dbscan import sweep as sw
+from skyjoin.dbscan.sweep import grid_links, grid_reach
+from skyjoin.dbscan.sweep import pipeline as sweep_pipeline
 
 
 def main():
@@ -31,14 +34,15 @@ def main():
     T = {}
 
     def wrap(name):
-        f = getattr(sw, name)
+        mod = grid_reach if name == "_share" else grid_links
+        f = getattr(mod, name)
 
         def g(*a, **k):
             t0 = time.perf_counter()
             r = f(*a, **k)
             T[name] = T.get(name, 0.0) + time.perf_counter() - t0
             return r
-        setattr(sw, name, g)
+        setattr(mod, name, g)
 
     for name in ("_order_by_level", "_cell_pairs", "_link_all", "_labels_levels", "_share"):
         wrap(name)
@@ -50,8 +54,8 @@ def main():
             tm = {}
             t0 = time.perf_counter()
             for e in eps_list:
-                gi = sw._grid_index(X, e, sorted(ms), None, tm)
-                res = list(sw._assign_grid_levels(gi, sorted(ms, reverse=True)))
+                gi = grid_links._grid_index(X, e, sorted(ms), None, tm)
+                res = list(grid_links._assign_grid_levels(gi, sorted(ms, reverse=True)))
             total = time.perf_counter() - t0
             parts = {k: round(v, 3) for k, v in {**tm, **T}.items()}
             print(f"{title}: {total:.3f} s {parts}", flush=True)
@@ -72,10 +76,8 @@ def main():
             del res
 
 def gpu_hybrid(X):
-    from skyjoin.cluster import estimator
-
-    split = sw._thread_split
-    table = estimator.neighbor_table
+    split = plan._thread_split
+    table = sweep_pipeline.neighbor_table
     phases = {}
 
     def timed_table(*a, **k):  # the join's phases, summed over the eps of a sweep
@@ -85,13 +87,13 @@ def gpu_hybrid(X):
             if isinstance(v, float):
                 phases[key] = phases.get(key, 0.0) + v
         return out
-    estimator.neighbor_table = timed_table
+    sweep_pipeline.neighbor_table = timed_table
     total = numba.get_num_threads()
     runs = [(False, None)] + [(True, k) for k in (None, total * 3 // 4, total // 2, total // 4)]
     list(sw.dbscan_sweep(X, eps=SWEEP_EPS, min_samples=[10], device="gpu", method="hybrid"))
     for _ in range(2):
         for pipeline, k in runs:
-            sw._thread_split = (lambda dev, pipelined, k=k: (None, k))
+            plan._thread_split = (lambda dev, pipelined, k=k: (None, k))
             phases.clear()
             t0 = time.perf_counter()
             res = list(sw.dbscan_sweep(X, eps=SWEEP_EPS, min_samples=[10], device="gpu",
@@ -106,8 +108,8 @@ def gpu_hybrid(X):
                   f"assigns {[round(x, 3) for x in a]}", flush=True)
             print("  join phases", {key: round(v, 3) for key, v in phases.items()}, flush=True)
             del res
-    sw._thread_split = split
-    estimator.neighbor_table = table
+    plan._thread_split = split
+    sweep_pipeline.neighbor_table = table
 
 
 if __name__ == "__main__":

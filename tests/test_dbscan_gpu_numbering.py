@@ -13,7 +13,7 @@ from scipy.sparse.csgraph import connected_components
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
 import skyjoin
-from skyjoin.cluster.gpu import _ranks_by_caller_row
+from skyjoin.dbscan.table_gpu import _ranks_by_caller_row
 
 
 def _labels_from_permuted_table(X, eps, m, perm):

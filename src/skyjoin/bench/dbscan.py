@@ -101,7 +101,7 @@ def _ours(get, eps, m, device):
 
 def _ours_hybrid(get, eps, m, device):
     """HYBRID-DBSCAN itself (table from the join, then assignment), for reference."""
-    from ..cluster.estimator import hybrid_dbscan
+    from ..dbscan.hybrid import hybrid_dbscan
 
     def fn():
         t: dict = {}
@@ -212,7 +212,7 @@ def _sweep_minpts_case(quick, device):
                 "cpu_s": round(time.process_time() - c0, 4)}
 
     def separate_hybrid():
-        from ..cluster.estimator import hybrid_dbscan
+        from ..dbscan.hybrid import hybrid_dbscan
 
         ks = []
         for m in PAPER_MINPTS:
@@ -233,7 +233,7 @@ def _sweep_minpts_case(quick, device):
 def _sweep_eps_case(quick, device):
     """8 eps at one min_samples: pipelined vs not, equation (2), and the model (§7.5, §7.7)."""
     import skyjoin as sj
-    from ..cluster.estimator import hybrid_dbscan
+    from ..dbscan.hybrid import hybrid_dbscan
 
     n = QUICK_N if quick else 1_000_000
     scale = _scaled_eps(1.0, 1_000_000, n, 2) if quick else 1.0
@@ -304,7 +304,7 @@ def cases(quick: bool = False, device: str = "cpu", names=None) -> list[Case]:
 
 def _sweep_summary(rows, device, log):
     """Ratios the issue asks for: sweep vs separate runs, pipeline vs eq. (2), model error."""
-    from ..cluster.sweep import ideal_pipeline_time, pipeline_makespan
+    from ..dbscan.sweep import ideal_pipeline_time, pipeline_makespan
 
     t = {(r.case.split(" (")[0], r.impl): r for r in rows}
 
@@ -409,9 +409,9 @@ def gpu_check(out_dir: str = "bench-results", n_large: int = 10_000_000, log=pri
     import json
 
     import skyjoin as sj
-    from ..cluster.estimator import hybrid_dbscan
-    from ..cluster.grid_dbscan import grid_dbscan
-    from ..cluster.gpu import gpu_dbscan_points
+    from ..dbscan.hybrid import hybrid_dbscan
+    from ..dbscan.grid_cpu import grid_dbscan
+    from ..dbscan.table_gpu import gpu_dbscan_points
 
     try:
         import dbscan as pkg
@@ -434,7 +434,7 @@ def gpu_check(out_dir: str = "bench-results", n_large: int = 10_000_000, log=pri
         log(f"  {name:<44} {best:9.4f} s")
         return out
 
-    from ..cluster.gpu_grid import gpu_grid_dbscan
+    from ..dbscan.grid_gpu import gpu_grid_dbscan
     from .._core.device import cupy
 
     cp = cupy()

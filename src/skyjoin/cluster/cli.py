@@ -87,7 +87,7 @@ def demo_dbscan(X, eps, min_samples, ax=None, device=None):
     >>> demo_dbscan(X, eps=0.2, min_samples=5, device="cpu")["n"]
     1000
     """
-    from .estimator import DBSCAN
+    from ..dbscan.estimator import DBSCAN
 
     t0 = time.perf_counter()
     est = DBSCAN(eps=eps, min_samples=min_samples, device=device).fit(X)
@@ -232,7 +232,7 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
 
 def _single(X, eps, min_samples, out, plot, device, precision, write_labels):
     """One clustering: print a summary, write labels and picture."""
-    from .estimator import DBSCAN
+    from ..dbscan.estimator import DBSCAN
 
     t0 = time.perf_counter()
     est = DBSCAN(eps=eps, min_samples=min_samples, device=device, precision=precision).fit(X)
@@ -252,7 +252,7 @@ def _single(X, eps, min_samples, out, plot, device, precision, write_labels):
 
 def _sweep(X, eps_list, ms_list, out, plot, device, precision, write_labels, method="auto"):
     """A sweep: progress bar, a table of results, files per clustering."""
-    from .sweep import dbscan_sweep
+    from ..dbscan.sweep import dbscan_sweep
 
     panels = []
     rows = []

@@ -18,7 +18,7 @@ points can only be under-counted, never made core wrongly.
    A core-core pair (a, b) within eps, a owned by p, lies in one component
    of p (b is in H1, its flag exact); partitions that share a core point
    both emit an edge to it, so their components meet.  The driver runs the
-   single-machine union-find (``skyjoin.cluster.assign``) over this small
+   single-machine union-find (``skyjoin.dbscan.union_find``) over this small
    graph, its nodes sorted by global id, so each root is the lowest global
    id of a cluster's core points.
 3. Labels, exactly scikit-learn's (DESIGN.md): clusters numbered in order
@@ -69,7 +69,7 @@ def local_clusters(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_sample
         deduplicated), ``reps`` (global id representing each local
         component) and the merge edges ``edge_rep`` -- ``edge_id``.
     """
-    from ..cluster.estimator import DBSCAN as SingleDBSCAN
+    from ..dbscan.estimator import DBSCAN as SingleDBSCAN
     from ..join.api import join
 
     S_X = np.concatenate([own_X, halo_X])
@@ -149,7 +149,7 @@ def _local_dbscan(p, plan, h, eps, min_samples, device, precision, d, dtype, *pi
 
 def _whole_dbscan(eps, min_samples, device, precision, d, dtype, *blocks):
     """DBSCAN of all the points as one partition (one worker): the single-machine estimator."""
-    from ..cluster.estimator import DBSCAN as SingleDBSCAN
+    from ..dbscan.estimator import DBSCAN as SingleDBSCAN
 
     est = SingleDBSCAN(eps=eps, min_samples=min_samples, device=device, precision=precision)
     est._fit_labels(stacked(blocks, d, dtype), None)     # labels only: no components_
@@ -198,7 +198,7 @@ def merge_local_clusters(parts):
         for components that are not in the graph: their core points are far
         halo points, which no owned point neighbours).
     """
-    from ..cluster.assign import union_find_core_components
+    from ..dbscan.union_find import union_find_core_components
 
     pieces = [r[m] for r, m, _, _ in parts] + [a for _, _, a, _ in parts] + \
         [b for _, _, _, b in parts]

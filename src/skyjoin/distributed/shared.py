@@ -181,14 +181,14 @@ def _local_dbscan(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
 
     Returns (kept, merge part): ``kept`` is what the labelling needs later,
     the merge part is (reps, is_node, edge_rep, edge_id) as in
-    ``local_clusters``.  The grid DBSCAN of :mod:`skyjoin.cluster.gpu_grid`
+    ``local_clusters``.  The grid DBSCAN of :mod:`skyjoin.dbscan.grid_gpu`
     runs its first three stages on the partition and stays on the GPU;
     where it does not apply (d > 4, too many cells), ``local_clusters``
     runs on the partition's points instead.
     """
     from .._core.device import cupy
-    from ..cluster.gpu import component_lows
-    from ..cluster.gpu_grid import grid_components
+    from ..dbscan.table_gpu import component_lows
+    from ..dbscan.grid_gpu import grid_components
     from .._core.transfer import to_device
     from .dbscan import local_clusters
     from .partition import deep_inside
@@ -234,7 +234,7 @@ def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, d, d
     """Step 3 on a worker: labels and core flags of partition p's owned points,
     written into the shared arrays; returns the number of points labelled."""
     from .._core.device import cupy
-    from ..cluster.gpu_grid import grid_labels
+    from ..dbscan.grid_gpu import grid_labels
     from .._core.transfer import d2pinned
     from ._kernels import scatter_into
     from .dbscan import _final_labels
