@@ -11,7 +11,7 @@ import skyjoin
 from _cuda_emulation import FakeCupy
 from skyjoin._core import device as _device
 from skyjoin.dbscan import hybrid
-from skyjoin.dbscan.plan import DBSCANPlan, grid_applies, plan_fit, plan_sweep
+from skyjoin.dbscan.plan import DBSCANPlan, fit_route, grid_applies, plan_fit, plan_sweep
 
 
 def _blobs(n=600, d=2, seed=0):
@@ -36,6 +36,19 @@ def test_plan_fit_rule():
     assert plan_fit("join", "gpu", "float64", True, 2).paths == ("gpu", "hybrid-gpu")
     p = plan_fit("sklearn", None, "float64", False, 2)
     assert p.paths == ("sklearn",) and p.device is None
+
+
+def test_fit_route():
+    assert fit_route("euclidean", None, None, False) == "join"
+    assert fit_route("minkowski", None, 2, False) == "join"
+    assert fit_route("minkowski", None, None, False) == "sklearn"
+    assert fit_route("l2", None, 3, False) == "sklearn"
+    assert fit_route("euclidean", {"w": 1}, None, False) == "sklearn"
+    assert fit_route("euclidean", None, None, True) == "sklearn"
+    assert fit_route("manhattan", None, None, False) == "sklearn"
+    assert fit_route(lambda a, b: 0.0, None, None, False) == "sklearn"
+    assert fit_route("precomputed", None, None, True) == "graph"
+    assert fit_route("precomputed", None, None, False) == "sklearn"
 
 
 def test_plan_sweep_rule():

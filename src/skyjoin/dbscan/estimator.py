@@ -51,16 +51,13 @@ from ..index.grid_kernels import gather_rows
 from .grid_cpu import grid_dbscan
 from .grid_gpu import gpu_grid_dbscan
 from .hybrid import hybrid_dbscan
-from .plan import DBSCANPlan, plan_fit
+from .plan import DBSCANPlan, fit_route, plan_fit
 from .table_gpu import gpu_dbscan_points
 from .union_find import labels_from_table
 
 __all__ = ["DBSCAN", "dbscan"]
 
 log = logging.getLogger("skyjoin")
-
-_EUCLIDEAN = ("euclidean", "l2", "minkowski")
-
 
 def _graph_table(X, eps):
     """Neighbour table of a precomputed sparse distance graph, as scikit-learn reads it.
@@ -220,25 +217,6 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         self.device = device
         self.precision = precision
 
-    # -- routing -----------------------------------------------------------
-    def _is_euclidean(self) -> bool:
-        """Whether the metric is the Euclidean distance we accelerate."""
-        if not isinstance(self.metric, str) or self.metric not in _EUCLIDEAN:
-            return False
-        if self.metric_params:
-            return False
-        if self.metric == "minkowski":  # scikit-learn refuses p=None with minkowski
-            return self.p is not None and float(self.p) == 2.0
-        return self.p is None or float(self.p) == 2.0
-
-    def _route(self, X) -> str:
-        """"graph", "sklearn" or "join": which family of paths X and the metric allow."""
-        if self.metric == "precomputed":
-            return "graph" if sparse.issparse(X) else "sklearn"
-        if sparse.issparse(X) or not self._is_euclidean():
-            return "sklearn"
-        return "join"
-
     # -- fitting -----------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None):
         """Perform DBSCAN clustering from features or a distance graph.
@@ -288,7 +266,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         eps = check_eps(self.eps)
         min_samples = check_min_samples(self.min_samples)
         check_precision(self.precision)
-        route = self._route(X)
+        route = fit_route(self.metric, self.metric_params, self.p, sparse.issparse(X))
         device = resolve_device(self.device) if route == "join" else None
         plan = plan_fit(route, device, self.precision, sample_weight is not None, X.shape[1])
         log.debug("%s", plan.describe())
@@ -423,6 +401,23 @@ def dbscan(X, eps=0.5, *, min_samples=5, metric="minkowski", metric_params=None,
     ------
     ValueError
         As ``DBSCAN.fit``.
+
+    See Also
+    --------
+    DBSCAN : the estimator (same rule, attributes ``path_`` and ``timings_``).
+    skyjoin.dbscan_sweep : many (eps, min_samples) with table reuse.
+
+    Notes
+    -----
+    The path is chosen by ``skyjoin.dbscan.plan.plan_fit``.  Costs: the grid
+    paths O(n d) plus the distance tests of each non-dense point against its
+    near cells; the table paths the join's cost plus O(pairs) to assign.
+
+    References
+    ----------
+    M. Gowanlock, C. M. Rude, D. M. Blair, J. D. Li, V. Pankratius, "A Hybrid
+    Approach for Optimizing Parallel Clustering Throughput using the GPU",
+    IEEE TPDS 30(4), 2019, §3.
 
     Examples
     --------

@@ -17,6 +17,7 @@ import numpy as np
 
 from .._core import device as _device
 from .._core.conditioning import condition_points
+from .._core.transfer import h2d
 from .._core.validate import check_points
 from ..index.grid import build_grid
 from ..join.api import self_join
@@ -123,7 +124,7 @@ def cell_order(X, eps, device, precision):
     points cross to the device once: ordered there, joined from there."""
     if device == "gpu" and len(X):
         cp = _device.cupy()
-        Xo, order = _gpu_cell_order(cp, cp.asarray(X), eps)
+        Xo, order = _gpu_cell_order(cp, h2d(cp, X), eps)   # pinned staging for large X
         return Xo, cp.asnumpy(order)
     return spatial_order(X, eps, precision, device)
 

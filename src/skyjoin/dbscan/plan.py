@@ -18,7 +18,7 @@ from .grid_cpu import MAX_DIMS
 
 log = logging.getLogger("skyjoin")
 
-__all__ = ["DBSCANPlan", "grid_applies", "plan_fit", "plan_sweep", "FIT_PATHS", "SWEEP_METHODS"]
+__all__ = ["DBSCANPlan", "fit_route", "grid_applies", "plan_fit", "plan_sweep", "FIT_PATHS", "SWEEP_METHODS"]
 
 #: every path of a single clustering (``DBSCAN.path_``)
 FIT_PATHS = ("grid-cpu", "grid-gpu", "gpu", "hybrid-cpu", "hybrid-gpu", "graph", "sklearn")
@@ -76,6 +76,28 @@ class DBSCANPlan:
             parts.append(f"pipelined (build threads {self.build_threads or 'all'}, "
                          f"assign threads {self.assign_threads or 'all'})")
         return ", ".join(parts)
+
+
+_EUCLIDEAN = ("euclidean", "l2", "minkowski")
+
+
+def fit_route(metric, metric_params, p, sparse_input: bool) -> str:
+    """Which family of paths a clustering takes: "join", "graph" or "sklearn".
+
+    "graph": ``metric="precomputed"`` with a sparse X (a radius-neighbours
+    graph, read as the neighbour table); "join": the Euclidean distance
+    ("euclidean", "l2", or "minkowski" with p = 2; p None or 2 otherwise;
+    no ``metric_params``) on dense X; "sklearn": everything else (other
+    metrics, callables, dense precomputed matrices, sparse features), run by
+    ``sklearn.cluster.DBSCAN`` unchanged.  O(1).
+    """
+    if metric == "precomputed":
+        return "graph" if sparse_input else "sklearn"
+    if sparse_input or not isinstance(metric, str) or metric not in _EUCLIDEAN or metric_params:
+        return "sklearn"
+    if metric == "minkowski":  # scikit-learn refuses p=None with minkowski
+        return "join" if p is not None and float(p) == 2.0 else "sklearn"
+    return "join" if p is None or float(p) == 2.0 else "sklearn"
 
 
 def grid_applies(device: str, precision: str, weighted: bool, n_features: int,

@@ -129,6 +129,21 @@ def dbscan_model(X, probe_eps, *, min_samples=5, device=None, precision="float64
     ValueError
         Bad points, probe_eps <= 0, min_samples < 1.
 
+    See Also
+    --------
+    skyjoin.dbscan_sweep : runs the eps the model predicts.
+
+    Notes
+    -----
+    One HYBRID-DBSCAN run at probe_eps (``hybrid.hybrid_dbscan``): the
+    join's cost plus O(pairs) to assign; each prediction is O(1).
+
+    References
+    ----------
+    M. Gowanlock, C. M. Rude, D. M. Blair, J. D. Li, V. Pankratius, "A Hybrid
+    Approach for Optimizing Parallel Clustering Throughput using the GPU",
+    IEEE TPDS 30(4), 2019, §7.7.
+
     Examples
     --------
     >>> import numpy as np, skyjoin as sj

@@ -88,7 +88,7 @@ extern "C" {
 """ + _UNION_FIND + r"""
 // naive sum and sum of |w| of each row's neighbourhood, itself included: one warp per
 // row (additions only: no contraction into an FMA changes a rounding).  Any order
-// of additions keeps the error bound that dbscan.core_points.naive_sum_decides assumes.
+// of additions keeps the error bound that cluster.assign.naive_sum_decides assumes.
 __global__ void weighted_sums(const long long* indptr, const int* indices, const double* w,
                               long long n, double* sums, double* abs_sums) {
     long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;

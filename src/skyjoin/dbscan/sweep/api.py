@@ -146,6 +146,25 @@ def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device=None,
         Bad points, an eps <= 0, a min_samples < 1, a bad sample_weight or
         method.
 
+    See Also
+    --------
+    skyjoin.DBSCAN : one clustering.
+    skyjoin.dbscan_model : predicts the time of other eps from one run.
+
+    Notes
+    -----
+    The paths are chosen by ``skyjoin.dbscan.plan.plan_sweep``.  Costs per
+    eps: the grid path O(n d) plus one capped count per point, then
+    O(cell pairs) for the links and O(n) per min_samples for the labels;
+    the table path the join's cost plus O(pairs) for all its min_samples
+    together (incremental union-find) and O(n) per min_samples.
+
+    References
+    ----------
+    M. Gowanlock, C. M. Rude, D. M. Blair, J. D. Li, V. Pankratius, "A Hybrid
+    Approach for Optimizing Parallel Clustering Throughput using the GPU",
+    IEEE TPDS 30(4), 2019, §7.5-7.6.
+
     Examples
     --------
     >>> import numpy as np, skyjoin as sj
