@@ -1,6 +1,6 @@
 """The cluster numbering of the GPU DBSCAN, run on the CPU.
 
-``cluster.gpu._ranks_by_caller_row`` only uses array operations that NumPy
+``dbscan.table_gpu._ranks_by_caller_row`` only uses array operations that NumPy
 and CuPy share, so it runs here with NumPy in CuPy's place: a table built
 over the points in a permuted order must still give scikit-learn's labels
 once clusters are numbered by their lowest caller row.
@@ -13,7 +13,7 @@ from scipy.sparse.csgraph import connected_components
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
 import skyjoin
-from skyjoin.cluster.gpu import _ranks_by_caller_row
+from skyjoin.dbscan.table_gpu import _ranks_by_caller_row
 
 
 def _labels_from_permuted_table(X, eps, m, perm):

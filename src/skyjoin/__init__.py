@@ -25,16 +25,24 @@ __version__ = "0.1.0"
 from .join.api import join, self_join, self_join_chunks  # noqa: E402
 from .skyline.api import skyline  # noqa: E402
 
+# ``dbscan`` is a public function and the subpackage that implements it.  The
+# package (whose ``__init__`` imports nothing) is loaded now, so that importing
+# its modules later never binds it over the function; the function itself,
+# which needs scikit-learn, is served lazily by ``__getattr__``.
+from . import dbscan as _dbscan_package  # noqa: E402,F401
+
+globals().pop("dbscan", None)
+
 # public name -> module that defines it (loaded on first access)
 _EXPORTS = {
     "NeighborTable": "skyjoin.join.result",
     "PairChunk": "skyjoin.join.result",
     "build_grid": "skyjoin.index.grid",
     "Grid": "skyjoin.index.grid",
-    "DBSCAN": "skyjoin.cluster.estimator",
-    "dbscan": "skyjoin.cluster.estimator",
-    "dbscan_sweep": "skyjoin.cluster.sweep",
-    "dbscan_model": "skyjoin.cluster.model",
+    "DBSCAN": "skyjoin.dbscan.estimator",
+    "dbscan": "skyjoin.dbscan.estimator",
+    "dbscan_sweep": "skyjoin.dbscan.sweep",
+    "dbscan_model": "skyjoin.dbscan.response_time_model",
     "gpu_available": "skyjoin._core.device",
     "GPUUnavailableError": "skyjoin._core.device",
     "datasets": "skyjoin.datasets",

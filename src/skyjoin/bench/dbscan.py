@@ -42,11 +42,11 @@ import skyjoin as sj
 
 from .. import datasets
 from .._core.device import cupy
-from ..cluster.estimator import hybrid_dbscan
-from ..cluster.gpu import gpu_dbscan_points
-from ..cluster.gpu_grid import gpu_grid_dbscan
-from ..cluster.grid_dbscan import grid_dbscan
-from ..cluster.sweep import ideal_pipeline_time, pipeline_makespan
+from ..dbscan.hybrid import hybrid_dbscan
+from ..dbscan.table_gpu import gpu_dbscan_points
+from ..dbscan.grid_gpu import gpu_grid_dbscan
+from ..dbscan.grid_cpu import grid_dbscan
+from ..dbscan.sweep import ideal_pipeline_time, pipeline_makespan
 from .harness import Case, Impl, format_table, run_suite, write_report
 
 __all__ = ["cases", "run", "run_gpu", "gpu_check", "PAPER_MINPTS", "SWEEP_EPS"]

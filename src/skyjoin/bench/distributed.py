@@ -42,7 +42,7 @@ import skyjoin as sj
 from .. import datasets
 from .. import distributed as sd
 from .._core.device import cupy
-from ..cluster.gpu_grid import gpu_grid_dbscan
+from ..dbscan.grid_gpu import gpu_grid_dbscan
 from ..join.gpu import gpu_self_join
 from ..skyline.api import skyline
 from .harness import Case, Impl, format_table, run_suite, write_report

@@ -20,7 +20,7 @@ points can only be under-counted, never made core wrongly.
    A core-core pair (a, b) within eps, a owned by p, lies in one component
    of p (b is in H1, its flag exact); partitions that share a core point
    both emit an edge to it, so their components meet.  The driver runs the
-   single-machine union-find (``skyjoin.cluster.assign``) over this small
+   single-machine union-find (``skyjoin.dbscan.union_find``) over this small
    graph, its nodes sorted by global id, so each root is the lowest global
    id of a cluster's core points.
 3. Labels, exactly scikit-learn's (DESIGN.md): clusters numbered in order
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cluster.assign import union_find_core_components
+from ..dbscan.union_find import union_find_core_components
 from ..join.api import join
 from .partition import deep_inside, in_widened_box
 
@@ -72,7 +72,7 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
         component) and the merge edges ``edge_rep`` -- ``edge_id``.
     """
     # lazy: the estimator imports scikit-learn (0.8 s), which only DBSCAN needs
-    from ..cluster.estimator import DBSCAN as SingleDBSCAN
+    from ..dbscan.estimator import DBSCAN as SingleDBSCAN
 
     S_X = np.concatenate([own_X, halo_X])
     S_ids = np.concatenate([own_ids, halo_ids])
@@ -186,7 +186,7 @@ def merge_partitions(parts):
     Notes
     -----
     O((V + E) log V) for V nodes and E edges: sorts, searches and one
-    union-find (``skyjoin.cluster.assign.union_find_core_components``).
+    union-find (``skyjoin.dbscan.union_find.union_find_core_components``).
     """
     pieces = [r[m] for r, m, _, _ in parts] + [a for _, _, a, _ in parts] + \
         [b for _, _, _, b in parts]

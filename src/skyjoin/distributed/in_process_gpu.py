@@ -35,8 +35,8 @@ import numpy as np
 from .._core.device import cupy
 from .._core.threads import threadsafe_numba
 from .._core.transfer import d2h, d2pinned, to_device
-from ..cluster.gpu import component_lows
-from ..cluster.gpu_grid import grid_components, grid_labels
+from ..dbscan.table_gpu import component_lows
+from ..dbscan.grid_gpu import grid_components, grid_labels
 from ..join.gpu import count_rows, fill_rows
 from ._kernels import place_rows, scatter_into
 from .halo_dbscan import owned_labels, partition_dbscan
@@ -179,7 +179,7 @@ def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
 
     Returns (kept, merge part): ``kept`` is what the labelling needs later,
     the merge part is (reps, is_node, edge_rep, edge_id) as in
-    ``partition_dbscan``.  The grid DBSCAN of :mod:`skyjoin.cluster.gpu_grid`
+    ``partition_dbscan``.  The grid DBSCAN of :mod:`skyjoin.dbscan.grid_gpu`
     runs its first three stages on the partition and stays on the GPU;
     where it does not apply (d > 4, too many cells), ``partition_dbscan``
     runs on the partition's points instead.

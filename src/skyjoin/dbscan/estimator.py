@@ -1,54 +1,26 @@
 """``skyjoin.DBSCAN`` and ``skyjoin.dbscan``: scikit-learn's DBSCAN on the epsilon join.
 
-HYBRID-DBSCAN (Gowanlock et al. 2019, §3, Algorithm 1): the neighbour table
-T is built once by the join engine of the chosen device, then DBSCAN only
-assigns points by reading T (``assign.point_assignment``).  On a GPU, a
-single clustering can instead stay on the GPU end to end
-(``gpu.gpu_dbscan``), which never ships T to the host.
+``fit`` validates X and the parameters, resolves the device once, asks
+``plan.plan_fit`` for the paths (the one rule, written there) and runs them:
 
-Which path ``fit`` takes (the documented rule)
-----------------------------------------------
-1. ``metric="precomputed"`` with a sparse X: X *is* a radius-neighbours
-   graph, so its entries ``<= eps`` (and the diagonal) are used directly as
-   the neighbour table (``path_ = "graph"``).
-2. Euclidean distance on dense data (``metric`` "euclidean", "l2", or
-   "minkowski" with p = 2, no ``metric_params``): the join.
+* "graph": ``metric="precomputed"`` with a sparse X: X *is* a
+  radius-neighbours graph, its entries ``<= eps`` (and the diagonal) are the
+  neighbour table;
+* the join, for Euclidean distance on dense data ("euclidean", "l2", or
+  "minkowski" with p = 2, no ``metric_params``): "grid-cpu" / "grid-gpu"
+  (``grid_cpu``, ``grid_gpu``: a fine grid, no neighbour table), "gpu"
+  (``table_gpu``: T kept on the GPU), "hybrid-cpu" / "hybrid-gpu"
+  (``hybrid``: HYBRID-DBSCAN, Gowanlock et al. 2019, §3);
+* "sklearn": everything else (other metrics, callables, dense precomputed
+  distance matrices, sparse feature matrices) is handed to
+  ``sklearn.cluster.DBSCAN`` unchanged.
 
-   * device "cpu", float64, no sample_weight, d <= 4, and a fine grid of
-     cells of side eps/sqrt(d) over the data's bounding box of at most
-     max(8 n, 2^22) cells: ``grid_dbscan``, which needs no neighbour table
-     (``path_ = "grid-cpu"``).  Measured on the 2-core development machine
-     (``skyjoin bench dbscan``): 1M 2-D blobs, eps 0.3, min_samples 10,
-     0.65 s against 7.6 s for building the 214M-pair table and assigning;
-     2M exponential 2-D, 1.0 s against 26.7 s; 2M uniform 3-D (about two
-     points per cell, so few dense cells), 13.0 s against 12.6 s;
-   * otherwise on the CPU: join on the CPU, assignment on the CPU
-     (``path_ = "hybrid-cpu"``);
-   * device "gpu", float64, no sample_weight, and the same grid limits:
-     ``gpu_grid.gpu_grid_dbscan``, the GPU port of ``grid_dbscan``, which
-     stores no pair (``path_ = "grid-gpu"``).  Its reason is the size of T:
-     10M 2-D blobs at eps 0.3 make 2.3e10 pairs (92 GB), which no GPU holds,
-     so the table paths below must stream T to the host;
-   * other device "gpu" cases: join on the GPU with the table left on the GPU, core flags
-     and union-find on the GPU, only the labels come back
-     (``path_ = "gpu"``).  A single clustering reads T once, so shipping it
-     (4 bytes per pair over PCIe, the paper's main cost) buys nothing.  If T
-     does not fit in GPU memory, the GPU join streams it to the host in
-     batches and the assignment runs on the CPU (``path_ = "hybrid-gpu"``),
-     which is the paper's HYBRID-DBSCAN.  (This GPU rule follows from
-     the transfer cost, 4 bytes per pair.)  Measured on the H200 (``skyjoin
-     bench dbscan`` GPU check): 1M blobs 15 ms on the grid, 25 ms with T on
-     the GPU; 2M exponential 2-D 17 ms against 57 ms; 2M uniform 3-D 25 ms
-     against 48 ms; 10M blobs 57 ms host to host, where T (92 GB) fits
-     nowhere.  Sweeps (``dbscan_sweep``) have their own paths: a grid with
-     no table on the CPU, the table reused by every min_samples elsewhere.
-3. Everything else (other metrics, callables, dense precomputed distance
-   matrices, sparse feature matrices) is handed to
-   ``sklearn.cluster.DBSCAN`` unchanged (``path_ = "sklearn"``).
+Measurements behind the rule: docs/design/dbscan.md.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from numbers import Integral, Real
@@ -70,159 +42,22 @@ try:
 except ImportError:  # pragma: no cover
     _VALID_METRICS = ["euclidean", "l2", "minkowski", "manhattan", "cosine"]
 
+from sklearn.cluster import DBSCAN as _SkDBSCAN
+
 from .._core.conditioning import condition_points
 from .._core.device import resolve_device
-from .._core.validate import check_eps, check_min_samples, check_points, check_precision
+from .._core.validate import check_eps, check_min_samples, check_precision
+from ..index.grid_kernels import gather_rows
+from .grid_cpu import grid_dbscan
+from .grid_gpu import gpu_grid_dbscan
+from .hybrid import hybrid_dbscan
+from .plan import DBSCANPlan, fit_route, plan_fit
+from .table_gpu import gpu_dbscan_points
+from .union_find import labels_from_table
 
-__all__ = ["DBSCAN", "dbscan", "neighbor_table", "hybrid_dbscan", "spatial_order"]
+__all__ = ["DBSCAN", "dbscan"]
 
-_EUCLIDEAN = ("euclidean", "l2", "minkowski")
-
-
-def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, on_device=False):
-    """The neighbour table T of HYBRID-DBSCAN (Algorithm 1, lines 3-6) from our join.
-
-    Rows list the neighbours of each point, itself excluded, unsorted
-    (DBSCAN does not need the order).
-
-    Parameters
-    ----------
-    X : ndarray, shape (n, d)
-    eps : float
-    device : {"cpu", "gpu"}
-    precision : {"float64", "float32"}
-    timings : dict, optional
-        Filled with the join's phase times.
-    on_device : bool
-        GPU only: leave the table on the GPU (CuPy arrays).
-
-    Returns
-    -------
-    skyjoin.NeighborTable
-    """
-    from ..join.api import self_join
-
-    opts = {"on_device": True} if on_device else {}
-    return self_join(X, eps, include_self=False, output="table", sort=False, device=device,
-                     precision=precision, timings=timings, **opts)
-
-
-def spatial_order(X, eps, precision="float64", device="cpu"):
-    """A cell-by-cell order of the points (the join's epsilon grid, §4).
-
-    Numbering the points in this order before the join makes neighbours
-    have nearby ids, so the union-find of the assignment touches memory
-    locally (measured on 1M 2-D blobs: 0.45 s instead of 1.4-2.8 s).  Any
-    order gives the same labels (clusters are numbered by the caller's ids).
-
-    Parameters
-    ----------
-    X : array_like, shape (n, d)
-    eps : float
-    precision : {"float64", "float32"}
-    device : {"cpu", "gpu"}
-        "gpu": the points sorted by their cell key on the GPU
-        (``_gpu_cell_order``), for a join that runs there: on the CPU this
-        order (``build_grid``) cost about as much as the GPU join of 1M
-        blobs itself.
-
-    Returns
-    -------
-    X_ordered : ndarray of float64
-        The points, reordered.
-    order : ndarray of int
-        ``X_ordered[p] == X[order[p]]``.
-    """
-    from ..index.grid import build_grid
-
-    # float64 here: a float32 join rounds the points itself, after any
-    # scaling into range (skyjoin._core.conditioning), so it must see them unrounded
-    X = check_points(X, name="X")
-    if len(X) == 0:
-        return X, np.zeros(0, dtype=np.int64)
-    if device == "gpu":
-        return _gpu_cell_order(X, eps)
-    order = build_grid(X, eps, precision=precision).order
-    return X[order], order
-
-
-#: at most this many cells per dimension in ``_gpu_cell_order`` (keys stay exact)
-_GPU_ORDER_MAX_CELLS = 2**30
-
-
-def _gpu_cell_order(X, eps):
-    """``spatial_order`` on the GPU: the points sorted by a linear key of their cells
-    (side eps, or wider where a dimension would have more than 2**30 cells), over as
-    many leading dimensions as fit in 62 bits."""
-    from .._core.device import cupy
-
-    cp = cupy()
-    Xd = cp.asarray(X)
-    lo = Xd.min(axis=0)
-    span = cp.asnumpy(Xd.max(axis=0) - lo)
-    side = np.maximum(float(eps), span / _GPU_ORDER_MAX_CELLS)
-    key = cp.zeros(len(X), dtype=cp.int64)
-    volume = 1
-    for j in range(X.shape[1]):
-        cells = int(span[j] // side[j]) + 2
-        if volume * cells >= 2**62:
-            break
-        c = cp.minimum(cp.floor((Xd[:, j] - lo[j]) / side[j]), cells - 1).astype(cp.int64)
-        key = key * cells + c
-        volume *= cells
-    order = cp.argsort(key)
-    return cp.asnumpy(Xd[order]), cp.asnumpy(order)
-
-
-def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", precision="float64",
-                  timings=None):
-    """HYBRID-DBSCAN (§3, Algorithm 1): the join builds T, the CPU assigns points.
-
-    Parameters
-    ----------
-    X : array_like, shape (n, d)
-    eps : float
-    min_samples : int
-    sample_weight : array_like of shape (n,), optional
-        As ``DBSCAN.fit``: neighbourhood weights summed exactly, rounded once.
-    device : {"cpu", "gpu"}
-        Device of the join; the assignment always runs on the CPU.
-    precision : {"float64", "float32"}
-    timings : dict, optional
-        Filled with "table" and "assign" seconds.
-
-    Returns
-    -------
-    core_sample_indices : ndarray of int64
-    labels : ndarray of intp
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.array([[0.0], [1.0], [2.0], [9.0]])
-    >>> core, labels = hybrid_dbscan(X, 1.0, 3)
-    >>> core.tolist(), labels.tolist()
-    ([1], [0, 0, 0, -1])
-    """
-    from .assign import labels_from_table
-
-    t0 = time.perf_counter()
-    X = check_points(X, name="X")
-    (X,), eps = condition_points([X], eps)
-    Xo, order = spatial_order(X, eps, precision, device)
-    t1 = time.perf_counter()
-    nt = neighbor_table(Xo, eps, device=device, precision=precision)
-    t2 = time.perf_counter()
-    is_core, labels = labels_from_table(nt.indptr, nt.indices, min_samples, sample_weight,
-                                        order=order)
-    t3 = time.perf_counter()
-    if timings is not None:
-        timings["order"] = t1 - t0
-        timings["table"] = t2 - t1
-        timings["assign"] = t3 - t2
-        timings["pairs"] = nt.n_pairs
-    return np.flatnonzero(is_core), labels
-
+log = logging.getLogger("skyjoin")
 
 def _graph_table(X, eps):
     """Neighbour table of a precomputed sparse distance graph, as scikit-learn reads it.
@@ -280,9 +115,9 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     n_jobs : int, default=None
         Used only on the scikit-learn path (our engines use Numba's threads,
         see ``numba.set_num_threads``).
-    device : {"auto", "cpu", "gpu"} or None, default="auto"
+    device : {"auto", "cpu", "gpu"} or None, default=None
         Device of the join ("gpu" without a GPU is an error; None reads the
-        ``SKYJOIN_DEVICE`` environment variable).
+        ``SKYJOIN_DEVICE`` environment variable, else "auto").
     precision : {"float64", "float32"}, default="float64"
         Working precision of the distance test (float32 is opt-in: pairs
         within a few float32 ulps of eps may differ from float64).
@@ -322,7 +157,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     With ``sample_weight``, a sample is core iff the exact sum of the
     float64 weights of its neighbourhood (itself included), rounded once to
     float64 (half to even, as ``math.fsum``), is at least ``min_samples``;
-    every path and device applies this rule (``assign.core_points``).  That
+    every path and device applies this rule (``core_points.core_points``).  That
     sum does not depend on the order of the neighbours.  scikit-learn adds
     the weights with ``np.sum`` in the order its radius query returns the
     neighbours, which depends on ``algorithm`` and ``leaf_size``; its sum is
@@ -369,7 +204,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     }
 
     def __init__(self, eps=0.5, *, min_samples=5, metric="euclidean", metric_params=None,
-                 algorithm="auto", leaf_size=30, p=None, n_jobs=None, device="auto",
+                 algorithm="auto", leaf_size=30, p=None, n_jobs=None, device=None,
                  precision="float64"):
         self.eps = eps
         self.min_samples = min_samples
@@ -381,25 +216,6 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.device = device
         self.precision = precision
-
-    # -- routing -----------------------------------------------------------
-    def _is_euclidean(self) -> bool:
-        """Whether the metric is the Euclidean distance we accelerate."""
-        if not isinstance(self.metric, str) or self.metric not in _EUCLIDEAN:
-            return False
-        if self.metric_params:
-            return False
-        if self.metric == "minkowski":  # scikit-learn refuses p=None with minkowski
-            return self.p is not None and float(self.p) == 2.0
-        return self.p is None or float(self.p) == 2.0
-
-    def _route(self, X) -> str:
-        """Name of the path that fits X (see the module docstring)."""
-        if self.metric == "precomputed":
-            return "graph" if sparse.issparse(X) else "sklearn"
-        if sparse.issparse(X) or not self._is_euclidean():
-            return "sklearn"
-        return "join"
 
     # -- fitting -----------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None):
@@ -450,22 +266,23 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         eps = check_eps(self.eps)
         min_samples = check_min_samples(self.min_samples)
         check_precision(self.precision)
-        route = self._route(X)
+        route = fit_route(self.metric, self.metric_params, self.p, sparse.issparse(X))
+        device = resolve_device(self.device) if route == "join" else None
+        plan = plan_fit(route, device, self.precision, sample_weight is not None, X.shape[1])
+        log.debug("%s", plan.describe())
         timings: dict = {}
         t0 = time.perf_counter()
         if route == "sklearn":
             core, labels = self._fit_sklearn(X, sample_weight)
             path = "sklearn"
         elif route == "graph":
-            from .assign import labels_from_table
-
             indptr, indices, symmetric = _graph_table(X, eps)
             is_core, labels = labels_from_table(indptr, indices, min_samples, sample_weight,
                                                 self_in_table=True, symmetric=symmetric)
             core = np.flatnonzero(is_core)
             path = "graph"
         else:
-            core, labels, path = self._fit_join(X, eps, min_samples, sample_weight, timings)
+            core, labels, path = _fit_join(plan, X, eps, min_samples, sample_weight, timings)
         timings["total"] = time.perf_counter() - t0
         self.core_sample_indices_ = np.asarray(core, dtype=np.int64)
         self.labels_ = np.asarray(labels, dtype=np.intp)
@@ -475,50 +292,11 @@ class DBSCAN(ClusterMixin, BaseEstimator):
 
     def _fit_sklearn(self, X, sample_weight):
         """Hand the fit to scikit-learn's DBSCAN (metrics we do not accelerate)."""
-        from sklearn.cluster import DBSCAN as _SkDBSCAN
-
         est = _SkDBSCAN(eps=self.eps, min_samples=self.min_samples, metric=self.metric,
                         metric_params=self.metric_params, algorithm=self.algorithm,
                         leaf_size=self.leaf_size, p=self.p, n_jobs=self.n_jobs)
         est.fit(X, sample_weight=sample_weight)
         return est.core_sample_indices_, est.labels_
-
-    def _fit_join(self, X, eps, min_samples, sample_weight, timings):
-        """Euclidean DBSCAN on the join: GPU-only or hybrid (see the module rule)."""
-        device = resolve_device(self.device)
-        (X,), eps = condition_points([X], eps)       # the grids' float64 range
-        if device == "gpu":
-            from .gpu import gpu_dbscan_points
-
-            if sample_weight is None and self.precision == "float64":
-                from .gpu_grid import gpu_grid_dbscan
-
-                t0 = time.perf_counter()
-                res = gpu_grid_dbscan(X, eps, min_samples, timings=timings)
-                if res is not None:
-                    timings["grid_dbscan"] = time.perf_counter() - t0
-                    return res[0], res[1], "grid-gpu"
-            try:
-                core, labels = gpu_dbscan_points(X, eps, min_samples, sample_weight=sample_weight,
-                                                 precision=self.precision, timings=timings)
-                return core, labels, "gpu"
-            except MemoryError:
-                # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
-                pass
-            core, labels = hybrid_dbscan(X, eps, min_samples, sample_weight=sample_weight,
-                                         device="gpu", precision=self.precision, timings=timings)
-            return core, labels, "hybrid-gpu"
-        if sample_weight is None and self.precision == "float64":
-            from .grid_dbscan import grid_dbscan
-
-            t0 = time.perf_counter()
-            res = grid_dbscan(np.asarray(X, dtype=np.float64), eps, min_samples)
-            if res is not None:
-                timings["grid_dbscan"] = time.perf_counter() - t0
-                return res[0], res[1], "grid-cpu"
-        core, labels = hybrid_dbscan(X, eps, min_samples, sample_weight=sample_weight,
-                                     device="cpu", precision=self.precision, timings=timings)
-        return core, labels, "hybrid-cpu"
 
     def fit_predict(self, X, y=None, sample_weight=None):
         """Compute clusters and return the labels (``fit(X).labels_``).
@@ -548,21 +326,51 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         return {"pairwise": self.metric == "precomputed"}
 
 
+def _fit_join(plan: DBSCANPlan, X, eps, min_samples, sample_weight, timings):
+    """Euclidean DBSCAN on the join: the plan's paths in turn, until one fits.
+
+    Returns (core indices, labels, path).  A grid path returns None when its
+    grid does not fit; the "gpu" path raises MemoryError when T does not fit
+    in GPU memory; "hybrid-*" always finishes.
+    """
+    (X,), eps = condition_points([X], eps)       # the grids' float64 range
+    for path in plan.paths:
+        if path in ("grid-cpu", "grid-gpu"):
+            t0 = time.perf_counter()
+            if path == "grid-cpu":
+                res = grid_dbscan(np.asarray(X, dtype=np.float64), eps, min_samples)
+            else:
+                res = gpu_grid_dbscan(X, eps, min_samples, timings=timings)
+            if res is not None:
+                timings["grid_dbscan"] = time.perf_counter() - t0
+                return res[0], res[1], path
+        elif path == "gpu":
+            try:
+                core, labels = gpu_dbscan_points(X, eps, min_samples, sample_weight=sample_weight,
+                                                 precision=plan.precision, timings=timings)
+                return core, labels, path
+            except MemoryError:
+                pass  # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
+        else:
+            core, labels = hybrid_dbscan(X, eps, min_samples, sample_weight=sample_weight,
+                                         device=plan.device, precision=plan.precision,
+                                         timings=timings)
+            return core, labels, path
+    raise AssertionError(f"no path of {plan.paths} finished")  # pragma: no cover
+
+
 def _take_rows(X, idx):
     """``X[idx]`` as a new array; a C-contiguous float array is gathered in
-    parallel (NumPy's fancy indexing of millions of 2-D rows takes seconds:
-    1.15 s for 18M rows against 0.15 s with two threads)."""
+    parallel (``gather_rows``; see docs/design/dbscan.md)."""
     if isinstance(X, np.ndarray) and X.ndim == 2 and X.flags.c_contiguous \
             and X.dtype in (np.float64, np.float32):
-        from ..index.grid_kernels import gather_rows
-
         return gather_rows(X, np.asarray(idx, dtype=np.int64))
     return X[idx]
 
 
 def dbscan(X, eps=0.5, *, min_samples=5, metric="minkowski", metric_params=None,
            algorithm="auto", leaf_size=30, p=2, sample_weight=None, n_jobs=None,
-           device="auto", precision="float64"):
+           device=None, precision="float64"):
     """DBSCAN clustering from a vector array or distance matrix, like ``sklearn.cluster.dbscan``.
 
     Parameters
@@ -578,7 +386,8 @@ def dbscan(X, eps=0.5, *, min_samples=5, metric="minkowski", metric_params=None,
         As ``DBSCAN``; Euclidean (minkowski with p=2) is accelerated.
     sample_weight : array-like of shape (n_samples,), default=None
         As ``DBSCAN.fit``: neighbourhood weights summed exactly, rounded once.
-    device : {"auto", "cpu", "gpu"} or None, default="auto"
+    device : {"auto", "cpu", "gpu"} or None, default=None
+        None: the ``SKYJOIN_DEVICE`` environment variable, else "auto".
     precision : {"float64", "float32"}, default="float64"
 
     Returns
@@ -592,6 +401,23 @@ def dbscan(X, eps=0.5, *, min_samples=5, metric="minkowski", metric_params=None,
     ------
     ValueError
         As ``DBSCAN.fit``.
+
+    See Also
+    --------
+    DBSCAN : the estimator (same rule, attributes ``path_`` and ``timings_``).
+    skyjoin.dbscan_sweep : many (eps, min_samples) with table reuse.
+
+    Notes
+    -----
+    The path is chosen by ``skyjoin.dbscan.plan.plan_fit``.  Costs: the grid
+    paths O(n d) plus the distance tests of each non-dense point against its
+    near cells; the table paths the join's cost plus O(pairs) to assign.
+
+    References
+    ----------
+    M. Gowanlock, C. M. Rude, D. M. Blair, J. D. Li, V. Pankratius, "A Hybrid
+    Approach for Optimizing Parallel Clustering Throughput using the GPU",
+    IEEE TPDS 30(4), 2019, §3.
 
     Examples
     --------

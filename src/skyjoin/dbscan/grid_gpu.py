@@ -1,6 +1,6 @@
 """Single-run Euclidean DBSCAN on a fine grid, on the GPU, without a neighbour table.
 
-The GPU port of :mod:`skyjoin.cluster.grid_dbscan` (read its docstring for
+The GPU port of :mod:`skyjoin.dbscan.grid_cpu` (read its docstring for
 the method: cells of side ``eps / sqrt(d)``, dense cells whose bounding box
 passes the distance test make all their points core and one group without a
 distance computation, other points count neighbours up to min_samples, one
@@ -13,19 +13,19 @@ cluster label of their core neighbours).  On the GPU:
 2. ``cell_boxes``: a thread per cell: bounding box, and whether it is close;
 3. ``core_flags``: a thread per point, stopping at min_samples;
 4. ``link_within`` and ``link_between``: lock-free union-find over the
-   points (the hooking of :mod:`skyjoin.cluster.gpu`: the larger root is
+   points (the hooking of :mod:`skyjoin.dbscan.table_gpu`: the larger root is
    hung under the smaller with ``atomicCAS``); a thread per core point for
    the pairs inside its cell, then a thread per (cell, offset) pair for the
    pairs between two cells (each unordered pair of cells once), the adjacent
    offsets in a first launch and the farther ones in a second, so that most
    far pairs find their cells already joined;
 5. clusters numbered by their lowest caller row
-   (``gpu._ranks_by_caller_row``), then ``border``: a thread per non-core
+   (``table_gpu._ranks_by_caller_row``), then ``border``: a thread per non-core
    point.
 
 Only the points go in and the labels come out: no pair is ever stored, so
-the case that matters here (10M 2-D blobs at eps 0.3: 2.3e10 pairs, 92 GB
-as a table) takes a few arrays of n entries.  Every distance decision is
+memory is a few arrays of n entries however large T would be (a table
+that fits in no GPU: docs/design/dbscan.md).  Every distance decision is
 the join's test, ``sum_k (x_k - y_k)^2 <= eps^2`` in float64 summed over k
 in order, compiled with ``--fmad=false`` so that no multiply-add is fused:
 the labels equal the CPU path's and scikit-learn's.  The same limits as
@@ -43,8 +43,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._core.device import cupy
-from .gpu import _UNION_FIND, _ranks_by_caller_row
-from .grid_dbscan import MAX_DIMS, grid_shape, offset_table, positive_offsets
+from .._core.transfer import d2h, to_device
+from .grid_cpu import MAX_DIMS, grid_shape, offset_table, positive_offsets
+from .table_gpu import _UNION_FIND, _ranks_by_caller_row
 
 __all__ = ["gpu_grid_dbscan"]
 
@@ -424,8 +425,6 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     skyjoin.GPUUnavailableError
         Without a usable GPU.
     """
-    from .._core.transfer import d2h, to_device
-
     cp = cupy()
     tick = _Ticker(cp, timings)
     Xd = to_device(cp, X, "X", np.float64)        # pinned staging for host input

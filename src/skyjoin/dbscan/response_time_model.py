@@ -24,14 +24,13 @@ are each measured, and each scaled.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._core.conditioning import condition_points
 from .._core.device import resolve_device
 from .._core.validate import check_eps, check_min_samples, check_points, check_precision
+from .hybrid import hybrid_dbscan
 
 __all__ = ["ResponseTimeModel", "dbscan_model", "ball_volume"]
 
@@ -103,7 +102,7 @@ class ResponseTimeModel:
         return self.predict_neighbours(eps) * self.n
 
 
-def dbscan_model(X, probe_eps, *, min_samples=5, device="auto", precision="float64"):
+def dbscan_model(X, probe_eps, *, min_samples=5, device=None, precision="float64"):
     """Measure one HYBRID-DBSCAN run at probe_eps and model the time of other eps (§7.7).
 
     Parameters
@@ -115,8 +114,9 @@ def dbscan_model(X, probe_eps, *, min_samples=5, device="auto", precision="float
         overweight fixed costs (the paper's Fig. 6).
     min_samples : int, default 5
         Does not change the time much (the paper's Fig. 1).
-    device : {"auto", "cpu", "gpu"} or None
-        Device of the join.
+    device : {"auto", "cpu", "gpu"} or None, default None
+        Device of the join (None: the ``SKYJOIN_DEVICE`` environment
+        variable, else "auto").
     precision : {"float64", "float32"}
 
     Returns
@@ -129,6 +129,21 @@ def dbscan_model(X, probe_eps, *, min_samples=5, device="auto", precision="float
     ValueError
         Bad points, probe_eps <= 0, min_samples < 1.
 
+    See Also
+    --------
+    skyjoin.dbscan_sweep : runs the eps the model predicts.
+
+    Notes
+    -----
+    One HYBRID-DBSCAN run at probe_eps (``hybrid.hybrid_dbscan``): the
+    join's cost plus O(pairs) to assign; each prediction is O(1).
+
+    References
+    ----------
+    M. Gowanlock, C. M. Rude, D. M. Blair, J. D. Li, V. Pankratius, "A Hybrid
+    Approach for Optimizing Parallel Clustering Throughput using the GPU",
+    IEEE TPDS 30(4), 2019, §7.7.
+
     Examples
     --------
     >>> import numpy as np, skyjoin as sj
@@ -138,9 +153,6 @@ def dbscan_model(X, probe_eps, *, min_samples=5, device="auto", precision="float
     >>> round(model.predict_neighbours(1.0) / model.predict_neighbours(0.5), 6)
     4.0
     """
-    from .estimator import neighbor_table, spatial_order
-    from .assign import labels_from_table
-
     probe_eps = check_eps(probe_eps)
     min_samples = check_min_samples(min_samples)
     precision = check_precision(precision)
@@ -149,19 +161,13 @@ def dbscan_model(X, probe_eps, *, min_samples=5, device="auto", precision="float
     n, d = X.shape
     if n == 0:
         raise ValueError("X is empty: there is nothing to measure")
-    t0 = time.perf_counter()
-    (Xc,), eps_c = condition_points([X], probe_eps)
-    Xo, order = spatial_order(Xc, eps_c, precision, dev)
-    t1 = time.perf_counter()
-    join_t: dict = {}
-    nt = neighbor_table(Xo, eps_c, device=dev, precision=precision, timings=join_t)
-    t2 = time.perf_counter()
-    labels_from_table(nt.indptr, nt.indices, min_samples, order=order)
-    t3 = time.perf_counter()
-    grid_s = float(join_t.get("grid", 0.0))
-    theta = (t1 - t0) + grid_s
-    v = nt.n_pairs / n
+    tm: dict = {}
+    hybrid_dbscan(X, probe_eps, min_samples, device=dev, precision=precision, timings=tm)
+    probe_time = tm["order"] + tm["table"] + tm["assign"]
+    grid_s = float(tm.get("join_grid", 0.0))
+    theta = tm["order"] + grid_s
+    v = tm["pairs"] / n
     return ResponseTimeModel(d=d, n=n, probe_eps=probe_eps, theta=theta,
-                             table_time=max(0.0, (t2 - t1) - grid_s), assign_time=t3 - t2,
-                             probe_time=t3 - t0, mean_neighbours=v,
+                             table_time=max(0.0, tm["table"] - grid_s), assign_time=tm["assign"],
+                             probe_time=probe_time, mean_neighbours=v,
                              alpha=v / float(ball_volume(probe_eps, d)))

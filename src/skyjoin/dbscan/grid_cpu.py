@@ -1,8 +1,7 @@
 """Single-run Euclidean DBSCAN on a fine grid, without a neighbour table (CPU).
 
-HYBRID-DBSCAN materialises T, every pair within eps: on 1M 2-D blobs at
-eps 0.3 that is 214M pairs (850 MB) to write and read back, for one
-clustering.  A single clustering needs much less than T: whether each point
+HYBRID-DBSCAN materialises T, every pair within eps, to write and read back
+(4 bytes a pair) for one clustering.  A single clustering needs much less than T: whether each point
 is core, one core-core link per pair of touching groups, and each border
 point's lowest cluster.  This module gets exactly those, on a grid of cells
 of side ``eps / sqrt(d)`` (the cell-graph formulation of Gunawan 2013 and of
@@ -24,7 +23,7 @@ Wang, Gu & Shun 2020, implemented here from the description):
 
 Every distance decision is the join's test, ``sum_k (x_k - y_k)^2 <= eps^2``
 in float64, so the labels equal scikit-learn's, numbered as in
-``skyjoin.cluster.assign``.  The grid is dense (an array over the bounding
+``skyjoin.dbscan.union_find``.  The grid is dense (an array over the bounding
 box of the cells), so it is used only when that box holds at most
 ``max(8 n, 2^22)`` cells and d <= 4; ``grid_dbscan`` returns None otherwise
 and the caller takes the join path.
@@ -39,7 +38,8 @@ import numpy as np
 from numba import njit, prange
 
 from .._core.config import NUMBA_CACHE
-from .assign import _find, _union  # the one union-find of the package
+from ..index.grid_kernels import column_bounds, gather_rows
+from .union_find import find, number_clusters_by_order, roots, union
 
 __all__ = ["grid_dbscan", "MAX_DIMS"]
 
@@ -48,41 +48,13 @@ _SIDE_FACTOR = 0.999  # cells a little smaller than eps / sqrt(d): dense cells p
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
-def _d2(X, a, b):
+def d2(X, a, b):
     """Squared distance of rows a and b, summed over k in order (the join's test)."""
     s = 0.0
     for k in range(X.shape[1]):
         t = X[a, k] - X[b, k]
         s += t * t
     return s
-
-
-@njit(cache=NUMBA_CACHE, nogil=True)
-def _bounds(X):
-    """Per-dimension minimum and maximum (one pass over the rows)."""
-    n, d = X.shape
-    lo = X[0].copy()
-    hi = X[0].copy()
-    for i in range(1, n):
-        for k in range(d):
-            v = X[i, k]
-            if v < lo[k]:
-                lo[k] = v
-            elif v > hi[k]:
-                hi[k] = v
-    return lo, hi
-
-
-@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def _gather(X, perm):
-    """X[perm] for a 2-D array, in parallel."""
-    n, d = X.shape
-    out = np.empty((n, d), dtype=X.dtype)
-    for p in prange(n):
-        i = perm[p]
-        for k in range(d):
-            out[p, k] = X[i, k]
-    return out
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -110,7 +82,12 @@ def _bin(X, lo, side, radix):
 
 @njit(cache=NUMBA_CACHE, nogil=True)
 def _scatter(cell, start):
-    """Counting sort of the points by cell: perm[p] is the row of sorted point p."""
+    """Counting sort of the points by cell: perm[p] is the row of sorted point p.
+
+    Not ``index.grid_kernels.counting_sort``: that one counts the cells itself
+    and builds a lower-bound table over every cell id (two more O(volume)
+    passes); here ``_bin`` has counted the cells while binning.  O(n).
+    """
     n = cell.shape[0]
     pos = start[:-1].copy()
     perm = np.empty(n, dtype=np.int64)
@@ -155,7 +132,7 @@ def _cell_boxes(Xs, start, cells, eps2):
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
-def _boxes_apart(box_lo, box_hi, t, u, eps2):
+def boxes_apart(box_lo, box_hi, t, u, eps2):
     """Whether no point of cell slot t can be within eps of one of slot u (box gap test)."""
     s = 0.0
     for k in range(box_lo.shape[1]):
@@ -169,7 +146,7 @@ def _boxes_apart(box_lo, box_hi, t, u, eps2):
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _neighbour_slots(c, radix, offsets, deltas, slot_of):
+def neighbour_slots(c, radix, offsets, deltas, slot_of):
     """Slots of the non-empty cells at each offset from cell c (-1: outside or empty)."""
     d = radix.shape[0]
     q = np.empty(d, dtype=np.int64)
@@ -206,25 +183,25 @@ def core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets,
             for p in range(a, b):
                 core[p] = 1
             continue
-        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
+        nb = neighbour_slots(c, radix, offsets, deltas, slot_of)
         for p in range(a, b):
             if close[t]:
                 cnt = size
             else:
                 cnt = 0
                 for q in range(a, b):
-                    if _d2(Xs, p, q) <= eps2:
+                    if d2(Xs, p, q) <= eps2:
                         cnt += 1
             if cnt >= min_samples:
                 core[p] = 1
                 continue
             for o in range(n_off):
                 t2 = nb[o]
-                if t2 < 0 or t2 == t or _boxes_apart(box_lo, box_hi, t, t2, eps2):
+                if t2 < 0 or t2 == t or boxes_apart(box_lo, box_hi, t, t2, eps2):
                     continue
                 c2 = cells[t2]
                 for q in range(start[c2], start[c2 + 1]):
-                    if _d2(Xs, p, q) <= eps2:
+                    if d2(Xs, p, q) <= eps2:
                         cnt += 1
                 if cnt >= min_samples:
                     core[p] = 1
@@ -256,15 +233,15 @@ def link_cells(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, of
         if close[t]:
             for p in range(first_core[t] + 1, b):
                 if core[p]:
-                    _union(parent, first_core[t], p)
+                    union(parent, first_core[t], p)
         else:
             for p in range(a, b):
                 if not core[p]:
                     continue
                 for q in range(p + 1, b):
-                    if core[q] and _find(parent, p) != _find(parent, q) \
-                            and _d2(Xs, p, q) <= eps2:
-                        _union(parent, p, q)
+                    if core[q] and find(parent, p) != find(parent, q) \
+                            and d2(Xs, p, q) <= eps2:
+                        union(parent, p, q)
     # between cells: offsets listed once per unordered pair of cells (o > 0);
     # the adjacent cells first, over the whole grid, so that by the time the
     # farther offsets are tried most of their cell pairs are already joined
@@ -286,15 +263,15 @@ def _link_cell(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, of
     """Join the core points of cell slot t with those of its cells at offsets [o_lo, o_hi)."""
     c = cells[t]
     a, b = start[c], start[c + 1]
-    nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
+    nb = neighbour_slots(c, radix, offsets, deltas, slot_of)
     for o in range(o_lo, o_hi):
         t2 = nb[o]
         if t2 < 0 or first_core[t2] < 0 or not _positive(offsets, o):
             continue
         both_close = close[t] and close[t2]
-        if both_close and _find(parent, first_core[t]) == _find(parent, first_core[t2]):
+        if both_close and find(parent, first_core[t]) == find(parent, first_core[t2]):
             continue
-        if _boxes_apart(box_lo, box_hi, t, t2, eps2):
+        if boxes_apart(box_lo, box_hi, t, t2, eps2):
             continue
         c2 = cells[t2]
         a2, b2 = start[c2], start[c2 + 1]
@@ -305,8 +282,8 @@ def _link_cell(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, of
                 if not core[p]:
                     continue
                 for q in range(a2, b2):
-                    if core[q] and _d2(Xs, p, q) <= eps2:
-                        _union(parent, p, q)
+                    if core[q] and d2(Xs, p, q) <= eps2:
+                        union(parent, p, q)
                         found = True
                         break
                 if found:
@@ -316,9 +293,9 @@ def _link_cell(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, of
                 if not core[p]:
                     continue
                 for q in range(a2, b2):
-                    if core[q] and _find(parent, p) != _find(parent, q) \
-                            and _d2(Xs, p, q) <= eps2:
-                        _union(parent, p, q)
+                    if core[q] and find(parent, p) != find(parent, q) \
+                            and d2(Xs, p, q) <= eps2:
+                        union(parent, p, q)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
@@ -348,7 +325,7 @@ def border_labels(Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels
                 break
         if all_core:
             continue
-        nb = _neighbour_slots(c, radix, offsets, deltas, slot_of)
+        nb = neighbour_slots(c, radix, offsets, deltas, slot_of)
         for p in range(a, b):
             if core[p]:
                 continue
@@ -360,7 +337,7 @@ def border_labels(Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels
                     t2 = nb[o]
                     if t2 < 0 or t2 == t:
                         continue
-                if _boxes_apart(box_lo, box_hi, t, t2, eps2):
+                if boxes_apart(box_lo, box_hi, t, t2, eps2):
                     continue
                 c2 = cells[t2]
                 for q in range(start[c2], start[c2 + 1]):
@@ -371,7 +348,7 @@ def border_labels(Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels
                         if close[t2]:
                             break  # one label per close cell: nothing lower here
                         continue
-                    if _d2(Xs, p, q) <= eps2:
+                    if d2(Xs, p, q) <= eps2:
                         best = lab
                         if close[t2]:
                             break
@@ -446,7 +423,7 @@ def fine_grid(X, eps):
     """The :class:`FineGrid` of X (float64, n >= 1, d <= MAX_DIMS), or None
     when the grid over its bounding box would be too large."""
     n = X.shape[0]
-    lo, hi = _bounds(X)
+    lo, hi = column_bounds(X, X.shape[1])
     shape = grid_shape(lo, hi, n, eps)
     if shape is None:
         return None
@@ -455,7 +432,7 @@ def fine_grid(X, eps):
     cell, count = _bin(X, lo, side, radix)
     start = np.cumsum(count)
     perm = _scatter(cell, start)
-    Xs = _gather(X, perm)
+    Xs = gather_rows(X, perm)
     cells = np.flatnonzero(count[1:]).astype(np.int64)
     slot_of = np.full(len(count) - 1, -1, dtype=np.int64)
     slot_of[cells] = np.arange(len(cells))
@@ -489,8 +466,6 @@ def grid_dbscan(X, eps, min_samples):
     >>> core.tolist(), labels.tolist()
     ([1], [0, 0, 0, -1])
     """
-    from .assign import _number_clusters_by_order, _roots
-
     X = np.ascontiguousarray(X, dtype=np.float64)
     n, d = X.shape
     if n == 0 or d > MAX_DIMS:
@@ -506,8 +481,8 @@ def grid_dbscan(X, eps, min_samples):
                       eps2, min_samples)
     parent = link_cells(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets,
                         deltas, n_adjacent, eps2)
-    root = _roots(parent)
-    labels = _number_clusters_by_order(root, core, perm)
+    root = roots(parent)
+    labels = number_clusters_by_order(root, core, perm)
     border_labels(Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels, radix, offsets,
                   deltas, eps2)
     core_out = np.empty(n, dtype=np.uint8)

@@ -20,7 +20,7 @@ the point assignment, §3), a single clustering never needs T on the host:
 
 Only the labels (8 bytes per point) come back to the host, instead of 4
 bytes per pair.  The labels equal scikit-learn's for the same reasons as the
-CPU assignment (see ``skyjoin.cluster.assign``).
+CPU assignment (see ``skyjoin.dbscan.union_find``).
 """
 
 from __future__ import annotations
@@ -31,11 +31,12 @@ import time
 import numpy as np
 
 from .._core.device import cupy
-from .assign import exact_row_sums, integer_weights, naive_sum_decides
+from .core_points import exact_row_sums, integer_weights, naive_sum_decides
+from .hybrid import neighbor_table
 
 __all__ = ["gpu_dbscan_table", "gpu_dbscan_points"]
 
-#: The lock-free union-find of the GPU kernels (this module's and ``gpu_grid``'s).
+#: The lock-free union-find of the GPU kernels (this module's and ``grid_gpu``'s).
 _UNION_FIND = r"""
 // a point's root, halving the path on the way; parent[x] <= x always.  Loads
 // and stores are volatile: other threads relink roots concurrently, and a
@@ -87,7 +88,7 @@ extern "C" {
 """ + _UNION_FIND + r"""
 // naive sum and sum of |w| of each row's neighbourhood, itself included: one warp per
 // row (additions only: no contraction into an FMA changes a rounding).  Any order
-// of additions keeps the error bound that cluster.assign.naive_sum_decides assumes.
+// of additions keeps the error bound that dbscan.core_points.naive_sum_decides assumes.
 __global__ void weighted_sums(const long long* indptr, const int* indices, const double* w,
                               long long n, double* sums, double* abs_sums) {
     long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -187,8 +188,8 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, order=
         Weights (host or device).  A point is core iff the exact sum of its
         neighbourhood's weights, itself included, rounded once to float64
         (``math.fsum``), is at least min_samples: the rule of the CPU
-        (``assign.core_points``).  The warp sums decide every row that
-        ``assign.naive_sum_decides`` settles; the rows it leaves open (sums
+        (``core_points.core_points``).  The warp sums decide every row that
+        ``core_points.naive_sum_decides`` settles; the rows it leaves open (sums
         within rounding of min_samples) are summed exactly on the host
         (``_weighted_core``).
     order : array_like of int, shape (n,), optional
@@ -274,7 +275,7 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, order=
 def _weighted_core(cp, indptr, indices, w, sums, abs_sums, min_samples):
     """Core flags (uint8, device) from each row's naive weight sum and sum of |w|.
 
-    The rule of ``assign.core_points``: core iff the correctly rounded sum
+    The rule of ``core_points.core_points``: core iff the correctly rounded sum
     of the neighbourhood's weights (its own included) is >= min_samples.
     Rows that ``naive_sum_decides`` settles take ``sums >= min_samples``, and
     so do all rows when ``integer_weights`` holds (the sums are then exact);
@@ -377,8 +378,6 @@ def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="flo
     skyjoin.GPUUnavailableError
         Without a usable GPU.
     """
-    from .estimator import neighbor_table
-
     t0 = time.perf_counter()
     nt = neighbor_table(X, eps, device="gpu", precision=precision, on_device=True)
     t1 = time.perf_counter()

@@ -1,0 +1,90 @@
+"""The package's shape, checked: file sizes, private names, lazy heavy imports.
+
+The import layers, the ban on skyjoin.distributed in single-machine code and
+the absence of import cycles are import-linter contracts (pyproject.toml,
+run by ``lint-imports`` in .ci/run).
+"""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "skyjoin"
+MAX_LINES = 600
+
+
+def sources():
+    return sorted(p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def module_name(path):
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def package_of(module, is_package):
+    return module if is_package else module.rpartition(".")[0]
+
+
+def test_no_source_file_over_the_limit():
+    long = {str(p.relative_to(SRC)): n for p in sources()
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"files over {MAX_LINES} lines: {long}"
+
+
+def private_imports_across_packages():
+    """(importer, 'from X import _name') for every private name imported from
+    a module of another package."""
+    found = []
+    for path in sources():
+        mod = module_name(path)
+        pkg = package_of(mod, path.name == "__init__.py")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = pkg.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("skyjoin"):
+                continue
+            target_is_pkg = (SRC.parent / target.replace(".", "/") / "__init__.py").exists()
+            target_pkg = package_of(target, target_is_pkg)
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and target_pkg != pkg:
+                    found.append((mod, f"from {target} import {alias.name}"))
+    return found
+
+
+def test_no_private_name_imported_from_another_package():
+    assert private_imports_across_packages() == []
+
+
+def test_the_check_finds_a_private_import(tmp_path, monkeypatch):
+    """The check above is not vacuous: a planted import across packages is found."""
+    fake = tmp_path / "skyjoin"
+    for sub in ("a", "b"):
+        (fake / sub).mkdir(parents=True)
+        (fake / sub / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    (fake / "a" / "m.py").write_text("from ..b.n import _hidden\nfrom .k import _ok\n")
+    (fake / "b" / "n.py").write_text("_hidden = 1\n")
+    monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
+    assert private_imports_across_packages() == [("skyjoin.a.m", "from skyjoin.b.n import _hidden")]
+
+
+@pytest.mark.parametrize("heavy", ["cupy", "dask", "distributed", "matplotlib", "pandas",
+                                   "skyjoin.distributed"])
+def test_import_skyjoin_stays_light(heavy):
+    """``import skyjoin`` loads none of the lazy dependencies."""
+    code = f"import sys, skyjoin; print({heavy!r} in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
