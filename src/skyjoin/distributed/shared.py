@@ -101,7 +101,7 @@ def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, d,
     """Partition p's engine with the counts of its owned rows (on this thread's GPU)."""
     from .._core.device import cupy
     from .._core.transfer import d2h, to_device
-    from ..join.gpu import count_rows
+    from ..join.gpu_pipeline import count_rows
 
     cp = cupy()
     Xd = to_device(cp, _points(token), "X", dtype)
@@ -137,7 +137,7 @@ def fill_task(token, p, plan, h, eps, include_self, precision, sort, n, d, dtype
     """Phase 2 on a worker: partition p's rows, written into the shared table; returns
     the number of pairs written and the engine's phase times."""
     from .._core.device import cupy
-    from ..join.gpu import fill_rows
+    from ..join.gpu_pipeline import fill_rows
     from ._kernels import place_rows
 
     kept = take(token, f"part-{p}")

@@ -16,12 +16,9 @@
   memory order) will be written or read soon (``llvm.prefetch``, LLVM 17
   or newer); a no-op elsewhere.
 
-Measured on the 2-core development machine (AMD EPYC, Zen 4; one thread,
-Unif2D1M-0.5's 40,000 dense cells, 225 candidates a point): the scalar
-branch-free compaction of the 225M candidates into a local row took 0.30 s,
-``compress16`` 0.16 s.  The memory form of the compress (``vpcompressd`` to
-memory, LLVM's ``masked.compressstore``) is microcoded on Zen 4 and was
-slower than the scalar loop: the register form plus a plain store is used.
+The register form of the compress plus a plain store is used, not the
+memory form (``masked.compressstore``); the measurements are in
+``docs/design/join.md``.
 """
 
 from __future__ import annotations
@@ -189,20 +186,4 @@ def _compress16_impl(dst, dpos, src, spos, dist, thr):
         def impl(dst, dpos, src, spos, dist, thr):
             return compress16_scalar(dst, dpos, src, spos, dist, thr)
     return impl
-
-
-@nb.njit(cache=NUMBA_CACHE, nogil=True)
-def compress_all(dst, src, dist, m, thr, scalar):
-    """Pack the candidates of ``src[:m]`` with ``dist <= thr`` to the front
-    of ``dst``; returns how many.  ``compress16`` (or, with ``scalar``,
-    ``compress16_scalar``) in steps of 16: ``src`` and ``dist`` must be
-    readable up to m rounded up to 16, with NaN distances past m, and
-    ``dst`` must hold m + 16.  For the tests of both."""
-    n = 0
-    for p in range(0, m, 16):
-        if scalar:
-            n += compress16_scalar(dst, n, src, p, dist, thr)
-        else:
-            n += compress16(dst, n, src, p, dist, thr)
-    return n
 
