@@ -23,8 +23,11 @@ memory form (``masked.compressstore``); the measurements are in
 
 from __future__ import annotations
 
+import llvmlite.binding as ll
 import numba as nb
-from numba.extending import overload
+from llvmlite import ir
+from numba.core import cgutils, config, types
+from numba.extending import intrinsic, overload
 
 from .._core.config import NO_SIMD, NUMBA_CACHE
 
@@ -34,8 +37,6 @@ __all__ = ["compress16", "compress16_scalar", "prefetch_write", "prefetch_read",
 
 def _llvm_version() -> tuple:
     try:
-        import llvmlite.binding as ll
-
         return tuple(ll.llvm_version_info)
     except Exception:  # no LLVM information: the portable code
         return (0,)
@@ -49,9 +50,6 @@ def _vector_compress_available() -> bool:
     if NO_SIMD or _llvm_version() < (19,):
         return False
     try:
-        import llvmlite.binding as ll
-        from numba.core import config
-
         if config.CPU_NAME or config.CPU_FEATURES:
             return False
         return bool(ll.get_host_cpu_features().get("avx512f", False))
@@ -82,10 +80,6 @@ def _no_prefetch(arr, pos):
 
 
 if VECTOR_COMPRESS or PREFETCH:
-    from llvmlite import ir
-    from numba.core import cgutils, types
-    from numba.extending import intrinsic
-
     def _splat(builder, vty, value):
         v = builder.insert_element(ir.Constant(vty, ir.Undefined), value,
                                    ir.Constant(ir.IntType(32), 0))

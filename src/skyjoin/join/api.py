@@ -7,7 +7,8 @@ their input once, resolve the device once, build the grid, let
 ``skyjoin.join.cpu_engine`` (Numba) or ``skyjoin.join.gpu`` (CuPy and CUDA
 C++, which builds its grid on the device and plans there).  Both return
 the same ``NeighborTable``.  The engines are imported on first use, so
-that ``import skyjoin`` loads neither Numba nor CuPy.
+that ``import skyjoin`` stays light (no Numba; CuPy only when the GPU
+engine runs).
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from .._core.conditioning import condition_points
 from .._core.device import is_device_array, resolve_device
 from .._core.validate import check_bool, check_eps, check_points, check_precision
 from ..index.grid import build_grid, check_index_dims
-from .plan import JoinPlan, plan_cpu
+from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, plan_cpu
 from .result import NeighborTable, PairChunk, index_dtype
 
 __all__ = ["self_join", "join", "self_join_chunks"]
 
 OUTPUTS = ("table", "counts")
-PATTERNS = ("auto", "full", "unicomp", "lid_unicomp")
+PATTERNS = ("auto",) + CELL_PATTERNS
 # Options understood by the GPU engine only.
 GPU_OPTIONS = ("kernel", "threads_per_point", "schedule", "batch_pairs",
                "device_memory_limit", "on_device")
@@ -194,7 +195,7 @@ def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort
     options = _split_options(dev, options)
     (X,), eps = _prepare([(X, "X")], eps, precision, dev)
     if dev == "gpu":
-        from . import gpu
+        from . import gpu  # loaded on first use, as the CPU engine
 
         return gpu.gpu_self_join(X, eps, include_self=include_self, output=output, sort=sort,
                                  precision=precision, index_dims=index_dims, pattern=pattern,
@@ -217,7 +218,7 @@ def _planned(request, g):
 
 
 def _cpu_self_join(X, eps, request, timings):
-    from . import cpu_engine
+    from . import cpu_engine  # Numba: loaded on first use (``import skyjoin`` stays light)
 
     n, d = X.shape
     check_index_dims(request.index_dims, d)
@@ -274,7 +275,7 @@ def join(R, S, eps, *, output: str = "table", sort: bool = True, device: str | N
     options = _split_options(dev, options)
     (R, S), eps = _prepare([(R, "R"), (S, "S")], eps, precision, dev)
     if dev == "gpu":
-        from . import gpu
+        from . import gpu  # loaded on first use, as the CPU engine
 
         return gpu.gpu_join(R, S, eps, output=output, sort=sort, precision=precision,
                             index_dims=index_dims, timings=timings, **options)
@@ -297,7 +298,7 @@ def _joint_grids(R, S, eps, index_dims, precision):
 
 
 def _cpu_join(R, S, eps, request, timings):
-    from . import cpu_engine
+    from . import cpu_engine  # Numba: loaded on first use (``import skyjoin`` stays light)
 
     nr, d = R.shape
     ns = S.shape[0]
@@ -357,7 +358,7 @@ def self_join_chunks(X, eps, *, include_self: bool = False, sort: bool = True,
     options = _split_options(dev, options)
     (X,), eps = _prepare([(X, "X")], eps, precision, dev)
     if dev == "gpu":
-        from . import gpu
+        from . import gpu  # loaded on first use, as the CPU engine
 
         return gpu.gpu_self_join_chunks(X, eps, include_self=include_self, sort=sort,
                                         max_pairs=int(max_pairs), precision=precision,
@@ -368,7 +369,7 @@ def self_join_chunks(X, eps, *, include_self: bool = False, sort: bool = True,
 
 
 def _cpu_self_join_chunks(X, eps, request, max_pairs):
-    from . import cpu_engine
+    from . import cpu_engine  # Numba: loaded on first use (``import skyjoin`` stays light)
 
     n, d = X.shape
     check_index_dims(request.index_dims, d)

@@ -27,6 +27,7 @@ from .csr import indptr_from_counts, release_free_memory, sort_csr_rows, to_call
 from .full_pattern import count_full, fill_full_kernel
 from .lid_unicomp import lid_unicomp_half
 from .mirror import mirror_table, mirror_table_blocks
+from .plan import TILE_MIN_POINTS
 from .point_scan import pruning_args
 from .result import NeighborTable, PairChunk, index_dtype
 from .schedule import run_blocks
@@ -50,15 +51,17 @@ def eps_squared(eps: float, dtype) -> float:
     return e * e
 
 
-def counts_reordered(gq, gs, eps2, pattern: int, self_join: bool, include_self: bool) -> np.ndarray:
+def counts_reordered(gq, gs, eps2, pattern: int, self_join: bool, include_self: bool,
+                     tile_min: int = TILE_MIN_POINTS) -> np.ndarray:
     """Neighbour counts of the query grid's reordered points (forward half
-    for the symmetric patterns; ``pattern`` a ``PATTERN_CODE``)."""
+    for the symmetric patterns; ``pattern`` a ``PATTERN_CODE``).  Cells of
+    at least ``tile_min`` points take the tiled path (full pattern)."""
     counts = np.empty(gq.n_points, dtype=np.int64)
     if gq.n_points == 0:
         return counts
     if pattern == 0:
         args = (*query_args(gq), *data_args(gs), gs.k, eps2, self_join, include_self,
-                gs.order, *pruning_args(gs), counts)
+                gs.order, *pruning_args(gs, tile_min=tile_min), counts)
         run_blocks(count_full, args, gq.cell_start)
     else:
         count_rows(gq, gs, eps2, pattern, self_join, include_self, counts)
@@ -66,7 +69,7 @@ def counts_reordered(gq, gs, eps2, pattern: int, self_join: bool, include_self: 
 
 
 def fill_full(gq, gs, eps2, self_join, include_self, sort, row_pos, row_len, indices,
-              cell_list=None, indptr=None, *, caller_points):
+              cell_list=None, indptr=None, *, caller_points, tile_min=TILE_MIN_POINTS):
     """Full-pattern filling pass (rows sorted when ``sort``).  Rows go to
     ``row_pos``/``row_len`` (reordered query points), or, when those are
     None, to the caller-order CSR rows of ``indptr``.  ``caller_points``
@@ -93,7 +96,8 @@ def fill_full(gq, gs, eps2, self_join, include_self, sort, row_pos, row_len, ind
     args = (q_pts, gq.cell_start, gq.cell_ids, gq.coords, gq.coord_off, gq.radix,
             s_pts, gs.cell_ids, gs.lower_bound, gs.cell_start, gs.coords, gs.coord_off,
             gs.stride, gs.k, eps2, self_join, include_self, sort, cell_list, row_pos,
-            row_len, gq.order, indptr, gs.order, *pruning_args(gs, pts=s_pts), indices, bad)
+            row_len, gq.order, indptr, gs.order, *pruning_args(gs, pts=s_pts, tile_min=tile_min),
+            indices, bad)
     run_blocks(fill_full_kernel, args, weight)
     if bad[0]:
         raise RuntimeError("internal error: a row's neighbour count changed between the "
@@ -101,7 +105,7 @@ def fill_full(gq, gs, eps2, self_join, include_self, sort, row_pos, row_len, ind
 
 
 def full_pattern_csr(gq, gs, eps2, self_join, include_self, output, sort, idx_dtype, timings,
-                     caller_points):
+                     caller_points, tile_min=TILE_MIN_POINTS):
     """Count, then (for a table) fill, with the full pattern: the caller-order
     counts, or the CSR arrays (indptr, indices).  ``caller_points`` are the
     query and data arrays the grids were built from: the grids' reordered
@@ -111,7 +115,7 @@ def full_pattern_csr(gq, gs, eps2, self_join, include_self, output, sort, idx_dt
 
     Cost: two passes over the candidates; memory O(n) plus the output."""
     with phase(timings, "count"):
-        counts_r = counts_reordered(gq, gs, eps2, 0, self_join, include_self)
+        counts_r = counts_reordered(gq, gs, eps2, 0, self_join, include_self, tile_min)
     if output == "counts":
         out = np.empty(gq.n_points, dtype=np.int64)
         to_caller_order(gq.order, counts_r, out)
@@ -125,7 +129,7 @@ def full_pattern_csr(gq, gs, eps2, self_join, include_self, output, sort, idx_dt
         release_free_memory()
         indices = alloc_host(total, idx_dtype)        # huge pages: fast first touch
         fill_full(gq, gs, eps2, self_join, include_self, sort, None, None, indices,
-                  indptr=indptr, caller_points=caller_points)
+                  indptr=indptr, caller_points=caller_points, tile_min=tile_min)
     return indptr, indices
 
 
@@ -141,7 +145,8 @@ def run_self_join(X, grids, eps, plan, timings=None):
     idx_dtype = index_dtype(n)
     if plan.output == "counts" or code == 0:
         res = full_pattern_csr(g, g, eps2, True, plan.include_self, plan.output, plan.sort,
-                               idx_dtype, timings, caller_points=(X, X))
+                               idx_dtype, timings, caller_points=(X, X),
+                               tile_min=plan.tile_min_points)
         if plan.output == "counts":
             return res
         indptr, indices = res
@@ -171,7 +176,7 @@ def run_join(R, S, gr, gs, eps, plan, timings=None):
     nr, ns = R.shape[0], S.shape[0]
     eps2 = eps_squared(eps, R.dtype)
     res = full_pattern_csr(gr, gs, eps2, False, False, plan.output, plan.sort, index_dtype(ns),
-                           timings, caller_points=(R, S))
+                           timings, caller_points=(R, S), tile_min=plan.tile_min_points)
     if plan.output == "counts":
         return res
     indptr, indices = res
@@ -201,7 +206,7 @@ def run_self_join_chunks(X, g, eps, plan, max_pairs):
     n = X.shape[0]
     include_self, sort = plan.include_self, plan.sort
     eps2 = eps_squared(eps, X.dtype)
-    counts_r = counts_reordered(g, g, eps2, 0, True, include_self)
+    counts_r = counts_reordered(g, g, eps2, 0, True, include_self, plan.tile_min_points)
     g.points = None  # the fills read X
     counts = np.empty(n, dtype=np.int64)
     to_caller_order(g.order, counts_r, counts)
@@ -219,7 +224,7 @@ def run_self_join_chunks(X, g, eps, plan, max_pairs):
         indices = alloc_host(int(indptr[-1]), idx_dtype)
         cells = np.unique(point_cell[members])
         fill_full(g, g, eps2, True, include_self, sort, row_pos, counts_r, indices,
-                  cell_list=cells, caller_points=(X, X))
+                  cell_list=cells, caller_points=(X, X), tile_min=plan.tile_min_points)
         row_pos[members] = -1
         i = np.repeat(np.arange(r0, r1, dtype=np.int64), c)
         yield PairChunk(i=i, j=indices.astype(np.int64), row_start=r0, row_stop=r1)

@@ -18,7 +18,7 @@ The measurements behind the rules are in ``docs/design/join.md``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -134,16 +134,12 @@ def plan_cpu(request: JoinPlan, g) -> JoinPlan:
     or ``cpu_pattern``'s for "auto".
     """
     if request.output == "counts" or not request.self_join:
-        return _replace(request, pattern="full", reason="counts or R join S: full")
+        return replace(request, pattern="full", reason="counts or R join S: full")
     if request.pattern != "auto":
         return request
     pattern = auto_pattern(g)
-    return _replace(request, pattern=pattern,
+    return replace(request, pattern=pattern,
                     reason=f"auto: {pattern} ({g.n_points} points in {g.n_cells} cells)")
-
-
-def _replace(plan: JoinPlan, **changes) -> JoinPlan:
-    return JoinPlan(**{**plan.__dict__, **changes})
 
 
 # ---------------------------------------------------------------------------
@@ -271,7 +267,7 @@ def choose_config(mean_work: float, work_cv: float, self_join: bool, *, index_di
 def plan_gpu(request: JoinPlan, cfg: GpuConfig, index_dims: int) -> JoinPlan:
     """``request`` with the GPU configuration ``cfg`` (from ``choose_config``)
     filled in, for logging and for the engine."""
-    return _replace(request, pattern=cfg.pattern, kernel=cfg.kernel, threads_per_point=cfg.kt,
+    return replace(request, pattern=cfg.pattern, kernel=cfg.kernel, threads_per_point=cfg.kt,
                     schedule=cfg.schedule, index_dims=index_dims, reason=cfg.reason)
 
 

@@ -181,14 +181,14 @@ def pruning_limit(eps: float, d: int, k: int, precision: str) -> float:
     return e * e * (1.0 + 16.0 * (k + 2) * _U64)
 
 
-def pruning_args(g, half=False, pts=None):
+def pruning_args(g, half=False, pts=None, tile_min=TILE_MIN_POINTS):
     """The pruning arguments of the full-pattern kernels for data grid ``g``
     (``pts``: its points, default ``g.points``): (lo, side, slack, limit,
     tile_min, point_lower_bound, half).  ``half``: the symmetric walk,
-    which exists on the point-by-point path only."""
+    which exists on the point-by-point path only (no tiled cells)."""
     pts = g.points if pts is None else pts
     d = pts.shape[1]
     precision = "float32" if pts.dtype == np.float32 else "float64"
-    tile_min = np.iinfo(np.int64).max if half else TILE_MIN_POINTS
+    tile_min = np.iinfo(np.int64).max if half else tile_min
     return (g.lo, g.side, g.slack, pruning_limit(g.eps, d, g.k, precision), tile_min,
             g.point_lower_bound(), bool(half))
