@@ -12,7 +12,8 @@ import pytest
 
 import skyjoin as sj
 from skyjoin.index.grid import build_grid
-from skyjoin.join import cpu
+from skyjoin.join import cpu_engine, full_pattern, plan
+from skyjoin.join.csr import indptr_from_counts
 
 from oracles import brute_pairs, table_matrix
 
@@ -36,7 +37,7 @@ def test_dense_cells_subtiles(rng, d):
     X = _dense(rng, n, d)
     eps = {1: 0.004, 2: 0.02, 3: 0.05, 6: 0.12}[d]
     g = build_grid(X, eps)
-    assert np.diff(g.cell_start).max() >= 2 * cpu.SUBTILE_POINTS  # the path is reached
+    assert np.diff(g.cell_start).max() >= 2 * full_pattern.SUBTILE_POINTS  # the path is reached
     for include_self in (False, True):
         nt = sj.self_join(X, eps, device="cpu", pattern="full", include_self=include_self)
         _check_table(nt, brute_pairs(X, X, eps, self_join=True, include_self=include_self))
@@ -66,7 +67,7 @@ def test_lid_unicomp_single_pass_many_blocks(rng, d):
     X = rng.uniform(0, 10, (n, d))
     eps = {2: 0.08, 4: 0.9, 6: 2.0}[d]
     g = build_grid(X, eps)
-    assert cpu.auto_pattern(g) == "lid_unicomp"
+    assert plan.auto_pattern(g) == "lid_unicomp"
     want = brute_pairs(X, X, eps, self_join=True)
     for include_self in (False, True):
         nt = sj.self_join(X, eps, device="cpu", include_self=include_self)
@@ -80,8 +81,8 @@ def test_lid_unicomp_single_pass_many_blocks(rng, d):
 def test_auto_pattern_choice(rng):
     dense = rng.uniform(0, 1, (5000, 2))
     sparse = rng.uniform(0, 100, (5000, 2))
-    assert cpu.auto_pattern(build_grid(dense, 0.05)) == "full"
-    assert cpu.auto_pattern(build_grid(sparse, 0.5)) == "lid_unicomp"
+    assert plan.auto_pattern(build_grid(dense, 0.05)) == "full"
+    assert plan.auto_pattern(build_grid(sparse, 0.5)) == "lid_unicomp"
 
 
 @pytest.mark.parametrize("dtype, offset", [(np.int32, 0), (np.int64, 2**40), (np.int64, 2**62)])
@@ -95,7 +96,7 @@ def test_merge_runs_sorts_any_runs(rng, dtype, offset):
             for a, b in zip(np.r_[0, cuts], np.r_[cuts, m]):
                 cid[a:b] = np.sort(cid[a:b])
             cj = rng.permutation(m).astype(np.int64) * 3
-            sid, sj_ = cpu._merge_runs(cid.copy(), cj.copy(), m)
+            sid, sj_ = full_pattern._merge_runs(cid.copy(), cj.copy(), m)
             order = np.argsort(cid, kind="stable")
             assert np.array_equal(sid[:m], cid[order])
             assert np.array_equal(sj_[:m], cj[order])
@@ -121,21 +122,21 @@ def test_fill_from_caller_points(rng, d):
     for include_self in (False, True):
         want = brute_pairs(X, X, eps, self_join=True, include_self=include_self)
         g = build_grid(X, eps)
-        assert np.diff(g.cell_start).max() >= 2 * cpu.SUBTILE_POINTS
-        assert np.diff(g.cell_start).min() < cpu.TILE_MIN_POINTS
-        eps2 = cpu.eps_squared(eps, X.dtype)
-        counts_r = cpu.counts_reordered(g, g, eps2, 0, True, include_self)
-        indptr, total = cpu.indptr_from_counts(g, counts_r)
+        assert np.diff(g.cell_start).max() >= 2 * full_pattern.SUBTILE_POINTS
+        assert np.diff(g.cell_start).min() < plan.TILE_MIN_POINTS
+        eps2 = cpu_engine.eps_squared(eps, X.dtype)
+        counts_r = cpu_engine.counts_reordered(g, g, eps2, 0, True, include_self)
+        indptr, total = indptr_from_counts(g, counts_r)
         g.points = None
         row_pos = indptr[:-1][g.order]  # slot of reordered point i
         for sort in (True, False):
             for slots in (False, True):
                 ind = np.full(total, -1, dtype=np.int32)
                 if slots:
-                    cpu.fill_full(g, g, eps2, True, include_self, sort, row_pos, counts_r, ind,
+                    cpu_engine.fill_full(g, g, eps2, True, include_self, sort, row_pos, counts_r, ind,
                                   cell_list=np.arange(g.n_cells), caller_points=(X, X))
                 else:
-                    cpu.fill_full(g, g, eps2, True, include_self, sort, None, None, ind,
+                    cpu_engine.fill_full(g, g, eps2, True, include_self, sort, None, None, ind,
                                   indptr=indptr, caller_points=(X, X))
                 nt = sj.NeighborTable(indptr, ind, (len(X), len(X)), sorted=sort)
                 assert np.array_equal(table_matrix(nt), want)
@@ -148,13 +149,13 @@ def test_table_path_drops_the_reordered_copy(rng, monkeypatch):
     # the memory budget (1.5 x input + output) has no room for the copy
     X = rng.uniform(0, 1, (4000, 2))
     seen = []
-    orig = cpu.fill_full
+    orig = cpu_engine.fill_full
 
     def spy(gq, gs, *a, **k):
         seen.append((gq.points, gs.points, k.get("caller_points")))
         return orig(gq, gs, *a, **k)
 
-    monkeypatch.setattr(cpu, "fill_full", spy)
+    monkeypatch.setattr(cpu_engine, "fill_full", spy)
     nt = sj.self_join(X, 0.05, device="cpu", pattern="full")
     assert seen and seen[0][0] is None and seen[0][1] is None
     assert seen[0][2][0] is X or np.shares_memory(seen[0][2][0], X)

@@ -5,10 +5,27 @@ import os
 import subprocess
 import sys
 
+import numba as nb
 import numpy as np
 import pytest
 
-from skyjoin.join import _simd
+from skyjoin.join._simd import compress16, compress16_scalar
+
+
+@nb.njit(nogil=True)
+def compress_all(dst, src, dist, m, thr, scalar):
+    """Pack the candidates of ``src[:m]`` with ``dist <= thr`` to the front
+    of ``dst``; returns how many.  ``compress16`` (or, with ``scalar``,
+    ``compress16_scalar``) in steps of 16: ``src`` and ``dist`` must be
+    readable up to m rounded up to 16, with NaN distances past m, and
+    ``dst`` must hold m + 16."""
+    n = 0
+    for p in range(0, m, 16):
+        if scalar:
+            n += compress16_scalar(dst, n, src, p, dist, thr)
+        else:
+            n += compress16(dst, n, src, p, dist, thr)
+    return n
 
 
 @pytest.mark.parametrize("scalar", [False, True])
@@ -24,7 +41,7 @@ def test_compress_matches_boolean_mask(rng, scalar, idt, fdt):
         dist[m:] = np.nan                          # padding never passes
         thr = fdt(1.0)
         dst = np.full(m + 16, -1, dtype=idt)
-        n = _simd.compress_all(dst, src, dist, m, thr, scalar)
+        n = compress_all(dst, src, dist, m, thr, scalar)
         want = src[:m][dist[:m] <= thr]
         assert n == want.shape[0]
         assert np.array_equal(dst[:n], want)

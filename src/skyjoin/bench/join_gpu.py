@@ -17,7 +17,7 @@ For every case (``DEFAULT_CASES``) it measures, in one process:
   result is small, a tiled brute force in CuPy and the papers' GPU
   brute-force kernel (both on a query sample, scaled);
 * a sweep of the kernel options (counts only), the measurements behind the
-  default configuration rule of ``skyjoin.join.gpu.choose_config``.
+  default configuration rule of ``skyjoin.join.plan.choose_config``.
 
 Writes ``join_gpu.json`` (via ``skyjoin.bench.harness``), ``join_gpu_table.txt``
 and prints the summary table last.

@@ -37,7 +37,7 @@ from .._core.threads import threadsafe_numba
 from .._core.transfer import d2h, d2pinned, to_device
 from ..dbscan.table_gpu import component_lows
 from ..dbscan.grid_gpu import grid_components, grid_labels
-from ..join.gpu import count_rows, fill_rows
+from ..join.gpu_pipeline import count_rows, fill_rows
 from ._kernels import place_rows, scatter_into
 from .halo_dbscan import owned_labels, partition_dbscan
 from .partition import deep_inside, in_widened_box, owned_by

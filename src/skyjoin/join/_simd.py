@@ -16,18 +16,18 @@
   memory order) will be written or read soon (``llvm.prefetch``, LLVM 17
   or newer); a no-op elsewhere.
 
-Measured on the 2-core development machine (AMD EPYC, Zen 4; one thread,
-Unif2D1M-0.5's 40,000 dense cells, 225 candidates a point): the scalar
-branch-free compaction of the 225M candidates into a local row took 0.30 s,
-``compress16`` 0.16 s.  The memory form of the compress (``vpcompressd`` to
-memory, LLVM's ``masked.compressstore``) is microcoded on Zen 4 and was
-slower than the scalar loop: the register form plus a plain store is used.
+The register form of the compress plus a plain store is used, not the
+memory form (``masked.compressstore``); the measurements are in
+``docs/design/join.md``.
 """
 
 from __future__ import annotations
 
+import llvmlite.binding as ll
 import numba as nb
-from numba.extending import overload
+from llvmlite import ir
+from numba.core import cgutils, config, types
+from numba.extending import intrinsic, overload
 
 from .._core.config import NO_SIMD, NUMBA_CACHE
 
@@ -37,8 +37,6 @@ __all__ = ["compress16", "compress16_scalar", "prefetch_write", "prefetch_read",
 
 def _llvm_version() -> tuple:
     try:
-        import llvmlite.binding as ll
-
         return tuple(ll.llvm_version_info)
     except Exception:  # no LLVM information: the portable code
         return (0,)
@@ -52,9 +50,6 @@ def _vector_compress_available() -> bool:
     if NO_SIMD or _llvm_version() < (19,):
         return False
     try:
-        import llvmlite.binding as ll
-        from numba.core import config
-
         if config.CPU_NAME or config.CPU_FEATURES:
             return False
         return bool(ll.get_host_cpu_features().get("avx512f", False))
@@ -85,10 +80,6 @@ def _no_prefetch(arr, pos):
 
 
 if VECTOR_COMPRESS or PREFETCH:
-    from llvmlite import ir
-    from numba.core import cgutils, types
-    from numba.extending import intrinsic
-
     def _splat(builder, vty, value):
         v = builder.insert_element(ir.Constant(vty, ir.Undefined), value,
                                    ir.Constant(ir.IntType(32), 0))
@@ -189,20 +180,4 @@ def _compress16_impl(dst, dpos, src, spos, dist, thr):
         def impl(dst, dpos, src, spos, dist, thr):
             return compress16_scalar(dst, dpos, src, spos, dist, thr)
     return impl
-
-
-@nb.njit(cache=NUMBA_CACHE, nogil=True)
-def compress_all(dst, src, dist, m, thr, scalar):
-    """Pack the candidates of ``src[:m]`` with ``dist <= thr`` to the front
-    of ``dst``; returns how many.  ``compress16`` (or, with ``scalar``,
-    ``compress16_scalar``) in steps of 16: ``src`` and ``dist`` must be
-    readable up to m rounded up to 16, with NaN distances past m, and
-    ``dst`` must hold m + 16.  For the tests of both."""
-    n = 0
-    for p in range(0, m, 16):
-        if scalar:
-            n += compress16_scalar(dst, n, src, p, dist, thr)
-        else:
-            n += compress16(dst, n, src, p, dist, thr)
-    return n
 

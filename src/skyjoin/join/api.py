@@ -1,12 +1,19 @@
 """Public API of the epsilon join: ``self_join``, ``join``, ``self_join_chunks``.
 
-The functions check their input once, pick the device, and hand the work to
-an engine: ``skyjoin.join.cpu`` (Numba) or ``skyjoin.join.gpu`` (CuPy and
-CUDA C++).  Both return the same ``NeighborTable``.
+Data flows one way: api -> plan -> engine -> result.  The functions check
+their input once, resolve the device once, build the grid, let
+``skyjoin.join.plan`` fill a ``JoinPlan`` (logged at debug level on the
+"skyjoin" logger), and hand grid and plan to an engine:
+``skyjoin.join.cpu_engine`` (Numba) or ``skyjoin.join.gpu`` (CuPy and CUDA
+C++, which builds its grid on the device and plans there).  Both return
+the same ``NeighborTable``.  The engines are imported on first use, so
+that ``import skyjoin`` stays light (no Numba; CuPy only when the GPU
+engine runs).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from contextlib import contextmanager
 from typing import Iterator
@@ -15,23 +22,20 @@ import numpy as np
 
 from .._core.conditioning import condition_points
 from .._core.device import is_device_array, resolve_device
-from .._core.memory import alloc_host
 from .._core.validate import check_bool, check_eps, check_points, check_precision
+from ..index.grid import build_grid, check_index_dims
+from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, plan_cpu
 from .result import NeighborTable, PairChunk, index_dtype
 
 __all__ = ["self_join", "join", "self_join_chunks"]
 
 OUTPUTS = ("table", "counts")
-PATTERNS = ("auto", "full", "unicomp", "lid_unicomp")
+PATTERNS = ("auto",) + CELL_PATTERNS
 # Options understood by the GPU engine only.
 GPU_OPTIONS = ("kernel", "threads_per_point", "schedule", "batch_pairs",
                "device_memory_limit", "on_device")
 
-# On the CPU "auto" is resolved per grid by ``skyjoin.join.cpu.auto_pattern``
-# (measurements there): the full pattern when most points lie in dense cells
-# (tiled path, no mirror), LID-UNICOMP when most lie in sparse cells (one
-# pruned pass over half of the cells, then a cheap mirror of a small result).
-CPU_DEFAULT_PATTERN = "auto"
+_log = logging.getLogger("skyjoin")
 
 
 @contextmanager
@@ -191,13 +195,14 @@ def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort
     options = _split_options(dev, options)
     (X,), eps = _prepare([(X, "X")], eps, precision, dev)
     if dev == "gpu":
-        from . import gpu
+        from . import gpu  # loaded on first use, as the CPU engine
 
         return gpu.gpu_self_join(X, eps, include_self=include_self, output=output, sort=sort,
                                  precision=precision, index_dims=index_dims, pattern=pattern,
                                  timings=timings, **options)
-    return _cpu_self_join(X, eps, include_self, output, sort, pattern, precision, index_dims,
-                          timings)
+    request = JoinPlan(device="cpu", self_join=True, output=output, pattern=pattern, sort=sort,
+                       include_self=include_self, precision=precision, index_dims=index_dims)
+    return _cpu_self_join(X, eps, request, timings)
 
 
 def _empty_table(n_rows, n_cols):
@@ -205,50 +210,26 @@ def _empty_table(n_rows, n_cols):
                          np.zeros(0, dtype=index_dtype(n_cols)), (n_rows, n_cols), True)
 
 
-def _cpu_self_join(X, eps, include_self, output, sort, pattern, precision, index_dims, timings):
-    from ..index.grid import build_grid, check_index_dims
-    from . import cpu
+def _planned(request, g):
+    """The plan of ``request`` on grid ``g``, logged."""
+    plan = plan_cpu(request, g)
+    _log.debug("join plan: %s", plan.describe())
+    return plan
+
+
+def _cpu_self_join(X, eps, request, timings):
+    from . import cpu_engine  # Numba: loaded on first use (``import skyjoin`` stays light)
 
     n, d = X.shape
-    check_index_dims(index_dims, d)
+    check_index_dims(request.index_dims, d)
     if n == 0:
-        return np.zeros(0, dtype=np.int64) if output == "counts" else _empty_table(0, 0)
-    dtype = X.dtype
-    eps2 = cpu.eps_squared(eps, dtype)
+        return np.zeros(0, dtype=np.int64) if request.output == "counts" else _empty_table(0, 0)
     with _phase(timings, "grid"):
-        g = build_grid(X, eps, index_dims=index_dims, precision=precision)
-    if pattern == "auto":
-        pattern = CPU_DEFAULT_PATTERN
-    if pattern == "auto":
-        pattern = cpu.auto_pattern(g)
-    code = cpu.PATTERN_CODE[pattern]
-    idx_dtype = index_dtype(n)
-    if output == "counts" or code == 0:
-        # the full pattern counts each row exactly and fills it in place;
-        # counts alone never need the symmetric patterns' mirrored half
-        res = _cpu_full_pattern(g, g, eps2, True, include_self, output, sort, idx_dtype, timings,
-                                caller_points=(X, X))
-        if output == "counts":
-            return res
-        indptr, indices = res
-    else:
-        with _phase(timings, "fill"):
-            if code == 2:
-                half = cpu.lid_unicomp_half(g, eps2)
-            else:
-                half = cpu.forward_half(g, eps2, code, idx_dtype)
-            order = g.order
-            del g  # the reordered points are not needed for the mirror
-        with _phase(timings, "mirror"):
-            if code == 2:
-                indptr, indices = cpu.mirror_table_blocks(order, *half, include_self, idx_dtype)
-            else:
-                indptr, indices = cpu.mirror_table(order, *half, include_self, idx_dtype)
-            del half
-        if sort:
-            with _phase(timings, "sort"):
-                cpu.sort_csr_rows(indptr, indices)
-    return NeighborTable(indptr, indices, (n, n), sorted=bool(sort))
+        g = build_grid(X, eps, index_dims=request.index_dims, precision=request.precision)
+    plan = _planned(request, g)
+    grids = [g]
+    del g  # handed over to the engine, which frees it before the mirror
+    return cpu_engine.run_self_join(X, grids, eps, plan, timings)
 
 
 def join(R, S, eps, *, output: str = "table", sort: bool = True, device: str | None = None,
@@ -294,17 +275,17 @@ def join(R, S, eps, *, output: str = "table", sort: bool = True, device: str | N
     options = _split_options(dev, options)
     (R, S), eps = _prepare([(R, "R"), (S, "S")], eps, precision, dev)
     if dev == "gpu":
-        from . import gpu
+        from . import gpu  # loaded on first use, as the CPU engine
 
         return gpu.gpu_join(R, S, eps, output=output, sort=sort, precision=precision,
                             index_dims=index_dims, timings=timings, **options)
-    return _cpu_join(R, S, eps, output, sort, precision, index_dims, timings)
+    request = JoinPlan(device="cpu", self_join=False, output=output, pattern="full", sort=sort,
+                       precision=precision, index_dims=index_dims)
+    return _cpu_join(R, S, eps, request, timings)
 
 
 def _joint_grids(R, S, eps, index_dims, precision):
     """Grids of S (data) and R (queries) with the same cell geometry."""
-    from ..index.grid import build_grid
-
     k_req = index_dims
     while True:
         both_lo = np.minimum(R.min(axis=0), S.min(axis=0)).astype(np.float64)
@@ -316,53 +297,19 @@ def _joint_grids(R, S, eps, index_dims, precision):
         k_req = gr.k  # R's ranks needed fewer dimensions: index that many in both
 
 
-def _cpu_join(R, S, eps, output, sort, precision, index_dims, timings):
-    from ..index.grid import check_index_dims
-    from . import cpu
+def _cpu_join(R, S, eps, request, timings):
+    from . import cpu_engine  # Numba: loaded on first use (``import skyjoin`` stays light)
 
     nr, d = R.shape
     ns = S.shape[0]
-    check_index_dims(index_dims, d)
+    check_index_dims(request.index_dims, d)
     if nr == 0 or ns == 0:
-        return np.zeros(nr, dtype=np.int64) if output == "counts" else _empty_table(nr, ns)
-    eps2 = cpu.eps_squared(eps, R.dtype)
+        return np.zeros(nr, dtype=np.int64) if request.output == "counts" \
+            else _empty_table(nr, ns)
     with _phase(timings, "grid"):
-        gr, gs = _joint_grids(R, S, eps, index_dims, precision)
-    res = _cpu_full_pattern(gr, gs, eps2, False, False, output, sort, index_dtype(ns), timings,
-                            caller_points=(R, S))
-    if output == "counts":
-        return res
-    indptr, indices = res
-    return NeighborTable(indptr, indices, (nr, ns), sorted=bool(sort))
-
-
-def _cpu_full_pattern(gq, gs, eps2, self_join, include_self, output, sort, idx_dtype, timings,
-                      caller_points):
-    """Count, then (for a table) fill, with the full pattern: the caller-order
-    counts, or the CSR arrays (indptr, indices).  ``caller_points`` are the
-    query and data arrays the grids were built from: the grids' reordered
-    copies of the points are dropped after counting and the fill reads the
-    caller's arrays (the copy, 1.0 x input, does not fit in the memory
-    budget, 1.5 x input + output, next to the output)."""
-    from . import cpu
-
-    with _phase(timings, "count"):
-        counts_r = cpu.counts_reordered(gq, gs, eps2, 0, self_join, include_self)
-    if output == "counts":
-        out = np.empty(gq.n_points, dtype=np.int64)
-        cpu.to_caller_order(gq.order, counts_r, out)
-        return out
-    with _phase(timings, "fill"):
-        # rows are found through indptr (no per-point arrays alive while the
-        # output is written: the memory target)
-        indptr, total = cpu.indptr_from_counts(gq, counts_r)
-        del counts_r
-        gq.points = gs.points = None
-        cpu.release_free_memory()
-        indices = alloc_host(total, idx_dtype)        # huge pages: fast first touch
-        cpu.fill_full(gq, gs, eps2, self_join, include_self, sort, None, None, indices,
-                      indptr=indptr, caller_points=caller_points)
-    return indptr, indices
+        gr, gs = _joint_grids(R, S, eps, request.index_dims, request.precision)
+    plan = _planned(request, gs)
+    return cpu_engine.run_join(R, S, gr, gs, eps, plan, timings)
 
 
 DEFAULT_CHUNK_PAIRS = 1 << 24
@@ -411,59 +358,23 @@ def self_join_chunks(X, eps, *, include_self: bool = False, sort: bool = True,
     options = _split_options(dev, options)
     (X,), eps = _prepare([(X, "X")], eps, precision, dev)
     if dev == "gpu":
-        from . import gpu
+        from . import gpu  # loaded on first use, as the CPU engine
 
         return gpu.gpu_self_join_chunks(X, eps, include_self=include_self, sort=sort,
                                         max_pairs=int(max_pairs), precision=precision,
                                         index_dims=index_dims, **options)
-    return _cpu_self_join_chunks(X, eps, include_self, sort, int(max_pairs), precision, index_dims)
+    request = JoinPlan(device="cpu", self_join=True, output="table", pattern="full", sort=sort,
+                       include_self=include_self, precision=precision, index_dims=index_dims)
+    return _cpu_self_join_chunks(X, eps, request, int(max_pairs))
 
 
-def chunk_bounds(counts: np.ndarray, max_pairs: int) -> list[tuple[int, int]]:
-    """Split rows into consecutive blocks of at most max_pairs pairs each
-    (a row larger than max_pairs is a block of its own)."""
-    n = len(counts)
-    bounds = []
-    start = 0
-    csum = np.cumsum(counts)
-    while start < n:
-        base = csum[start - 1] if start else 0
-        stop = int(np.searchsorted(csum, base + max_pairs, side="right"))
-        stop = max(stop, start + 1)
-        bounds.append((start, min(stop, n)))
-        start = stop
-    return bounds
-
-
-def _cpu_self_join_chunks(X, eps, include_self, sort, max_pairs, precision, index_dims):
-    from ..index.grid import build_grid, check_index_dims
-    from . import cpu
+def _cpu_self_join_chunks(X, eps, request, max_pairs):
+    from . import cpu_engine  # Numba: loaded on first use (``import skyjoin`` stays light)
 
     n, d = X.shape
-    check_index_dims(index_dims, d)
+    check_index_dims(request.index_dims, d)
     if n == 0:
         return
-    eps2 = cpu.eps_squared(eps, X.dtype)
-    g = build_grid(X, eps, index_dims=index_dims, precision=precision)
-    counts_r = cpu.counts_reordered(g, g, eps2, 0, True, include_self)
-    g.points = None  # the fills read X
-    counts = np.empty(n, dtype=np.int64)
-    cpu.to_caller_order(g.order, counts_r, counts)
-    inv = np.empty(n, dtype=np.int64)
-    inv[g.order] = np.arange(n, dtype=np.int64)
-    point_cell = np.repeat(np.arange(g.n_cells, dtype=np.int64), np.diff(g.cell_start))
-    row_pos = np.full(n, -1, dtype=np.int64)
-    idx_dtype = index_dtype(n)
-    for r0, r1 in chunk_bounds(counts, max_pairs):
-        c = counts[r0:r1]
-        indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
-        np.cumsum(c, out=indptr[1:])
-        members = inv[r0:r1]
-        row_pos[members] = indptr[:-1]
-        indices = alloc_host(int(indptr[-1]), idx_dtype)
-        cells = np.unique(point_cell[members])
-        cpu.fill_full(g, g, eps2, True, include_self, sort, row_pos, counts_r, indices,
-                      cell_list=cells, caller_points=(X, X))
-        row_pos[members] = -1
-        i = np.repeat(np.arange(r0, r1, dtype=np.int64), c)
-        yield PairChunk(i=i, j=indices.astype(np.int64), row_start=r0, row_stop=r1)
+    g = build_grid(X, eps, index_dims=request.index_dims, precision=request.precision)
+    plan = _planned(request, g)
+    yield from cpu_engine.run_self_join_chunks(X, g, eps, plan, max_pairs)

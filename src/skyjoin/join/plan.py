@@ -1,30 +1,274 @@
-"""Batching plans for the GPU join: how many pairs each batch may produce.
+"""The routing decisions of the epsilon join: one frozen ``JoinPlan`` per call.
 
-Two schemes (issue 3):
+Data flows one way: ``api`` validates the input and resolves the device,
+the rules of this module fill a ``JoinPlan`` (the grid statistics they need
+are computed first), and an engine (``cpu_engine`` or ``gpu_pipeline``)
+executes the plan without re-deciding anything.  Each rule is written once:
 
-* **count-then-fill** (the default): a first kernel counts the neighbours of
-  every query exactly; an exclusive scan gives the CSR ``indptr``; batches are
-  then runs of consecutive rows whose pairs fit one result buffer, and the
-  second kernel writes each row's neighbours contiguously at ``indptr[row]``.
-  No buffer can overflow (the kernels still check and flag it).
-* the papers' **sampled estimate** (Gowanlock et al., HYBRID-DBSCAN §6; Gallet &
-  Gowanlock 2019 §II-C2): count the neighbours of a strided sample of a
-  fraction f of the queries, scale by 1/f, and take
-  n_b = ceil((1 + gamma) a_b / b_b) batches (Eq. 1).  Used here to size
-  buffers before the count is known and reported by the benchmarks next to the
-  exact count.
+* ``cpu_pattern``: the CPU's cell pattern for ``pattern="auto"``;
+* ``choose_config``: the GPU's kernel, pattern, threads per query and
+  schedule;
+* ``batch_capacity`` and ``plan_row_batches``: the GPU's result batches
+  (count-then-fill: a first kernel counts every row exactly, the exclusive
+  scan gives ``indptr``, batches are runs of consecutive rows whose pairs
+  fit one result buffer, so no buffer can overflow).
+
+The measurements behind the rules are in ``docs/design/join.md``.
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["plan_row_batches", "batch_capacity", "estimate_batches", "DEFAULT_BATCH_PAIRS"]
+__all__ = ["JoinPlan", "GpuConfig", "cpu_pattern", "plan_cpu", "choose_config", "plan_gpu",
+           "plan_row_batches", "batch_capacity", "DEFAULT_BATCH_PAIRS", "TILE_MIN_POINTS",
+           "PATTERNS", "KERNELS", "SCHEDULES", "THREADS_PER_POINT"]
 
-#: Default result buffer per batch: 2^27 pairs (512 MiB of int32 column ids).
+PATTERNS = ("full", "unicomp", "lid_unicomp")
+KERNELS = ("global", "shared", "bruteforce")
+SCHEDULES = ("grid", "sortbywl", "workqueue")
+THREADS_PER_POINT = (1, 2, 4, 8, 16, 32)
+
+#: CPU: cells with at least this many points take the tiled path of the
+#: full pattern (the gather of the candidates is shared by enough points to
+#: pay off); smaller cells go point by point with pruning, in any dimension.
+TILE_MIN_POINTS = 8
+
+#: GPU: default result buffer per batch, 2^27 pairs (512 MiB of int32 ids).
 DEFAULT_BATCH_PAIRS = 1 << 27
+
+
+@dataclass(frozen=True)
+class JoinPlan:
+    """Every routing decision of one join call.
+
+    Attributes
+    ----------
+    device : {"cpu", "gpu"}
+    self_join : bool
+        X join X (True) or R join S.
+    output : {"table", "counts"}
+    pattern : {"auto", "full", "unicomp", "lid_unicomp"}
+        The cell pattern ("auto" only before the rule has run).
+    sort, include_self : bool
+    precision : {"float64", "float32"}
+    index_dims : int or None
+        Requested indexed dimensions (None: the grid's default).
+    kernel, threads_per_point, schedule
+        GPU only: the kernel, threads per query and query order.
+    batch_pairs : int or None
+        GPU only: pairs per result batch (None: ``batch_capacity``'s default).
+    tile_min_points : int
+        CPU only: the smallest cell of the tiled path.
+    reason : str
+        Why the "auto" choices came out as they did.
+    """
+
+    device: str
+    self_join: bool
+    output: str = "table"
+    pattern: str = "auto"
+    sort: bool = True
+    include_self: bool = False
+    precision: str = "float64"
+    index_dims: int | None = None
+    kernel: str | None = None
+    threads_per_point: int | None = None
+    schedule: str | None = None
+    batch_pairs: int | None = None
+    tile_min_points: int = TILE_MIN_POINTS
+    reason: str = ""
+
+    def describe(self) -> str:
+        """One line for ``-v`` logging."""
+        what = "self-join" if self.self_join else "join"
+        parts = [f"{what} on {self.device}", f"output={self.output}", f"pattern={self.pattern}",
+                 f"precision={self.precision}", f"sort={self.sort}"]
+        if self.include_self:
+            parts.append("include_self")
+        if self.index_dims is not None:
+            parts.append(f"index_dims={self.index_dims}")
+        if self.device == "gpu":
+            parts.append(f"kernel={self.kernel} k={self.threads_per_point} "
+                         f"schedule={self.schedule}")
+            if self.batch_pairs is not None:
+                parts.append(f"batch_pairs={self.batch_pairs}")
+        else:
+            parts.append(f"tile_min_points={self.tile_min_points}")
+        if self.reason:
+            parts.append(f"({self.reason})")
+        return ", ".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# CPU
+# ---------------------------------------------------------------------------
+
+def cpu_pattern(cell_start: np.ndarray, n_points: int) -> str:
+    """The CPU's cell pattern for ``pattern="auto"``: LID-UNICOMP when most
+    points lie in sparse cells (under ``TILE_MIN_POINTS`` points: the
+    point-by-point path, one pass over half of the cells, then a mirror of
+    a small result), the full pattern when most lie in dense cells (tiled
+    path, no mirror, rows sorted by the merge).
+
+    Cost: O(cells).
+    """
+    sizes = np.diff(cell_start)
+    sparse = int(sizes[sizes < TILE_MIN_POINTS].sum())
+    return "lid_unicomp" if 2 * sparse >= n_points else "full"
+
+
+def auto_pattern(g) -> str:
+    """``cpu_pattern`` of grid ``g``."""
+    return cpu_pattern(g.cell_start, g.n_points)
+
+
+def plan_cpu(request: JoinPlan, g) -> JoinPlan:
+    """The CPU plan of ``request`` on grid ``g``: the pattern resolved.
+
+    Counts and R join S always use the full pattern (it counts each row
+    exactly; counts never need the symmetric patterns' mirrored half, and
+    R join S has none); a self-join table takes the requested pattern,
+    or ``cpu_pattern``'s for "auto".
+    """
+    if request.output == "counts" or not request.self_join:
+        return replace(request, pattern="full", reason="counts or R join S: full")
+    if request.pattern != "auto":
+        return request
+    pattern = auto_pattern(g)
+    return replace(request, pattern=pattern,
+                    reason=f"auto: {pattern} ({g.n_points} points in {g.n_cells} cells)")
+
+
+# ---------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GpuConfig:
+    """A resolved GPU kernel configuration (``choose_config``)."""
+
+    kernel: str = "global"
+    pattern: str = "full"
+    kt: int = 1
+    schedule: str = "grid"
+    reason: str = ""
+
+
+def choose_config(mean_work: float, work_cv: float, self_join: bool, *, index_dims: int = 2,
+                  counts_only: bool = False, kernel="auto", pattern="auto",
+                  threads_per_point="auto", schedule="auto") -> GpuConfig:
+    """Resolve the GPU's "auto" options into a configuration (the default rule).
+
+    * kernel: the global-memory kernel (GPUCALCGLOBAL, Gowanlock & Karsin
+      2018 §IV-E); the shared-memory kernel (HYBRID-DBSCAN §4.2) ties in 2-D
+      and loses in 6-D, where cells hold few points;
+    * cell pattern: *full* for tables, because count-then-fill writes each
+      row contiguously only with the full pattern (the UNICOMP patterns emit
+      into two rows, need atomics and a row sort, and every batch must visit
+      every query); for counts only of a self-join with three or more
+      indexed dimensions, LID-UNICOMP (Gallet & Gowanlock 2019 §III-B: one
+      distance serves two points); in 2-D the full pattern;
+    * threads per query (Gallet & Gowanlock 2019 §III-A): k = 8 when the
+      mean candidate count is at least 256 and the grid indexes at most two
+      dimensions or a table is wanted (the fill writes every pair), else 1;
+    * schedule: for counts only, WORKQUEUE (§III-D) when the per-query work
+      varies a lot (coefficient of variation above 1), else the grid order,
+      which keeps the queries of one cell in one warp; tables: grid order.
+
+    Parameters
+    ----------
+    mean_work : float
+        Mean number of candidate points per query.
+    work_cv : float
+        Coefficient of variation of the per-query candidate counts.
+    self_join : bool
+    index_dims : int
+        Number of dimensions the grid indexes.
+    counts_only : bool
+        Whether only the neighbour counts are wanted.
+    kernel, pattern, threads_per_point, schedule
+        The caller's choices; "auto" entries are resolved.
+
+    Returns
+    -------
+    GpuConfig
+
+    Raises
+    ------
+    ValueError
+        For an unknown option value or an incompatible combination.
+
+    Notes
+    -----
+    Cost: O(1).  The measurements behind the rule are in
+    ``docs/design/join.md``.
+
+    Examples
+    --------
+    >>> choose_config(1800.0, 0.2, True).kt
+    8
+    >>> choose_config(300.0, 3.0, True, index_dims=6, counts_only=True).pattern
+    'lid_unicomp'
+    >>> c = choose_config(900.0, 3.0, True, index_dims=6)      # a table
+    >>> (c.pattern, c.kt, c.schedule)
+    ('full', 8, 'grid')
+    """
+    why = []
+    if isinstance(pattern, str):
+        pattern = pattern.replace("-", "_")
+    if kernel == "auto":
+        kernel_c = "global"
+    elif kernel in KERNELS:
+        kernel_c = kernel
+    else:
+        raise ValueError(f"kernel must be 'auto' or one of {KERNELS}, got {kernel!r}")
+    if pattern == "auto":
+        lid = counts_only and self_join and index_dims >= 3 and kernel_c == "global"
+        pattern_c = "lid_unicomp" if lid else "full"
+        why.append(f"pattern={pattern_c}")
+    elif pattern in PATTERNS:
+        pattern_c = pattern
+    else:
+        raise ValueError(f"pattern must be 'auto' or one of {PATTERNS}, got {pattern!r}")
+    if pattern_c != "full" and not self_join:
+        raise ValueError(f"pattern={pattern_c!r} needs a self-join (one distance gives two pairs)")
+    if threads_per_point == "auto":
+        kt = 8 if (mean_work >= 256 and (index_dims <= 2 or not counts_only)) else 1
+        why.append(f"k={kt} (mean candidates {mean_work:.0f}, {index_dims} indexed dims)")
+    else:
+        if threads_per_point not in THREADS_PER_POINT:
+            raise ValueError(f"threads_per_point must be 'auto' or one of {THREADS_PER_POINT}, "
+                             f"got {threads_per_point!r}")
+        kt = int(threads_per_point)
+    if schedule == "auto":
+        schedule_c = "workqueue" if (work_cv > 1.0 and counts_only) else "grid"
+        why.append(f"schedule={schedule_c} (work cv {work_cv:.2f})")
+    elif schedule in SCHEDULES:
+        schedule_c = schedule
+    else:
+        raise ValueError(f"schedule must be 'auto' or one of {SCHEDULES}, got {schedule!r}")
+    if kernel_c in ("shared", "bruteforce"):
+        if kernel_c == "shared":
+            if pattern not in ("auto", "full") or threads_per_point not in ("auto", 1) \
+                    or schedule not in ("auto", "grid"):
+                raise ValueError("kernel='shared' supports pattern='full', threads_per_point=1 "
+                                 "and schedule='grid' only")
+            kt, schedule_c = 1, "grid"
+        if kernel_c == "bruteforce" and pattern not in ("auto", "full"):
+            raise ValueError("kernel='bruteforce' compares every pair: pattern must be 'full'")
+        pattern_c = "full"
+    return GpuConfig(kernel=kernel_c, pattern=pattern_c, kt=kt, schedule=schedule_c,
+                     reason="; ".join(why))
+
+
+def plan_gpu(request: JoinPlan, cfg: GpuConfig, index_dims: int) -> JoinPlan:
+    """``request`` with the GPU configuration ``cfg`` (from ``choose_config``)
+    filled in, for logging and for the engine."""
+    return replace(request, pattern=cfg.pattern, kernel=cfg.kernel, threads_per_point=cfg.kt,
+                    schedule=cfg.schedule, index_dims=index_dims, reason=cfg.reason)
 
 
 def plan_row_batches(indptr: np.ndarray, cap: int) -> list[tuple[int, int]]:
@@ -92,27 +336,3 @@ def batch_capacity(total_pairs: int, longest_row: int, batch_pairs: int | None,
                 f"{longest_row * bytes_per_pair} bytes of device buffers; only {free_bytes} are allowed")
         cap = longest_row
     return max(cap, 1)
-
-
-def estimate_batches(sample_pairs: int, fraction: float, buffer_pairs: int,
-                     gamma: float = 0.05) -> tuple[int, int]:
-    """The papers' sampled result-size estimate and batch count (HYBRID-DBSCAN §6, Eq. 1).
-
-    Parameters
-    ----------
-    sample_pairs : int
-        Pairs found for the sampled queries (e_b).
-    fraction : float
-        Fraction f of the queries sampled (0.01 in the papers).
-    buffer_pairs : int
-        Result buffer per batch (b_b).
-    gamma : float
-        Overestimation factor.
-
-    Returns
-    -------
-    (a_b, n_b) : estimated total pairs and number of batches
-    """
-    a_b = int(math.ceil(sample_pairs / fraction))
-    n_b = max(1, int(math.ceil((1.0 + gamma) * a_b / max(1, buffer_pairs))))
-    return a_b, n_b

@@ -108,7 +108,7 @@ class NeighborTable:
     def sort_rows(self) -> "NeighborTable":
         """Sort the columns within every row in place; returns self."""
         if not self.sorted:
-            from .cpu import sort_csr_rows
+            from .csr import sort_csr_rows  # Numba: loaded on first use
 
             sort_csr_rows(self.indptr, self.indices)
             self.sorted = True

@@ -29,13 +29,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..index.grid import DEFAULT_INDEX_DIMS, MAX_INDEX_DIMS, cell_sides
+from .grid import DEFAULT_INDEX_DIMS, MAX_INDEX_DIMS, cell_sides
 
 __all__ = ["GpuGrid", "build_gpu_grids", "build_cell_ranges", "bruteforce_ranges",
            "PATTERNS", "compile_module"]
 
 PATTERNS = {"full": 0, "unicomp": 1, "lid_unicomp": 2}
-_KERNEL_FILE = os.path.join(os.path.dirname(__file__), "kernels", "join.cu")
+#: The CUDA source of the range search and of the join kernels (one file: the
+#: join kernels share its helpers); it ships with ``skyjoin.join``.
+_KERNEL_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "join", "kernels",
+                            "join.cu")
 _MAX_LINEAR = 2 ** 62
 
 

@@ -1,0 +1,183 @@
+"""Neighbour-cell enumeration of the epsilon grid (Numba kernels).
+
+Each query cell looks up its adjacent non-empty cells once (Gowanlock &
+Karsin 2018, §IV-D: the per-dimension masks M_j restrict the search to
+occupied coordinates).  Because the grid stores linear ids in rank space
+with the last dimension fastest, the adjacent cells that differ only in
+the last indexed dimension are consecutive ids, so one lookup yields one
+contiguous range of reordered points ("a row"): 3^(k-1) lookups per cell
+instead of 3^k, each a binary search, O(k log c) for c occupied cells.
+
+The cell patterns (``cell_rows``' ``pattern``): 0 full (GPUCALCGLOBAL,
+Gowanlock & Karsin 2018 §IV-E); 1 UNICOMP (§V-B); 2 LID-UNICOMP (Gallet &
+Gowanlock 2019, §III-B).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .._core.config import NUMBA_CACHE
+
+#: Options of every CPU join kernel: cached, and nogil (the kernels run on
+#: a pool of threads, ``schedule.run_blocks``).
+_jit = dict(cache=NUMBA_CACHE, nogil=True)
+_U64 = 2.0 ** -53  # unit roundoff of float64
+
+#: Codes of the cell patterns in the kernels.
+PATTERN_CODE = {"full": 0, "unicomp": 1, "lid_unicomp": 2}
+
+
+@nb.njit(inline="always", **_jit)
+def _find_cell(cell_ids, lower_bound, lid):
+    """Index of the first non-empty cell whose linear id is >= lid."""
+    if lower_bound.shape[0] > 0:
+        if lid >= lower_bound.shape[0]:
+            return cell_ids.shape[0]
+        return lower_bound[lid]
+    return np.searchsorted(cell_ids, lid)
+
+
+@nb.njit(**_jit)
+def _rank_interval(coords, off0, off1, c):
+    """Ranks of the occupied coordinates within [c - 1, c + 1] of one dimension.
+
+    Returns (lo, hi) with lo > hi when none is occupied (the mask test of
+    self-join paper §IV-D: O_j intersected with M_j).
+    """
+    lo = off0 + np.searchsorted(coords[off0:off1], c - 1)
+    hi = lo - 1
+    j = lo
+    while j < off1 and coords[j] <= c + 1:
+        hi = j
+        j += 1
+    return lo - off0, hi - off0
+
+
+@nb.njit(**_jit)
+def cell_rows(qc, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound, s_cell_start,
+              s_coords, s_coord_off, s_stride, k, pattern, own_cell, out):
+    """Point ranges of the adjacent cells that query cell ``qc`` must scan.
+
+    ``qc`` is a cell of the query grid (its linear id is decoded into
+    per-dimension coordinates through the query grid's masks); the adjacent
+    cells are looked up in the data grid ``s_*``.  For a self-join both
+    grids are the same and ``own_cell`` is the index of ``qc`` (else -1).
+    Writes (start, stop) pairs into ``out`` and returns how many.  The own
+    cell is left out for the symmetric patterns (the caller scans it with
+    j > i), and included for ``full``.
+
+    Patterns: 0 full; 1 UNICOMP (self-join paper §V-B, Algorithm 2): the
+    pair of adjacent cells (A, B) is compared by the cell whose coordinate
+    is odd in the last dimension where A and B differ; 2 LID-UNICOMP
+    (load-imbalance paper §III-B, Algorithm 3): by the cell of lower id.
+    """
+    # decode the query cell's coordinates and find the rank interval of each
+    # dimension in the data grid (lo_r[j] .. hi_r[j])
+    lo_r = np.empty(k, dtype=np.int64)
+    hi_r = np.empty(k, dtype=np.int64)
+    own_r = np.empty(k, dtype=np.int64)
+    odd = np.empty(k, dtype=np.bool_)
+    rem = qc
+    for j in range(k - 1, -1, -1):
+        r = rem % q_radix[j]
+        rem //= q_radix[j]
+        c = q_coords[q_coord_off[j] + r]
+        lo, hi = _rank_interval(s_coords, s_coord_off[j], s_coord_off[j + 1], c)
+        if lo > hi:
+            return 0
+        lo_r[j] = lo
+        hi_r[j] = hi
+        # rank of the query's own coordinate in the data grid (self-join: r)
+        own_r[j] = r
+        odd[j] = (c & 1) == 1
+    n_out = 0
+    last = k - 1
+    own_last = own_r[last]
+    # odometer over the first k-1 dimensions; the last one is a lid range
+    cur = lo_r.copy()
+    while True:
+        base = 0
+        for j in range(last):
+            base += cur[j] * s_stride[j]
+        a = _find_cell(s_cell_ids, s_lower_bound, base + lo_r[last])
+        b = _find_cell(s_cell_ids, s_lower_bound, base + hi_r[last] + 1)
+        if pattern == 0:
+            n_out = _emit(out, n_out, s_cell_start, a, b)
+        elif pattern == 2:
+            # LID-UNICOMP: only cells of higher linear id (= higher index)
+            n_out = _emit(out, n_out, s_cell_start, max(a, own_cell + 1), b)
+        else:
+            # UNICOMP: cell B is compared by the own cell A iff A's coordinate
+            # is odd in the last dimension where A and B differ.  In this row
+            # the cells other than the one at the own last coordinate differ
+            # in the last dimension; that one differs last in dimension m.
+            m = -1
+            for j in range(last - 1, -1, -1):
+                if cur[j] != own_r[j]:
+                    m = j
+                    break
+            x = _find_cell(s_cell_ids, s_lower_bound, base + own_last)
+            y = _find_cell(s_cell_ids, s_lower_bound, base + own_last + 1)
+            middle = m >= 0 and odd[m]
+            if odd[last]:
+                if middle:
+                    n_out = _emit(out, n_out, s_cell_start, a, b)
+                else:
+                    n_out = _emit(out, n_out, s_cell_start, a, x)
+                    n_out = _emit(out, n_out, s_cell_start, y, b)
+            elif middle:
+                n_out = _emit(out, n_out, s_cell_start, x, y)
+        # advance the odometer
+        j = last - 1
+        while j >= 0:
+            cur[j] += 1
+            if cur[j] <= hi_r[j]:
+                break
+            cur[j] = lo_r[j]
+            j -= 1
+        if j < 0:
+            break
+    return n_out
+
+
+@nb.njit(inline="always", **_jit)
+def _emit(out, n_out, cell_start, a, b):
+    """Append the points of cells [a, b) as one range, if any."""
+    if a < b:
+        out[n_out, 0] = cell_start[a]
+        out[n_out, 1] = cell_start[b]
+        n_out += 1
+    return n_out
+
+
+@nb.njit(**_jit)
+def _decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw, lo_r, hi_r,
+                 own_r):
+    """Per-dimension coordinate of query cell qc, its rank in the query grid
+    (``own_r``) and the interval of data ranks within one cell of it; False
+    if some dimension has none."""
+    rem = qc
+    for j in range(k - 1, -1, -1):
+        r = rem % q_radix[j]
+        rem //= q_radix[j]
+        c = q_coords[q_coord_off[j] + r]
+        lo, hi = _rank_interval(s_coords, s_coord_off[j], s_coord_off[j + 1], c)
+        if lo > hi:
+            return False
+        craw[j] = c
+        lo_r[j] = lo
+        hi_r[j] = hi
+        own_r[j] = r
+    return True
+
+
+def query_args(g):
+    """The query grid's arrays, in the kernels' argument order."""
+    return (g.points, g.cell_start, g.cell_ids, g.coords, g.coord_off, g.radix)
+
+
+def data_args(g):
+    """The data grid's arrays, in the kernels' argument order."""
+    return (g.points, g.cell_ids, g.lower_bound, g.cell_start, g.coords, g.coord_off, g.stride)

@@ -1,0 +1,230 @@
+"""The multicore CPU join engine (Numba): executes a ``JoinPlan`` on grids.
+
+The caller (``api``) has validated the input, built the grid(s) and made
+the plan; this module runs it and never re-decides:
+
+* the full pattern (``full_pattern``): count every row exactly, scan, then
+  fill each row in place in caller order (rows sorted by the merge);
+* UNICOMP (``unicomp``) or LID-UNICOMP (``lid_unicomp``): the forward half
+  of a symmetric pattern, then ``mirror`` writes both halves;
+* ``self_join_chunks``: the full pattern's fill restricted to the cells of
+  a block of rows, block after block.
+
+Parallelism: the kernels are sequential and nogil, run on blocks of cells
+from a pool of threads (``schedule.run_blocks``).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import numpy as np
+
+from .._core.memory import alloc_host
+from .cells import PATTERN_CODE, data_args, query_args
+from .csr import indptr_from_counts, release_free_memory, sort_csr_rows, to_caller_order
+from .full_pattern import count_full, fill_full_kernel
+from .lid_unicomp import lid_unicomp_half
+from .mirror import mirror_table, mirror_table_blocks
+from .plan import TILE_MIN_POINTS
+from .point_scan import pruning_args
+from .result import NeighborTable, PairChunk, index_dtype
+from .schedule import run_blocks
+from .unicomp import count_rows, forward_half
+
+
+@contextmanager
+def phase(timings, name):
+    """Add the seconds spent in the block to ``timings[name]`` (if a dict)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        if timings is not None:
+            timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+
+
+def eps_squared(eps: float, dtype) -> float:
+    """eps^2 evaluated in the working precision (the threshold of the test)."""
+    e = dtype.type(eps)
+    return e * e
+
+
+def counts_reordered(gq, gs, eps2, pattern: int, self_join: bool, include_self: bool,
+                     tile_min: int = TILE_MIN_POINTS) -> np.ndarray:
+    """Neighbour counts of the query grid's reordered points (forward half
+    for the symmetric patterns; ``pattern`` a ``PATTERN_CODE``).  Cells of
+    at least ``tile_min`` points take the tiled path (full pattern)."""
+    counts = np.empty(gq.n_points, dtype=np.int64)
+    if gq.n_points == 0:
+        return counts
+    if pattern == 0:
+        args = (*query_args(gq), *data_args(gs), gs.k, eps2, self_join, include_self,
+                gs.order, *pruning_args(gs, tile_min=tile_min), counts)
+        run_blocks(count_full, args, gq.cell_start)
+    else:
+        count_rows(gq, gs, eps2, pattern, self_join, include_self, counts)
+    return counts
+
+
+def fill_full(gq, gs, eps2, self_join, include_self, sort, row_pos, row_len, indices,
+              cell_list=None, indptr=None, *, caller_points, tile_min=TILE_MIN_POINTS):
+    """Full-pattern filling pass (rows sorted when ``sort``).  Rows go to
+    ``row_pos``/``row_len`` (reordered query points), or, when those are
+    None, to the caller-order CSR rows of ``indptr``.  ``caller_points``
+    is (Q, S): the C-contiguous query and data points, in the caller's
+    order, from which the grids were built; the grids' reordered copies
+    are not read (they may have been dropped: ``points`` None)."""
+    if gq.n_points == 0:
+        return
+    q_pts, s_pts = caller_points
+    if cell_list is None:
+        # every cell: no list (and no temporary of the cells' size)
+        cell_list = np.zeros(0, dtype=np.int64)
+        weight = gq.cell_start
+    else:
+        sizes = gq.cell_start[cell_list + 1] - gq.cell_start[cell_list]
+        weight = np.zeros(cell_list.shape[0] + 1, dtype=np.int64)
+        np.cumsum(sizes, out=weight[1:])
+    empty = np.zeros(0, dtype=np.int64)
+    if row_pos is None:
+        row_pos = row_len = empty
+    else:
+        indptr = empty
+    bad = np.zeros(1, dtype=np.int8)
+    args = (q_pts, gq.cell_start, gq.cell_ids, gq.coords, gq.coord_off, gq.radix,
+            s_pts, gs.cell_ids, gs.lower_bound, gs.cell_start, gs.coords, gs.coord_off,
+            gs.stride, gs.k, eps2, self_join, include_self, sort, cell_list, row_pos,
+            row_len, gq.order, indptr, gs.order, *pruning_args(gs, pts=s_pts, tile_min=tile_min),
+            indices, bad)
+    run_blocks(fill_full_kernel, args, weight)
+    if bad[0]:
+        raise RuntimeError("internal error: a row's neighbour count changed between the "
+                           "counting and filling passes; no result was produced")
+
+
+def full_pattern_csr(gq, gs, eps2, self_join, include_self, output, sort, idx_dtype, timings,
+                     caller_points, tile_min=TILE_MIN_POINTS):
+    """Count, then (for a table) fill, with the full pattern: the caller-order
+    counts, or the CSR arrays (indptr, indices).  ``caller_points`` are the
+    query and data arrays the grids were built from: the grids' reordered
+    copies of the points are dropped after counting and the fill reads the
+    caller's arrays (the memory budget, 1.5 x input + output, has no room
+    for the copy next to the output).
+
+    Cost: two passes over the candidates; memory O(n) plus the output."""
+    with phase(timings, "count"):
+        counts_r = counts_reordered(gq, gs, eps2, 0, self_join, include_self, tile_min)
+    if output == "counts":
+        out = np.empty(gq.n_points, dtype=np.int64)
+        to_caller_order(gq.order, counts_r, out)
+        return out
+    with phase(timings, "fill"):
+        # rows are found through indptr (no per-point arrays alive while the
+        # output is written: the memory target)
+        indptr, total = indptr_from_counts(gq, counts_r)
+        del counts_r
+        gq.points = gs.points = None
+        release_free_memory()
+        indices = alloc_host(total, idx_dtype)        # huge pages: fast first touch
+        fill_full(gq, gs, eps2, self_join, include_self, sort, None, None, indices,
+                  indptr=indptr, caller_points=caller_points, tile_min=tile_min)
+    return indptr, indices
+
+
+def run_self_join(X, grids, eps, plan, timings=None):
+    """Execute the CPU self-join ``plan`` on X and its grid: a NeighborTable
+    or the int64 counts (``plan.output``).  ``grids`` is a list holding the
+    grid, handed over: it is emptied here, so that the grid can be freed
+    before the mirror writes the table."""
+    g = grids.pop()
+    n = X.shape[0]
+    eps2 = eps_squared(eps, X.dtype)
+    code = PATTERN_CODE[plan.pattern]
+    idx_dtype = index_dtype(n)
+    if plan.output == "counts" or code == 0:
+        res = full_pattern_csr(g, g, eps2, True, plan.include_self, plan.output, plan.sort,
+                               idx_dtype, timings, caller_points=(X, X),
+                               tile_min=plan.tile_min_points)
+        if plan.output == "counts":
+            return res
+        indptr, indices = res
+    else:
+        with phase(timings, "fill"):
+            if code == 2:
+                half = lid_unicomp_half(g, eps2)
+            else:
+                half = forward_half(g, eps2, code, idx_dtype)
+            order = g.order
+            del g  # the reordered points are not needed for the mirror
+        with phase(timings, "mirror"):
+            if code == 2:
+                indptr, indices = mirror_table_blocks(order, *half, plan.include_self, idx_dtype)
+            else:
+                indptr, indices = mirror_table(order, *half, plan.include_self, idx_dtype)
+            del half
+        if plan.sort:
+            with phase(timings, "sort"):
+                sort_csr_rows(indptr, indices)
+    return NeighborTable(indptr, indices, (n, n), sorted=bool(plan.sort))
+
+
+def run_join(R, S, gr, gs, eps, plan, timings=None):
+    """Execute the CPU R-join-S ``plan`` (full pattern) on the grids
+    ``gr``, ``gs`` of R and S (same cell geometry)."""
+    nr, ns = R.shape[0], S.shape[0]
+    eps2 = eps_squared(eps, R.dtype)
+    res = full_pattern_csr(gr, gs, eps2, False, False, plan.output, plan.sort, index_dtype(ns),
+                           timings, caller_points=(R, S), tile_min=plan.tile_min_points)
+    if plan.output == "counts":
+        return res
+    indptr, indices = res
+    return NeighborTable(indptr, indices, (nr, ns), sorted=bool(plan.sort))
+
+
+def chunk_bounds(counts: np.ndarray, max_pairs: int) -> list[tuple[int, int]]:
+    """Split rows into consecutive blocks of at most max_pairs pairs each
+    (a row larger than max_pairs is a block of its own).  O(n)."""
+    n = len(counts)
+    bounds = []
+    start = 0
+    csum = np.cumsum(counts)
+    while start < n:
+        base = csum[start - 1] if start else 0
+        stop = int(np.searchsorted(csum, base + max_pairs, side="right"))
+        stop = max(stop, start + 1)
+        bounds.append((start, min(stop, n)))
+        start = stop
+    return bounds
+
+
+def run_self_join_chunks(X, g, eps, plan, max_pairs):
+    """Execute the CPU self-join ``plan`` as a stream of ``PairChunk``: count
+    all rows, then fill the cells of each block of at most ``max_pairs``
+    pairs (``chunk_bounds``).  Memory: O(n) plus one chunk."""
+    n = X.shape[0]
+    include_self, sort = plan.include_self, plan.sort
+    eps2 = eps_squared(eps, X.dtype)
+    counts_r = counts_reordered(g, g, eps2, 0, True, include_self, plan.tile_min_points)
+    g.points = None  # the fills read X
+    counts = np.empty(n, dtype=np.int64)
+    to_caller_order(g.order, counts_r, counts)
+    inv = np.empty(n, dtype=np.int64)
+    inv[g.order] = np.arange(n, dtype=np.int64)
+    point_cell = np.repeat(np.arange(g.n_cells, dtype=np.int64), np.diff(g.cell_start))
+    row_pos = np.full(n, -1, dtype=np.int64)
+    idx_dtype = index_dtype(n)
+    for r0, r1 in chunk_bounds(counts, max_pairs):
+        c = counts[r0:r1]
+        indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
+        np.cumsum(c, out=indptr[1:])
+        members = inv[r0:r1]
+        row_pos[members] = indptr[:-1]
+        indices = alloc_host(int(indptr[-1]), idx_dtype)
+        cells = np.unique(point_cell[members])
+        fill_full(g, g, eps2, True, include_self, sort, row_pos, counts_r, indices,
+                  cell_list=cells, caller_points=(X, X), tile_min=plan.tile_min_points)
+        row_pos[members] = -1
+        i = np.repeat(np.arange(r0, r1, dtype=np.int64), c)
+        yield PairChunk(i=i, j=indices.astype(np.int64), row_start=r0, row_stop=r1)

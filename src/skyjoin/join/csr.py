@@ -1,0 +1,141 @@
+"""CSR helpers of the CPU join: reordered rows back to caller order, scans,
+row sorts, and the release of free heap pages before a large output.
+
+Cost: O(n) per scatter or scan; the row sort is O(m log m) per row of m
+entries (insertion sort for short rows, heap sort otherwise), rows in
+parallel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numba as nb
+import numpy as np
+
+from .cells import _jit
+from .schedule import run_blocks
+
+
+@nb.njit(**_jit)
+def _scatter_block(order, values_reordered, out, add, b0, b1):
+    """out[order[r]] (+)= values_reordered[r] for r in [b0, b1)."""
+    for r in range(b0, b1):
+        if add:
+            out[order[r]] += values_reordered[r]
+        else:
+            out[order[r]] = values_reordered[r]
+
+
+def to_caller_order(order, values_reordered, out):
+    """out[order[r]] = values_reordered[r] (reordered rows back to caller
+    order), in blocks on the thread pool (no prange kernel: its compilation
+    would cost more than the pass)."""
+    run_blocks(_scatter_block, (order, values_reordered, out, False), order.shape[0])
+
+
+def add_caller_order(order, values_reordered, out):
+    """out[order[r]] += values_reordered[r] (``order`` is a permutation:
+    blocks never write the same item)."""
+    run_blocks(_scatter_block, (order, values_reordered, out, True), order.shape[0])
+
+
+@nb.njit(**_jit)
+def _insertion_sort(a, lo, hi):
+    for i in range(lo + 1, hi):
+        v = a[i]
+        j = i - 1
+        while j >= lo and a[j] > v:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = v
+
+
+@nb.njit(**_jit)
+def _sort_range(a, lo, hi):
+    """Sort a[lo:hi] in place: insertion sort for short ranges, else an
+    in-place heapsort (small code: NumPy's sort adds seconds of compilation
+    to every kernel that calls it)."""
+    n = hi - lo
+    if n <= 24:
+        _insertion_sort(a, lo, hi)
+        return
+    for start in range(n // 2 - 1, -1, -1):
+        _sift_down(a, lo, start, n)
+    for end in range(n - 1, 0, -1):
+        v = a[lo]
+        a[lo] = a[lo + end]
+        a[lo + end] = v
+        _sift_down(a, lo, 0, end)
+
+
+@nb.njit(inline="always", **_jit)
+def _sift_down(a, lo, root, n):
+    """Restore the max-heap a[lo:lo + n] below ``root``."""
+    v = a[lo + root]
+    while True:
+        child = 2 * root + 1
+        if child >= n:
+            break
+        if child + 1 < n and a[lo + child + 1] > a[lo + child]:
+            child += 1
+        if a[lo + child] <= v:
+            break
+        a[lo + root] = a[lo + child]
+        root = child
+    a[lo + root] = v
+
+
+@nb.njit(parallel=True, **_jit)
+def sort_csr_rows(indptr, indices):
+    """Sort the columns of every CSR row in place, in parallel."""
+    n = indptr.shape[0] - 1
+    for i in nb.prange(n):
+        _sort_range(indices, indptr[i], indptr[i + 1])
+
+
+@nb.njit(**_jit)
+def exclusive_scan_into(counts, indptr):
+    """indptr[0] = 0, indptr[i + 1] = sum(counts[:i + 1]) (sequential scan,
+    parallel conversion)."""
+    total = 0
+    indptr[0] = 0
+    for i in range(counts.shape[0]):
+        total += counts[i]
+        indptr[i + 1] = total
+    return total
+
+
+# ---------------------------------------------------------------------------
+# Host-side orchestration
+
+
+def indptr_from_counts(g_rows, counts_r):
+    """Caller-order CSR indptr from the counts of the reordered rows.
+    Returns (indptr, total)."""
+    n = g_rows.n_points
+    indptr = np.empty(n + 1, dtype=np.int64)
+    indptr[0] = 0
+    to_caller_order(g_rows.order, counts_r, indptr[1:])
+    np.cumsum(indptr[1:], out=indptr[1:])
+    return indptr, int(indptr[-1])
+
+
+_LIBC_TRIM = []
+
+
+def release_free_memory():
+    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``)
+    before a large output is allocated.  Temporaries of a few MB come from
+    the heap once glibc has raised its mmap threshold, and stay resident
+    after they are freed; trimming keeps the peak at what is alive.  A
+    no-op elsewhere."""
+    if not _LIBC_TRIM:
+        try:
+            fn = ctypes.CDLL("libc.so.6").malloc_trim
+            fn.argtypes = [ctypes.c_size_t]
+            _LIBC_TRIM.append(fn)
+        except (OSError, AttributeError):
+            _LIBC_TRIM.append(None)
+    if _LIBC_TRIM[0] is not None:
+        _LIBC_TRIM[0](0)

@@ -1,0 +1,339 @@
+"""The GPU join's driver: count, scan, then fill in batches (host side).
+
+Pipeline of one call (``count_rows`` then ``fill_rows``):
+
+1. ``start``: the engine (``gpu_engine.GpuEngine``) copies the points to the
+   device, builds the grid and the candidate ranges, and is configured by
+   the rule ``plan.choose_config``;
+2. **count**: a kernel counts the neighbours of every query;
+   ``output="counts"`` stops here;
+3. **scan**: ``indptr`` is the exclusive scan of the counts, so each row's
+   neighbours have a known place: batches are runs of rows that fit one
+   result buffer (``plan.batch_capacity``, ``plan.plan_row_batches``);
+4. **fill**: per batch, the kernel writes each row's column ids
+   contiguously, the rows are sorted on the GPU when ``sort=True``, and the
+   batch is copied into pinned host buffers and from there, by parallel
+   host threads, into the final host CSR array, while the GPU already
+   computes the next batch (3 CUDA streams).
+
+Nothing can overflow: the buffers are sized from exact counts, and the fill
+kernel still checks every write against ``indptr`` and flags a batch that
+would overflow or come up short; such a batch is recomputed once, then the
+call fails loudly.  Cost: the engine's passes plus O(pairs) of copies.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._core.device import cupy
+from .._core.memory import alloc_host
+from .._core.transfer import parallel_copy
+from .._core.validate import check_eps, check_precision
+from .gpu_engine import GpuEngine
+from .plan import JoinPlan, batch_capacity, choose_config, plan_gpu, plan_row_batches
+from .result import NeighborTable
+
+__all__ = ["count_rows", "fill_rows", "Counted", "last_stats", "start", "run",
+           "free_device_bytes"]
+
+_N_STREAMS = 3
+_STATS: dict = {}
+_log = logging.getLogger("skyjoin")
+
+
+def last_stats() -> dict:
+    """Phase times (seconds) and sizes of the last GPU join call in this process."""
+    return dict(_STATS)
+
+
+def start(R, S, eps, precision, index_dims, include_self, options, counts_only=False):
+    """Validate the scalars, pick up CuPy, build the engine and configure it
+    by the rule (``plan.choose_config``); returns (cp, engine, stats).
+
+    The plan is logged at debug level on the "skyjoin" logger."""
+    cp = cupy()
+    eps = check_eps(eps)
+    precision = check_precision(precision)
+    stats = {"precision": precision}
+    _STATS.clear()
+    _STATS.update(stats)
+    t0 = time.perf_counter()
+    eng = GpuEngine(cp, R, S, eps, precision, index_dims, include_self, options, stats)
+    if not eng.empty:
+        cfg = choose_config(eng.mean_work, eng.work_cv, eng.self_join, index_dims=eng.dgrid.k,
+                            counts_only=counts_only, kernel=options.get("kernel", "auto"),
+                            pattern=options.get("pattern", "auto"),
+                            threads_per_point=options.get("threads_per_point", "auto"),
+                            schedule=options.get("schedule", "auto"))
+        eng.configure(cfg)
+        if _log.isEnabledFor(logging.DEBUG):
+            request = JoinPlan(device="gpu", self_join=eng.self_join,
+                               output="counts" if counts_only else "table",
+                               include_self=eng.include_self, precision=precision)
+            _log.debug("join plan: %s", plan_gpu(request, cfg, eng.dgrid.k).describe())
+    stats["setup_s"] = time.perf_counter() - t0
+    return cp, eng, stats
+
+
+def free_device_bytes(cp, device_memory_limit) -> int:
+    """Bytes the result buffers may take on the device."""
+    pool = cp.get_default_memory_pool()
+    free, _total = cp.cuda.runtime.memGetInfo()
+    avail = int((free + pool.free_bytes()) * 0.6)
+    if device_memory_limit is not None:
+        lim = int(device_memory_limit)
+        if lim <= 0:
+            raise ValueError(f"device_memory_limit must be > 0 bytes, got {device_memory_limit}")
+        avail = min(avail, max(0, lim - pool.used_bytes()))
+    return avail
+
+
+def report(timings, stats):
+    """Publish the phase times: last_stats(), and the caller's timings dict if any."""
+    _STATS.update(stats)
+    if timings is not None:
+        for k, v in stats.items():
+            if k.endswith("_s"):
+                timings[k[:-2]] = timings.get(k[:-2], 0.0) + v
+
+
+@dataclass
+class Counted:
+    """A join whose rows are counted on the device and not yet filled
+    (``count_rows``); ``fill_rows`` finishes it.
+
+    Attributes
+    ----------
+    eng : GpuEngine
+        Grids, ranges and kernels on the current device.
+    counts : cupy.ndarray of int32 or None
+        Neighbour count of each row [0, n_rows) (None when empty).
+    n_rows, n_cols : int
+        Shape of the table (columns in the renamed space with column_ids).
+    device : int
+        The device that holds the engine.
+    """
+
+    cp: object
+    eng: object
+    stats: dict
+    counts: object
+    n_rows: int
+    n_cols: int
+    device: int
+    t_start: float
+
+
+def count_rows(R, S, eps, *, include_self=False, precision="float64", index_dims=None,
+               query_rows=None, column_ids=None, n_columns=None, counts_only=False,
+               **options) -> Counted:
+    """Build the engine on the current device and count the neighbours of the rows.
+
+    ``query_rows`` (m) keeps only the rows [0, m); ``column_ids`` renames the
+    columns (column j becomes ``column_ids[j]``, int32, before rows are
+    sorted) in a column space of ``n_columns``: the distributed join's
+    partitions use both to produce their owned rows in global ids.
+    """
+    t_start = time.perf_counter()
+    cp, eng, stats = start(R, S, eps, precision, index_dims, include_self, options,
+                           counts_only=counts_only)
+    n_rows, n_cols = eng.n_rows, eng.n_cols
+    if query_rows is not None:
+        if not 0 <= int(query_rows) <= n_rows:
+            raise ValueError(f"query_rows must be in [0, {n_rows}], got {query_rows!r}")
+        n_rows = int(query_rows)
+    if column_ids is not None:
+        if len(column_ids) != n_cols or n_columns is None or int(n_columns) > 2**31 - 1:
+            raise ValueError("column_ids needs one int32 id per column and n_columns < 2**31")
+        eng.column_ids = cp.asarray(column_ids, dtype=cp.int32)
+        n_cols = int(n_columns)
+    counts = None
+    if not eng.empty:
+        t0 = time.perf_counter()
+        counts = eng.count(n_rows)
+        stats["count_s"] = time.perf_counter() - t0
+    return Counted(cp, eng, stats, counts, n_rows, n_cols, int(cp.cuda.Device().id), t_start)
+
+
+def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
+              device_memory_limit=None, progress=None, timings=None, sink=None):
+    """Fill the counted rows: a NeighborTable (host or device), or, with ``sink``,
+    hand each batch to ``sink(r0, r1, chunk)`` and return None.
+
+    ``sink`` receives the rows [r0, r1) as one host array (a pinned buffer,
+    valid only during the call) laid out by the row counts; the distributed
+    join copies the rows from there straight to their places in the global
+    table.
+    """
+    cp, eng, stats, counts, n_rows, n_cols = c.cp, c.eng, c.stats, c.counts, c.n_rows, c.n_cols
+    if eng.empty:
+        report(timings, stats)
+        if sink is not None:
+            return None
+        xp = cp if on_device else np
+        return NeighborTable(xp.zeros(n_rows + 1, dtype=xp.int64), xp.zeros(0, dtype=xp.int32),
+                             (n_rows, n_cols), sorted=True)
+    t0 = time.perf_counter()
+    indptr = cp.zeros(n_rows + 1, dtype=cp.int64)
+    cp.cumsum(counts, dtype=cp.int64, out=indptr[1:])
+    indptr_h = cp.asnumpy(indptr)
+    total = int(indptr_h[-1])
+    longest = int(counts.max()) if n_rows else 0
+    stats["scan_s"] = time.perf_counter() - t0
+    stats["pairs"] = total
+    bytes_per_pair = 4 * (_N_STREAMS if not on_device else 1)
+    free = free_device_bytes(cp, device_memory_limit)
+    if on_device:
+        if total * 4 > free:
+            raise MemoryError(f"the result ({total} pairs, {4 * total} bytes) does not fit in the "
+                              f"device memory allowed ({free} bytes); use on_device=False or "
+                              f"self_join_chunks")
+        free -= total * 4
+    cap = batch_capacity(total, longest, batch_pairs, free, bytes_per_pair)
+    batches = plan_row_batches(indptr_h, cap)
+    stats["batches"] = len(batches)
+    stats["batch_pairs"] = cap
+    cursor = cp.zeros(n_rows, dtype=cp.int32) if eng.cfg.pattern != "full" else None
+    t0 = time.perf_counter()
+    if on_device:
+        out = cp.empty(max(total, 1), dtype=cp.int32)
+        overflow = cp.zeros(1, dtype=cp.int32)
+        plan = eng.sort_plan(indptr, batches) if sort else None
+        for b, (r0, r1) in enumerate(batches):
+            eng.fill(r0, r1, counts, indptr, out, 0, cursor, overflow, plan, indptr_h)
+            if int(overflow.get()[0]):
+                overflow.fill(0)
+                eng.fill(r0, r1, counts, indptr, out, 0, cursor, overflow, plan, indptr_h)
+                if int(overflow.get()[0]):
+                    raise RuntimeError(f"GPU join: batch of rows [{r0}, {r1}) overflowed twice")
+            if progress is not None:
+                progress(r1, n_rows)
+        cp.cuda.Device().synchronize()
+        stats["fill_s"] = time.perf_counter() - t0
+        stats["total_s"] = time.perf_counter() - c.t_start
+        report(timings, stats)
+        return NeighborTable(indptr, out[:total], (n_rows, n_cols), sorted=bool(sort))
+    indices = _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
+                            progress, stats, sink)
+    stats["total_s"] = time.perf_counter() - c.t_start
+    report(timings, stats)
+    if sink is not None:
+        return None
+    return NeighborTable(indptr_h, indices, (n_rows, n_cols), sorted=bool(sort))
+
+
+def run(R, S, eps, *, include_self=False, output="table", sort=True, precision="float64",
+         index_dims=None, on_device=False, batch_pairs=None, device_memory_limit=None,
+         progress=None, timings=None, query_rows=None, column_ids=None, n_columns=None,
+         **options):
+    """Shared implementation of gpu_self_join and gpu_join: count, then fill."""
+    if output not in ("table", "counts"):
+        raise ValueError(f"output must be 'table' or 'counts', got {output!r}")
+    c = count_rows(R, S, eps, include_self=include_self, precision=precision,
+                   index_dims=index_dims, query_rows=query_rows, column_ids=column_ids,
+                   n_columns=n_columns, counts_only=(output == "counts"), **options)
+    if output == "counts":
+        cp = c.cp
+        res = c.counts.astype(cp.int64) if c.counts is not None \
+            else cp.zeros(c.n_rows, dtype=cp.int64)
+        res = res if on_device else cp.asnumpy(res)
+        c.stats["total_s"] = time.perf_counter() - c.t_start
+        report(timings, c.stats)
+        return res
+    return fill_rows(c, sort=sort, on_device=on_device, batch_pairs=batch_pairs,
+                     device_memory_limit=device_memory_limit, progress=progress,
+                     timings=timings)
+
+
+def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort, progress, stats,
+                  sink=None):
+    """Fill every batch on the GPU and assemble the host CSR column array.
+
+    Three streams, each with a device result buffer and a pinned host staging
+    buffer: while the host threads copy batch b-2 from pinned memory into the
+    final array, the GPU fills and sorts batch b-1 and copies it down.  With
+    ``sink``, each batch goes to ``sink(r0, r1, pinned_chunk)`` instead, and
+    nothing is allocated here (returns None).
+    """
+    import cupyx  # lazy, as CuPy
+
+    total = int(indptr_h[-1])
+    n_rows = len(indptr_h) - 1
+    t0 = time.perf_counter()
+    final = alloc_host(total, np.int32) if sink is None else None
+    stats["host_alloc_s"] = time.perf_counter() - t0
+    if total == 0:
+        return final
+    t_fill = time.perf_counter()
+    nslots = min(_N_STREAMS, len(batches))
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(nslots)]
+    dev_out = [cp.empty(cap, dtype=cp.int32) for _ in range(nslots)]
+    pinned = [cupyx.empty_pinned(cap, dtype=np.int32) for _ in range(nslots)]
+    flags = [cp.zeros(1, dtype=cp.int32) for _ in range(nslots)]
+    flags_h = [cupyx.empty_pinned(1, dtype=np.int32) for _ in range(nslots)]
+    cursors = [cursor] + [cp.zeros_like(cursor) for _ in range(nslots - 1)] if cursor is not None \
+        else [None] * nslots
+    plan = eng.sort_plan(indptr, batches) if sort else None
+    cp.cuda.Device().synchronize()      # counts / indptr ready before other streams read them
+    inflight: deque = deque()
+    copy_s = 0.0
+    wait_s = 0.0
+
+    def launch(b, slot):
+        r0, r1 = batches[b]
+        base = int(indptr_h[r0])
+        m = int(indptr_h[r1]) - base
+        with streams[slot]:
+            flags[slot].fill(0)
+            eng.fill(r0, r1, counts, indptr, dev_out[slot], base, cursors[slot], flags[slot], plan,
+                     indptr_h)
+            if m:
+                dev_out[slot][:m].get(stream=streams[slot], out=pinned[slot][:m], blocking=False)
+            flags[slot].get(stream=streams[slot], out=flags_h[slot], blocking=False)
+            ev = streams[slot].record()
+        inflight.append((b, slot, ev, base, m))
+
+    def drain():
+        nonlocal copy_s, wait_s
+        b, slot, ev, base, m = inflight.popleft()
+        tw = time.perf_counter()
+        ev.synchronize()
+        wait_s += time.perf_counter() - tw
+        if int(flags_h[slot][0]):
+            # recompute the batch once, synchronously; then fail loudly
+            r0, r1 = batches[b]
+            with streams[slot]:
+                flags[slot].fill(0)
+                eng.fill(r0, r1, counts, indptr, dev_out[slot], base, cursors[slot], flags[slot],
+                         plan, indptr_h)
+                streams[slot].synchronize()
+                if int(flags[slot].get()[0]):
+                    raise RuntimeError(f"GPU join: batch of rows [{r0}, {r1}) overflowed twice")
+                if m:
+                    dev_out[slot][:m].get(stream=streams[slot], out=pinned[slot][:m])
+                streams[slot].synchronize()
+        tc = time.perf_counter()
+        if m and sink is not None:
+            sink(batches[b][0], batches[b][1], pinned[slot][:m])
+        elif m:
+            parallel_copy(final[base:base + m], pinned[slot][:m])
+        copy_s += time.perf_counter() - tc
+        if progress is not None:
+            progress(batches[b][1], n_rows)
+
+    for b in range(len(batches)):
+        while len(inflight) >= max(1, nslots - 1):
+            drain()
+        launch(b, b % nslots)
+    while inflight:
+        drain()
+    stats["fill_pipeline_s"] = time.perf_counter() - t_fill
+    stats["host_copy_s"] = copy_s
+    stats["gpu_wait_s"] = wait_s
+    return final

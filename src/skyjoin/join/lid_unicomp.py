@@ -1,0 +1,99 @@
+"""LID-UNICOMP forward half in one pass over blocks of cells.
+
+LID-UNICOMP (Gallet & Gowanlock 2019, §III-B, Algorithm 3): a cell
+compares with the adjacent cells of higher linear id, so each pair of
+adjacent cells is compared once and one distance computation yields both
+(i, j) and (j, i).  Each point walks its cell's neighbours with the pruned
+point-by-point scan (``point_scan``), writing its forward half into a
+buffer per block of cells; ``mirror.mirror_table_blocks`` builds the table.
+
+Cost: one pass over about half of the full pattern's candidate pairs,
+O(d) each, plus the cells skipped by the pruning bound; memory O(forward
+pairs) in the block buffers.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numba as nb
+import numpy as np
+
+from .cells import _decode_cell, _jit
+from .point_scan import _cell_gaps, _point_scan, pruning_args
+from .schedule import cell_blocks
+
+
+@nb.njit(**_jit)
+def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, stride, lower_bound,
+                      point_lb, order, k, eps2, lo, side, slack, lim, cb0, cb1, counts):
+    """LID-UNICOMP forward half (load-imbalance paper §III-B) of the cells
+    [cb0, cb1) of a self-join grid in a single pass, on the pruned
+    point-by-point path: the caller ids of the neighbours of every point go
+    to a growing buffer, their number to ``counts`` (reordered rows).
+    Returns the buffer, trimmed.  Sequential and nogil: the host runs
+    blocks on a pool of threads (dynamic scheduling, no counting pass)."""
+    r0 = cell_start[cb0]
+    r1 = cell_start[cb1]
+    buf = np.empty(4 * (r1 - r0) + 1024, dtype=order.dtype)
+    n = 0
+    d = pts.shape[1]
+    early = d > 3
+    craw = np.empty(k, dtype=np.int64)
+    lo_r = np.empty(k, dtype=np.int64)
+    hi_r = np.empty(k, dtype=np.int64)
+    own_r = np.empty(k, dtype=np.int64)
+    eqp = np.empty(k, dtype=np.bool_)
+    gl2 = np.empty(k)
+    gh2 = np.empty(k)
+    cur = np.empty(k, dtype=np.int64)
+    partial = np.empty(k)
+    no_map = np.empty(0, dtype=order.dtype)
+    for c in range(cb0, cb1):
+        c0 = cell_start[c]
+        c1 = cell_start[c + 1]
+        _decode_cell(cell_ids[c], coords, coord_off, radix, coords, coord_off, k, craw, lo_r,
+                     hi_r, own_r)  # a self-join cell always has itself in reach
+        for i in range(c0, c1):
+            _cell_gaps(pts, i, k, lo, side, slack, gl2, gh2)
+            room = buf.shape[0] - n
+            f = _point_scan(pts, i, i, pts, no_map, -1, eps2, lim, early, k, craw, lo_r, hi_r,
+                            own_r, True, coords, coord_off, stride, cell_ids, lower_bound,
+                            cell_start, point_lb, gl2, gh2, cur, partial, eqp, order, buf, n,
+                            room)
+            if f > room:
+                grown = np.empty(max(2 * buf.shape[0], n + f), dtype=buf.dtype)
+                grown[:n] = buf[:n]
+                buf = grown
+                f = _point_scan(pts, i, i, pts, no_map, -1, eps2, lim, early, k, craw, lo_r,
+                                hi_r, own_r, True, coords, coord_off, stride, cell_ids,
+                                lower_bound, cell_start, point_lb, gl2, gh2, cur, partial, eqp,
+                                order, buf, n, f)
+            counts[i] = f
+            n += f
+    return buf[:n].copy()
+
+
+def lid_unicomp_half(g, eps2):
+    """Forward half of LID-UNICOMP in one pass over blocks of cells run on
+    a pool of threads (see ``lid_unicomp_block``).
+    Returns (half_counts, blocks) with blocks a list of (r0, buffer)."""
+    n = g.n_points
+    counts = np.empty(n, dtype=np.int64)
+    lo, side, slack, lim, _, point_lb, _ = pruning_args(g, half=True)
+    threads = max(1, nb.get_num_threads())
+    spans = cell_blocks(g.cell_start, max(16 * threads, min(1024, g.n_cells // 256)))
+
+    def run(span):
+        cb0, cb1 = span
+        return lid_unicomp_block(g.points, g.cell_start, g.cell_ids, g.coords, g.coord_off,
+                                 g.radix, g.stride, g.lower_bound, point_lb, g.order, g.k,
+                                 eps2, lo, side, slack, lim, cb0, cb1, counts)
+
+    if threads == 1:
+        bufs = [run(sp) for sp in spans]
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as ex:
+            bufs = list(ex.map(run, spans))
+    blocks = [(int(g.cell_start[cb0]), b) for (cb0, _), b in zip(spans, bufs)]
+    return counts, blocks

@@ -1,0 +1,106 @@
+"""Mirroring of a symmetric pattern's forward half into the full table.
+
+With UNICOMP (Gowanlock & Karsin 2018, §V-B) and LID-UNICOMP (Gallet &
+Gowanlock 2019, §III-B) one distance computation yields both (i, j) and
+(j, i): the forward half holds (i, j); this module writes row i's forward
+half, then scatters every (i, j) into row j as well, in a sequential pass
+(the CPU target has no atomics).
+
+Cost: O(n + pairs) time, the table plus O(n) of memory; rows come out
+unsorted.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .cells import _jit
+from .csr import add_caller_order, exclusive_scan_into, release_free_memory
+
+
+@nb.njit(**_jit)
+def mirror_counts(half_indices, total):
+    """Every forward pair (i, j) of a symmetric pattern also belongs to row j:
+    add those to the row counts (sequential: the CPU target has no atomics)."""
+    for p in range(half_indices.shape[0]):
+        total[half_indices[p]] += 1
+
+
+@nb.njit(**_jit)
+def place_forward_block(order, r0, loc_indptr, buf, include_self, fill_pos, indices):
+    """Copy the forward half of reordered row r0 + t, held in
+    ``buf[loc_indptr[t]:loc_indptr[t + 1]]``, to the start of row
+    order[r0 + t] (plus the self pair if asked); advance ``fill_pos``."""
+    for t in range(loc_indptr.shape[0] - 1):
+        o = order[r0 + t]
+        pos = fill_pos[o]
+        for p in range(loc_indptr[t], loc_indptr[t + 1]):
+            indices[pos] = buf[p]
+            pos += 1
+        if include_self:
+            indices[pos] = o
+            pos += 1
+        fill_pos[o] = pos
+
+
+@nb.njit(**_jit)
+def mirror_fill_block(order, r0, loc_indptr, buf, fill_pos, indices):
+    """Scatter the mirrored half of a block of reordered rows (laid out as
+    for ``place_forward_block``): for each forward pair (i, j), write i into
+    row j at its next free slot.  Sequential; blocks must be taken in order."""
+    for t in range(loc_indptr.shape[0] - 1):
+        o = order[r0 + t]
+        for p in range(loc_indptr[t], loc_indptr[t + 1]):
+            j = buf[p]
+            indices[fill_pos[j]] = o
+            fill_pos[j] += 1
+
+
+def mirror_table_blocks(order, half_counts, blocks, include_self, idx_dtype):
+    """``mirror_table`` for a forward half held in blocks (r0, buffer) that
+    cover the reordered rows in order."""
+    n = order.shape[0]
+    total = np.zeros(n, dtype=np.int64)
+    for _, buf in blocks:
+        mirror_counts(buf, total)
+    add_caller_order(order, half_counts, total)
+    if include_self:
+        total += 1
+    indptr = np.empty(n + 1, dtype=np.int64)
+    grand = exclusive_scan_into(total, indptr)
+    del total
+    release_free_memory()
+    indices = np.empty(grand, dtype=idx_dtype)
+    fill_pos = indptr[:-1].copy()
+    ends = [r0 for r0, _ in blocks[1:]] + [n]
+    loc = []
+    for (r0, buf), r1 in zip(blocks, ends):
+        li = np.zeros(r1 - r0 + 1, dtype=np.int64)
+        np.cumsum(half_counts[r0:r1], out=li[1:])
+        loc.append(li)
+        place_forward_block(order, r0, li, buf, include_self, fill_pos, indices)
+    for (r0, buf), li in zip(blocks, loc):
+        mirror_fill_block(order, r0, li, buf, fill_pos, indices)
+    return indptr, indices
+
+
+def mirror_table(order, half_counts, half_indptr, half_indices, include_self, idx_dtype):
+    """Caller-order CSR from a forward half: row order[r] gets the forward
+    half of reordered row r (+ the self pair), then every mirrored pair.
+    Returns (indptr, indices); rows are not sorted."""
+    n = order.shape[0]
+    total = np.zeros(n, dtype=np.int64)
+    mirror_counts(half_indices, total)
+    add_caller_order(order, half_counts, total)
+    if include_self:
+        total += 1
+    indptr = np.empty(n + 1, dtype=np.int64)
+    grand = exclusive_scan_into(total, indptr)
+    del total
+    indices = np.empty(grand, dtype=idx_dtype)
+    fill_pos = indptr[:-1].copy()
+    # the whole half table is one block starting at reordered row 0
+    place_forward_block(order, 0, half_indptr, half_indices, include_self, fill_pos, indices)
+    mirror_fill_block(order, 0, half_indptr, half_indices, fill_pos, indices)
+    return indptr, indices
