@@ -15,7 +15,7 @@
   distance matrices, sparse feature matrices) is handed to
   ``sklearn.cluster.DBSCAN`` unchanged.
 
-Measurements behind the rule: docs/design/dbscan.md.
+Measurements behind the rule: docs/design.md.
 """
 
 from __future__ import annotations
@@ -361,7 +361,7 @@ def _fit_join(plan: DBSCANPlan, X, eps, min_samples, sample_weight, timings):
 
 def _take_rows(X, idx):
     """``X[idx]`` as a new array; a C-contiguous float array is gathered in
-    parallel (``gather_rows``; see docs/design/dbscan.md)."""
+    parallel (``gather_rows``; see docs/design.md)."""
     if isinstance(X, np.ndarray) and X.ndim == 2 and X.flags.c_contiguous \
             and X.dtype in (np.float64, np.float32):
         return gather_rows(X, np.asarray(idx, dtype=np.int64))

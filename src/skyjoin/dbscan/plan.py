@@ -3,7 +3,7 @@
 ``DBSCAN.fit``, ``dbscan``, ``dbscan_sweep`` and ``dbscan_model`` validate
 their input and resolve the device once, then ask ``plan_fit`` or
 ``plan_sweep`` for a ``DBSCANPlan``; the engines execute it and never choose
-a path.  Measurements behind the rule are in docs/design/dbscan.md.
+a path.  Measurements behind the rule are in docs/design.md.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ With :func:`~skyjoin.distributed.local_gpu_cluster`'s default thread
 workers, the caller's array, the workers and the result live in one
 process.  The partitioned join then skips what only separate processes
 need: scattering, routing and block summaries, and the assembly of the
-partitions' rows into one table (docs/design/distributed.md has the
+partitions' rows into one table (docs/design.md has the
 measurement):
 
 * **input**: the caller's array is neither scattered nor routed: every

@@ -106,7 +106,7 @@ def default_partitions(client, n: int, shared: bool = False) -> int:
     caller's array, :mod:`.in_process_gpu`) there is no cap either: each
     partition runs the single-machine GPU engine, which batches what does not
     fit, and more partitions per GPU only add halos and rounds
-    (docs/design/distributed.md has the measurement).
+    (docs/design.md has the measurement).
     """
     workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
     if shared:

@@ -13,7 +13,7 @@ executes the plan without re-deciding anything.  Each rule is written once:
   scan gives ``indptr``, batches are runs of consecutive rows whose pairs
   fit one result buffer, so no buffer can overflow).
 
-The measurements behind the rules are in ``docs/design/join.md``.
+The measurements behind the rules are in ``docs/design.md``.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def choose_config(mean_work: float, work_cv: float, self_join: bool, *, index_di
     Notes
     -----
     Cost: O(1).  The measurements behind the rule are in
-    ``docs/design/join.md``.
+    ``docs/design.md``.
 
     Examples
     --------
