@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -9,14 +10,12 @@ import numpy as np
 from .._core.device import is_device_array, resolve_device
 from .columns import check_sense, frame_columns, group_columns, is_dataframe, parse_sense, \
     prepare_array, split_diff
+from .plan import ALGORITHMS, MAX_SKYALIGN_D, VARIANTS, SkylinePlan, check_algorithm, plan_skyline
 
 __all__ = ["skyline", "ALGORITHMS", "VARIANTS", "MAX_SKYALIGN_D", "check_sense", "to_minimisation",
            "distinct_first"]
 
-ALGORITHMS = ("auto", "skyalign", "bruteforce", "bnl", "sfs", "ggs")
-VARIANTS = ("default", "nosync", "levelwise", "sync", "noquart", "padded")
-MAX_SKYALIGN_D = 64          # masks are 64-bit words
-_CPU_ONLY = ("bruteforce", "bnl", "sfs")
+log = logging.getLogger("skyjoin")
 
 
 def to_minimisation(X: np.ndarray, maximise: np.ndarray) -> np.ndarray:
@@ -132,14 +131,7 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = None,
     >>> sj.skyline(X, sense=["min", "diff"])     # the best x of each y
     array([0, 1, 2, 4])
     """
-    if not isinstance(algorithm, str) or algorithm.lower() not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
-    algorithm = algorithm.lower()
-    if variant is not None and (not isinstance(variant, str) or variant.lower() not in VARIANTS):
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    variant = None if variant in (None, "default") else variant.lower()
-    if variant is not None and algorithm not in ("auto", "skyalign"):
-        raise ValueError(f"variant={variant!r} applies to algorithm='skyalign' only")
+    algorithm, variant = check_algorithm(algorithm, variant)
     if not isinstance(distinct, (bool, np.bool_)):
         raise TypeError(f"distinct must be a bool, got {type(distinct).__name__}")
 
@@ -163,33 +155,26 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = None,
             X, maximise = group_columns(V, maximise, diffs)
         else:
             maximise = np.array([w == "max" for w in words], dtype=bool)
-        sky, stats = gpu.skyline_gpu(X, maximise, distinct, algorithm, variant,
-                                      count=return_stats)
+        plan = plan_skyline(X.shape[0], X.shape[1] if X.ndim == 2 else 0, dev, algorithm,
+                            variant, distinct)
+        log.debug("%s", plan.describe())
+        sky, stats = gpu.skyline_gpu(X, maximise, plan, count=return_stats)
         return (sky, stats) if return_stats else sky
     else:
         Xc, maximise = prepare_array(X, sense)
 
     n, d = Xc.shape
-    dev = resolve_device(device)
-    if algorithm == "auto":
-        algorithm = "skyalign" if d <= MAX_SKYALIGN_D else ("ggs" if dev == "gpu" else "sfs")
-    if algorithm == "skyalign" and d > MAX_SKYALIGN_D:
-        raise ValueError(f"SkyAlign supports up to {MAX_SKYALIGN_D} dimensions, got {d}; "
-                         "use algorithm='sfs' or 'ggs'")
-    if dev == "gpu" and algorithm in _CPU_ONLY:
-        raise ValueError(f"algorithm={algorithm!r} runs on the CPU only; pass device='cpu'")
-
-    if dev == "gpu":
+    plan = plan_skyline(n, d, resolve_device(device), algorithm, variant, distinct)
+    log.debug("%s", plan.describe())
+    if plan.device == "gpu":
         from . import gpu
-        sky, stats = gpu.skyline_gpu(Xc, maximise, distinct, algorithm, variant,
-                                      count=return_stats)
+        sky, stats = gpu.skyline_gpu(Xc, maximise, plan, count=return_stats)
     else:
         # Nothing to negate: use the checked array itself.  The CPU algorithms
         # only read it and only compare values, under which -0.0 == +0.0, so
-        # the copy that normalises -0.0 is not needed (it was a serial pass
-        # over the whole input, a large part of the 16-thread time).
+        # the copy that normalises -0.0 is not needed.
         Xm = to_minimisation(Xc, maximise) if maximise.any() else Xc
-        sky, stats = _skyline_cpu(Xm, algorithm, variant, bool(distinct))
+        sky, stats = _skyline_cpu(Xm, plan)
     stats["distinct"] = bool(distinct)
     stats["skyline_size"] = int(sky.size)
     stats.setdefault("times", {})["host_total"] = time.perf_counter() - t0
@@ -198,38 +183,29 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = None,
     return (sky, stats) if return_stats else sky
 
 
-def _skyline_cpu(Xm: np.ndarray, algorithm: str, variant: str | None, distinct: bool = False):
-    """Dispatch to a CPU algorithm; Xm is float64 under minimisation.
+def _skyline_cpu(Xm: np.ndarray, plan: SkylinePlan):
+    """Run a CPU plan; Xm is float64 under minimisation.
 
     SkyAlign, SFS and GGS group equal points themselves (and keep the lowest
     index of each group for ``distinct``); brute force and BNL return every
     copy and :func:`distinct_first` reduces them, O(s log s) for s skyline
     points."""
+    # the Numba engines load on first use: ``import skyjoin`` binds this module
+    from . import baselines
+    from .cpu import skyalign_cpu
+
     n, d = Xm.shape
-    if algorithm == "skyalign" and variant not in (None, "nosync", "levelwise", "sync", "noquart"):
-        raise ValueError(f"variant {variant!r} is GPU-only; the CPU has nosync, levelwise, sync, "
-                         "noquart")
+    algorithm, distinct = plan.algorithm, plan.distinct
     if n <= 1:
         return np.arange(n, dtype=np.int64), {"algorithm": algorithm, "device": "cpu", "n": n,
                                               "d": d, "dominance_tests": 0, "mask_tests": 0,
                                               "prefilter_survivors": n, "times": {}}
     if algorithm == "skyalign":
-        from .cpu import VARIANTS as CPU_VARIANTS, skyalign_cpu
-
-        v = variant or "levelwise"
-        if v not in CPU_VARIANTS:
-            raise ValueError(f"variant {v!r} is GPU-only; the CPU has {CPU_VARIANTS}")
-        return skyalign_cpu(Xm, variant=v, distinct=distinct)
-    from . import baselines
-
+        return skyalign_cpu(Xm, variant=plan.variant, distinct=distinct)
     if algorithm == "sfs":
         return baselines.sfs(Xm, distinct=distinct)
     if algorithm == "ggs":
         return baselines.ggs_cpu(Xm, distinct=distinct)
-    if algorithm == "bruteforce":
-        sky, stats = baselines.bruteforce(Xm)
-    elif algorithm == "bnl":
-        sky, stats = baselines.bnl(Xm)
-    else:
-        raise ValueError(f"unknown algorithm {algorithm!r}")  # pragma: no cover
+    run = baselines.bruteforce if algorithm == "bruteforce" else baselines.bnl
+    sky, stats = run(Xm)
     return (distinct_first(Xm, sky) if distinct else sky), stats

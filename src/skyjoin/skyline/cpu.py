@@ -34,6 +34,7 @@ from .groups import expand_groups, group_candidates
 from .masks import (cell_boundaries, compact_kept, gather_sorted, level_bounds, levels_no_worse,
                     masks_and_levels, pick_pivots, popcount64, prefilter_keep,
                     rowmax_and_pivot_candidates, sort_by_order_and_mask, sorted_sample)
+from .plan import CPU_VARIANTS
 
 __all__ = ["skyalign_cpu", "CHUNK"]
 
@@ -407,7 +408,7 @@ def _n_virtual() -> int:
     return 16 * max(1, numba.get_num_threads())
 
 
-VARIANTS = ("nosync", "levelwise", "sync", "noquart")
+VARIANTS = CPU_VARIANTS
 
 
 def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+sum",

@@ -12,7 +12,7 @@ repacking of the survivors after each), "nosync" (one launch, no rounds),
 that hold skyline points only, then repacks),
 "noquart" (sync without quartile-level masks), "padded" (sync with every
 median-level cell padded to whole warps, so no warp straddles two cells).
-The default is "padded" (DEFAULT_GPU_VARIANT; docs/design.md, "Skyline: GPU variant").
+The default ("padded") is chosen by ``plan.plan_skyline`` (docs/design.md, "Skyline").
 CuPy is imported only here, lazily, through :func:`skyjoin._core.device.cupy`.
 """
 
@@ -27,14 +27,10 @@ import numpy as np
 from .._core.device import cupy as _cupy
 from .columns import exact_matrix
 from .groups import expand_groups, expand_runs, group_rows, run_starts
+from .plan import DEFAULT_VARIANT, GPU_VARIANTS
 
 __all__ = ["skyline_gpu", "skyalign_gpu", "ggs_gpu", "GPU_VARIANTS"]
 
-GPU_VARIANTS = ("sync", "nosync", "levelwise", "noquart", "padded")
-# the GPU default (docs/design.md, "Skyline: GPU variant"); the paper finds
-# padding degrades at high d, where median-level cells hold few points:
-# variant="sync" there
-DEFAULT_GPU_VARIANT = "padded"
 _BLOCK = 256
 _WARP = 32
 _DENSE_MAX_D = 20
@@ -106,28 +102,23 @@ def to_device_minimisation(X, maximise: np.ndarray):
     return Xd
 
 
-def skyline_gpu(X, maximise: np.ndarray, distinct: bool, algorithm: str, variant: str | None,
-                count: bool = True):
-    """The GPU path of :func:`skyjoin.skyline`.  Returns (indices, stats):
-    a NumPy array for host input, a CuPy array for CuPy input."""
+def skyline_gpu(X, maximise: np.ndarray, plan, count: bool = True):
+    """Run a GPU plan (``skyline.plan.SkylinePlan``) of :func:`skyjoin.skyline`.
+    Returns (indices, stats): a NumPy array for host input, a CuPy array for
+    CuPy input.  O(n d) for the transfer and the sign flips, then the
+    algorithm's cost."""
     cp = _cupy()
     on_device = hasattr(X, "__cuda_array_interface__")
     t0 = time.perf_counter()
     Xd = to_device_minimisation(X, maximise)
     _sync()
     t_in = time.perf_counter() - t0
-    n, d = Xd.shape
-    if algorithm in ("auto", "skyalign"):
-        if d > 64:
-            raise ValueError(f"SkyAlign supports up to 64 dimensions, got {d}; use algorithm='ggs'")
-        sky, stats = skyalign_gpu(Xd, variant or DEFAULT_GPU_VARIANT, count=count,
-                                  distinct=distinct)
-    elif algorithm == "ggs":
-        sky, stats = ggs_gpu(Xd, distinct=distinct)
-    else:
-        raise ValueError(f"algorithm={algorithm!r} runs on the CPU only; pass device='cpu'")
+    if plan.algorithm == "skyalign":
+        sky, stats = skyalign_gpu(Xd, plan.variant, count=count, distinct=plan.distinct)
+    else:   # "ggs", the only other algorithm a GPU plan holds
+        sky, stats = ggs_gpu(Xd, distinct=plan.distinct)
     stats["times"]["to_device"] = t_in
-    stats["distinct"] = bool(distinct)
+    stats["distinct"] = plan.distinct
     stats["skyline_size"] = int(sky.size)
     out = sky if on_device else cp.asnumpy(sky)
     stats["times"]["host_total"] = time.perf_counter() - t0
@@ -158,7 +149,7 @@ def _cells(M):
     return starts, M[heads], point_cell
 
 
-def skyalign_gpu(Xd, variant: str = DEFAULT_GPU_VARIANT, count: bool = True,
+def skyalign_gpu(Xd, variant: str = DEFAULT_VARIANT["gpu"], count: bool = True,
                  distinct: bool = False):
     """SkyAlign (Algorithm 1) on minimised float64 points already on the GPU.
 
