@@ -137,3 +137,28 @@ def test_hybrid_gpu_copies_the_points_to_the_device_once(monkeypatch):
     np.testing.assert_array_equal(core, ref.core_sample_indices_)
     assert seen == ["gpu"]
     assert (cp.h2d, cp.d2h) == (1, 0)
+
+
+def test_cpu_hybrid_path_builds_the_grid_once(monkeypatch):
+    """HYBRID-DBSCAN on the CPU: the grid that orders the points serves the join
+    (one build, not two), and the labels are scikit-learn's."""
+    from skyjoin.index import grid as grid_mod
+    from skyjoin.join import api as join_api
+
+    hybrid_mod = hybrid
+    calls = []
+
+    def counting(*a, **k):
+        calls.append(1)
+        return grid_mod.build_grid(*a, **k)
+
+    monkeypatch.setattr(hybrid_mod, "build_grid", counting)
+    monkeypatch.setattr(join_api, "build_grid", counting)
+    X = np.random.default_rng(3).normal(0, 1, (2000, 2))
+    w = np.ones(len(X))
+    core, labels = hybrid_mod.hybrid_dbscan(X, 0.15, 5, sample_weight=w)
+    assert len(calls) == 1
+    assert np.array_equal(labels, SkDBSCAN(eps=0.15, min_samples=5).fit(X).labels_)
+    calls.clear()
+    skyjoin.DBSCAN(eps=0.15, min_samples=5, device="cpu").fit(X, sample_weight=w)  # hybrid
+    assert len(calls) == 1

@@ -11,6 +11,7 @@ O(pairs) for the assignment.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -20,7 +21,7 @@ from .._core.conditioning import condition_points
 from .._core.transfer import h2d
 from .._core.validate import check_points
 from ..index.grid import build_grid
-from ..join.api import self_join
+from ..join.api import self_join, table_on_grid
 from .union_find import labels_from_table
 
 __all__ = ["neighbor_table", "spatial_order", "cell_order", "hybrid_dbscan"]
@@ -145,7 +146,8 @@ def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
     precision : {"float64", "float32"}
     timings : dict, optional
         Filled with "order", "table" and "assign" seconds, "join_grid" (the
-        join's grid-building seconds, inside "table") and "pairs".
+        join's grid-building seconds, inside "table"; 0 on the CPU in float64,
+        where the grid that orders the points serves the join) and "pairs".
 
     Returns
     -------
@@ -176,10 +178,20 @@ def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
     t0 = time.perf_counter()
     X = check_points(X, name="X")
     (X,), eps = condition_points([X], eps)
-    Xo, order = cell_order(X, eps, device, precision)
-    t1 = time.perf_counter()
     join_t: dict = {}
-    nt = neighbor_table(Xo, eps, device=device, precision=precision, timings=join_t)
+    if device == "cpu" and precision == "float64" and len(X):
+        # one grid orders the points and serves the join
+        g = build_grid(X, eps, precision=precision)
+        order = g.order
+        Xo = g.points
+        grid = dataclasses.replace(g, order=np.arange(len(X), dtype=order.dtype))
+        del g
+        t1 = time.perf_counter()
+        nt = table_on_grid(Xo, grid, eps, timings=join_t)
+    else:
+        Xo, order = cell_order(X, eps, device, precision)
+        t1 = time.perf_counter()
+        nt = neighbor_table(Xo, eps, device=device, precision=precision, timings=join_t)
     del Xo
     t2 = time.perf_counter()
     is_core, labels = labels_from_table(nt.indptr, nt.indices, min_samples, sample_weight,

@@ -232,6 +232,25 @@ def _cpu_self_join(X, eps, request, timings):
     return cpu_engine.run_self_join(X, grids, eps, plan, timings)
 
 
+def table_on_grid(X_ordered, grid, eps, *, timings=None):
+    """The CPU self-join table (no self pairs, rows unsorted) of points already in
+    the cell order of their epsilon grid, on that grid.
+
+    For HYBRID-DBSCAN, which orders the points by the grid before the join
+    and so must not build it twice.  ``grid`` must be the grid that
+    ``build_grid(X_ordered, eps)`` would build (the grid of the original
+    points with its ``order`` replaced by the identity: a stable counting
+    sort of points already in cell order leaves them in place).  The caller
+    has checked and conditioned ``X_ordered`` (float64) and ``eps``.  Costs
+    as :func:`self_join`, without the grid.
+    """
+    from . import cpu_engine  # Numba: loaded on first use (``import skyjoin`` stays light)
+
+    request = JoinPlan(device="cpu", self_join=True, output="table", pattern="auto", sort=False,
+                       include_self=False, precision="float64", index_dims=None)
+    return cpu_engine.run_self_join(X_ordered, [grid], eps, _planned(request, grid), timings)
+
+
 def join(R, S, eps, *, output: str = "table", sort: bool = True, device: str | None = None,
          precision: str = "float64", index_dims: int | None = None,
          timings: dict | None = None, **options):
