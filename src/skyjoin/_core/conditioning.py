@@ -30,8 +30,8 @@ largest coordinate magnitude: the rounding of each coordinate is relative
 to its magnitude, not to eps.  Data far from the origin (say 1e6 + U(0, 1))
 should be centred by the caller before a float32 join.
 
-Cost: one pass over the data for the largest magnitude (O(n d)), plus an
-O(n d) copy only when a scaling applies.
+Cost: one pass over the data for the largest magnitude (O(n d), in parallel
+for large host arrays), plus an O(n d) copy only when a scaling applies.
 """
 
 from __future__ import annotations
@@ -98,11 +98,23 @@ def _array_module(X):
     return np
 
 
+#: arrays with at least this many values take the parallel pass
+_PARALLEL_MIN_ITEMS = 1 << 20
+
+
 def _extent(arrays):
-    """Largest |coordinate| over every non-empty array (float64)."""
+    """Largest |coordinate| over every non-empty array (float64).  Large host
+    arrays take one parallel pass (``magnitude.max_magnitude``, Numba, loaded
+    on first use); small ones and GPU arrays two reductions (max, min)."""
     m = 0.0
     for A in arrays:
-        if A.size:
+        if not A.size:
+            continue
+        if A.size >= _PARALLEL_MIN_ITEMS and not hasattr(A, "__cuda_array_interface__"):
+            from .magnitude import max_magnitude
+
+            m = max(m, max_magnitude(A))
+        else:
             m = max(m, abs(float(A.max())), abs(float(A.min())))
     return m
 
