@@ -281,3 +281,23 @@ def test_brute_oracle_agrees_on_ordinary_data():
     want, amb = exact_matrix(X, X, 0.3)
     got = brute_pairs(X, X, 0.3)
     assert np.array_equal(got[~amb], want[~amb])
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("n", [7, 700_000])
+def test_range_pass_is_the_finiteness_test(bad, n):
+    """The join checks finiteness in its range pass (one pass, not two): a bad
+    value anywhere is still reported with its row, small or large input."""
+    from skyjoin._core.conditioning import largest_magnitude
+
+    rng = np.random.default_rng(n)
+    X = rng.uniform(-5, 5, (n, 2))
+    assert largest_magnitude([X]) == np.abs(X).max()
+    row = int(rng.integers(0, n))
+    X[row, 1] = bad
+    assert largest_magnitude([X]) == np.inf
+    kind = "NaN" if np.isnan(bad) else "inf"
+    with pytest.raises(ValueError, match=f"X contains {kind} values \\(first at row {row}\\)"):
+        sj.self_join(X, 0.5, device="cpu", output="counts")
+    with pytest.raises(ValueError, match=f"S contains {kind}"):
+        sj.join(X[:3] * 0, X, 0.5, device="cpu")

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Conditioning", "plan_conditioning", "condition_points"]
+__all__ = ["Conditioning", "plan_conditioning", "condition_points", "largest_magnitude"]
 
 #: eps kept within [2**-eps_exp, 2**eps_exp), coordinates below 2**max_exp, and a
 #: scaled eps of at least 2**min_eps_exp
@@ -102,10 +102,12 @@ def _array_module(X):
 _PARALLEL_MIN_ITEMS = 1 << 20
 
 
-def _extent(arrays):
-    """Largest |coordinate| over every non-empty array (float64).  Large host
-    arrays take one parallel pass (``magnitude.max_magnitude``, Numba, loaded
-    on first use); small ones and GPU arrays two reductions (max, min)."""
+def largest_magnitude(arrays) -> float:
+    """Largest |coordinate| over every non-empty array (float64), or inf if any
+    value is inf or NaN: the range pass of the module rule, which also serves
+    as the finiteness test of callers that skip ``check_points``'.  Large
+    host arrays take one parallel pass (``magnitude.max_magnitude``, Numba,
+    loaded on first use); small ones and GPU arrays two reductions."""
     m = 0.0
     for A in arrays:
         if not A.size:
@@ -115,7 +117,10 @@ def _extent(arrays):
 
             m = max(m, max_magnitude(A))
         else:
-            m = max(m, abs(float(A.max())), abs(float(A.min())))
+            hi, lo = float(A.max()), float(A.min())
+            if not (math.isfinite(hi) and math.isfinite(lo)):
+                return math.inf
+            m = max(m, abs(hi), abs(lo))
     return m
 
 
@@ -143,16 +148,20 @@ def _scale_exponent(eps: float, extent: float, precision: str) -> int:
     return s
 
 
-def plan_conditioning(arrays, eps: float, precision: str = "float64") -> Conditioning:
+def plan_conditioning(arrays, eps: float, precision: str = "float64",
+                      extent: float | None = None) -> Conditioning:
     """The conditioning of the module rule for points ``arrays`` and ``eps``.
 
     ``arrays`` are checked, finite (n_i, d) arrays (NumPy or CuPy) sharing one
-    coordinate system (X, or R and S).  O(n d) for the largest magnitude.
+    coordinate system (X, or R and S).  O(n d) for the largest magnitude,
+    unless the caller has it (``extent``, from ``largest_magnitude``).
     """
-    return Conditioning(_scale_exponent(eps, _extent(arrays), precision), precision)
+    if extent is None:
+        extent = largest_magnitude(arrays)
+    return Conditioning(_scale_exponent(eps, extent, precision), precision)
 
 
-def condition_points(arrays, eps: float, precision: str = "float64"):
+def condition_points(arrays, eps: float, precision: str = "float64", extent: float | None = None):
     """Apply the module rule: ``(conditioned arrays, conditioned eps)``.
 
     Examples
@@ -162,5 +171,5 @@ def condition_points(arrays, eps: float, precision: str = "float64"):
     >>> e, Y.ravel().tolist() == [v * 2 ** 664 for v in (1e-200, 3e-200)]
     (1.5309010345804195, True)
     """
-    plan = plan_conditioning(arrays, eps, precision)
+    plan = plan_conditioning(arrays, eps, precision, extent)
     return [plan.apply(A) for A in arrays], plan.eps(eps)

@@ -24,12 +24,15 @@ def _block_maxima(a):
             v = abs(np.float64(a[k]))
             if v > m:
                 m = v
+            elif v != v:          # NaN: no magnitude
+                m = np.inf
         out[b] = m
     return out
 
 
 def max_magnitude(X) -> float:
-    """max |x| over a C-contiguous NumPy array (0.0 when empty): one parallel
-    pass with no temporary.  O(n d) over Numba's threads."""
+    """max |x| over a C-contiguous NumPy array (0.0 when empty; inf if a value
+    is inf or NaN): one parallel pass with no temporary.  O(n d) over
+    Numba's threads."""
     a = X.reshape(-1)
     return float(_block_maxima(a).max()) if a.size else 0.0

@@ -41,7 +41,7 @@ def check_precision(precision) -> str:
 
 
 def check_points(X, name: str = "X", dtype=np.float64, allow_empty: bool = True,
-                 copy: bool = False) -> np.ndarray:
+                 copy: bool = False, check_finite: bool = True) -> np.ndarray:
     """Check and convert a point set to a C-contiguous (n, d) array.
 
     Parameters
@@ -55,6 +55,11 @@ def check_points(X, name: str = "X", dtype=np.float64, allow_empty: bool = True,
         The working dtype of the result.
     allow_empty : bool
         Whether n = 0 is accepted.
+    check_finite : bool
+        Test for NaN and inf (O(n d)).  False only for a caller that tests
+        finiteness itself in a pass it makes anyway (the join's numeric-range
+        pass, ``conditioning.largest_magnitude``) and calls this again with
+        True to raise the error when that pass finds a bad value.
 
     Returns
     -------
@@ -96,7 +101,7 @@ def check_points(X, name: str = "X", dtype=np.float64, allow_empty: bool = True,
     out = np.ascontiguousarray(arr, dtype=dtype)
     if copy and out is arr:
         out = out.copy()
-    if out.size and not all_finite(out):
+    if check_finite and out.size and not all_finite(out):
         bad = ~np.isfinite(out)
         row = int(np.argmax(bad.any(axis=1)))
         kind = "NaN" if np.isnan(out[row]).any() else "inf"

@@ -14,13 +14,14 @@ engine runs).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from contextlib import contextmanager
 from typing import Iterator
 
 import numpy as np
 
-from .._core.conditioning import condition_points
+from .._core.conditioning import condition_points, largest_magnitude
 from .._core.device import is_device_array, resolve_device
 from .._core.validate import check_bool, check_eps, check_points, check_precision
 from ..index.grid import build_grid, check_index_dims
@@ -74,7 +75,9 @@ def _prepare(named, eps, precision, device):
     GPU arrays stay on the GPU (their values are checked there by the GPU
     engine).  Points are checked in float64 (float32 input stays float32
     when the working precision is float32), so that the conditioning sees
-    them before any rounding to float32.
+    them before any rounding to float32.  The range pass
+    (``largest_magnitude``) is also the finiteness test: one pass over the
+    points, not two; a bad value is then reported by ``check_points``.
     """
     arrays = []
     for X, name in named:
@@ -84,13 +87,18 @@ def _prepare(named, eps, precision, device):
         dtype = np.float64
         if precision == "float32" and getattr(X, "dtype", None) == np.float32:
             dtype = np.float32
-        arrays.append(check_points(X, name=name, dtype=dtype))
+        arrays.append(check_points(X, name=name, dtype=dtype, check_finite=False))
     if len(arrays) == 2 and arrays[0].shape[1:] != arrays[1].shape[1:]:
         raise ValueError(
             f"R and S must have the same number of dimensions, got {arrays[0].shape[1]} and "
             f"{arrays[1].shape[1]}"
         )
-    return condition_points(arrays, eps, precision)
+    extent = largest_magnitude(arrays)
+    if not math.isfinite(extent):
+        for A, (_, name) in zip(arrays, named):
+            if not is_device_array(A):
+                check_points(A, name=name, dtype=A.dtype)   # raises, naming the first bad row
+    return condition_points(arrays, eps, precision, extent)
 
 
 def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort: bool = True,
