@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import logging
 import math
-import time
-from contextlib import contextmanager
 from typing import Iterator
 
 import numpy as np
 
 from .._core.conditioning import condition_points, largest_magnitude
 from .._core.device import is_device_array, resolve_device
+from .._core.timing import phase
 from .._core.validate import check_bool, check_eps, check_points, check_precision
 from ..index.grid import build_grid, check_index_dims
 from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, plan_cpu
@@ -37,16 +36,6 @@ GPU_OPTIONS = ("kernel", "threads_per_point", "schedule", "batch_pairs",
                "device_memory_limit", "on_device")
 
 _log = logging.getLogger("skyjoin")
-
-
-@contextmanager
-def _phase(timings, name):
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        if timings is not None:
-            timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
 
 def _check_choice(value, name, choices):
@@ -232,7 +221,7 @@ def _cpu_self_join(X, eps, request, timings):
     check_index_dims(request.index_dims, d)
     if n == 0:
         return np.zeros(0, dtype=np.int64) if request.output == "counts" else _empty_table(0, 0)
-    with _phase(timings, "grid"):
+    with phase(timings, "grid"):
         g = build_grid(X, eps, index_dims=request.index_dims, precision=request.precision)
     plan = _planned(request, g)
     grids = [g]
@@ -333,7 +322,7 @@ def _cpu_join(R, S, eps, request, timings):
     if nr == 0 or ns == 0:
         return np.zeros(nr, dtype=np.int64) if request.output == "counts" \
             else _empty_table(nr, ns)
-    with _phase(timings, "grid"):
+    with phase(timings, "grid"):
         gr, gs = _joint_grids(R, S, eps, request.index_dims, request.precision)
     plan = _planned(request, gs)
     return cpu_engine.run_join(R, S, gr, gs, eps, plan, timings)

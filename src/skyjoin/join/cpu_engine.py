@@ -16,11 +16,10 @@ from a pool of threads (``schedule.run_blocks``).
 
 from __future__ import annotations
 
-import time
-from contextlib import contextmanager
 
 import numpy as np
 
+from .._core.timing import phase
 from .._core.memory import alloc_host
 from .cells import PATTERN_CODE, data_args, query_args
 from .csr import indptr_from_counts, release_free_memory, sort_csr_rows, to_caller_order
@@ -32,17 +31,6 @@ from .point_scan import pruning_args
 from .result import NeighborTable, PairChunk, index_dtype
 from .schedule import run_blocks
 from .unicomp import count_rows, forward_half
-
-
-@contextmanager
-def phase(timings, name):
-    """Add the seconds spent in the block to ``timings[name]`` (if a dict)."""
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        if timings is not None:
-            timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
 
 def eps_squared(eps: float, dtype) -> float:
