@@ -79,6 +79,20 @@ def find(parent, x):
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def hang(parent, ri, p):
+    """Join the set of p to the root ri, the larger root under the smaller;
+    returns the root of the joined set (for a caller that keeps ri across a
+    row of neighbours)."""
+    rj = find(parent, p)
+    if rj < ri:
+        parent[ri] = rj
+        return rj
+    if rj > ri:
+        parent[rj] = ri
+    return ri
+
+
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
 def union(parent, a, b):
     """Join the sets of a and b, hanging the larger root under the smaller."""
     ra = find(parent, a)
@@ -111,12 +125,7 @@ def _forests(indptr, indices, bounds, parents):
                 p = parent[j]
                 if p < 0 or p == ri:
                     continue
-                rj = find(parent, p)
-                if rj < ri:
-                    parent[ri] = rj
-                    ri = rj
-                elif rj > ri:
-                    parent[rj] = ri
+                ri = hang(parent, ri, p)
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)

@@ -19,7 +19,7 @@ from ..._core import device as _device
 from ..._core.config import NUMBA_CACHE
 from ..core_points import weighted_neighbourhood
 from ..table_gpu import gpu_dbscan_table
-from ..union_find import core_forest, find, labels_from_roots, roots
+from ..union_find import core_forest, find, hang, labels_from_roots, roots
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -43,12 +43,7 @@ def add_core_level(indptr, indices, weight, level, previous_level, parent):
             p = parent[j]
             if p < 0 or p == ri:
                 continue
-            rj = find(parent, p)
-            if rj < ri:
-                parent[ri] = rj
-                ri = rj
-            elif rj > ri:
-                parent[rj] = ri
+            ri = hang(parent, ri, p)
 
 
 def _assign_levels(nt, min_samples_desc, sample_weight, order):
