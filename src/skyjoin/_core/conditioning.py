@@ -41,6 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .device import array_module, is_device_array
+
 __all__ = ["Conditioning", "plan_conditioning", "condition_points", "largest_magnitude"]
 
 #: eps kept within [2**-eps_exp, 2**eps_exp), coordinates below 2**max_exp, and a
@@ -81,21 +83,13 @@ class Conditioning:
         ``X`` is a checked (n, d) array (NumPy, or CuPy on the GPU path);
         unscaled and already in the working dtype, it is returned as is.
         """
-        xp = _array_module(X)
+        xp = array_module(X)
         dtype = np.dtype(self.precision)
         if self.identity:
             return xp.ascontiguousarray(X, dtype=dtype)
         Y = xp.array(X, dtype=np.float64, order="C", copy=True)
         Y *= math.ldexp(1.0, self.exp)
         return xp.ascontiguousarray(Y, dtype=dtype)
-
-
-def _array_module(X):
-    if hasattr(X, "__cuda_array_interface__"):
-        from .device import cupy
-
-        return cupy()
-    return np
 
 
 #: arrays with at least this many values take the parallel pass
@@ -112,7 +106,7 @@ def largest_magnitude(arrays) -> float:
     for A in arrays:
         if not A.size:
             continue
-        if A.size >= _PARALLEL_MIN_ITEMS and not hasattr(A, "__cuda_array_interface__"):
+        if A.size >= _PARALLEL_MIN_ITEMS and not is_device_array(A):
             from .magnitude import max_magnitude
 
             m = max(m, max_magnitude(A))

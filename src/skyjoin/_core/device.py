@@ -12,6 +12,8 @@ import functools
 import logging
 import os
 
+import numpy as np
+
 log = logging.getLogger("skyjoin")
 
 DEVICES = ("auto", "cpu", "gpu")
@@ -84,6 +86,11 @@ def resolve_device(device: str | None = None) -> str:
 def is_device_array(x) -> bool:
     """Whether x is a GPU array (CUDA array interface), without importing CuPy."""
     return hasattr(x, "__cuda_array_interface__")
+
+
+def array_module(x):
+    """NumPy, or CuPy for a GPU array (CuPy is imported only for one)."""
+    return cupy() if is_device_array(x) else np
 
 
 def cupy():

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.device import cupy as _cupy
+from .._core.device import array_module
 from .._core.validate import check_points
 
 __all__ = ["SENSE_WORDS", "parse_sense", "check_sense", "exact_float64", "exact_matrix",
@@ -89,10 +89,6 @@ def check_sense(sense, d: int) -> np.ndarray:
     return np.array([w == "max" for w in parse_sense(sense, d, allow_diff=False)], dtype=bool)
 
 
-def _xp_of(a):
-    """NumPy, or CuPy for a CuPy array (CuPy is imported only for one)."""
-    return _cupy() if hasattr(a, "__cuda_array_interface__") else np
-
 
 def _time_as_int64(col, name: str):
     """datetime64 / timedelta64 values as int64, NaT refused."""
@@ -114,7 +110,7 @@ def exact_float64(col, name: str = "X"):
     refused with ValueError).  Works on NumPy and CuPy arrays alike.
     Non-numeric dtypes raise TypeError.
     """
-    xp = _xp_of(col)
+    xp = array_module(col)
     kind = col.dtype.kind
     if kind in "Mm":
         col = _time_as_int64(col, name)
@@ -135,7 +131,7 @@ def exact_matrix(X, name: str = "X"):
     if X.ndim != 2 or X.shape[1] == 0 or not (
             X.dtype.kind in "Mm" or (X.dtype.kind in "iu" and X.dtype.itemsize == 8)):
         return X
-    xp = _xp_of(X)
+    xp = array_module(X)
     if X.dtype.kind in "Mm":
         X = _time_as_int64(X, name)
     if X.size == 0 or (int(X.min()) >= -_EXACT and int(X.max()) <= _EXACT):
@@ -150,7 +146,7 @@ def group_codes(codes):
     """Dense group number of every row from per-column codes (1-D int arrays,
     NumPy or CuPy, equal codes = equal values): rows get the same number iff
     they agree in every column.  O(k n log n) for k columns."""
-    xp = _xp_of(codes[0])
+    xp = array_module(codes[0])
     g = xp.unique(codes[0], return_inverse=True)[1].reshape(-1).astype(np.int64)
     for c in codes[1:]:
         c = xp.unique(c, return_inverse=True)[1].reshape(-1).astype(np.int64)
@@ -164,7 +160,7 @@ def group_columns(V, maximise, codes):
     g the dense group number of each row under the diff columns' ``codes``
     (equal codes = equal values).  Returns (float64 array, maximise flags
     with False for g and -g)."""
-    xp = _xp_of(V)
+    xp = array_module(V)
     g = group_codes(codes).astype(np.float64)
     d = V.shape[1]
     out = xp.empty((V.shape[0], d + 2), dtype=np.float64)

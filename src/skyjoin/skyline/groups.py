@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._core.config import NUMBA_CACHE
-from .._core.device import cupy as _cupy
+from .._core.device import array_module, cupy as _cupy
 
 __all__ = ["group_candidates", "group_rows", "row_hash", "row_hashes", "run_starts",
            "expand_groups", "expand_runs"]
@@ -44,9 +44,6 @@ _SEED = np.uint64(0x9E3779B97F4A7C15)
 _MUL = np.uint64(0xBF58476D1CE4E5B9)
 _MUL2 = np.uint64(0x94D049BB133111EB)
 
-
-def _xp_of(a):
-    return _cupy() if hasattr(a, "__cuda_array_interface__") else np
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
@@ -156,7 +153,7 @@ def row_hashes(P):
     get equal hashes, and NumPy, CuPy and Numba give the same values.  O(m d):
     element-wise NumPy operations per column, or one CuPy kernel reading
     each row once."""
-    xp = _xp_of(P)
+    xp = array_module(P)
     m, d = P.shape
     B = xp.ascontiguousarray(P).view(xp.uint64)
     if xp is not np:
@@ -249,7 +246,7 @@ def group_rows(P):
     are stable), so a group's first row in that order is its lowest
     position.
     """
-    xp = _xp_of(P)
+    xp = array_module(P)
     m = P.shape[0]
     if m < 2:
         return None
@@ -276,7 +273,7 @@ def expand_groups(sky, cand, group, distinct: bool):
     candidate of a group in sky, sorted.  O(m + s log m)."""
     if distinct or sky.size == 0:
         return sky
-    xp = _xp_of(cand)
+    xp = array_module(cand)
     live = xp.zeros(int(group.max()) + 1, dtype=bool)
     live[group[xp.searchsorted(cand, sky)]] = True
     return cand[live[group]]
@@ -285,7 +282,7 @@ def expand_groups(sky, cand, group, distinct: bool):
 def run_starts(Xs):
     """First of each run of equal rows in Xs (rows sorted so that equal rows
     are adjacent; NumPy or CuPy): a bool array, O(m d)."""
-    xp = _xp_of(Xs)
+    xp = array_module(Xs)
     new = xp.ones(Xs.shape[0], dtype=bool)
     if Xs.shape[0] > 1:
         new[1:] = (Xs[1:] != Xs[:-1]).any(axis=1)
@@ -298,7 +295,7 @@ def expand_runs(pos, new, distinct: bool):
     ``pos``: positions (into the distinct rows) of the skyline; ``new``:
     :func:`run_starts`.  Returns positions into Xs: the first row of each
     skyline run (distinct), else every row of it.  O(m)."""
-    xp = _xp_of(new)
+    xp = array_module(new)
     starts = xp.flatnonzero(new)
     if distinct:
         return starts[pos]
