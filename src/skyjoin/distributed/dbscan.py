@@ -39,7 +39,7 @@ def _partition_task(p, plan, h, eps, min_samples, device, precision, d, dtype, *
 
 def _whole_dbscan(eps, min_samples, device, precision, d, dtype, *blocks):
     """DBSCAN of all the points as one partition (one worker): the single-machine estimator."""
-    # lazy: the estimator imports scikit-learn (0.8 s), which only DBSCAN needs
+    # lazy: the estimator imports scikit-learn, which only DBSCAN needs (docs/design.md)
     from ..dbscan.estimator import DBSCAN as SingleDBSCAN
 
     est = SingleDBSCAN(eps=eps, min_samples=min_samples, device=device, precision=precision)

@@ -71,7 +71,7 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
         deduplicated), ``reps`` (global id representing each local
         component) and the merge edges ``edge_rep`` -- ``edge_id``.
     """
-    # lazy: the estimator imports scikit-learn (0.8 s), which only DBSCAN needs
+    # lazy: the estimator imports scikit-learn, which only DBSCAN needs (docs/design.md)
     from ..dbscan.estimator import DBSCAN as SingleDBSCAN
 
     S_X = np.concatenate([own_X, halo_X])
