@@ -42,8 +42,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .device import array_module, is_device_array
+from .validate import check_points
 
-__all__ = ["Conditioning", "plan_conditioning", "condition_points", "largest_magnitude"]
+__all__ = ["Conditioning", "plan_conditioning", "condition_points", "condition_checked",
+           "largest_magnitude"]
 
 #: eps kept within [2**-eps_exp, 2**eps_exp), coordinates below 2**max_exp, and a
 #: scaled eps of at least 2**min_eps_exp
@@ -167,3 +169,18 @@ def condition_points(arrays, eps: float, precision: str = "float64", extent: flo
     """
     plan = plan_conditioning(arrays, eps, precision, extent)
     return [plan.apply(A) for A in arrays], plan.eps(eps)
+
+
+def condition_checked(arrays, names, eps: float, precision: str = "float64"):
+    """``condition_points`` for arrays that ``check_points(..., check_finite=False)``
+    has checked in every way but finiteness: the range pass is the finiteness
+    test too (one pass over the points, not two), and a NaN or inf is then
+    reported by ``check_points``, naming the array and the first bad row.
+    GPU arrays are left to the GPU engine's own test.  O(n d).
+    """
+    extent = largest_magnitude(arrays)
+    if not math.isfinite(extent):
+        for A, name in zip(arrays, names):
+            if not is_device_array(A):
+                check_points(A, name=name, dtype=A.dtype)   # raises
+    return condition_points(arrays, eps, precision, extent)

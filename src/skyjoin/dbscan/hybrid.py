@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from .._core import device as _device
-from .._core.conditioning import condition_points
+from .._core.conditioning import condition_checked
 from .._core.transfer import h2d
 from .._core.validate import check_points
 from ..index.grid import build_grid
@@ -176,8 +176,7 @@ def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
     ([1], [0, 0, 0, -1])
     """
     t0 = time.perf_counter()
-    X = check_points(X, name="X")
-    (X,), eps = condition_points([X], eps)
+    (X,), eps = condition_checked([check_points(X, name="X", check_finite=False)], ["X"], eps)
     join_t: dict = {}
     if device == "cpu" and precision == "float64" and len(X):
         # one grid orders the points and serves the join

@@ -14,12 +14,11 @@ engine runs).
 from __future__ import annotations
 
 import logging
-import math
 from typing import Iterator
 
 import numpy as np
 
-from .._core.conditioning import condition_points, largest_magnitude
+from .._core.conditioning import condition_checked
 from .._core.device import is_device_array, resolve_device
 from .._core.timing import phase
 from .._core.validate import check_bool, check_eps, check_points, check_precision
@@ -82,12 +81,7 @@ def _prepare(named, eps, precision, device):
             f"R and S must have the same number of dimensions, got {arrays[0].shape[1]} and "
             f"{arrays[1].shape[1]}"
         )
-    extent = largest_magnitude(arrays)
-    if not math.isfinite(extent):
-        for A, (_, name) in zip(arrays, named):
-            if not is_device_array(A):
-                check_points(A, name=name, dtype=A.dtype)   # raises, naming the first bad row
-    return condition_points(arrays, eps, precision, extent)
+    return condition_checked(arrays, [name for _, name in named], eps, precision)
 
 
 def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort: bool = True,
