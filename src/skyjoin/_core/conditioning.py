@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .device import array_module, is_device_array
+from .magnitude import max_magnitude
 from .validate import check_points
 
 __all__ = ["Conditioning", "plan_conditioning", "condition_points", "condition_checked",
@@ -95,28 +96,23 @@ class Conditioning:
 
 
 #: arrays with at least this many values take the parallel pass
-_PARALLEL_MIN_ITEMS = 1 << 20
-
-
 def largest_magnitude(arrays) -> float:
     """Largest |coordinate| over every non-empty array (float64), or inf if any
     value is inf or NaN: the range pass of the module rule, which also serves
-    as the finiteness test of callers that skip ``check_points``'.  Large
-    host arrays take one parallel pass (``magnitude.max_magnitude``, Numba,
-    loaded on first use); small ones and GPU arrays two reductions."""
+    as the finiteness test of callers that skip ``check_points``'.  Host
+    arrays take one pass split over the host threads
+    (``magnitude.max_magnitude``); GPU arrays two reductions on the device."""
     m = 0.0
     for A in arrays:
         if not A.size:
             continue
-        if A.size >= _PARALLEL_MIN_ITEMS and not is_device_array(A):
-            from .magnitude import max_magnitude
-
+        if not is_device_array(A):
             m = max(m, max_magnitude(A))
-        else:
-            hi, lo = float(A.max()), float(A.min())
-            if not (math.isfinite(hi) and math.isfinite(lo)):
-                return math.inf
-            m = max(m, abs(hi), abs(lo))
+            continue
+        hi, lo = float(A.max()), float(A.min())
+        if not (math.isfinite(hi) and math.isfinite(lo)):
+            return math.inf
+        m = max(m, abs(hi), abs(lo))
     return m
 
 

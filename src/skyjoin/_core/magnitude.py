@@ -1,38 +1,37 @@
-"""The largest coordinate magnitude of a point set, in parallel (Numba).
+"""The largest coordinate magnitude of a point set, in parallel.
 
-Loaded on first use by ``conditioning`` (``import skyjoin`` does not load
-Numba).
+NumPy's vectorised ``min`` and ``max`` (they release the GIL and let a NaN
+through) run on spans of the array in the host thread pool
+(``pool.map_spans``), not in Numba's threading layer: the "omp" layer's
+workers spin after a region and slow the host-to-device copy that follows
+this pass on the GPU paths (docs/design.md, "Host passes beside the GPU").
 """
 
-import numba as nb
+import math
+
 import numpy as np
 
-from .config import NUMBA_CACHE
+from .pool import map_spans
 
 __all__ = ["max_magnitude"]
 
-_BLOCK = 1 << 16    # items per block of the parallel pass
-
-
-@nb.njit(parallel=True, nogil=True, cache=NUMBA_CACHE)
-def _block_maxima(a):
-    n_blocks = (a.shape[0] + _BLOCK - 1) // _BLOCK
-    out = np.zeros(n_blocks)
-    for b in nb.prange(n_blocks):
-        m = 0.0
-        for k in range(b * _BLOCK, min(a.shape[0], (b + 1) * _BLOCK)):
-            v = abs(np.float64(a[k]))
-            if v > m:
-                m = v
-            elif v != v:          # NaN: no magnitude
-                m = np.inf
-        out[b] = m
-    return out
+#: items per span at the least (the pass is memory-bound)
+MIN_SPAN = 1 << 18
 
 
 def max_magnitude(X) -> float:
-    """max |x| over a C-contiguous NumPy array (0.0 when empty; inf if a value
-    is inf or NaN): one parallel pass with no temporary.  O(n d) over
-    Numba's threads."""
-    a = X.reshape(-1)
-    return float(_block_maxima(a).max()) if a.size else 0.0
+    """max |x| over a NumPy array (0.0 when empty; inf if a value is inf or
+    NaN): a min and a max per span, with no temporary, split over the host
+    threads.  O(n d)."""
+    a = np.asarray(X).reshape(-1)
+    if not a.size:
+        return 0.0
+
+    def span(lo: int, hi: int) -> float:
+        s = a[lo:hi]
+        top, bottom = float(s.max()), float(s.min())
+        if math.isnan(top) or math.isnan(bottom):
+            return math.inf
+        return max(abs(top), abs(bottom))
+
+    return max(map_spans(span, a.size, MIN_SPAN))

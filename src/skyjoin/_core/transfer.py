@@ -8,13 +8,11 @@ releases the GIL).  Costs: O(bytes) each, the host part in parallel.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import os
-
 import numpy as np
 
 from .device import is_device_array
 from .memory import alloc_host
+from .pool import map_spans
 from .validate import check_points
 
 __all__ = ["to_device", "h2d", "d2pinned", "d2h", "parallel_copy"]
@@ -85,27 +83,9 @@ def d2h(cp, D) -> np.ndarray:
     return out.reshape(D.shape)
 
 
-_POOL: cf.ThreadPoolExecutor | None = None
-_COPY_THREADS = max(1, min(32, os.cpu_count() or 1))
-
-
-def _copy_pool() -> cf.ThreadPoolExecutor:
-    """Threads that copy pinned staging buffers into the final host arrays."""
-    global _POOL
-    if _POOL is None:
-        _POOL = cf.ThreadPoolExecutor(max_workers=_COPY_THREADS, thread_name_prefix="skyjoin-copy")
-    return _POOL
-
-
 def parallel_copy(dst: np.ndarray, src: np.ndarray) -> None:
     """dst[:] = src with all host cores (NumPy releases the GIL while copying)."""
-    n = src.shape[0]
-    nthreads = _COPY_THREADS
-    chunk = max(1 << 20, -(-n // nthreads))
-    if n <= chunk:
-        np.copyto(dst, src)
-        return
-    futs = [_copy_pool().submit(np.copyto, dst[a:a + chunk], src[a:a + chunk])
-            for a in range(0, n, chunk)]
-    for f in futs:
-        f.result()
+    def span(a: int, b: int) -> None:
+        np.copyto(dst[a:b], src[a:b])
+
+    map_spans(span, src.shape[0])

@@ -1,0 +1,45 @@
+"""One pool of host threads for the GIL-free passes over host arrays.
+
+Copies (``transfer.parallel_copy``) and the range pass
+(``magnitude.max_magnitude``) split an array into spans and run a function
+that releases the GIL (NumPy's copy, a ``nogil`` Numba kernel) on each span
+in these threads.  They are plain Python threads, not Numba's threading
+layer: the "omp" layer's workers keep spinning after a parallel region and
+slow the next host pass that runs beside them (docs/design.md, "Host passes
+beside the GPU").
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+from typing import Callable, TypeVar
+
+__all__ = ["HOST_THREADS", "host_pool", "map_spans"]
+
+T = TypeVar("T")
+
+#: threads of the host pool: every core, at most 32
+HOST_THREADS = max(1, min(32, os.cpu_count() or 1))
+
+_POOL: cf.ThreadPoolExecutor | None = None
+
+
+def host_pool() -> cf.ThreadPoolExecutor:
+    """The process's host thread pool (made on first use)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = cf.ThreadPoolExecutor(max_workers=HOST_THREADS, thread_name_prefix="skyjoin-host")
+    return _POOL
+
+
+def map_spans(fn: Callable[[int, int], T], n: int, min_span: int = 1 << 20) -> list[T]:
+    """``[fn(a, b) for (a, b) in spans]`` over ``range(n)`` cut into at most
+    ``HOST_THREADS`` spans of at least ``min_span`` items, run in the host
+    pool (inline when one span covers all).  ``fn`` should release the GIL.
+    """
+    span = max(min_span, -(-n // HOST_THREADS))
+    if n <= span:
+        return [fn(0, n)]
+    futs = [host_pool().submit(fn, a, min(n, a + span)) for a in range(0, n, span)]
+    return [f.result() for f in futs]
