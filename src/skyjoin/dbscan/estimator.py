@@ -45,7 +45,8 @@ except ImportError:  # pragma: no cover
 from sklearn.cluster import DBSCAN as _SkDBSCAN
 
 from .._core.conditioning import condition_points
-from .._core.device import resolve_device
+from .._core.device import cupy, resolve_device
+from .._core.transfer import to_device
 from .._core.validate import check_eps, check_min_samples, check_precision
 from ..index.grid_kernels import gather_rows
 from .grid_cpu import grid_dbscan
@@ -331,27 +332,38 @@ def _fit_join(plan: DBSCANPlan, X, eps, min_samples, sample_weight, timings):
 
     Returns (core indices, labels, path).  A grid path returns None when its
     grid does not fit; the "gpu" path raises MemoryError when T does not fit
-    in GPU memory; "hybrid-*" always finishes.
+    in GPU memory; "hybrid-*" always finishes.  Each path sees its points
+    conditioned once (``_core.conditioning``): the GPU paths on the device,
+    after the one upload (two reductions there instead of a host pass), the
+    CPU grid here, and the hybrid paths inside ``hybrid_dbscan``.
     """
-    (X,), eps = condition_points([X], eps)       # the grids' float64 range
+    on_device = None
     for path in plan.paths:
-        if path in ("grid-cpu", "grid-gpu"):
+        if path in ("grid-gpu", "gpu") and on_device is None:
+            (on_device,), eps_d = condition_points([to_device(cupy(), X, "X", np.float64)], eps)
+        if path == "grid-cpu":
             t0 = time.perf_counter()
-            if path == "grid-cpu":
-                res = grid_dbscan(np.asarray(X, dtype=np.float64), eps, min_samples)
-            else:
-                res = gpu_grid_dbscan(X, eps, min_samples, timings=timings)
+            (Xc,), eps_c = condition_points([np.asarray(X, dtype=np.float64)], eps)
+            res = grid_dbscan(Xc, eps_c, min_samples)
+            if res is not None:
+                timings["grid_dbscan"] = time.perf_counter() - t0
+                return res[0], res[1], path
+        elif path == "grid-gpu":
+            t0 = time.perf_counter()
+            res = gpu_grid_dbscan(on_device, eps_d, min_samples, timings=timings)
             if res is not None:
                 timings["grid_dbscan"] = time.perf_counter() - t0
                 return res[0], res[1], path
         elif path == "gpu":
             try:
-                core, labels = gpu_dbscan_points(X, eps, min_samples, sample_weight=sample_weight,
+                core, labels = gpu_dbscan_points(on_device, eps_d, min_samples,
+                                                 sample_weight=sample_weight,
                                                  precision=plan.precision, timings=timings)
                 return core, labels, path
             except MemoryError:
                 pass  # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
         else:
+            on_device = None                        # the hybrid path orders on the host
             core, labels = hybrid_dbscan(X, eps, min_samples, sample_weight=sample_weight,
                                          device=plan.device, precision=plan.precision,
                                          timings=timings)
