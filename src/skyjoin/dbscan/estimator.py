@@ -24,8 +24,10 @@ import logging
 import time
 import warnings
 from numbers import Integral, Real
+from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -203,9 +205,11 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         "precision": [StrOptions({"float64", "float32"})],
     }
 
-    def __init__(self, eps=0.5, *, min_samples=5, metric="euclidean", metric_params=None,
-                 algorithm="auto", leaf_size=30, p=None, n_jobs=None, device=None,
-                 precision="float64"):
+    def __init__(self, eps: float = 0.5, *, min_samples: int = 5,
+                 metric: str | Callable[..., float] = "euclidean",
+                 metric_params: dict[str, Any] | None = None, algorithm: str = "auto",
+                 leaf_size: int = 30, p: float | None = None, n_jobs: int | None = None,
+                 device: str | None = None, precision: str = "float64") -> None:
         self.eps = eps
         self.min_samples = min_samples
         self.metric = metric
@@ -218,7 +222,8 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         self.precision = precision
 
     # -- fitting -----------------------------------------------------------
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike | sparse.spmatrix, y: object = None,
+            sample_weight: ArrayLike | None = None) -> DBSCAN:
         """Perform DBSCAN clustering from features or a distance graph.
 
         Parameters
@@ -298,7 +303,8 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         est.fit(X, sample_weight=sample_weight)
         return est.core_sample_indices_, est.labels_
 
-    def fit_predict(self, X, y=None, sample_weight=None):
+    def fit_predict(self, X: ArrayLike | sparse.spmatrix, y: object = None,
+                    sample_weight: ArrayLike | None = None) -> np.ndarray:
         """Compute clusters and return the labels (``fit(X).labels_``).
 
         Parameters
@@ -368,9 +374,12 @@ def _take_rows(X, idx):
     return X[idx]
 
 
-def dbscan(X, eps=0.5, *, min_samples=5, metric="minkowski", metric_params=None,
-           algorithm="auto", leaf_size=30, p=2, sample_weight=None, n_jobs=None,
-           device=None, precision="float64"):
+def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int = 5,
+           metric: str | Callable[..., float] = "minkowski",
+           metric_params: dict[str, Any] | None = None, algorithm: str = "auto",
+           leaf_size: int = 30, p: float | None = 2, sample_weight: ArrayLike | None = None,
+           n_jobs: int | None = None, device: str | None = None,
+           precision: str = "float64") -> tuple[np.ndarray, np.ndarray]:
     """DBSCAN clustering from a vector array or distance matrix, like ``sklearn.cluster.dbscan``.
 
     Parameters

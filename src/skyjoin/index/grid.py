@@ -213,7 +213,7 @@ def check_index_dims(index_dims, d: int) -> int:
 _I63 = 2**63 - 1
 
 
-def build_grid(X, eps: float, index_dims: int | None = None, precision: str = "float64",
+def build_grid(X: np.ndarray, eps: float, index_dims: int | None = None, precision: str = "float64",
                bounds: tuple[np.ndarray, np.ndarray] | None = None,
                like: "Grid | None" = None) -> Grid:
     """Build the epsilon grid of a point set on the CPU (self-join paper §IV-B, IV-C).
@@ -268,7 +268,7 @@ def build_grid(X, eps: float, index_dims: int | None = None, precision: str = "f
 
     lid = np.zeros(n, dtype=np.int64)
     raw = np.empty(n, dtype=np.int64)
-    coords_list, radix = [], []
+    coords_list, radix_list = [], []
     volume = 1
     for j in range(k):
         gk.raw_coords(X, j, lo[j], side[j], raw)
@@ -293,13 +293,13 @@ def build_grid(X, eps: float, index_dims: int | None = None, precision: str = "f
         volume *= r
         gk.horner_step(lid, rank, r)
         coords_list.append(cj)
-        radix.append(r)
+        radix_list.append(r)
         del rank
     del raw
     if k == 0:  # only possible for a pathological first dimension: index it coarsely
         raise ValueError("cannot index any dimension: the data span is too large for the grid")
 
-    radix = np.asarray(radix, dtype=np.int64)
+    radix = np.asarray(radix_list, dtype=np.int64)
     stride = np.ones(k, dtype=np.int64)
     for j in range(k - 2, -1, -1):
         stride[j] = stride[j + 1] * radix[j + 1]

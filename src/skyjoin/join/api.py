@@ -14,9 +14,10 @@ engine runs).
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._core.conditioning import condition_checked
 from .._core.device import is_device_array, resolve_device
@@ -84,9 +85,11 @@ def _prepare(named, eps, precision, device):
     return condition_checked(arrays, [name for _, name in named], eps, precision)
 
 
-def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort: bool = True,
-              pattern: str = "auto", device: str | None = None, precision: str = "float64",
-              index_dims: int | None = None, timings: dict | None = None, **options):
+def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: str = "table",
+              sort: bool = True, pattern: str = "auto", device: str | None = None,
+              precision: str = "float64", index_dims: int | None = None,
+              timings: dict[str, float] | None = None,
+              **options: Any) -> NeighborTable | np.ndarray:
     """All pairs of points of X within distance eps of each other.
 
     The pair (i, j) is reported iff ``sum_k (X[i, k] - X[j, k])**2 <= eps**2``
@@ -242,9 +245,9 @@ def table_on_grid(X_ordered, grid, eps, *, timings=None):
     return cpu_engine.run_self_join(X_ordered, [grid], eps, _planned(request, grid), timings)
 
 
-def join(R, S, eps, *, output: str = "table", sort: bool = True, device: str | None = None,
-         precision: str = "float64", index_dims: int | None = None,
-         timings: dict | None = None, **options):
+def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort: bool = True,
+         device: str | None = None, precision: str = "float64", index_dims: int | None = None,
+         timings: dict[str, float] | None = None, **options: Any) -> NeighborTable | np.ndarray:
     """All pairs (i, j) with R[i] within distance eps of S[j] (R join S).
 
     Parameters
@@ -325,10 +328,10 @@ def _cpu_join(R, S, eps, request, timings):
 DEFAULT_CHUNK_PAIRS = 1 << 24
 
 
-def self_join_chunks(X, eps, *, include_self: bool = False, sort: bool = True,
+def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, sort: bool = True,
                      max_pairs: int = DEFAULT_CHUNK_PAIRS, device: str | None = None,
                      precision: str = "float64", index_dims: int | None = None,
-                     **options) -> Iterator[PairChunk]:
+                     **options: Any) -> Iterator[PairChunk]:
     """The self-join result as a stream of bounded chunks, for any result size.
 
     Rows are taken in order: each chunk holds every pair of the rows

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Sequence, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    import pandas
 
 from .._core.device import is_device_array, resolve_device
 from .columns import check_sense, frame_columns, group_columns, is_dataframe, parse_sense, \
@@ -16,6 +21,12 @@ __all__ = ["skyline", "ALGORITHMS", "VARIANTS", "MAX_SKYALIGN_D", "check_sense",
            "distinct_first"]
 
 log = logging.getLogger("skyjoin")
+
+#: a column preference ("min", "max", "diff", a synonym, or the builtin min / max),
+#: one for every column or one per column
+Sense = Union[str, Callable[..., Any], Sequence[Union[str, Callable[..., Any]]]]
+#: DataFrame column labels: one label or a list of them
+Labels = Union[Hashable, Sequence[Hashable]]
 
 
 def to_minimisation(X: np.ndarray, maximise: np.ndarray) -> np.ndarray:
@@ -39,9 +50,10 @@ def distinct_first(Xm: np.ndarray, sky: np.ndarray) -> np.ndarray:
     return np.sort(sky[order[first]])
 
 
-def skyline(X, sense=None, distinct: bool = False, device: str | None = None,
-            algorithm: str = "auto", return_stats: bool = False, min=None, max=None,
-            variant: str | None = None, diff=None):
+def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinct: bool = False,
+            device: str | None = None, algorithm: str = "auto", return_stats: bool = False,
+            min: Labels | None = None, max: Labels | None = None, variant: str | None = None,
+            diff: Labels | None = None) -> np.ndarray | pandas.DataFrame | tuple[Any, dict]:
     """The skyline (Pareto set) of a point set.
 
     Point p dominates q iff p is no worse than q on every column and strictly
@@ -201,7 +213,7 @@ def _skyline_cpu(Xm: np.ndarray, plan: SkylinePlan):
                                               "d": d, "dominance_tests": 0, "mask_tests": 0,
                                               "prefilter_survivors": n, "times": {}}
     if algorithm == "skyalign":
-        return skyalign_cpu(Xm, variant=plan.variant, distinct=distinct)
+        return skyalign_cpu(Xm, variant=plan.variant, distinct=distinct)  # type: ignore[arg-type]
     if algorithm == "sfs":
         return baselines.sfs(Xm, distinct=distinct)
     if algorithm == "ggs":
