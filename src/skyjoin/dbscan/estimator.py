@@ -136,7 +136,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         lowest label among the clusters of its core neighbours, exactly as
         scikit-learn.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when X has feature names that are all strings.
     path_ : str
         Which path computed the result: "grid-cpu", "grid-gpu", "hybrid-cpu",
