@@ -152,9 +152,18 @@ class DBSCAN(ClusterMixin, BaseEstimator):
 
     Notes
     -----
-    The neighbour table holds every pair within eps, so memory grows with
-    the mean number of neighbours times n (4 bytes per pair); choose eps
-    accordingly.
+    The path is chosen by one rule, ``skyjoin.dbscan.plan.plan_fit`` (see
+    the module docstring); ``skyjoin -v`` logs the plan.  Costs: the grid
+    paths O(n d) to build a fine grid of cells of side eps / sqrt(d) (every
+    cell with ``min_samples`` points or more is all core), plus the
+    distance tests of the other points against their near cells, plus
+    O(n) to label; the table paths the join's cost (see
+    :func:`skyjoin.self_join`) plus O(pairs) for the core flags and the
+    union-find assignment, parallel over the points (§3, §5).
+
+    The neighbour table holds every pair within eps, so on the table paths
+    memory grows with the mean number of neighbours times n (4 bytes per
+    pair); choose eps accordingly.
 
     With ``sample_weight``, a sample is core iff the exact sum of the
     float64 weights of its neighbourhood (itself included), rounded once to
@@ -180,7 +189,12 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     ----------
     M. Gowanlock, C. M. Rude, D. M. Blair, J. D. Li, V. Pankratius, "A Hybrid
     Approach for Optimizing Parallel Clustering Throughput using the GPU",
-    IEEE TPDS 30(4), 2019.
+    IEEE TPDS 30(4), 2019: §3 (the neighbour table T and HYBRID-DBSCAN),
+    §5 (the algorithm), §6 (batching the table).
+
+    M. Ester, H.-P. Kriegel, J. Sander, X. Xu, "A Density-Based Algorithm
+    for Discovering Clusters in Large Spatial Databases with Noise", KDD
+    1996 (the definition).
 
     Examples
     --------

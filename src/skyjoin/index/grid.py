@@ -239,6 +239,24 @@ def build_grid(X: np.ndarray, eps: float, index_dims: int | None = None, precisi
     -------
     Grid
 
+    See Also
+    --------
+    skyjoin.self_join : the join that searches this grid.
+
+    Notes
+    -----
+    Only non-empty cells are stored, so memory is O(n) whatever the
+    volume of the cell space.  Cost: O(n k) for the bounds and the cell
+    coordinates of the k indexed dimensions, then a stable sort of the
+    cell ids: a counting sort, O(n), when the cell space holds at most
+    about 2n cells, else O(n log n); O(n d) to gather the points in cell
+    order.
+
+    References
+    ----------
+    M. Gowanlock, B. Karsin, "GPU Accelerated Self-join for the Distance
+    Similarity Metric", arXiv:1803.04120, 2018, §IV-B and §IV-C.
+
     Examples
     --------
     >>> import numpy as np

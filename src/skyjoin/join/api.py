@@ -167,7 +167,31 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
 
     Cost: O(n d) to build the grid, plus the distance tests of each point
     against the points of its cell pattern (at most ``3**k`` cells, k the
-    indexed dimensions), plus O(pairs) to write the table.
+    indexed dimensions), plus O(pairs) to write the table.  Memory: the
+    table, 8 bytes per row plus 4 bytes per pair (8 beyond 2**31 points),
+    and O(n) besides; ``output="counts"`` needs O(n) only.
+
+    The pattern, kernel and batch sizes are chosen by one rule,
+    ``skyjoin.join.plan`` (``plan_cpu``, ``choose_config``); ``skyjoin -v``
+    logs the plan.
+
+    See Also
+    --------
+    join : R join S, two point sets.
+    self_join_chunks : the same pairs in bounded chunks, for any result size.
+    NeighborTable : the result.
+    skyjoin.distributed.self_join : the same join on a Dask cluster.
+    scipy.spatial.cKDTree.query_pairs : the pairs i < j, as a set.
+
+    References
+    ----------
+    M. Gowanlock, B. Karsin, "GPU Accelerated Self-join for the Distance
+    Similarity Metric", arXiv:1803.04120, 2018: §IV (the grid index of
+    non-empty cells and its search), §V-B (UNICOMP).
+
+    B. Gallet, M. Gowanlock, "Load Imbalance Mitigation Optimizations for
+    GPU-Accelerated Similarity Joins", 2019: §III-A (threads per point),
+    §III-B (LID-UNICOMP), §III-C and §III-D (SORTBYWL, WORKQUEUE).
 
     Examples
     --------
@@ -273,6 +297,34 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     ValueError
         As for :func:`self_join`, and if R and S differ in dimensionality.
 
+    Notes
+    -----
+    The pair (i, j) is reported iff ``sum_k (R[i, k] - S[j, k])**2 <=
+    eps**2`` in the working precision, with the numeric-range rule of
+    :func:`self_join`.  Both sets are indexed by grids of the same cell
+    geometry over their joint bounds; each point of R is tested against
+    the points of S in its adjacent cells (the full pattern: UNICOMP and
+    LID-UNICOMP need one set).
+
+    Cost: O((n_r + n_s) d) for the two grids, plus the distance tests of
+    each point of R against the points of S in at most ``3**k`` cells, plus
+    O(pairs) to write the table.
+
+    See Also
+    --------
+    self_join : the pairs of one point set.
+    scipy.spatial.cKDTree.query_ball_tree : the same pairs as lists.
+
+    References
+    ----------
+    M. Gowanlock, B. Karsin, "GPU Accelerated Self-join for the Distance
+    Similarity Metric", arXiv:1803.04120, 2018: §IV (the grid index of
+    non-empty cells and its search), §V-B (UNICOMP).
+
+    B. Gallet, M. Gowanlock, "Load Imbalance Mitigation Optimizations for
+    GPU-Accelerated Similarity Joins", 2019: §III-A (threads per point),
+    §III-B (LID-UNICOMP), §III-C and §III-D (SORTBYWL, WORKQUEUE).
+
     Examples
     --------
     >>> import numpy as np, skyjoin as sj
@@ -348,10 +400,47 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
     max_pairs : int
         Target number of pairs per chunk (default 2**24).
 
-    Yields
+    Returns
+    -------
+    iterator of PairChunk
+        The chunks in row order; each holds int64 arrays ``i`` (rows) and
+        ``j`` (columns) and its row range ``[row_start, row_stop)``.  Their
+        concatenation is ``self_join(X, eps, ...).pairs()`` (when sorted).  The input is
+        checked when the function is called; the join runs as the
+        iterator is consumed.
+
+    Raises
     ------
-    PairChunk
-        With int64 arrays ``i`` (rows) and ``j`` (columns).
+    ValueError, TypeError, skyjoin.GPUUnavailableError
+        As for :func:`self_join`, and for ``max_pairs`` < 1; raised by the
+        call, before the first chunk.
+
+    Notes
+    -----
+    The rule of :func:`self_join`.  The neighbours of every row are
+    counted first, the rows are cut into ranges of at most ``max_pairs``
+    pairs, and each range is filled when its chunk is asked for (on the
+    CPU with the full pattern, from the grid cells that hold its rows).
+
+    Cost: one counting pass (the join's distance tests), then for each
+    chunk the distance tests of the cells that hold its rows, plus
+    O(pairs) in total to write the chunks.  Memory: O(n) plus one chunk,
+    whatever the total number of pairs.
+
+    See Also
+    --------
+    self_join : the whole table at once.
+    skyjoin.io.ParquetPairWriter : streams chunks into one Parquet file.
+
+    References
+    ----------
+    M. Gowanlock, B. Karsin, "GPU Accelerated Self-join for the Distance
+    Similarity Metric", arXiv:1803.04120, 2018: §IV (the grid index of
+    non-empty cells and its search), §V-B (UNICOMP).
+
+    B. Gallet, M. Gowanlock, "Load Imbalance Mitigation Optimizations for
+    GPU-Accelerated Similarity Joins", 2019: §III-A (threads per point),
+    §III-B (LID-UNICOMP), §III-C and §III-D (SORTBYWL, WORKQUEUE).
 
     Examples
     --------

@@ -130,6 +130,40 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
     skyjoin.GPUUnavailableError
         ``device="gpu"`` without a usable GPU.
 
+    See Also
+    --------
+    paretoset : the same skyline as paretoset's boolean mask.
+    skyjoin.distributed.skyline : the same skyline on a Dask cluster.
+
+    Notes
+    -----
+    The algorithm and the SkyAlign variant are chosen by one rule,
+    ``skyjoin.skyline.plan.plan_skyline``; ``skyjoin -v`` logs the plan.
+
+    SkyAlign (Bøgh, Chester, Assent 2016) drops the points that the
+    threshold tau (the least of the points' largest values) rules out,
+    places every remaining point in a static grid of median and quartile
+    cells (§4.2), and sorts the points by their median cell mask
+    ``<|M|, M>`` (Algorithm 1, §5.1), so that a point is compared only
+    with points before it; the cell masks refute most dominance tests
+    without reading the points (§4.2.3).  Cost: O(n d) for the
+    pre-filter and the masks plus O(n log n) to sort; in the worst case
+    (every point in the skyline) O(n**2) mask tests and dominance tests
+    of O(d) each, far fewer where the masks refute them.  Memory: O(n d).
+
+    Equal points are grouped once, O(m d) expected for m candidates
+    (``skyjoin.skyline.groups``), so k copies of a point cost O(k), not
+    O(k**2).  Diff columns add a sort, O(n log n), and two dimensions
+    (``skyjoin.skyline.columns``).
+
+    References
+    ----------
+    K. S. Bøgh, S. Chester, I. Assent, "SkyAlign: a portable, work-efficient
+    skyline algorithm for multicore and GPU architectures", The VLDB Journal,
+    2016: §4.2 (the static grid and its masks), §5 (Algorithm 1 and
+    its GPU-friendly initialisation, §5.1), §6.2.3 (the variants), §7.1 (the
+    CPU port).
+
     Examples
     --------
     >>> import numpy as np, skyjoin as sj

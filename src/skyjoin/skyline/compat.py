@@ -60,8 +60,22 @@ def paretoset(costs: ArrayLike | pandas.DataFrame, sense: Sense | None = None, d
         A ``sense`` of the wrong length or with an unknown word, NaN / NaT /
         inf values.
 
+    See Also
+    --------
+    skyjoin.skyline : the sorted row indices, DataFrames in and out.
+
+    Notes
+    -----
+    The dominance rule of :func:`skyjoin.skyline` (minimisation unless
+    ``sense`` says otherwise; equal rows never dominate each other).
     Cost: that of :func:`skyjoin.skyline` plus O(n) for the mask (and the
     grouping of :mod:`skyjoin.skyline.columns` with diff columns).
+
+    References
+    ----------
+    K. S. Bøgh, S. Chester, I. Assent, "SkyAlign: a portable, work-efficient
+    skyline algorithm for multicore and GPU architectures", The VLDB Journal,
+    2016, §5.
 
     Examples
     --------

@@ -138,11 +138,15 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
         (incrementally, §7.6) while the join builds the next eps's T (§7.5).
         On a GPU this keeps the two processors of Fig. 3 busy at once.
 
-    Yields
-    ------
-    SweepResult
-        One per (eps, min_samples), as soon as it is ready: eps in the order
-        given, min_samples of one eps in decreasing order.
+    Returns
+    -------
+    iterator of SweepResult
+        One result per (eps, min_samples), each as soon as it is ready: eps
+        in the order given, the min_samples of one eps in decreasing order
+        (the core set grows along them).  Each holds the labels, the core
+        sample indices, the number of clusters and the timings.  The input
+        is checked when the function is called; the clusterings run as the
+        iterator is consumed.
 
     Raises
     ------
