@@ -34,10 +34,14 @@ import os
 import uuid
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    import dask.array
+    import dask.dataframe
 
 from .._core.validate import check_points
 from ..index.grid_kernels import column_bounds, parallel_column_bounds

@@ -318,12 +318,8 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     References
     ----------
     M. Gowanlock, B. Karsin, "GPU Accelerated Self-join for the Distance
-    Similarity Metric", arXiv:1803.04120, 2018: §IV (the grid index of
-    non-empty cells and its search), §V-B (UNICOMP).
-
-    B. Gallet, M. Gowanlock, "Load Imbalance Mitigation Optimizations for
-    GPU-Accelerated Similarity Joins", 2019: §III-A (threads per point),
-    §III-B (LID-UNICOMP), §III-C and §III-D (SORTBYWL, WORKQUEUE).
+    Similarity Metric", arXiv:1803.04120, 2018, §IV: the grid index and
+    its search, here over the cells of S around each point of R.
 
     Examples
     --------
@@ -435,12 +431,8 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
     References
     ----------
     M. Gowanlock, B. Karsin, "GPU Accelerated Self-join for the Distance
-    Similarity Metric", arXiv:1803.04120, 2018: §IV (the grid index of
-    non-empty cells and its search), §V-B (UNICOMP).
-
-    B. Gallet, M. Gowanlock, "Load Imbalance Mitigation Optimizations for
-    GPU-Accelerated Similarity Joins", 2019: §III-A (threads per point),
-    §III-B (LID-UNICOMP), §III-C and §III-D (SORTBYWL, WORKQUEUE).
+    Similarity Metric", arXiv:1803.04120, 2018, §V-A: batching the result
+    set, which the chunks extend to the host.
 
     Examples
     --------
