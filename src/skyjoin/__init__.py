@@ -13,6 +13,7 @@ The public API is re-exported here and loaded lazily, so that
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -53,7 +54,7 @@ _EXPORTS = {
 __all__ = sorted(list(_EXPORTS) + ["join", "self_join", "self_join_chunks", "skyline"]) + ["__version__"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'skyjoin' has no attribute {name!r}")
@@ -63,5 +64,5 @@ def __getattr__(name: str):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return __all__

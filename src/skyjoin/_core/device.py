@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def resolve_device(device: str | None = None) -> str:
     return "cpu"
 
 
-def is_device_array(x) -> bool:
+def is_device_array(x: object) -> TypeGuard[Any]:
     """Whether x is a GPU array (CUDA array interface), without importing CuPy."""
     return hasattr(x, "__cuda_array_interface__")
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
+from .checks import Seed
 from .skyline import SKYLINE_KINDS, anticorrelated, correlated, independent, pareto
 from .spatial import blobs, exponential, uniform
 
@@ -15,7 +17,8 @@ KINDS = ("uniform", "exponential", "blobs") + SKYLINE_KINDS
 
 
 
-_GENERATORS = {
+_GENERATORS: dict[str, tuple[Callable[..., np.ndarray | tuple[np.ndarray, np.ndarray]],
+                             tuple[str, ...]]] = {
     "uniform": (uniform, ("low", "high")),
     "exponential": (exponential, ("rate",)),
     "blobs": (blobs, ("centers", "std", "low", "high", "return_labels")),
@@ -26,7 +29,8 @@ _GENERATORS = {
 }
 
 
-def generate(kind: str, n: int, d: int, seed=None, **params):
+def generate(kind: str, n: int, d: int, seed: Seed = None,
+             **params: Any) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Generate a data set by kind name (used by ``skyjoin generate``).
 
     Parameters

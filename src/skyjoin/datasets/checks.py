@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Union
 
 import numpy as np
+
+#: a generator's seed: an int >= 0, None (fresh entropy), a SeedSequence, or a
+#: numpy.random.Generator used as is
+Seed = Union[int, np.random.SeedSequence, np.random.Generator, None]
 
 
 

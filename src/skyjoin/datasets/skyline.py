@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import _check_nd, _rng
+from .checks import Seed, _check_nd, _rng
 
 __all__ = ["independent", "correlated", "anticorrelated", "pareto", "skyline_data",
            "SKYLINE_KINDS"]
@@ -148,7 +148,7 @@ def _standard(kind: int, n: int, d: int, seed) -> np.ndarray:
     return _standard_kernel()(kind, n, d, _BLOCK, seeds)
 
 
-def independent(n: int, d: int, seed=None) -> np.ndarray:
+def independent(n: int, d: int, seed: Seed = None) -> np.ndarray:
     """Skyline data, *independent*: every coordinate U(0, 1).
 
     The standard generator of Börzsönyi, Kossmann & Stocker (ICDE 2001),
@@ -177,7 +177,7 @@ def independent(n: int, d: int, seed=None) -> np.ndarray:
     return np.ascontiguousarray(_rng(seed).random((n, d)), dtype=np.float64)
 
 
-def correlated(n: int, d: int, seed=None) -> np.ndarray:
+def correlated(n: int, d: int, seed: Seed = None) -> np.ndarray:
     """Skyline data, *correlated* (the standard generator of Börzsönyi et al.).
 
     With peak(a, b, m) = a + (b - a) * (mean of m draws of U(0, 1)) and
@@ -218,7 +218,7 @@ def correlated(n: int, d: int, seed=None) -> np.ndarray:
     return _standard(_CORRELATED, n, d, seed)
 
 
-def anticorrelated(n: int, d: int, seed=None) -> np.ndarray:
+def anticorrelated(n: int, d: int, seed: Seed = None) -> np.ndarray:
     """Skyline data, *anticorrelated* (the standard generator of Börzsönyi et al.).
 
     As :func:`correlated` but with v = normal(0.5, 0.25) = peak(0.25, 0.75,
@@ -260,7 +260,7 @@ def anticorrelated(n: int, d: int, seed=None) -> np.ndarray:
     return _standard(_ANTICORRELATED, n, d, seed)
 
 
-def pareto(n: int, d: int, seed=None) -> np.ndarray:
+def pareto(n: int, d: int, seed: Seed = None) -> np.ndarray:
     """Skyline data, *pareto*: independent heavy-tailed columns (SkyAlign §6.1).
 
     Each coordinate is x = (1 - r)^-1 with r ~ U(0, 1) (a Pareto distribution
@@ -320,7 +320,7 @@ _SKYLINE = {
 }
 
 
-def skyline_data(n: int, d: int, kind: str, seed=None) -> np.ndarray:
+def skyline_data(n: int, d: int, kind: str, seed: Seed = None) -> np.ndarray:
     """Skyline benchmark data of one of the four standard kinds.
 
     Parameters

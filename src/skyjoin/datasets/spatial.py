@@ -5,8 +5,9 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from .checks import _check_box, _check_nd, _check_real, _rng
+from .checks import Seed, _check_box, _check_nd, _check_real, _rng
 
 __all__ = ["uniform", "exponential", "blobs"]
 
@@ -15,7 +16,7 @@ __all__ = ["uniform", "exponential", "blobs"]
 # --------------------------------------------------------------------------
 # join / DBSCAN workloads
 # --------------------------------------------------------------------------
-def uniform(n: int, d: int, low: float = 0.0, high: float = 100.0, seed=None) -> np.ndarray:
+def uniform(n: int, d: int, low: float = 0.0, high: float = 100.0, seed: Seed = None) -> np.ndarray:
     """Points uniform in the box [low, high)^d.
 
     The recipe is pinned: the result equals
@@ -59,7 +60,7 @@ def uniform(n: int, d: int, low: float = 0.0, high: float = 100.0, seed=None) ->
     return np.ascontiguousarray(rng.uniform(low, high, (n, d)), dtype=np.float64)
 
 
-def exponential(n: int, d: int, rate: float = 40.0, seed=None) -> np.ndarray:
+def exponential(n: int, d: int, rate: float = 40.0, seed: Seed = None) -> np.ndarray:
     """Coordinates exponential with rate ``rate``, values above 1 redrawn.
 
     The *Expo* sets of the self-join papers.  The recipe is pinned (the
@@ -115,8 +116,9 @@ def exponential(n: int, d: int, rate: float = 40.0, seed=None) -> np.ndarray:
     return np.ascontiguousarray(X, dtype=np.float64)
 
 
-def blobs(n: int, d: int = 2, centers=50, std: float = 1.5, low: float = 0.0,
-          high: float = 100.0, seed=None, return_labels: bool = False):
+def blobs(n: int, d: int = 2, centers: int | ArrayLike = 50, std: float = 1.5,
+          low: float = 0.0, high: float = 100.0, seed: Seed = None,
+          return_labels: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Gaussian blobs: isotropic clusters around centres uniform in a box.
 
     The recipe (fixed, so a seed always gives the same data)::

@@ -24,8 +24,10 @@ import logging
 import time
 import warnings
 from numbers import Integral, Real
+from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -135,7 +137,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         lowest label among the clusters of its core neighbours, exactly as
         scikit-learn.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when X has feature names that are all strings.
     path_ : str
         Which path computed the result: "grid-cpu", "grid-gpu", "hybrid-cpu",
@@ -151,9 +153,18 @@ class DBSCAN(ClusterMixin, BaseEstimator):
 
     Notes
     -----
-    The neighbour table holds every pair within eps, so memory grows with
-    the mean number of neighbours times n (4 bytes per pair); choose eps
-    accordingly.
+    The path is chosen by one rule, ``skyjoin.dbscan.plan.plan_fit`` (see
+    the module docstring); ``skyjoin -v`` logs the plan.  Costs: the grid
+    paths O(n d) to build a fine grid of cells of side eps / sqrt(d) (every
+    cell with ``min_samples`` points or more is all core), plus the
+    distance tests of the other points against their near cells, plus
+    O(n) to label; the table paths the join's cost (see
+    :func:`skyjoin.self_join`) plus O(pairs) for the core flags and the
+    union-find assignment, parallel over the points (§3, §5).
+
+    The neighbour table holds every pair within eps, so on the table paths
+    memory grows with the mean number of neighbours times n (4 bytes per
+    pair); choose eps accordingly.
 
     With ``sample_weight``, a sample is core iff the exact sum of the
     float64 weights of its neighbourhood (itself included), rounded once to
@@ -179,7 +190,12 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     ----------
     M. Gowanlock, C. M. Rude, D. M. Blair, J. D. Li, V. Pankratius, "A Hybrid
     Approach for Optimizing Parallel Clustering Throughput using the GPU",
-    IEEE TPDS 30(4), 2019.
+    IEEE TPDS 30(4), 2019: §3 (the neighbour table T and HYBRID-DBSCAN),
+    §5 (the algorithm), §6 (batching the table).
+
+    M. Ester, H.-P. Kriegel, J. Sander, X. Xu, "A Density-Based Algorithm
+    for Discovering Clusters in Large Spatial Databases with Noise", KDD
+    1996 (the definition).
 
     Examples
     --------
@@ -204,9 +220,11 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         "precision": [StrOptions({"float64", "float32"})],
     }
 
-    def __init__(self, eps=0.5, *, min_samples=5, metric="euclidean", metric_params=None,
-                 algorithm="auto", leaf_size=30, p=None, n_jobs=None, device=None,
-                 precision="float64"):
+    def __init__(self, eps: float = 0.5, *, min_samples: int = 5,
+                 metric: str | Callable[..., float] = "euclidean",
+                 metric_params: dict[str, Any] | None = None, algorithm: str = "auto",
+                 leaf_size: int = 30, p: float | None = None, n_jobs: int | None = None,
+                 device: str | None = None, precision: str = "float64") -> None:
         self.eps = eps
         self.min_samples = min_samples
         self.metric = metric
@@ -219,7 +237,8 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         self.precision = precision
 
     # -- fitting -----------------------------------------------------------
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike | sparse.spmatrix, y: object = None,
+            sample_weight: ArrayLike | None = None) -> DBSCAN:
         """Perform DBSCAN clustering from features or a distance graph.
 
         Parameters
@@ -299,7 +318,8 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         est.fit(X, sample_weight=sample_weight)
         return est.core_sample_indices_, est.labels_
 
-    def fit_predict(self, X, y=None, sample_weight=None):
+    def fit_predict(self, X: ArrayLike | sparse.spmatrix, y: object = None,
+                    sample_weight: ArrayLike | None = None) -> np.ndarray:
         """Compute clusters and return the labels (``fit(X).labels_``).
 
         Parameters
@@ -380,9 +400,12 @@ def _take_rows(X, idx):
     return X[idx]
 
 
-def dbscan(X, eps=0.5, *, min_samples=5, metric="minkowski", metric_params=None,
-           algorithm="auto", leaf_size=30, p=2, sample_weight=None, n_jobs=None,
-           device=None, precision="float64"):
+def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int = 5,
+           metric: str | Callable[..., float] = "minkowski",
+           metric_params: dict[str, Any] | None = None, algorithm: str = "auto",
+           leaf_size: int = 30, p: float | None = 2, sample_weight: ArrayLike | None = None,
+           n_jobs: int | None = None, device: str | None = None,
+           precision: str = "float64") -> tuple[np.ndarray, np.ndarray]:
     """DBSCAN clustering from a vector array or distance matrix, like ``sklearn.cluster.dbscan``.
 
     Parameters

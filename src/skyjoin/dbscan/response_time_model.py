@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._core.device import resolve_device
 from .._core.validate import check_eps, check_min_samples, check_points, check_precision
@@ -35,7 +36,7 @@ from .hybrid import hybrid_dbscan
 __all__ = ["ResponseTimeModel", "dbscan_model", "ball_volume"]
 
 
-def ball_volume(r, d: int):
+def ball_volume(r: ArrayLike, d: int) -> np.ndarray:
     """Volume of the d-ball of radius r (the paper's a(eps) = pi eps^2 for d = 2)."""
     return math.pi ** (d / 2) / math.gamma(d / 2 + 1) * np.asarray(r, dtype=np.float64) ** d
 
@@ -74,11 +75,11 @@ class ResponseTimeModel:
     mean_neighbours: float
     alpha: float
 
-    def scale(self, eps):
+    def scale(self, eps: ArrayLike) -> np.ndarray:
         """V_d(eps) / V_d(m^eps): how much more work than the probe."""
         return (np.asarray(eps, dtype=np.float64) / self.probe_eps) ** self.d
 
-    def predict(self, eps):
+    def predict(self, eps: ArrayLike) -> float | np.ndarray:
         """Predicted seconds of one HYBRID-DBSCAN run at eps (equation 3, d-ball).
 
         Parameters
@@ -92,17 +93,18 @@ class ResponseTimeModel:
         t = self.theta + (self.table_time + self.assign_time) * self.scale(eps)
         return float(t) if np.ndim(t) == 0 else t
 
-    def predict_neighbours(self, eps):
+    def predict_neighbours(self, eps: ArrayLike) -> float | np.ndarray:
         """Predicted mean neighbourhood size v(eps) = alpha V_d(eps)."""
         v = self.alpha * ball_volume(eps, self.d)
         return float(v) if np.ndim(v) == 0 else v
 
-    def predict_pairs(self, eps):
+    def predict_pairs(self, eps: ArrayLike) -> float | np.ndarray:
         """Predicted size of the neighbour table at eps (pairs, self excluded)."""
         return self.predict_neighbours(eps) * self.n
 
 
-def dbscan_model(X, probe_eps, *, min_samples=5, device=None, precision="float64"):
+def dbscan_model(X: ArrayLike, probe_eps: float, *, min_samples: int = 5,
+                 device: str | None = None, precision: str = "float64") -> ResponseTimeModel:
     """Measure one HYBRID-DBSCAN run at probe_eps and model the time of other eps (§7.7).
 
     Parameters

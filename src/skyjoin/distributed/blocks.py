@@ -34,12 +34,24 @@ import os
 import uuid
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    import dask.array
+    import dask.dataframe
 
 from .._core.validate import check_points
 from ..index.grid_kernels import column_bounds, parallel_column_bounds
 from ..io import read_points
+
+#: what the distributed operators take as points: an in-memory array, a Dask
+#: array or data frame, or a path (file, glob or folder) the workers read
+Points = Union[ArrayLike, "dask.array.Array", "dask.dataframe.DataFrame", str, "os.PathLike[str]"]
+
+_Op = TypeVar("_Op", bound=Callable[..., Any])
 
 __all__ = ["Blocks", "get_client", "as_blocks", "stacked", "reruns_on_lost_input",
            "is_dask_array", "is_dask_frame", "DEFAULT_BLOCK_ROWS"]
@@ -182,7 +194,7 @@ def _combine_samples(summaries, target: int, seed: int) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros((0, summaries[0][1]))
 
 
-def reruns_on_lost_input(op):
+def reruns_on_lost_input(op: _Op) -> _Op:
     """Decorator of an operator ``op(X, ..., retries=...)`` (or a method with
     ``self.retries``): run it again, up to ``retries`` times, when the blocks
     it scattered from the caller's in-memory array were lost.

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING, Hashable, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import distributed
 
 from .._core.memory import alloc_host
 from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
 from . import in_process_gpu
 from ._kernels import true_indices
-from .blocks import get_client, new_token, reruns_on_lost_input, stacked
+from .blocks import Points, get_client, new_token, reruns_on_lost_input, stacked
 from .halo_dbscan import merge_part, merge_partitions, owned_labels, partition_dbscan
 from .plan import (check_n_partitions, in_process_gpu_path, load_blocks, plan_run,
                    worker_of_partition)
@@ -147,9 +151,11 @@ class DBSCAN:
     array([ 0,  0,  0,  1,  1, -1])
     """
 
-    def __init__(self, eps=0.5, *, min_samples=5, client=None, device=None,
-                 precision="float64", n_partitions=None, block_rows=None, replicas=None,
-                 retries=2):
+    def __init__(self, eps: float = 0.5, *, min_samples: int = 5,
+                 client: distributed.Client | None = None, device: str | None = None,
+                 precision: str = "float64", n_partitions: int | None = None,
+                 block_rows: int | None = None, replicas: int | None = None,
+                 retries: int = 2) -> None:
         self.eps = eps
         self.min_samples = min_samples
         self.client = client
@@ -161,7 +167,8 @@ class DBSCAN:
         self.retries = retries
 
     @reruns_on_lost_input
-    def fit(self, X, y=None, columns=None):
+    def fit(self, X: Points, y: object = None,
+            columns: Sequence[Hashable] | None = None) -> DBSCAN:
         """Cluster X.
 
         Parameters
@@ -188,7 +195,7 @@ class DBSCAN:
         n_partitions = check_n_partitions(self.n_partitions)
         client = get_client(self.client)
         dtype = working_dtype(precision)
-        tm = {}
+        tm: dict[str, float] = {}
         t0 = time.perf_counter()
         blocks = load_blocks(client, X, n_partitions, dtype=dtype, columns=columns,
                              block_rows=self.block_rows, replicas=self.replicas,
@@ -251,6 +258,7 @@ class DBSCAN:
         self.timings_ = tm
         return self
 
-    def fit_predict(self, X, y=None, columns=None):
+    def fit_predict(self, X: Points, y: object = None,
+                    columns: Sequence[Hashable] | None = None) -> np.ndarray:
         """``fit(X).labels_``."""
         return self.fit(X, columns=columns).labels_

@@ -28,8 +28,12 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Hashable, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import distributed
 
 from .._core.memory import alloc_host
 from .._core.validate import check_eps, check_precision, working_dtype
@@ -39,7 +43,7 @@ from ..join.gpu import gpu_self_join
 from ..join.result import NeighborTable, index_dtype
 from . import in_process_gpu
 from ._kernels import place_rows, prefix_sum, select_rows
-from .blocks import get_client, new_token, reruns_on_lost_input, stacked
+from .blocks import Points, get_client, new_token, reruns_on_lost_input, stacked
 from .plan import (check_n_partitions, in_process_gpu_path, load_blocks, on_gpu, plan_run,
                    worker_of_partition)
 from .routing import concat_pieces, route_blocks
@@ -215,11 +219,14 @@ def _check_fits(n_pairs: int, n: int) -> None:
 
 
 @reruns_on_lost_input
-def self_join(X, eps, *, client=None, include_self: bool = False, output: str = "table",
-              sort: bool = True, out=None, device: str | None = None,
-              precision: str = "float64", columns=None, n_partitions: int | None = None,
-              block_rows: int | None = None, replicas: int | None = None, retries: int = 2,
-              timings: dict | None = None):
+def self_join(X: Points, eps: float, *, client: distributed.Client | None = None,
+              include_self: bool = False, output: str = "table", sort: bool = True,
+              out: str | os.PathLike[str] | None = None, device: str | None = None,
+              precision: str = "float64", columns: Sequence[Hashable] | None = None,
+              n_partitions: int | None = None, block_rows: int | None = None,
+              replicas: int | None = None, retries: int = 2,
+              timings: dict[str, float] | None = None,
+              ) -> NeighborTable | np.ndarray | PartitionedPairs:
     """All pairs of points within distance eps, computed on a Dask cluster.
 
     The same result as :func:`skyjoin.self_join` (pairs (i, j) and (j, i),
@@ -367,7 +374,9 @@ def self_join(X, eps, *, client=None, include_self: bool = False, output: str = 
         return result
     where = worker_of_partition(client, plan.n_partitions)
     futs = [client.submit(_partition_join, p, eps, include_self, output, sort, device, precision,
-                          out_dir, (n, n), blocks.d, dtype, *pieces[p], retries=retries,
+                          out_dir, (n, n), blocks.d, dtype,
+                          *pieces[p],  # type: ignore[index]  # set on this path
+                          retries=retries,
                           key=f"{token}-join-partition-{p}", workers=where[p],
                           allow_other_workers=True)
             for p in range(plan.n_partitions)]

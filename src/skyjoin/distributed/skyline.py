@@ -18,11 +18,15 @@ ordered by id, so that:
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Hashable, Sequence
 
 import numpy as np
 
-from ..skyline.api import check_sense, skyline as single_skyline, to_minimisation
-from .blocks import as_blocks, get_client, new_token, reruns_on_lost_input
+if TYPE_CHECKING:
+    import distributed
+
+from ..skyline.api import Sense, check_sense, skyline as single_skyline, to_minimisation
+from .blocks import Points, as_blocks, get_client, new_token, reruns_on_lost_input
 
 __all__ = ["skyline"]
 
@@ -47,9 +51,11 @@ def _merge_skylines(distinct, device, *parts):
 
 
 @reruns_on_lost_input
-def skyline(X, client=None, sense=None, distinct: bool = False, *, columns=None,
+def skyline(X: Points, client: distributed.Client | None = None, sense: Sense | None = None,
+            distinct: bool = False, *, columns: Sequence[Hashable] | None = None,
             device: str | None = None, fan_in: int = 4, block_rows: int | None = None,
-            replicas: int | None = None, retries: int = 2, timings: dict | None = None):
+            replicas: int | None = None, retries: int = 2,
+            timings: dict[str, float] | None = None) -> np.ndarray:
     """The skyline (Pareto set) of a point set, computed on a Dask cluster.
 
     The same result as :func:`skyjoin.skyline`: the sorted row ids of the

@@ -16,8 +16,13 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 import numba
+
+if TYPE_CHECKING:
+    import distributed
+    from distributed.deploy import SpecCluster
 
 from .._core.device import GPUUnavailableError, gpu_available
 
@@ -25,7 +30,7 @@ __all__ = ["local_cluster", "local_gpu_cluster", "visible_gpus"]
 
 
 def local_cluster(n_workers: int, *, numba_threads: int | None = None, processes: bool = True,
-                  dashboard_address: str = ":0", **kwargs):
+                  dashboard_address: str = ":0", **kwargs: Any) -> distributed.LocalCluster:
     """A ``distributed.LocalCluster`` of CPU workers that share the cores.
 
     Parameters
@@ -133,7 +138,8 @@ def thread_cluster(workers, bind, *, dashboard_address: str = ":0", name: str = 
 
 
 def local_gpu_cluster(n_gpus: int | None = None, *, processes: bool = False,
-                      dashboard_address: str = ":0", numba_threads: int | None = None):
+                      dashboard_address: str = ":0",
+                      numba_threads: int | None = None) -> SpecCluster:
     """One Dask worker per GPU of this host.
 
     With ``processes=False`` (the default) the workers are threads of this

@@ -213,7 +213,7 @@ def check_index_dims(index_dims, d: int) -> int:
 _I63 = 2**63 - 1
 
 
-def build_grid(X, eps: float, index_dims: int | None = None, precision: str = "float64",
+def build_grid(X: np.ndarray, eps: float, index_dims: int | None = None, precision: str = "float64",
                bounds: tuple[np.ndarray, np.ndarray] | None = None,
                like: "Grid | None" = None) -> Grid:
     """Build the epsilon grid of a point set on the CPU (self-join paper §IV-B, IV-C).
@@ -238,6 +238,24 @@ def build_grid(X, eps: float, index_dims: int | None = None, precision: str = "f
     Returns
     -------
     Grid
+
+    See Also
+    --------
+    skyjoin.self_join : the join that searches this grid.
+
+    Notes
+    -----
+    Only non-empty cells are stored, so memory is O(n) whatever the
+    volume of the cell space.  Cost: O(n k) for the bounds and the cell
+    coordinates of the k indexed dimensions, then a stable sort of the
+    cell ids: a counting sort, O(n), when the cell space holds at most
+    about 2n cells, else O(n log n); O(n d) to gather the points in cell
+    order.
+
+    References
+    ----------
+    M. Gowanlock, B. Karsin, "GPU Accelerated Self-join for the Distance
+    Similarity Metric", arXiv:1803.04120, 2018, §IV-B and §IV-C.
 
     Examples
     --------
@@ -268,7 +286,7 @@ def build_grid(X, eps: float, index_dims: int | None = None, precision: str = "f
 
     lid = np.zeros(n, dtype=np.int64)
     raw = np.empty(n, dtype=np.int64)
-    coords_list, radix = [], []
+    coords_list, radix_list = [], []
     volume = 1
     for j in range(k):
         gk.raw_coords(X, j, lo[j], side[j], raw)
@@ -293,13 +311,13 @@ def build_grid(X, eps: float, index_dims: int | None = None, precision: str = "f
         volume *= r
         gk.horner_step(lid, rank, r)
         coords_list.append(cj)
-        radix.append(r)
+        radix_list.append(r)
         del rank
     del raw
     if k == 0:  # only possible for a pathological first dimension: index it coarsely
         raise ValueError("cannot index any dimension: the data span is too large for the grid")
 
-    radix = np.asarray(radix, dtype=np.int64)
+    radix = np.asarray(radix_list, dtype=np.int64)
     stride = np.ones(k, dtype=np.int64)
     for j in range(k - 2, -1, -1):
         stride[j] = stride[j + 1] * radix[j + 1]

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Hashable, Literal, Sequence, Union
 
 import numpy as np
+from numpy.typing import DTypeLike
+
+if TYPE_CHECKING:
+    import pandas
 
 from .formats import POINT_FORMATS, TEXT_FORMATS, _existing, _format
 
 __all__ = ["read_points", "read_frame", "POINT_FORMATS"]
+
+#: columns to keep: one name or position, or a sequence of them
+Columns = Union[Hashable, Sequence[Hashable]]
 
 _SNIFF_BYTES = 1 << 16
 
@@ -174,7 +182,7 @@ def _fill_column(dst: np.ndarray, col) -> None:
         dst[:] = np.nan
         return
     if pa.types.is_floating(t):
-        np_type = {16: np.float16, 32: np.float32, 64: np.float64}[t.bit_width]
+        np_type = np.dtype({16: np.float16, 32: np.float32, 64: np.float64}[t.bit_width])
     else:
         np_type = np.dtype(f"{'i' if pa.types.is_signed_integer(t) else 'u'}{t.bit_width // 8}")
     pos = 0
@@ -208,7 +216,9 @@ def _read_any(path, columns, delimiter, header) -> _Columns:
 # --------------------------------------------------------------------------
 # readers
 # --------------------------------------------------------------------------
-def read_frame(path, columns=None, delimiter=None, header="infer"):
+def read_frame(path: str | os.PathLike[str], columns: Columns | None = None,
+               delimiter: str | None = None,
+               header: bool | Literal["infer"] = "infer") -> pandas.DataFrame:
     """Read a point file into a pandas DataFrame.
 
     Parameters
@@ -255,7 +265,9 @@ def read_frame(path, columns=None, delimiter=None, header="infer"):
     return frame
 
 
-def read_points(path, columns=None, delimiter=None, header="infer", dtype=np.float64) -> np.ndarray:
+def read_points(path: str | os.PathLike[str], columns: Columns | None = None,
+                delimiter: str | None = None, header: bool | Literal["infer"] = "infer",
+                dtype: DTypeLike = np.float64) -> np.ndarray:
     """Read a point file into an (n, d) float array.
 
     Text files may be comma, tab, semicolon or whitespace separated, with or

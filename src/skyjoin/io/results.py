@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from types import TracebackType
 from typing import Iterable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from ..join.result import NeighborTable, index_dtype
+from ..join.result import NeighborTable, PairChunk, index_dtype
 from .formats import _existing, _format
 
 __all__ = ["write_pairs", "write_neighbor_table", "read_neighbor_table", "write_labels",
@@ -55,7 +57,7 @@ def _pair_schema(shape=None, sorted=None):
     return pa.schema([("i", pa.int64()), ("j", pa.int64())], metadata=meta or None)
 
 
-def write_pairs(path, i, j) -> int:
+def write_pairs(path: str | os.PathLike[str], i: ArrayLike, j: ArrayLike) -> int:
     """Write a list of pairs (i[k], j[k]).
 
     Parameters
@@ -97,7 +99,8 @@ def write_pairs(path, i, j) -> int:
     return len(i)
 
 
-def write_neighbor_table(path, nt, row_group_size: int = 1 << 22) -> int:
+def write_neighbor_table(path: str | os.PathLike[str], nt: NeighborTable,
+                         row_group_size: int = 1 << 22) -> int:
     """Write a NeighborTable.
 
     Parameters
@@ -161,7 +164,7 @@ def write_neighbor_table(path, nt, row_group_size: int = 1 << 22) -> int:
     return h.n_pairs
 
 
-def read_neighbor_table(path):
+def read_neighbor_table(path: str | os.PathLike[str]) -> NeighborTable:
     """Read a NeighborTable written by :func:`write_neighbor_table`.
 
     Parameters
@@ -247,7 +250,7 @@ def _write_column(path, values: np.ndarray, name: str, what: str) -> None:
             pcsv.write_csv(table, fh, pcsv.WriteOptions(include_header=False))
 
 
-def write_labels(path, labels, name: str = "label") -> None:
+def write_labels(path: str | os.PathLike[str], labels: ArrayLike, name: str = "label") -> None:
     """Write cluster labels (one per point, -1 for noise) as one column.
 
     Parameters
@@ -278,7 +281,7 @@ def write_labels(path, labels, name: str = "label") -> None:
     _write_column(path, _int_vector("labels", labels), name, "labels")
 
 
-def write_indices(path, idx, name: str = "index") -> None:
+def write_indices(path: str | os.PathLike[str], idx: ArrayLike, name: str = "index") -> None:
     """Write row indices (e.g. a skyline) as one column.
 
     Parameters
@@ -358,8 +361,9 @@ class ParquetPairWriter:
     (3, 3)
     """
 
-    def __init__(self, path, shape=None, sorted=None, row_group_size: int = 1 << 22,
-                 compression: str = "zstd", keep_partial: bool = False):
+    def __init__(self, path: str | os.PathLike[str], shape: tuple[int, int] | None = None,
+                 sorted: bool | None = None, row_group_size: int = 1 << 22,
+                 compression: str = "zstd", keep_partial: bool = False) -> None:
         import pyarrow.parquet as pq
 
         _format(path, (".parquet",), "stream pairs to")
@@ -375,7 +379,7 @@ class ParquetPairWriter:
         self._writer = pq.ParquetWriter(self.path, self._schema, compression=compression)
 
     # -- writing -----------------------------------------------------------
-    def write(self, i, j) -> None:
+    def write(self, i: ArrayLike, j: ArrayLike) -> None:
         """Append the pairs (i[k], j[k])."""
         if self._writer is None:
             raise ValueError("write to a closed ParquetPairWriter")
@@ -393,11 +397,11 @@ class ParquetPairWriter:
         if self._buffered >= self._row_group_size:
             self._flush()
 
-    def write_chunk(self, chunk) -> None:
+    def write_chunk(self, chunk: PairChunk) -> None:
         """Append a chunk with ``.i`` and ``.j`` (e.g. a ``PairChunk``)."""
         self.write(chunk.i, chunk.j)
 
-    def write_chunks(self, chunks: Iterable) -> int:
+    def write_chunks(self, chunks: Iterable[PairChunk]) -> int:
         """Append every chunk of an iterable; return the pairs written in all."""
         for c in chunks:
             self.write_chunk(c)
@@ -442,7 +446,8 @@ class ParquetPairWriter:
     def __enter__(self) -> "ParquetPairWriter":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc_type is None:
             self.close()
             return

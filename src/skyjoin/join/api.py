@@ -14,9 +14,10 @@ engine runs).
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._core.conditioning import condition_checked
 from .._core.device import is_device_array, resolve_device
@@ -84,9 +85,11 @@ def _prepare(named, eps, precision, device):
     return condition_checked(arrays, [name for _, name in named], eps, precision)
 
 
-def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort: bool = True,
-              pattern: str = "auto", device: str | None = None, precision: str = "float64",
-              index_dims: int | None = None, timings: dict | None = None, **options):
+def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: str = "table",
+              sort: bool = True, pattern: str = "auto", device: str | None = None,
+              precision: str = "float64", index_dims: int | None = None,
+              timings: dict[str, float] | None = None,
+              **options: Any) -> NeighborTable | np.ndarray:
     """All pairs of points of X within distance eps of each other.
 
     The pair (i, j) is reported iff ``sum_k (X[i, k] - X[j, k])**2 <= eps**2``
@@ -164,7 +167,31 @@ def self_join(X, eps, *, include_self: bool = False, output: str = "table", sort
 
     Cost: O(n d) to build the grid, plus the distance tests of each point
     against the points of its cell pattern (at most ``3**k`` cells, k the
-    indexed dimensions), plus O(pairs) to write the table.
+    indexed dimensions), plus O(pairs) to write the table.  Memory: the
+    table, 8 bytes per row plus 4 bytes per pair (8 beyond 2**31 points),
+    and O(n) besides; ``output="counts"`` needs O(n) only.
+
+    The pattern, kernel and batch sizes are chosen by one rule,
+    ``skyjoin.join.plan`` (``plan_cpu``, ``choose_config``); ``skyjoin -v``
+    logs the plan.
+
+    See Also
+    --------
+    join : R join S, two point sets.
+    self_join_chunks : the same pairs in bounded chunks, for any result size.
+    NeighborTable : the result.
+    skyjoin.distributed.self_join : the same join on a Dask cluster.
+    scipy.spatial.cKDTree.query_pairs : the pairs i < j, as a set.
+
+    References
+    ----------
+    M. Gowanlock, B. Karsin, "GPU Accelerated Self-join for the Distance
+    Similarity Metric", arXiv:1803.04120, 2018: §IV (the grid index of
+    non-empty cells and its search), §V-B (UNICOMP).
+
+    B. Gallet, M. Gowanlock, "Load Imbalance Mitigation Optimizations for
+    GPU-Accelerated Similarity Joins", 2019: §III-A (threads per point),
+    §III-B (LID-UNICOMP), §III-C and §III-D (SORTBYWL, WORKQUEUE).
 
     Examples
     --------
@@ -242,9 +269,9 @@ def table_on_grid(X_ordered, grid, eps, *, timings=None):
     return cpu_engine.run_self_join(X_ordered, [grid], eps, _planned(request, grid), timings)
 
 
-def join(R, S, eps, *, output: str = "table", sort: bool = True, device: str | None = None,
-         precision: str = "float64", index_dims: int | None = None,
-         timings: dict | None = None, **options):
+def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort: bool = True,
+         device: str | None = None, precision: str = "float64", index_dims: int | None = None,
+         timings: dict[str, float] | None = None, **options: Any) -> NeighborTable | np.ndarray:
     """All pairs (i, j) with R[i] within distance eps of S[j] (R join S).
 
     Parameters
@@ -269,6 +296,30 @@ def join(R, S, eps, *, output: str = "table", sort: bool = True, device: str | N
     ------
     ValueError
         As for :func:`self_join`, and if R and S differ in dimensionality.
+
+    Notes
+    -----
+    The pair (i, j) is reported iff ``sum_k (R[i, k] - S[j, k])**2 <=
+    eps**2`` in the working precision, with the numeric-range rule of
+    :func:`self_join`.  Both sets are indexed by grids of the same cell
+    geometry over their joint bounds; each point of R is tested against
+    the points of S in its adjacent cells (the full pattern: UNICOMP and
+    LID-UNICOMP need one set).
+
+    Cost: O((n_r + n_s) d) for the two grids, plus the distance tests of
+    each point of R against the points of S in at most ``3**k`` cells, plus
+    O(pairs) to write the table.
+
+    See Also
+    --------
+    self_join : the pairs of one point set.
+    scipy.spatial.cKDTree.query_ball_tree : the same pairs as lists.
+
+    References
+    ----------
+    M. Gowanlock, B. Karsin, "GPU Accelerated Self-join for the Distance
+    Similarity Metric", arXiv:1803.04120, 2018, §IV: the grid index and
+    its search, here over the cells of S around each point of R.
 
     Examples
     --------
@@ -325,10 +376,10 @@ def _cpu_join(R, S, eps, request, timings):
 DEFAULT_CHUNK_PAIRS = 1 << 24
 
 
-def self_join_chunks(X, eps, *, include_self: bool = False, sort: bool = True,
+def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, sort: bool = True,
                      max_pairs: int = DEFAULT_CHUNK_PAIRS, device: str | None = None,
                      precision: str = "float64", index_dims: int | None = None,
-                     **options) -> Iterator[PairChunk]:
+                     **options: Any) -> Iterator[PairChunk]:
     """The self-join result as a stream of bounded chunks, for any result size.
 
     Rows are taken in order: each chunk holds every pair of the rows
@@ -345,10 +396,43 @@ def self_join_chunks(X, eps, *, include_self: bool = False, sort: bool = True,
     max_pairs : int
         Target number of pairs per chunk (default 2**24).
 
-    Yields
+    Returns
+    -------
+    iterator of PairChunk
+        The chunks in row order; each holds int64 arrays ``i`` (rows) and
+        ``j`` (columns) and its row range ``[row_start, row_stop)``.  Their
+        concatenation is ``self_join(X, eps, ...).pairs()`` (when sorted).  The input is
+        checked when the function is called; the join runs as the
+        iterator is consumed.
+
+    Raises
     ------
-    PairChunk
-        With int64 arrays ``i`` (rows) and ``j`` (columns).
+    ValueError, TypeError, skyjoin.GPUUnavailableError
+        As for :func:`self_join`, and for ``max_pairs`` < 1; raised by the
+        call, before the first chunk.
+
+    Notes
+    -----
+    The rule of :func:`self_join`.  The neighbours of every row are
+    counted first, the rows are cut into ranges of at most ``max_pairs``
+    pairs, and each range is filled when its chunk is asked for (on the
+    CPU with the full pattern, from the grid cells that hold its rows).
+
+    Cost: one counting pass (the join's distance tests), then for each
+    chunk the distance tests of the cells that hold its rows, plus
+    O(pairs) in total to write the chunks.  Memory: O(n) plus one chunk,
+    whatever the total number of pairs.
+
+    See Also
+    --------
+    self_join : the whole table at once.
+    skyjoin.io.ParquetPairWriter : streams chunks into one Parquet file.
+
+    References
+    ----------
+    M. Gowanlock, B. Karsin, "GPU Accelerated Self-join for the Distance
+    Similarity Metric", arXiv:1803.04120, 2018, §V-A: batching the result
+    set, which the chunks extend to the host.
 
     Examples
     --------

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Sequence, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    import pandas
 
 from .._core.device import is_device_array, resolve_device
 from .columns import check_sense, frame_columns, group_columns, is_dataframe, parse_sense, \
@@ -16,6 +21,12 @@ __all__ = ["skyline", "ALGORITHMS", "VARIANTS", "MAX_SKYALIGN_D", "check_sense",
            "distinct_first"]
 
 log = logging.getLogger("skyjoin")
+
+#: a column preference ("min", "max", "diff", a synonym, or the builtin min / max),
+#: one for every column or one per column
+Sense = Union[str, Callable[..., Any], Sequence[Union[str, Callable[..., Any]]]]
+#: DataFrame column labels: one label or a list of them
+Labels = Union[Hashable, Sequence[Hashable]]
 
 
 def to_minimisation(X: np.ndarray, maximise: np.ndarray) -> np.ndarray:
@@ -39,9 +50,10 @@ def distinct_first(Xm: np.ndarray, sky: np.ndarray) -> np.ndarray:
     return np.sort(sky[order[first]])
 
 
-def skyline(X, sense=None, distinct: bool = False, device: str | None = None,
-            algorithm: str = "auto", return_stats: bool = False, min=None, max=None,
-            variant: str | None = None, diff=None):
+def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinct: bool = False,
+            device: str | None = None, algorithm: str = "auto", return_stats: bool = False,
+            min: Labels | None = None, max: Labels | None = None, variant: str | None = None,
+            diff: Labels | None = None) -> np.ndarray | pandas.DataFrame | tuple[Any, dict]:
     """The skyline (Pareto set) of a point set.
 
     Point p dominates q iff p is no worse than q on every column and strictly
@@ -117,6 +129,40 @@ def skyline(X, sense=None, distinct: bool = False, device: str | None = None,
         ``diff`` without a DataFrame.
     skyjoin.GPUUnavailableError
         ``device="gpu"`` without a usable GPU.
+
+    See Also
+    --------
+    paretoset : the same skyline as paretoset's boolean mask.
+    skyjoin.distributed.skyline : the same skyline on a Dask cluster.
+
+    Notes
+    -----
+    The algorithm and the SkyAlign variant are chosen by one rule,
+    ``skyjoin.skyline.plan.plan_skyline``; ``skyjoin -v`` logs the plan.
+
+    SkyAlign (Bøgh, Chester, Assent 2016) drops the points that the
+    threshold tau (the least of the points' largest values) rules out,
+    places every remaining point in a static grid of median and quartile
+    cells (§4.2), and sorts the points by their median cell mask
+    ``<|M|, M>`` (Algorithm 1, §5.1), so that a point is compared only
+    with points before it; the cell masks refute most dominance tests
+    without reading the points (§4.2.3).  Cost: O(n d) for the
+    pre-filter and the masks plus O(n log n) to sort; in the worst case
+    (every point in the skyline) O(n**2) mask tests and dominance tests
+    of O(d) each, far fewer where the masks refute them.  Memory: O(n d).
+
+    Equal points are grouped once, O(m d) expected for m candidates
+    (``skyjoin.skyline.groups``), so k copies of a point cost O(k), not
+    O(k**2).  Diff columns add a sort, O(n log n), and two dimensions
+    (``skyjoin.skyline.columns``).
+
+    References
+    ----------
+    K. S. Bøgh, S. Chester, I. Assent, "SkyAlign: a portable, work-efficient
+    skyline algorithm for multicore and GPU architectures", The VLDB Journal,
+    2016: §4.2 (the static grid and its masks), §5 (Algorithm 1 and
+    its GPU-friendly initialisation, §5.1), §6.2.3 (the variants), §7.1 (the
+    CPU port).
 
     Examples
     --------
@@ -201,7 +247,7 @@ def _skyline_cpu(Xm: np.ndarray, plan: SkylinePlan):
                                               "d": d, "dominance_tests": 0, "mask_tests": 0,
                                               "prefilter_survivors": n, "times": {}}
     if algorithm == "skyalign":
-        return skyalign_cpu(Xm, variant=plan.variant, distinct=distinct)
+        return skyalign_cpu(Xm, variant=plan.variant, distinct=distinct)  # type: ignore[arg-type]
     if algorithm == "sfs":
         return baselines.sfs(Xm, distinct=distinct)
     if algorithm == "ggs":

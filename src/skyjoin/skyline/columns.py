@@ -30,6 +30,8 @@ into that matrix without changing any answer:
 
 from __future__ import annotations
 
+from typing import Any, TypeGuard
+
 import numpy as np
 
 from .._core.device import array_module
@@ -46,7 +48,7 @@ _EXACT = 2 ** 53            # float64 holds every integer of magnitude <= 2**53
 _NAT = np.iinfo(np.int64).min
 
 
-def is_dataframe(X) -> bool:
+def is_dataframe(X: object) -> TypeGuard[Any]:
     """Duck-typed pandas DataFrame check (pandas is not imported here)."""
     return hasattr(X, "columns") and hasattr(X, "iloc") and hasattr(X, "select_dtypes")
 

@@ -9,16 +9,22 @@ equal Pareto-optimal rows).  The work is :func:`skyjoin.skyline`'s.
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING, cast
 
-from .api import skyline
+import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    import pandas
+
+from .api import Sense, skyline
 from .columns import frame_columns, is_dataframe, prepare_array
 
 __all__ = ["paretoset"]
 
 
-def paretoset(costs, sense=None, distinct: bool = True, use_numba: bool = True, *,
-              device: str | None = None):
+def paretoset(costs: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinct: bool = True,
+              use_numba: bool = True, *, device: str | None = None) -> np.ndarray:
     """Boolean mask of the Pareto set (skyline) of ``costs``, as paretoset's.
 
     Parameters
@@ -54,8 +60,22 @@ def paretoset(costs, sense=None, distinct: bool = True, use_numba: bool = True, 
         A ``sense`` of the wrong length or with an unknown word, NaN / NaT /
         inf values.
 
+    See Also
+    --------
+    skyjoin.skyline : the sorted row indices, DataFrames in and out.
+
+    Notes
+    -----
+    The dominance rule of :func:`skyjoin.skyline` (minimisation unless
+    ``sense`` says otherwise; equal rows never dominate each other).
     Cost: that of :func:`skyjoin.skyline` plus O(n) for the mask (and the
     grouping of :mod:`skyjoin.skyline.columns` with diff columns).
+
+    References
+    ----------
+    K. S. Bøgh, S. Chester, I. Assent, "SkyAlign: a portable, work-efficient
+    skyline algorithm for multicore and GPU architectures", The VLDB Journal,
+    2016, §5.
 
     Examples
     --------
@@ -82,5 +102,6 @@ def paretoset(costs, sense=None, distinct: bool = True, use_numba: bool = True, 
     mask = np.zeros(X.shape[0], dtype=bool)
     if X.shape[0]:
         words = ["max" if m else "min" for m in maximise]
-        mask[skyline(X, sense=words, distinct=bool(distinct), device=device)] = True
+        sky = skyline(X, sense=words, distinct=bool(distinct), device=device)
+        mask[cast(np.ndarray, sky)] = True      # an array in, an array out
     return mask

@@ -41,8 +41,10 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..._core import device as _device
 from ..._core.conditioning import plan_conditioning
@@ -85,7 +87,7 @@ class SweepResult:
     labels: np.ndarray
     core_sample_indices: np.ndarray
     n_clusters: int
-    timings: dict = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
 
 
 def _levels(min_samples):
@@ -93,8 +95,10 @@ def _levels(min_samples):
     return sorted({check_min_samples(m) for m in min_samples}, reverse=True)
 
 
-def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device=None,
-                 precision="float64", pipeline=True, progress=False, method="auto"):
+def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | Sequence[int], *,
+                 sample_weight: ArrayLike | None = None, device: str | None = None,
+                 precision: str = "float64", pipeline: bool = True, progress: bool = False,
+                 method: str = "auto") -> Iterator[SweepResult]:
     """DBSCAN for every (eps, min_samples) pair, reusing tables and pipelining (§7.5-7.6).
 
     Parameters
@@ -134,11 +138,15 @@ def dbscan_sweep(X, eps, min_samples, *, sample_weight=None, device=None,
         (incrementally, §7.6) while the join builds the next eps's T (§7.5).
         On a GPU this keeps the two processors of Fig. 3 busy at once.
 
-    Yields
-    ------
-    SweepResult
-        One per (eps, min_samples), as soon as it is ready: eps in the order
-        given, min_samples of one eps in decreasing order.
+    Returns
+    -------
+    iterator of SweepResult
+        One result per (eps, min_samples), each as soon as it is ready: eps
+        in the order given, the min_samples of one eps in decreasing order
+        (the core set grows along them).  Each holds the labels, the core
+        sample indices, the number of clusters and the timings.  The input
+        is checked when the function is called; the clusterings run as the
+        iterator is consumed.
 
     Raises
     ------
