@@ -81,12 +81,18 @@ def column_list(spec):
 
 def setup_logging(verbose: int) -> None:
     """With ``verbose`` >= 1, the ``skyjoin`` loggers print to standard error
-    at debug level (the plans are logged there); nothing without -v."""
+    at debug level (the plans are logged there); without -v, whatever an
+    earlier command line of this process set up is undone."""
     logger = logging.getLogger("skyjoin")
-    if not verbose:
+    ours = [h for h in logger.handlers if isinstance(h, _EchoHandler)]
+    if not verbose:                   # a new command line without -v (tests run many)
+        for h in ours:
+            logger.removeHandler(h)
+        if ours:
+            logger.setLevel(logging.NOTSET)
         return
     logger.setLevel(logging.DEBUG)
-    if not any(isinstance(h, _EchoHandler) for h in logger.handlers):
+    if not ours:
         handler = _EchoHandler()
         handler.setFormatter(logging.Formatter("skyjoin: %(message)s"))
         logger.addHandler(handler)
