@@ -140,25 +140,28 @@ class PairWriter:
 
     def close(self) -> None:
         """Finish the file and give it its final name (idempotent)."""
-        if self.closed:
-            return
-        self._open_now = False
-        try:
-            self._finish()
-            self._pending.commit()
-        except BaseException:
-            self._pending.discard()
-            raise
+        self._end(complete=True)
 
     def discard(self) -> None:
         """Abandon the file: nothing is left under either name (idempotent)."""
+        self._end(complete=False)
+
+    def _end(self, complete: bool) -> None:
+        """Finish and rename, or abort; the temporary file never outlives this."""
         if self.closed:
             return
         self._open_now = False
+        kept = False
         try:
-            self._abort()
+            if complete:
+                self._finish()
+                self._pending.commit()
+                kept = True
+            else:
+                self._abort()
         finally:
-            self._pending.discard()
+            if not kept:
+                self._pending.discard()
 
     def __enter__(self):
         return self

@@ -72,7 +72,8 @@ def write_neighbor_table(path, nt, row_group_size: int = 1 << 22) -> int:
         ``.npz``: the CSR table in the layout of ``scipy.sparse.save_npz``
         (arrays ``indptr``, ``indices``, ``data``, ``shape``, ``format``),
         so that ``scipy.sparse.load_npz`` reads it as a ``csr_matrix`` with
-        boolean ones as values, plus ``sorted``; read back by
+        boolean ones as values (the table's ``distances`` instead, where it
+        carries them), plus ``sorted``; read back by
         :func:`read_neighbor_table`.  ``.parquet``, ``.csv``, ``.npy``: the
         pairs, grouped by row, through :func:`skyjoin.io.open_pair_writer`
         (Parquet carries the shape in its metadata, for
@@ -274,16 +275,8 @@ def write_labels(path, labels, name: str = "label") -> None:
 def write_counts(path, counts, name: str = "count") -> None:
     """Write neighbour counts (one per point) as one column, atomically.
 
-    As :func:`write_labels`: ``.csv``, ``.parquet`` or ``.npy``.
-
-    Examples
-    --------
-    >>> import os, tempfile, numpy as np
-    >>> from skyjoin import io
-    >>> path = os.path.join(tempfile.mkdtemp(), "counts.npy")
-    >>> io.write_counts(path, [3, 1])
-    >>> np.load(path).tolist()
-    [3, 1]
+    As :func:`write_labels` (its parameters, errors and formats: ``.csv``,
+    ``.parquet`` or ``.npy``), with the column named ``count``.
     """
     _write_column(path, int_vector("counts", counts), name, "counts")
 
