@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -223,7 +223,7 @@ class ParquetPairWriter(PairWriter):
         self._schema = pair_schema(shape, sorted)
         self._buf: list[tuple[np.ndarray, np.ndarray]] = []
         self._buffered = 0
-        self._writer = None
+        self._writer: Any = None        # pyarrow.parquet.ParquetWriter, once open
         super().__init__(path)
 
     def _open(self, tmp: str) -> None:
