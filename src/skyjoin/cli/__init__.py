@@ -1,9 +1,11 @@
 """The ``skyjoin`` command: join, dbscan, skyline, generate, demo, bench.
 
 One module per command (``join``, ``dbscan``, ``skyline``, ``generate``,
-``bench``, ``demo``), on shared parts: ``options`` (options defined once),
-``errors`` (one error style), ``outputs`` (what ``--out`` writes, by
-extension), ``plots`` (every picture; Matplotlib loaded on first use) and
+``bench``, ``demo``), on shared parts: ``options`` (options defined once,
+verbosity), ``errors`` (one error style), ``inputs`` (reading, with the
+readers' notices), ``outputs`` (what ``--out`` accepts, checked before any
+work), ``wording`` (counts and plurals), ``plots`` (every picture;
+Matplotlib loaded on first use) and
 ``distributed`` (``--scheduler`` / ``--local-cluster``: the commands on a
 Dask cluster; Dask loaded on first use).  The ``skyjoin`` entry point is
 :func:`main`.
@@ -18,7 +20,7 @@ from .dbscan import dbscan_cmd
 from .demo import demo_cmd
 from .generate import generate_cmd
 from .join import join_cmd
-from .options import VERBOSE, setup_logging
+from .options import VERBOSE
 from .skyline import skyline_cmd
 
 __all__ = ["main"]
@@ -27,7 +29,7 @@ __all__ = ["main"]
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="skyjoin")
 @VERBOSE
-def main(verbose):
+def main():
     """skyjoin: distance similarity join, DBSCAN and skyline on GPUs and multicore CPUs.
 
     \b
@@ -35,11 +37,11 @@ def main(verbose):
       skyjoin demo
       skyjoin generate uniform -n 1000000 -d 2 --out points.npy
       skyjoin join points.npy --eps 0.5 --out pairs.parquet
-      skyjoin dbscan points.npy --eps 0.3 --min-samples 10 --plot clusters.png
-      skyjoin skyline cars.csv --min price --max rating
+      skyjoin generate blobs -n 200000 -d 2 --out blobs.npy
+      skyjoin dbscan blobs.npy --eps 0.3 --min-samples 10 --plot clusters.png
+      skyjoin skyline cars.csv --min x0,x1 --max x2
       skyjoin bench join --device cpu
     """
-    setup_logging(verbose)
 
 
 for _cmd in (join_cmd, dbscan_cmd, skyline_cmd, generate_cmd, demo_cmd, bench_cmd):

@@ -13,7 +13,7 @@ from ..bench import join as bench_join
 from ..bench import join_gpu as bench_join_gpu
 from ..bench import skyline as bench_skyline
 from .errors import user_errors
-from .options import DEVICE
+from .options import DEVICE, VERBOSE
 
 __all__ = ["bench_cmd", "suite_runner"]
 
@@ -48,6 +48,7 @@ def suite_runner(suite: str, device: str):
 @click.option("--case", "names", multiple=True, help="Run only these cases (repeatable).")
 @click.option("--out", "out_dir", default="bench-results", show_default=True,
               help="Folder for the JSON report and the PNG chart.")
+@VERBOSE
 @user_errors
 def bench_cmd(suite, device, quick, names, out_dir):
     """Benchmark SUITE against its peers in one process; write JSON and PNG.

@@ -8,13 +8,16 @@ import click
 
 import skyjoin as sj
 
-from ..io import read_points
+from .._core.device import resolve_device
+from ..io import write_labels
 from .demo import cluster_summary
 from .distributed import client_from_options, run_dbscan, uses_cluster
 from .errors import user_errors
-from .options import COLUMNS, DEVICE, PRECISION, column_list, distributed_options
-from .outputs import sweep_path, write_labels
+from .inputs import read_input
+from .options import COLUMNS, DEVICE, PRECISION, VERBOSE, column_list, distributed_options, phase
+from .outputs import COLUMN_OUT, PLOT_OUT, check_out, sweep_path
 from .plots import save_clusters
+from .wording import plural
 
 __all__ = ["dbscan_cmd"]
 
@@ -31,9 +34,9 @@ def _numbers(spec, name, kind):
 
 @click.command("dbscan")
 @click.argument("data", type=click.Path(exists=True, dir_okay=False))
-@click.option("--eps", type=float, default=None,
-              help="Neighbourhood radius (distance <= eps).  Required unless --sweep-eps.")
-@click.option("--min-samples", type=int, default=None,
+@click.option("--eps", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Neighbourhood radius (distance <= eps), > 0.  Required unless --sweep-eps.")
+@click.option("--min-samples", type=click.IntRange(min=1), default=None,
               help="Core points have at least this many neighbours, themselves included. "
                    "Required unless --sweep-min-samples.")
 @click.option("--sweep-eps", default=None,
@@ -42,11 +45,11 @@ def _numbers(spec, name, kind):
               help="Comma-separated min_samples values: all reuse each eps's table.")
 @COLUMNS
 @click.option("--out", default=None, type=click.Path(dir_okay=False),
-              help="Write the labels (.csv or .parquet; one column, -1 is noise). With a "
-                   "sweep, one file per clustering: FILE_eps<e>_ms<m>.ext.")
+              help="Write the labels (.csv, .parquet or .npy; one column, -1 is noise). With "
+                   "a sweep, one file per clustering: FILE_eps<e>_ms<m>.ext.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
-              help="Write a PNG of the clusters (first two columns; noise in grey); with a "
-                   "sweep, one panel per clustering (at most 16).")
+              help="Write a picture of the clusters (.png, .pdf or .svg; first two columns; "
+                   "noise in grey); with a sweep, one panel per clustering (the first 16).")
 @DEVICE
 @PRECISION
 @click.option("--sweep-method", type=click.Choice(["auto", "hybrid"]), default="auto",
@@ -54,6 +57,7 @@ def _numbers(spec, name, kind):
               help="A sweep's method: 'auto' the fastest path, 'hybrid' the paper's "
                    "HYBRID-DBSCAN (tables built by the join, assigned on the CPU).")
 @distributed_options
+@VERBOSE
 @user_errors
 def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, out, plot, device,
                precision, sweep_method, scheduler, local_cluster):
@@ -66,8 +70,8 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
 
     \b
     Examples:
-      skyjoin dbscan points.npy --eps 0.3 --min-samples 10 --plot clusters.png
-      skyjoin dbscan points.csv --sweep-eps 0.2,0.3,0.4 --sweep-min-samples 5,10,20
+      skyjoin dbscan blobs.npy --eps 0.3 --min-samples 10 --plot clusters.png
+      skyjoin dbscan blobs.npy --sweep-eps 0.2,0.3,0.4 --sweep-min-samples 5,10,20
     """
     col = column_list(columns)
     eps_list = (_numbers(sweep_eps, "--sweep-eps", float) if sweep_eps
@@ -78,6 +82,13 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
         raise click.UsageError("give --eps (or --sweep-eps)")
     if not ms_list:
         raise click.UsageError("give --min-samples (or --sweep-min-samples)")
+    if any(e <= 0 for e in eps_list):
+        raise click.BadParameter("every eps must be > 0", param_hint="'--sweep-eps'")
+    if any(m < 1 for m in ms_list):
+        raise click.BadParameter("every min_samples must be >= 1",
+                                 param_hint="'--sweep-min-samples'")
+    check_out(out, COLUMN_OUT, what="the labels")
+    check_out(plot, PLOT_OUT, option="--plot", what="the picture")
     if uses_cluster(scheduler, local_cluster):
         if len(eps_list) != 1 or len(ms_list) != 1 or plot:
             raise click.UsageError("--scheduler/--local-cluster run one clustering (one --eps, "
@@ -87,59 +98,74 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
                                 precision=precision, columns=col, device=device)
         click.echo(msg)
         return
+    device = resolve_device(device)
     t0 = time.perf_counter()
-    X = read_points(data, columns=col)
+    X, names = read_input(data, col)
     t_read = time.perf_counter() - t0
-    click.echo(f"read {X.shape[0]:,} points in {X.shape[1]} dimensions from {data} "
-               f"({t_read:.2f} s)")
+    click.echo(f"read {plural(X.shape[0], 'point')} in {plural(X.shape[1], 'dimension')} "
+               f"from {data} ({t_read:.2f} s)")
     if len(eps_list) == 1 and len(ms_list) == 1:
-        _single(X, eps_list[0], ms_list[0], out, plot, device, precision)
+        _single(X, names, eps_list[0], ms_list[0], out, plot, device, precision)
     else:
-        _sweep(X, eps_list, ms_list, out, plot, device, precision, sweep_method)
+        _sweep(X, names, eps_list, ms_list, out, plot, device, precision, sweep_method)
 
 
-def _single(X, eps, min_samples, out, plot, device, precision):
+def _title(eps, min_samples, n_clusters) -> str:
+    """A panel's title."""
+    return f"eps={eps:g}, min_samples={min_samples}: {plural(n_clusters, 'cluster')}"
+
+
+def _single(X, names, eps, min_samples, out, plot, device, precision):
     """One clustering: print a summary, write labels and picture."""
     t0 = time.perf_counter()
-    est = sj.DBSCAN(eps=eps, min_samples=min_samples, device=device, precision=precision).fit(X)
+    with phase("dbscan"):
+        est = sj.DBSCAN(eps=eps, min_samples=min_samples, device=device,
+                        precision=precision).fit(X)
     s = cluster_summary(est.labels_, est.core_sample_indices_, time.perf_counter() - t0, eps,
                         min_samples)
-    click.echo(f"eps={eps:g} min_samples={min_samples}: {s['clusters']} clusters, "
-               f"{s['core']:,} core, {s['noise']:,} noise points "
+    click.echo(f"eps={eps:g} min_samples={min_samples}: {plural(s['clusters'], 'cluster')}, "
+               f"{s['core']:,} core, {plural(s['noise'], 'noise point')} "
                f"({s['seconds']:.3f} s, path {est.path_})")
     if out:
-        write_labels(out, est.labels_)
+        with phase(f"write {out}"):
+            write_labels(out, est.labels_)
         click.echo(f"labels: {out}")
     if plot:
-        save_clusters(plot, [(est.labels_, f"eps={eps:g}, min_samples={min_samples}: "
-                                           f"{s['clusters']} clusters")], X)
+        with phase(f"draw {plot}"):
+            save_clusters(plot, [(est.labels_, _title(eps, min_samples, s["clusters"]))], X,
+                          names=names)
         click.echo(f"picture: {plot}")
 
 
-def _sweep(X, eps_list, ms_list, out, plot, device, precision, method="auto"):
-    """A sweep: progress bar, a table of results, files per clustering."""
+def _sweep(X, names, eps_list, ms_list, out, plot, device, precision, method="auto"):
+    """A sweep: progress bar, a table of results in ascending (eps,
+    min_samples) order, files per clustering, the first 16 panels."""
     panels = []
     rows = []
     t0 = time.perf_counter()
-    for r in sj.dbscan_sweep(X, eps=eps_list, min_samples=ms_list, device=device,
-                             precision=precision, progress=True, method=method):
-        path = r.timings.get("path")
-        rows.append((r.eps, r.min_samples, r.n_clusters, len(r.core_sample_indices),
-                     int((r.labels < 0).sum()), r.timings["table"], r.timings["assign"]))
-        if out:
-            write_labels(sweep_path(out, r.eps, r.min_samples), r.labels)
-        if plot and len(panels) < 16:
-            panels.append((r.labels, f"eps={r.eps:g}, min_samples={r.min_samples}: "
-                                     f"{r.n_clusters} clusters"))
+    with phase("dbscan sweep"):
+        for r in sj.dbscan_sweep(X, eps=eps_list, min_samples=ms_list, device=device,
+                                 precision=precision, progress=True, method=method):
+            path = r.timings.get("path")
+            rows.append((r.eps, r.min_samples, r.n_clusters, len(r.core_sample_indices),
+                         int((r.labels < 0).sum()), r.timings["table"], r.timings["assign"]))
+            if out:
+                write_labels(sweep_path(out, r.eps, r.min_samples), r.labels)
+            if plot:
+                panels.append(((r.eps, r.min_samples), r.labels,
+                               _title(r.eps, r.min_samples, r.n_clusters)))
+                panels = sorted(panels, key=lambda p: p[0])[:16]
     total = time.perf_counter() - t0
+    rows.sort(key=lambda row: (row[0], row[1]))
     click.echo(f"{'eps':>10} {'min_samples':>11} {'clusters':>9} {'core':>11} {'noise':>11} "
                f"{'table s':>8} {'assign s':>9}")
     for e, m, k, c, z, tt, ta in rows:
         click.echo(f"{e:>10g} {m:>11d} {k:>9d} {c:>11,d} {z:>11,d} {tt:8.3f} {ta:9.3f}")
-    click.echo(f"{len(rows)} clusterings in {total:.2f} s ({method}, path {path})")
+    click.echo(f"{plural(len(rows), 'clustering')} in {total:.2f} s ({method}, path {path})")
     if out:
         click.echo(f"labels: one file per clustering, e.g. "
                    f"{sweep_path(out, rows[0][0], rows[0][1])}")
     if plot:
-        save_clusters(plot, panels, X)
+        with phase(f"draw {plot}"):
+            save_clusters(plot, [(lab, title) for _, lab, title in panels], X, names=names)
         click.echo(f"picture: {plot}")

@@ -21,8 +21,9 @@ import skyjoin as sj
 from .._core.device import resolve_device
 from ..datasets import blobs, skyline_data
 from .errors import user_errors
-from .options import DEVICE
+from .options import DEVICE, VERBOSE
 from .plots import plot_clusters, plot_skyline, save_demo
+from .wording import plural
 
 __all__ = ["demo_cmd", "run_demo", "demo_dbscan", "demo_skyline", "cluster_summary"]
 
@@ -80,7 +81,7 @@ def demo_dbscan(X, eps, min_samples, ax=None, device=None):
     if ax is not None:
         plot_clusters(ax, np.asarray(X), est.labels_,
                       title=f"DBSCAN eps={eps}, min_samples={min_samples}: "
-                            f"{out['clusters']} clusters, noise in grey")
+                            f"{plural(out['clusters'], 'cluster')}, noise in grey")
     out["labels"] = est.labels_
     return out
 
@@ -198,7 +199,8 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
         ("self-join (CSR table)", f"eps={eps}", f"{nt.n_pairs:,} pairs, {nt.n_pairs / n:.1f} per point", t_join),
         ("self-join (counts only)", f"eps={eps}", f"max {int(counts.max())} neighbours", t_counts),
         ("DBSCAN", f"eps={eps}, min_samples={min_samples}",
-         f"{db['clusters']} clusters, {db['noise']:,} noise points", db["seconds"]),
+         f"{plural(db['clusters'], 'cluster')}, {plural(db['noise'], 'noise point')}",
+         db["seconds"]),
         ("skyline (min, min)", "", f"{len(sky)} points", sk["seconds"]),
     ]
     w = max(len(r[0]) for r in rows)
@@ -223,6 +225,7 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
               help="Folder for the picture (demo.png).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @DEVICE
+@VERBOSE
 @user_errors
 def demo_cmd(n, out_dir, seed, device):
     """Generate data, run the join, DBSCAN and the skyline, print a table and draw them."""

@@ -20,7 +20,9 @@ import numpy as np
 from .. import distributed as sd
 from .._core.device import resolve_device
 from .options import distributed_options
-from .outputs import join_output, write_counts, write_ids, write_labels, write_table
+from ..io import write_counts, write_indices, write_labels, write_neighbor_table
+from .outputs import join_output
+from .wording import plural
 
 __all__ = ["distributed_options", "client_from_options", "local_cluster_device", "uses_cluster",
            "run_join", "run_dbscan", "run_skyline"]
@@ -110,7 +112,7 @@ def run_join(client, data, eps, *, out=None, counts=False, include_self=False, s
     kind = join_output(out, counts, distributed=True)
     kw = dict(client=client, include_self=include_self, device=device, precision=precision,
               columns=columns)
-    if kind == "counts":
+    if kind in ("counts", "summary"):
         c = sd.self_join(data, eps, output="counts", **kw)
         n, n_pairs = len(c), int(np.sum(c))
         if out:
@@ -122,10 +124,11 @@ def run_join(client, data, eps, *, out=None, counts=False, include_self=False, s
         nt = sd.self_join(data, eps, sort=sort, **kw)
         n, n_pairs = nt.shape[0], nt.n_pairs
         if out:
-            write_table(out, nt)
+            write_neighbor_table(out, nt)
     dt = time.perf_counter() - t0
     mean = n_pairs / n if n else 0.0
-    return (f"{n:,} points, eps {eps:g}: {n_pairs:,} pairs ({mean:.2f} neighbours per point) "
+    return (f"{plural(n, 'point')}, eps {eps:g}: {plural(n_pairs, 'pair')} "
+            f"({mean:.2f} neighbours per point) "
             f"in {dt:.3f} s on the Dask cluster (including reading)"
             + (f"; wrote {out}" if out else ""))
 
@@ -142,7 +145,7 @@ def run_dbscan(client, data, eps, min_samples, *, out=None, precision="float64",
     k = int(labels.max()) + 1 if len(labels) else 0
     if out:
         write_labels(out, labels)
-    return labels, (f"eps={eps:g} min_samples={min_samples}: {k} clusters, "
+    return labels, (f"eps={eps:g} min_samples={min_samples}: {plural(k, 'cluster')}, "
                     f"{len(est.core_sample_indices_):,} core, {int((labels < 0).sum()):,} noise "
                     f"points ({dt:.3f} s on the Dask cluster, {est.n_partitions_} partitions, "
                     f"including reading)" + (f"; labels: {out}" if out else ""))
@@ -154,8 +157,9 @@ def run_skyline(client, data, *, min_cols=(), max_cols=(), distinct=False, devic
 
     ``min_cols`` / ``max_cols`` name (or give 0-based positions of) the
     columns to minimise / maximise; with neither, every column is minimised.
-    ``out`` receives the skyline's row ids (.npy, or a one-column .csv /
-    .parquet): the rows themselves stay with the workers that read them.
+    ``out`` receives the skyline's row ids (.npy, or a column ``row`` of
+    .csv / .parquet): the rows themselves stay with the workers that read
+    them.
     """
     cols = list(min_cols) + list(max_cols)
     sense = ["min"] * len(min_cols) + ["max"] * len(max_cols) if cols else None
@@ -164,6 +168,6 @@ def run_skyline(client, data, *, min_cols=(), max_cols=(), distinct=False, devic
                      columns=cols or None)
     dt = time.perf_counter() - t0
     if out:
-        write_ids(out, ids)
+        write_indices(out, ids, name="row")
     return ids, (f"{len(ids):,} skyline rows ({dt:.3f} s on the Dask cluster, including "
                  f"reading)" + (f"; wrote {out}" if out else ""))

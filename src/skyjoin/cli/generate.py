@@ -5,8 +5,11 @@ from __future__ import annotations
 import click
 
 from ..datasets import generate
+from ..io import write_points
 from .errors import user_errors
-from .outputs import write_points
+from .options import VERBOSE, phase
+from .outputs import POINTS_OUT, check_out
+from .wording import plural
 
 __all__ = ["generate_cmd"]
 
@@ -14,11 +17,15 @@ __all__ = ["generate_cmd"]
 @click.command("generate")
 @click.argument("kind", type=click.Choice(["uniform", "exponential", "blobs", "independent",
                                            "correlated", "anticorrelated", "pareto"]))
-@click.option("-n", "--n-points", "n", type=int, required=True, help="Number of points.")
-@click.option("-d", "--dims", "d", type=int, required=True, help="Number of dimensions.")
+@click.option("-n", "--n-points", "n", type=click.IntRange(min=0), required=True,
+              help="Number of points.")
+@click.option("-d", "--dims", "d", type=click.IntRange(min=1), required=True,
+              help="Number of dimensions.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @click.option("--out", type=click.Path(dir_okay=False), required=True,
-              help="Output file: .npy, .parquet or .csv.")
+              help="Output file: .npy, .parquet or .csv/.txt (CSV and Parquet name the "
+                   "columns x0, x1, ...).")
+@VERBOSE
 @user_errors
 def generate_cmd(kind, n, d, seed, out):
     """Generate a seeded, reproducible data set of KIND.
@@ -31,6 +38,10 @@ def generate_cmd(kind, n, d, seed, out):
                    the standard skyline generator (Borzsonyi et al.)
     pareto         x = (1 - r)^-1, normalised to [0, 1]
     """
-    X = generate(kind, n, d, seed=seed)
-    write_points(out, X)
-    click.echo(f"wrote {n:,} {kind} points in {d} dimensions (seed {seed}) to {out}")
+    check_out(out, POINTS_OUT, what="the points")
+    with phase(f"generate {kind}"):
+        X = generate(kind, n, d, seed=seed)
+    with phase(f"write {out}"):
+        write_points(out, X)
+    click.echo(f"wrote {plural(n, kind + ' point')} in {plural(d, 'dimension')} (seed {seed}) "
+               f"to {out}")

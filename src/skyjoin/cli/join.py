@@ -1,7 +1,8 @@
-"""``skyjoin join``: all pairs of points of a file within distance eps."""
+"""``skyjoin join``: all pairs of points within distance eps (self-join, or R join S)."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 
@@ -11,83 +12,141 @@ from tqdm import tqdm
 import skyjoin as sj
 
 from .._core.device import resolve_device
-from ..io import ParquetPairWriter, read_points
+from ..io import open_pair_writer, write_counts, write_neighbor_table
 from .distributed import client_from_options, run_join, uses_cluster
 from .errors import user_errors
-from .options import COLUMNS, DEVICE, PRECISION, column_list, distributed_options
-from .outputs import join_output, write_counts, write_table
+from .inputs import read_input
+from .options import COLUMNS, DEVICE, PRECISION, VERBOSE, column_list, distributed_options, phase
+from .outputs import COLUMN_OUT, PAIRS_OUT, check_out, join_output
+from .wording import plural
 
 __all__ = ["join_cmd"]
 
+log = logging.getLogger("skyjoin.cli")
+
+_OUTPUTS = {"summary": "counts only, summed for the summary (no table is built)",
+            "counts": "neighbour counts, one a point",
+            "stream": "pairs streamed in bounded chunks",
+            "table": "the whole CSR table"}
+
 
 @click.command("join")
-@click.argument("data", type=click.Path(exists=True, dir_okay=False))
-@click.option("--eps", type=float, required=True, help="Join radius (distance <= eps).")
+@click.argument("data", nargs=-1, required=True, metavar="DATA [S]",
+                type=click.Path(exists=True, dir_okay=False))
+@click.option("--eps", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="Join radius (distance <= eps), > 0.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Write the result: pairs to .parquet (streamed in bounded chunks, any size), "
-                   "the CSR table to .npz; with --counts, counts to .csv/.parquet.")
+              help="Write the result: pairs to .parquet, .csv or .npy (streamed in bounded "
+                   "chunks, any size), the CSR table to .npz (scipy.sparse.load_npz reads "
+                   "it); with --counts, counts to .csv, .parquet or .npy.")
 @click.option("--counts", is_flag=True, help="Only count the neighbours of each point.")
-@click.option("--include-self", is_flag=True, help="Report each point as its own neighbour.")
+@click.option("--include-self", is_flag=True,
+              help="Report each point as its own neighbour (self-join only).")
 @click.option("--no-sort", is_flag=True, help="Skip sorting the columns within each row.")
 @click.option("--pattern", type=click.Choice(["auto", "full", "unicomp", "lid_unicomp"]),
-              default="auto", show_default=True, help="Cell access pattern.")
+              default="auto", show_default=True, help="Cell access pattern (self-join only).")
 @PRECISION
-@click.option("--chunk-pairs", type=int, default=1 << 24, show_default=True,
-              help="Pairs per chunk when streaming to Parquet.")
+@click.option("--chunk-pairs", type=click.IntRange(min=1), default=1 << 24, show_default=True,
+              help="Pairs per chunk when streaming pairs.")
 @COLUMNS
 @DEVICE
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar (default: when writing to a terminal).")
 @distributed_options
+@VERBOSE
 @user_errors
 def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, chunk_pairs,
              columns, device, progress, scheduler, local_cluster):
-    """All pairs of points of DATA within distance EPS (the self-join).
+    """All pairs of points of DATA within distance EPS (the self-join); with a
+    second file S, all pairs (i, j) with DATA[i] within EPS of S[j] (R join S).
 
-    DATA is a .csv/.txt (comma or whitespace separated, optional header),
-    .parquet or .npy file of points, one per row.  Prints a one-line summary:
-    points, dimensions, pairs, mean neighbours per point and time.  With
-    --scheduler or --local-cluster the join runs on a Dask cluster (the
-    workers read DATA themselves; --out naming a folder gets one Parquet file
-    of pairs per partition).
+    Files are .csv/.txt (comma or whitespace separated, optional header),
+    .parquet or .npy, one point a row.  Prints a one-line summary: points,
+    dimensions, pairs, mean neighbours per point and time; without --out
+    only the counts are computed.  With --scheduler or --local-cluster the
+    self-join runs on a Dask cluster (the workers read DATA themselves;
+    --out naming a folder gets one Parquet file of pairs per partition).
+
+    \b
+    Examples:
+      skyjoin join points.npy --eps 0.5
+      skyjoin join points.npy --eps 0.5 --out pairs.parquet
+      skyjoin join queries.csv points.csv --eps 0.5 --counts --out counts.csv
     """
+    if len(data) > 2:
+        raise click.UsageError("give one file (the self-join) or two (R join S)")
+    two = len(data) == 2
+    if two and include_self:
+        raise click.UsageError("--include-self is for the self-join (one file)")
+    if two and pattern != "auto":
+        raise click.UsageError("--pattern is for the self-join (one file)")
+    col = column_list(columns)
     if uses_cluster(scheduler, local_cluster):
+        if two:
+            raise click.UsageError("R join S runs on this machine: leave out --scheduler and "
+                                   "--local-cluster")
+        kind = join_output(out, counts, distributed=True)
+        if kind == "counts":
+            check_out(out, COLUMN_OUT, what="counts")
+        elif kind == "table":
+            check_out(out, (".npz", ".parquet"), what="the table")
         with client_from_options(scheduler, local_cluster, device=device, echo=click.echo) as client:
-            click.echo(run_join(client, data, eps, out=out, counts=counts,
+            click.echo(run_join(client, data[0], eps, out=out, counts=counts,
                                 include_self=include_self, sort=not no_sort, precision=precision,
-                                columns=column_list(columns), device=device))
+                                columns=col, device=device))
         return
-    t0 = time.perf_counter()
-    X = read_points(data, columns=column_list(columns))
-    t_load = time.perf_counter() - t0
+    check_out(out, COLUMN_OUT if counts else PAIRS_OUT, what="counts" if counts else "the pairs")
     dev = resolve_device(device)
-    n, d = X.shape
-    show = sys.stderr.isatty() if progress is None else progress
-    kind = join_output(out, counts)
     t0 = time.perf_counter()
-    if kind == "counts":
-        c = sj.self_join(X, eps, output="counts", include_self=include_self, device=dev,
-                         precision=precision, pattern=pattern)
-        n_pairs = int(c.sum())
-        if out:
-            write_counts(out, c)
-    elif kind == "stream":
-        n_pairs = 0
-        with ParquetPairWriter(out, shape=(n, n), sorted=not no_sort) as w, \
-                tqdm(total=n, unit="rows", disable=not show, desc="join") as bar:
-            for ch in sj.self_join_chunks(X, eps, include_self=include_self, sort=not no_sort,
-                                          max_pairs=chunk_pairs, device=dev, precision=precision):
-                w.write(ch.i, ch.j)
-                n_pairs += len(ch)
-                bar.update(ch.row_stop - ch.row_start)
-    else:
-        nt = sj.self_join(X, eps, include_self=include_self, sort=not no_sort, device=dev,
-                          precision=precision, pattern=pattern)
-        n_pairs = nt.n_pairs
-        if out:
-            write_table(out, nt)
+    R, _ = read_input(data[0], col)
+    S = read_input(data[1], col)[0] if two else None
+    t_load = time.perf_counter() - t0
+    kind = join_output(out, counts)
+    log.info("output: %s%s", _OUTPUTS[kind], f" to {out}" if out else "")
+    show = sys.stderr.isatty() if progress is None else progress
+    opts = dict(sort=not no_sort, device=dev, precision=precision)
+    streamed = kind == "stream" and not two
+    t0 = time.perf_counter()
+    with phase("join and write" if streamed else "join"):
+        if kind in ("summary", "counts"):
+            c = (sj.join(R, S, eps, output="counts", device=dev, precision=precision) if two
+                 else sj.self_join(R, eps, output="counts", include_self=include_self,
+                                   pattern=pattern, device=dev, precision=precision))
+            n_pairs = int(c.sum())
+        elif streamed:
+            n_pairs = _stream(R, eps, out, include_self, chunk_pairs, show, opts)
+        else:
+            nt = (sj.join(R, S, eps, **opts) if two
+                  else sj.self_join(R, eps, include_self=include_self, pattern=pattern, **opts))
+            n_pairs = nt.n_pairs
+    if out and not streamed:
+        with phase(f"write {out}"):
+            if kind == "counts":
+                write_counts(out, c)
+            else:
+                write_neighbor_table(out, nt)
     dt = time.perf_counter() - t0
+    click.echo(_summary(R, S, eps, n_pairs, dt, dev, t_load) + (f"; wrote {out}" if out else ""))
+
+
+def _stream(X, eps, out, include_self, chunk_pairs, show, opts) -> int:
+    """Stream the self-join's pairs to ``out`` chunk by chunk; the number of pairs."""
+    n = X.shape[0]
+    with open_pair_writer(out, shape=(n, n), sorted=opts["sort"]) as w, \
+            tqdm(total=n, unit="rows", disable=not show, desc="join") as bar:
+        for ch in sj.self_join_chunks(X, eps, include_self=include_self, max_pairs=chunk_pairs,
+                                      **opts):
+            w.write(ch.i, ch.j)
+            bar.update(ch.row_stop - ch.row_start)
+    return w.n_pairs
+
+
+def _summary(R, S, eps, n_pairs, seconds, dev, t_load) -> str:
+    """The one-line summary of a join."""
+    n, d = R.shape
     mean = n_pairs / n if n else 0.0
-    click.echo(f"{n:,} points, {d} dimensions, eps {eps:g}: {n_pairs:,} pairs "
-               f"({mean:.2f} neighbours per point) in {dt:.3f} s on {dev} "
-               f"(+{t_load:.2f} s reading)" + (f"; wrote {out}" if out else ""))
+    pts = plural(n, "point") if S is None else \
+        f"{plural(n, 'point')} joined with {plural(S.shape[0], 'point')}"
+    return (f"{pts}, {plural(d, 'dimension')}, eps {eps:g}: {plural(n_pairs, 'pair')} "
+            f"({mean:.2f} neighbours per point) in {seconds:.3f} s on {dev} "
+            f"(+{t_load:.2f} s reading)")

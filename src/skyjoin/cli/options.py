@@ -3,16 +3,27 @@
 ``DEVICE``, ``PRECISION``, ``COLUMNS`` and ``VERBOSE`` are click decorators;
 :func:`distributed_options` adds ``--scheduler`` / ``--local-cluster``;
 :func:`column_list` parses a ``--columns`` / ``--min`` / ``--max`` value.
+
+Verbosity: ``-v`` (on ``skyjoin`` or on any command, counted together)
+logs each operator's plan and the command's phases with their times
+(:func:`phase`) on standard error; ``-vv`` also shows the traceback of an
+error (:mod:`skyjoin.cli.errors`).  Only the ``skyjoin`` loggers are
+configured, never the root logger (Numba's debug output stays off).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
 
 import click
 
 __all__ = ["DEVICE", "PRECISION", "COLUMNS", "VERBOSE", "column_list", "distributed_options",
-           "setup_logging"]
+           "setup_logging", "verbosity", "phase"]
+
+_VERBOSITY_KEY = "skyjoin.verbosity"
+log = logging.getLogger("skyjoin.cli")
 
 DEVICE = click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default=None,
                       help="Where to run: the GPU when CuPy finds one ('auto', the default, "
@@ -23,7 +34,34 @@ PRECISION = click.option("--precision", type=click.Choice(["float64", "float32"]
 COLUMNS = click.option("--columns", default=None,
                        help="Comma-separated column names or 0-based positions to use "
                             "(default: every column).")
-VERBOSE = click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug).")
+
+
+def _count_verbosity(ctx, param, value):
+    """Add this option's -v count to the command line's and set up logging."""
+    root = ctx.find_root()
+    total = root.meta.get(_VERBOSITY_KEY, 0) + (value or 0)
+    root.meta[_VERBOSITY_KEY] = total
+    setup_logging(total)
+
+
+VERBOSE = click.option("-v", "--verbose", count=True, expose_value=False, is_eager=True,
+                       callback=_count_verbosity,
+                       help="-v: log the plan and the phases with their times; "
+                            "-vv: also the traceback of an error.")
+
+
+def verbosity() -> int:
+    """The number of -v given on the command line (0 outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_root().meta.get(_VERBOSITY_KEY, 0) if ctx is not None else 0
+
+
+@contextlib.contextmanager
+def phase(name: str):
+    """Log ``name`` and its wall time (``-v``) when the block ends."""
+    t0 = time.perf_counter()
+    yield
+    log.info("%s: %.3f s", name, time.perf_counter() - t0)
 
 
 def column_list(spec):
@@ -42,10 +80,29 @@ def column_list(spec):
 
 
 def setup_logging(verbose: int) -> None:
-    """Log to standard error: -v info, -vv debug (nothing without -v)."""
-    if verbose:
-        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO,
-                            format="%(levelname)s %(name)s: %(message)s")
+    """With ``verbose`` >= 1, the ``skyjoin`` loggers print to standard error
+    at debug level (the plans are logged there); without -v, whatever an
+    earlier command line of this process set up is undone."""
+    logger = logging.getLogger("skyjoin")
+    ours = [h for h in logger.handlers if isinstance(h, _EchoHandler)]
+    if not verbose:                   # a new command line without -v (tests run many)
+        for h in ours:
+            logger.removeHandler(h)
+        if ours:
+            logger.setLevel(logging.NOTSET)
+        return
+    logger.setLevel(logging.DEBUG)
+    if not ours:
+        handler = _EchoHandler()
+        handler.setFormatter(logging.Formatter("skyjoin: %(message)s"))
+        logger.addHandler(handler)
+
+
+class _EchoHandler(logging.Handler):
+    """Log records to the standard error of the moment (click.echo)."""
+
+    def emit(self, record) -> None:
+        click.echo(self.format(record), err=True)
 
 
 def distributed_options(fn):

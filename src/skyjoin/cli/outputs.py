@@ -1,8 +1,10 @@
-"""What each command writes, by the extension of ``--out``: written once, on :mod:`skyjoin.io`.
+"""What each command writes, by the extension of ``--out``, checked before any work.
 
-The routing rule of ``skyjoin join --out`` is :func:`join_output`; the other
-writers check their extension and raise :class:`click.BadParameter` for an
-unknown one (a usage error, see :mod:`skyjoin.cli.errors`).
+The writers themselves are :mod:`skyjoin.io`'s (atomic: a failed or
+interrupted run leaves no partial file).  This module holds the formats each
+output accepts, :func:`check_out` (extension, folder, writable: a usage
+error, before any computation), the routing rule of ``skyjoin join --out``
+(:func:`join_output`) and the file names of a sweep (:func:`sweep_path`).
 """
 
 from __future__ import annotations
@@ -10,12 +12,20 @@ from __future__ import annotations
 import os
 
 import click
-import numpy as np
 
-from ..io import write_indices, write_labels, write_neighbor_table
+from ..io import COLUMN_FORMATS, TABLE_FORMATS, check_writable
 
-__all__ = ["extension", "join_output", "write_points", "write_rows", "write_ids", "write_counts",
-           "write_labels", "write_table", "sweep_path"]
+__all__ = ["POINTS_OUT", "PAIRS_OUT", "COLUMN_OUT", "PLOT_OUT", "extension", "check_out",
+           "join_output", "sweep_path"]
+
+#: ``skyjoin generate --out``.
+POINTS_OUT = (".npy", ".parquet", ".csv", ".txt")
+#: ``skyjoin join --out`` (pairs, or the CSR table as ``.npz``).
+PAIRS_OUT = TABLE_FORMATS
+#: Counts, labels and skyline rows.
+COLUMN_OUT = COLUMN_FORMATS
+#: ``--plot``.
+PLOT_OUT = (".png", ".pdf", ".svg")
 
 
 def extension(path) -> str:
@@ -23,71 +33,53 @@ def extension(path) -> str:
     return os.path.splitext(os.fspath(path))[1].lower()
 
 
+def check_out(path, formats, option: str = "--out", what: str = "the output"):
+    """Check an output path before any work: its extension is one of
+    ``formats``, its folder exists and is writable.  Returns the path (None
+    stays None).
+
+    Raises
+    ------
+    click.BadParameter
+        A usage error (exit status 2) naming the option and the problem.
+
+    Notes
+    -----
+    O(1): two ``stat`` calls; nothing is created.
+    """
+    if path is None:
+        return None
+    ext = extension(path)
+    if ext not in formats:
+        raise click.BadParameter(
+            f"{what} cannot be written as {ext or 'a file without extension'!r}: "
+            f"use {', '.join(formats[:-1])} or {formats[-1]}", param_hint=f"'{option}'")
+    try:
+        check_writable(path)
+    except OSError as exc:
+        raise click.BadParameter(str(exc), param_hint=f"'{option}'") from None
+    return path
+
+
 def join_output(out, counts: bool, distributed: bool = False) -> str:
     """What ``skyjoin join`` makes and writes, from ``--out`` and ``--counts``.
 
-    ``"counts"``: neighbour counts (a .csv/.parquet column); ``"stream"``:
-    pairs streamed to one .parquet file in bounded chunks (this machine);
+    ``"counts"``: neighbour counts (written as one column if ``out``);
+    ``"summary"``: no ``--out``, so the counts alone, summed for the
+    summary (never a table); ``"stream"``: pairs streamed to one .parquet,
+    .csv or .npy file in bounded chunks (this machine); ``"table"``: the
+    whole CSR table, written as .npz (this machine) or .npz/.parquet (Dask);
     ``"folder"``: one Parquet file of pairs per partition, written by the
-    workers (Dask, any path other than .npz/.parquet); ``"table"``: the whole
-    CSR table, to .npz/.parquet if ``out`` is given.
+    workers (Dask, ``out`` without one of those extensions).
     """
     if counts:
         return "counts"
-    ext = extension(out) if out else ""
+    if not out:
+        return "summary"
+    ext = extension(out)
     if distributed:
-        return "folder" if out and ext not in (".npz", ".parquet") else "table"
-    return "stream" if ext == ".parquet" else "table"
-
-
-def write_points(path, X) -> None:
-    """Write an (n, d) array of points: .npy, .parquet (columns x0, x1, ...) or .csv/.txt."""
-    ext = extension(path)
-    if ext == ".npy":
-        np.save(path, X)
-    elif ext == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        pq.write_table(pa.table({f"x{k}": X[:, k] for k in range(X.shape[1])}), path)
-    elif ext in (".csv", ".txt"):
-        np.savetxt(path, X, delimiter=",", fmt="%.17g")
-    else:
-        raise click.BadParameter(f"unknown extension {ext!r}: use .npy, .parquet or .csv",
-                                 param_hint="--out")
-
-
-def write_rows(path, frame, rows) -> None:
-    """Write the rows ``rows`` (a sub-frame) of ``frame``: .csv/.txt, .parquet,
-    or .npy of their 0-based row positions in ``frame``."""
-    ext = extension(path)
-    if ext == ".parquet":
-        rows.to_parquet(path)
-    elif ext == ".npy":
-        np.save(path, frame.index.get_indexer(rows.index).astype(np.int64))
-    elif ext in (".csv", ".txt"):
-        rows.to_csv(path, index=False)
-    else:
-        raise click.BadParameter(f"unknown extension {ext!r}: use .csv, .parquet or .npy",
-                                 param_hint="--out")
-
-
-def write_ids(path, ids) -> None:
-    """Write row ids: .npy, or one column of .csv/.parquet."""
-    if extension(path) == ".npy":
-        np.save(path, ids)
-    else:
-        write_indices(path, ids)
-
-
-def write_counts(path, counts) -> None:
-    """Write neighbour counts as one column ``count`` (.csv/.parquet)."""
-    write_labels(path, counts, name="count")
-
-
-def write_table(path, nt) -> None:
-    """Write a NeighborTable: .npz (CSR) or .parquet (pairs)."""
-    write_neighbor_table(path, nt)
+        return "table" if ext in (".npz", ".parquet") else "folder"
+    return "table" if ext == ".npz" else "stream"
 
 
 def sweep_path(out, eps, min_samples) -> str:

@@ -3,18 +3,41 @@
 Matplotlib is imported inside the functions (``import skyjoin.cli`` stays
 fast) and draws with the non-interactive Agg backend.  :func:`plot_clusters`
 and :func:`plot_skyline` draw on a given Axes; the ``save_*`` functions write
-a PNG file.
+a picture file atomically (:func:`skyjoin.io.atomic_path`).
+
+Colours: noise alone is grey; clusters take :data:`CLUSTER_COLORS`, the
+qualitative ``tab20`` palette without its two greys, dark shades first so
+that neighbouring cluster numbers differ in hue.
+
+Examples
+--------
+>>> import matplotlib; matplotlib.use("Agg")
+>>> import matplotlib.pyplot as plt, numpy as np
+>>> fig, (a, b) = plt.subplots(1, 2)
+>>> plot_clusters(a, np.zeros((3, 2)), np.array([0, 0, -1]), names=["lon", "lat"])
+>>> plot_skyline(b, np.array([[1., 2.], [2., 1.], [2., 2.]]), np.array([0, 1]))
+>>> a.get_xlabel(), a.get_ylabel()
+('lon', 'lat')
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["MAX_PLOT_POINTS", "plot_clusters", "plot_skyline", "save_clusters", "save_skyline",
-           "save_demo"]
+from ..io import atomic_path
+from .wording import plural
+
+__all__ = ["MAX_PLOT_POINTS", "NOISE_COLOR", "CLUSTER_COLORS", "cluster_colors", "plot_clusters",
+           "plot_skyline", "save_clusters", "save_skyline", "save_demo"]
 
 #: At most this many points are drawn: a seeded random subset beyond it.
 MAX_PLOT_POINTS = 200_000
+#: The colour of noise (label -1), and of noise alone.
+NOISE_COLOR = "0.75"
+#: Indices into ``tab20`` of the cluster colours: its dark shades, then its
+#: light ones, without the greys (14 and 15).
+_TAB20_NO_GREY = (0, 2, 4, 6, 8, 10, 12, 16, 18, 1, 3, 5, 7, 9, 11, 13, 17, 19)
+CLUSTER_COLORS = len(_TAB20_NO_GREY)
 
 
 def _pyplot():
@@ -27,8 +50,30 @@ def _pyplot():
     return plt
 
 
-def plot_clusters(ax, X, labels, title=None, max_points=MAX_PLOT_POINTS, seed=0):
-    """Draw points coloured by cluster, noise in grey, on a Matplotlib Axes.
+def cluster_colors(labels) -> np.ndarray:
+    """RGBA colours of DBSCAN labels: noise grey, cluster k colour k modulo
+    :data:`CLUSTER_COLORS` of the grey-free palette.  O(n).
+
+    Examples
+    --------
+    >>> c = cluster_colors(np.array([-1, 0, 1]))
+    >>> bool(c[0, 0] == c[0, 1] == c[0, 2]), bool(c[1, 0] == c[1, 1] == c[1, 2])
+    (True, False)
+    """
+    from matplotlib import colormaps
+    from matplotlib.colors import to_rgba
+
+    palette = colormaps["tab20"](np.array(_TAB20_NO_GREY))
+    labels = np.asarray(labels)
+    out = np.empty((len(labels), 4))
+    noise = labels < 0
+    out[noise] = to_rgba(NOISE_COLOR)
+    out[~noise] = palette[labels[~noise] % CLUSTER_COLORS]
+    return out
+
+
+def plot_clusters(ax, X, labels, title=None, max_points=MAX_PLOT_POINTS, seed=0, names=None):
+    """Draw points coloured by cluster (:func:`cluster_colors`) on a Matplotlib Axes.
 
     Parameters
     ----------
@@ -41,29 +86,25 @@ def plot_clusters(ax, X, labels, title=None, max_points=MAX_PLOT_POINTS, seed=0)
     max_points : int
         At most this many points are drawn (a seeded random subset).
     seed : int
-
-    Examples
-    --------
-    >>> import matplotlib; matplotlib.use("Agg")
-    >>> import matplotlib.pyplot as plt, numpy as np
-    >>> fig, ax = plt.subplots()
-    >>> plot_clusters(ax, np.zeros((3, 2)), np.array([0, 0, -1]))
+    names : sequence of str, optional
+        Column names for the axes (default ``x0``, ``x1``).
     """
     X = np.asarray(X)
     labels = np.asarray(labels)
     if len(X) > max_points:
         keep = np.random.default_rng(seed).choice(len(X), max_points, replace=False)
         X, labels = X[keep], labels[keep]
+    names = list(names) if names is not None else [f"x{k}" for k in range(X.shape[1])]
     x = X[:, 0]
     y = X[:, 1] if X.shape[1] > 1 else np.zeros(len(X))
     size = max(0.5, min(12.0, 4e4 / max(1, len(X))))
     noise = labels < 0
-    ax.scatter(x[noise], y[noise], s=size, c="0.75", linewidths=0, label="noise")
+    colors = cluster_colors(labels)
+    ax.scatter(x[noise], y[noise], s=size, c=colors[noise], linewidths=0, label="noise")
     if (~noise).any():
-        ax.scatter(x[~noise], y[~noise], s=size, c=labels[~noise] % 20, cmap="tab20",
-                   vmin=0, vmax=19, linewidths=0)
-    ax.set_xlabel("x0")
-    ax.set_ylabel("x1" if X.shape[1] > 1 else "")
+        ax.scatter(x[~noise], y[~noise], s=size, c=colors[~noise], linewidths=0)
+    ax.set_xlabel(names[0])
+    ax.set_ylabel(names[1] if X.shape[1] > 1 else "")
     if title:
         ax.set_title(title, fontsize=9)
 
@@ -90,13 +131,6 @@ def plot_skyline(ax, X, sky, sense=None, names=None, title=None, max_points=MAX_
     max_points : int
         At most this many background points are drawn (seeded subset).
     seed : int
-
-    Examples
-    --------
-    >>> import matplotlib; matplotlib.use("Agg")
-    >>> import matplotlib.pyplot as plt, numpy as np
-    >>> fig, ax = plt.subplots()
-    >>> plot_skyline(ax, np.array([[1., 2.], [2., 1.], [2., 2.]]), np.array([0, 1]))
     """
     X = np.asarray(X, dtype=np.float64)
     sky = np.asarray(sky, dtype=np.int64)
@@ -141,20 +175,29 @@ def plot_skyline(ax, X, sky, sense=None, names=None, title=None, max_points=MAX_
         ax.set_title(title)
 
 
-def save_clusters(path, panels, X) -> None:
-    """Write one picture with a panel per (labels, title) of the points X."""
+def _save(plt, fig, path, dpi) -> None:
+    """Lay out, write atomically and close a figure."""
+    fig.tight_layout()
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=dpi)
+    finally:
+        plt.close(fig)
+
+
+def save_clusters(path, panels, X, names=None) -> None:
+    """Write one picture with a panel per (labels, title) of the points X,
+    axes named by ``names`` (see :func:`plot_clusters`)."""
     plt = _pyplot()
     k = len(panels)
     cols = min(4, k)
     rows = (k + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 4.2 * rows), squeeze=False)
     for ax, (labels, title) in zip(axes.ravel(), panels):
-        plot_clusters(ax, X, labels, title=title)
+        plot_clusters(ax, X, labels, title=title, names=names)
     for ax in axes.ravel()[k:]:
         ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path, 110)
 
 
 def save_skyline(path, X, sky, sense, names, title) -> None:
@@ -163,9 +206,7 @@ def save_skyline(path, X, sky, sense, names, title) -> None:
     d = X.shape[1]
     fig, ax = plt.subplots(figsize=(7, 5) if d == 2 else (max(7, d), 5))
     plot_skyline(ax, X, sky, sense=sense, names=names, title=title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path, 110)
 
 
 def save_demo(path, X, counts, labels, sky, eps) -> None:
@@ -183,13 +224,11 @@ def save_demo(path, X, counts, labels, sky, eps) -> None:
     fig.colorbar(sc, ax=ax, label="log(1 + neighbours)")
     ax.set_title(f"self-join: neighbours within eps = {eps}")
     plot_clusters(axes[1], X, labels, max_points=60_000,
-                  title=f"DBSCAN: {int(labels.max()) + 1} clusters, noise in grey")
+                  title=f"DBSCAN: {plural(int(labels.max()) + 1, 'cluster')}, noise in grey")
     plot_skyline(axes[2], X, sky, max_points=60_000,
                  title=f"skyline (minimise both): {len(sky)} points")
     for a in axes:
         a.set_xlabel("x0")
         a.set_ylabel("x1")
         a.set_aspect("equal", adjustable="box")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(plt, fig, path, 100)

@@ -10,12 +10,15 @@ import numpy as np
 
 import skyjoin as sj
 
-from ..io import read_frame
+from .._core.device import resolve_device
+from ..io import write_rows
 from .distributed import client_from_options, run_skyline, uses_cluster
 from .errors import user_errors
-from .options import DEVICE, column_list, distributed_options
-from .outputs import write_rows
+from .inputs import read_input_frame
+from .options import DEVICE, VERBOSE, column_list, distributed_options, phase
+from .outputs import COLUMN_OUT, PLOT_OUT, check_out
 from .plots import save_skyline
+from .wording import plural
 
 __all__ = ["skyline_cmd"]
 
@@ -46,10 +49,12 @@ def _column_names(df, specs):
 @click.option("--algorithm", type=click.Choice(["auto", "skyalign", "bruteforce", "bnl", "sfs",
                                                 "ggs"]), default="auto", show_default=True)
 @click.option("--out", "out", default=None,
-              help="Write the skyline rows here (.csv, .parquet or .npy of row indices).")
-@click.option("--plot", "plot", default=None, help="Draw a PNG: the staircase in 2-D, "
-              "parallel coordinates of the skyline otherwise.")
+              help="Write the skyline rows here: .csv or .parquet (a first column 'row', the "
+                   "0-based row in DATA, then DATA's columns) or .npy (the row ids alone).")
+@click.option("--plot", "plot", default=None, help="Draw a picture (.png, .pdf or .svg): the "
+              "staircase in 2-D, parallel coordinates of the skyline otherwise.")
 @distributed_options
+@VERBOSE
 @user_errors
 def skyline_cmd(data, min_cols, max_cols, distinct, device, algorithm, out, plot, scheduler,
                 local_cluster):
@@ -64,6 +69,8 @@ def skyline_cmd(data, min_cols, max_cols, distinct, device, algorithm, out, plot
       skyjoin skyline cars.csv --min price --max rating,hp --out best.csv --plot best.png
     """
     mins, maxs = column_list(min_cols) or [], column_list(max_cols) or []
+    check_out(out, COLUMN_OUT, what="the skyline")
+    check_out(plot, PLOT_OUT, option="--plot", what="the picture")
     if uses_cluster(scheduler, local_cluster):
         if plot:
             raise click.UsageError("--plot is not available with --scheduler/--local-cluster")
@@ -72,20 +79,21 @@ def skyline_cmd(data, min_cols, max_cols, distinct, device, algorithm, out, plot
                                  distinct=distinct, device=device, out=out)
         click.echo(msg)
         return
+    device = resolve_device(device)
     t0 = time.perf_counter()
-    try:
-        df = read_frame(data)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="DATA")
+    df = read_input_frame(data)
     t_read = time.perf_counter() - t0
     mins, maxs = _column_names(df, mins), _column_names(df, maxs)
     t1 = time.perf_counter()
-    res, st = sj.skyline(df, min=mins or None, max=maxs or None, distinct=distinct,
-                         device=device, algorithm=algorithm, return_stats=True)
+    with phase("skyline"):
+        res, st = sj.skyline(df, min=mins or None, max=maxs or None, distinct=distinct,
+                             device=device, algorithm=algorithm, return_stats=True)
     t_sky = time.perf_counter() - t1
     cols = mins + maxs if (mins or maxs) else list(df.select_dtypes(include=[np.number, "bool"]).columns)
     sense = ["min"] * len(mins) + ["max"] * len(maxs) if (mins or maxs) else ["min"] * len(cols)
-    click.echo(f"{len(res):,} skyline rows of {len(df):,} ({len(cols)} columns: "
+    sky = df.index.get_indexer(res.index) if df.index.is_unique else np.flatnonzero(
+        df.index.isin(res.index))
+    click.echo(f"{plural(len(res), 'skyline row')} of {len(df):,} ({plural(len(cols), 'column')}: "
                + ", ".join(f"{c} {s}" for c, s in zip(cols, sense))
                + f"); {st['device']}, {st['algorithm']}; read {t_read:.3f} s, skyline {t_sky:.3f} s")
     if st.get("prefilter_survivors") is not None:
@@ -93,12 +101,11 @@ def skyline_cmd(data, min_cols, max_cols, distinct, device, algorithm, out, plot
                    f"{st.get('dominance_tests') or 0:,} dominance tests, "
                    f"{st.get('mask_tests') or 0:,} mask tests")
     if out:
-        write_rows(out, df, res)
+        with phase(f"write {out}"):
+            write_rows(out, df, sky)
         click.echo(f"wrote {out}")
     if plot:
         X = df[cols].to_numpy(dtype=np.float64)
-        sky = df.index.get_indexer(res.index) if df.index.is_unique else np.flatnonzero(
-            df.index.isin(res.index))
         save_skyline(plot, X, sky, sense=sense, names=[str(c) for c in cols],
                      title=f"skyline of {os.path.basename(data)}: {len(res):,} of {len(df):,} rows")
         click.echo(f"wrote {plot}")
