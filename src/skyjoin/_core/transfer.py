@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .device import is_device_array
+from .device_reduce import all_finite
 from .memory import alloc_host
 from .pool import map_spans
 from .validate import check_points
@@ -33,7 +34,7 @@ def to_device(cp, X, name: str, dtype):
             A = A.astype(cp.uint8)
         if A.dtype.kind not in "iuf":
             raise TypeError(f"{name} must hold real numbers, got dtype {A.dtype}")
-        if A.dtype.kind == "f" and A.size and not bool(cp.isfinite(A).all()):
+        if A.dtype.kind == "f" and not all_finite(cp, A):
             raise ValueError(f"{name} contains NaN or inf values; remove or impute them first")
         return cp.ascontiguousarray(A.astype(dtype, copy=False))
     A = np.asarray(X)
@@ -42,7 +43,7 @@ def to_device(cp, X, name: str, dtype):
     if A.dtype not in (np.float64, np.float32) or not A.flags.c_contiguous:
         A = check_points(A, name=name)
     D = h2d(cp, A)
-    if D.size and not bool(cp.isfinite(D).all()):
+    if not all_finite(cp, D):
         raise ValueError(f"{name} contains NaN or inf values; remove or impute them first")
     return cp.ascontiguousarray(D.astype(dtype, copy=False))
 

@@ -21,10 +21,12 @@ pass: O(candidates x d) distance work on the device.
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
+from .._core.device_reduce import any_true, total
 from .._core.transfer import to_device
 from .._core.validate import working_dtype
 from ..index import grid_gpu
@@ -98,14 +100,15 @@ class GpuEngine:
             cp.cumsum(lens, out=cs[1:])
         self.cell_work = cs[self.rptr[1:]] - cs[self.rptr[:-1]]
         q_work = self.cell_work[self.qgrid.point_cell]
-        mean = float(q_work.mean())
-        cv = float(q_work.std()) / mean if mean > 0 else 0.0
+        q_work = q_work.astype(cp.float64)
+        mean = total(cp, q_work) / q_work.size if q_work.size else 0.0
+        cv = math.sqrt(total(cp, (q_work - mean) ** 2) / q_work.size) / mean if mean > 0 else 0.0
         cp.cuda.Device().synchronize()
         stats["grid_s"] = time.perf_counter() - t0
         stats["n_cells"] = self.dgrid.n_cells
         stats["index_dims"] = self.dgrid.k
         stats["n_ranges"] = int(self.ranges.shape[0])
-        stats["candidates"] = int((self.cell_work * cp.diff(self.qgrid.cell_start)).sum())
+        stats["candidates"] = total(cp, self.cell_work * cp.diff(self.qgrid.cell_start))
         self.mean_work, self.work_cv = mean, cv
         self.range_pattern = range_pattern
         self.cfg = None
@@ -231,7 +234,7 @@ class GpuEngine:
         self._launch(True, qlist, counts, indptr, out_base, out, cursor, r0, r1, overflow)
         if self.cfg.pattern != "full":
             # a row that came up short is flagged too: no pair may be lost
-            bad = cp.any(cursor[r0:r1] != counts[r0:r1])
+            bad = any_true(cp, cursor[r0:r1] != counts[r0:r1])
             cp.bitwise_or(overflow, bad.astype(cp.int32), out=overflow)
         if self.column_ids is not None:
             # columns renamed before the sort, so rows come out sorted by the new ids

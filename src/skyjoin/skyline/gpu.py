@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from .._core.device import cupy as _cupy
+from .._core.device_reduce import all_finite, all_true, row_sums, total
 from .columns import exact_matrix
 from .groups import expand_groups, expand_runs, group_rows, run_starts
 from .plan import DEFAULT_VARIANT, GPU_VARIANTS
@@ -92,7 +93,7 @@ def to_device_minimisation(X, maximise: np.ndarray):
         raise ValueError(f"X must be 2-D with shape (n_points, n_dims), got shape {Xd.shape}")
     if Xd.shape[1] == 0:
         raise ValueError(f"X has no columns (shape {Xd.shape})")
-    if Xd.size and not bool(cp.isfinite(Xd).all()):
+    if not all_finite(cp, Xd):
         raise ValueError("X contains NaN or inf values; remove or impute them first")
     if maximise.size != Xd.shape[1]:
         raise ValueError(f"sense has {maximise.size} entries but the data has {Xd.shape[1]} columns")
@@ -268,7 +269,7 @@ def skyalign_gpu(Xd, variant: str = DEFAULT_VARIANT["gpu"], count: bool = True,
                 sizes = starts[1:] - starts[:-1]
                 psizes = (sizes + _WARP - 1) // _WARP * _WARP
                 pstart = cp.cumsum(psizes) - psizes
-                n_threads = int(psizes.sum())
+                n_threads = total(cp, psizes)
                 tmap = cp.full(n_threads, -1, dtype=cp.int32)
                 pos = pstart[point_cell] + (cp.arange(m) - starts[point_cell])
                 tmap[pos] = cp.arange(m, dtype=cp.int32)
@@ -282,7 +283,7 @@ def skyalign_gpu(Xd, variant: str = DEFAULT_VARIANT["gpu"], count: bool = True,
             done = alive & (order == level)                     # line 26
             out.append(idx[done])
             rest = cp.flatnonzero(alive & (order > level))      # line 25: repack
-            levels.append((level, m, int(done.sum())))
+            levels.append((level, m, total(cp, done)))
             P = P[rest]
             M, Q, order, idx = M[rest], Q[rest], order[rest], idx[rest]
         stats["rounds"] = levels
@@ -317,11 +318,11 @@ def ggs_gpu(Xd, alpha: int = 2048, distinct: bool = False):
     if n == 0:
         return cp.zeros(0, cp.int64), stats
     k = _module(d)
-    keys = cp.concatenate([Xd.T[::-1], Xd.sum(axis=1)[None, :]], axis=0)
+    keys = cp.concatenate([Xd.T[::-1], row_sums(cp, Xd)[None, :]], axis=0)
     order = cp.lexsort(keys)
     Xs = cp.ascontiguousarray(Xd[order])
     new = run_starts(Xs)
-    if bool(new.all()):
+    if all_true(cp, new):
         new = None
     else:
         Xs = cp.ascontiguousarray(Xs[new])
