@@ -43,11 +43,15 @@ def sampled_estimate(X, eps, *, fraction=0.01, buffer_pairs=10**8, gamma=0.05,
     """The papers' result-size estimate: count the neighbours of every
     ``1/fraction``-th query point (in grid order, so the sample is spread over
     the data) and apply ``estimate_batches``."""
-    from skyjoin.join.gpu_pipeline import start
+    from skyjoin.join.gpu_pipeline import configure, start
+    from skyjoin.join.plan import gpu_request
 
-    cp, eng, stats = start(None, X, eps, precision, index_dims, include_self, {})
+    request = gpu_request(self_join=True, include_self=include_self, precision=precision,
+                          index_dims=index_dims)
+    cp, eng, stats = start(None, X, eps, request)
     if eng.empty:
         return {"estimate": 0, "batches": 1, "sample_pairs": 0}
+    configure(eng, request)
     step = max(1, int(round(1.0 / fraction)))
     sample = cp.arange(0, eng.qgrid.n_points, step, dtype=cp.int32)
     counts = cp.zeros(eng.n_rows, dtype=cp.int32)
