@@ -10,9 +10,9 @@ C++: the request built here, ``plan.gpu_request``, is resolved by
 return the same ``NeighborTable``; each checks that the table fits
 (``plan.result_size_guard``, with the ``memory_limit`` checked here) once
 its count pass knows the size, before the table is allocated.  Distances,
-when asked for, are computed from the table (``distances.pair_distances``).  The engines are imported on first use, so
-that ``import skyjoin`` stays light (no Numba; CuPy only when the GPU
-engine runs).
+when asked for, are computed from the table (``distances.pair_distances``).
+The engines are imported on first use, so that ``import skyjoin`` stays
+light (no Numba; CuPy only when the GPU engine runs).
 """
 
 from __future__ import annotations

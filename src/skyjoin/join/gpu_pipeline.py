@@ -11,8 +11,8 @@ Pipeline of one call (``count_rows`` then ``fill_rows``):
 3. **scan**: ``indptr`` is the exclusive scan of the counts, so each row's
    neighbours have a known place and the result's size is known: the
    guard ``plan.result_size_guard`` checks that it fits where it goes
-   (host or device) before it is allocated; batches are runs of rows that fit one
-   result buffer (``plan.batch_capacity``, ``plan.plan_row_batches``);
+   (host or device) before it is allocated; batches are runs of rows that
+   fit one result buffer (``plan.batch_capacity``, ``plan.plan_row_batches``);
 4. **fill**: per batch, the kernel writes each row's column ids
    contiguously, the rows are sorted on the GPU when ``sort=True``, and the
    batch is copied into pinned host buffers and from there, by parallel
