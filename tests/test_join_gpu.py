@@ -43,11 +43,15 @@ def sampled_estimate(X, eps, *, fraction=0.01, buffer_pairs=10**8, gamma=0.05,
     """The papers' result-size estimate: count the neighbours of every
     ``1/fraction``-th query point (in grid order, so the sample is spread over
     the data) and apply ``estimate_batches``."""
-    from skyjoin.join.gpu_pipeline import start
+    from skyjoin.join.gpu_pipeline import configure, start
+    from skyjoin.join.plan import gpu_request
 
-    cp, eng, stats = start(None, X, eps, precision, index_dims, include_self, {})
+    request = gpu_request(self_join=True, include_self=include_self, precision=precision,
+                          index_dims=index_dims)
+    cp, eng, stats = start(None, X, eps, request)
     if eng.empty:
         return {"estimate": 0, "batches": 1, "sample_pairs": 0}
+    configure(eng, request)
     step = max(1, int(round(1.0 / fraction)))
     sample = cp.arange(0, eng.qgrid.n_points, step, dtype=cp.int32)
     counts = cp.zeros(eng.n_rows, dtype=cp.int32)
@@ -450,9 +454,111 @@ def test_public_api_gpu_equals_cpu(cp):
     del api
 
 
+@pytest.mark.gpu
+def test_result_size_guard_on_the_gpu(cp):
+    """The count knows the size: a table over memory_limit raises
+    ResultTooLargeError before the fill, host or device table, self-join or
+    R join S; counts are never guarded; a normal run passes."""
+    rng = np.random.default_rng(58)
+    X = rng.uniform(0, 1, (20000, 2))
+    n_pairs = int(skyjoin.self_join(X, 0.5, device="gpu", output="counts").sum())
+    for opts in ({}, {"on_device": True}):
+        with pytest.raises(skyjoin.ResultTooLargeError) as info:
+            skyjoin.self_join(X, 0.5, device="gpu", memory_limit=1 << 20, **opts)
+        msg = str(info.value)
+        assert f"{n_pairs:,} pairs" in msg
+        for way in ("output='counts'", "self_join_chunks", "--out x.parquet"):
+            assert way in msg
+        assert ("on_device=False" in msg) == bool(opts)
+        assert "fill_s" not in gpu().last_stats()           # raised before the fill
+        with pytest.raises(skyjoin.ResultTooLargeError):
+            skyjoin.join(X[:10000], X[10000:], 0.5, device="gpu", memory_limit=1 << 20, **opts)
+    c = skyjoin.self_join(X, 0.5, device="gpu", output="counts", memory_limit=1)
+    assert int(c.sum()) == n_pairs
+    Y = X[:3000]
+    nt = skyjoin.self_join(Y, 0.1, device="gpu")
+    table = (len(Y) + 1) * 8 + nt.n_pairs * 4
+    assert skyjoin.self_join(Y, 0.1, device="gpu", memory_limit=table) == nt
+    with pytest.raises(skyjoin.ResultTooLargeError):
+        skyjoin.self_join(Y, 0.1, device="gpu", memory_limit=table - 1)
+
+
+@pytest.mark.gpu
+def test_gpu_distances_equal_cpu(cp):
+    """The GPU table's distances are the CPU's bit for bit (same test, same
+    arithmetic: the kernels are compiled without fused multiply-adds), on a
+    host or device table, float64 and float32, self-join and R join S."""
+    rng = np.random.default_rng(59)
+    for d, kind in ((2, "clustered"), (3, "duplicates"), (5, "uniform")):
+        X = make_points(rng, 1500, d, kind)
+        eps = eps_for(kind, d)
+        for precision in ("float64", "float32"):
+            c = skyjoin.self_join(X, eps, device="cpu", precision=precision,
+                                  return_distance=True, include_self=True)
+            g = skyjoin.self_join(X, eps, device="gpu", precision=precision,
+                                  return_distance=True, include_self=True)
+            assert g == c
+            np.testing.assert_array_equal(g.distances, c.distances)
+            gd = skyjoin.self_join(X, eps, device="gpu", precision=precision,
+                                   return_distance=True, include_self=True, on_device=True)
+            assert isinstance(gd.distances, cp.ndarray)
+            np.testing.assert_array_equal(cp.asnumpy(gd.distances), c.distances)
+            gx = skyjoin.self_join(cp.asarray(X), eps, device="gpu", precision=precision,
+                                   return_distance=True, include_self=True)
+            np.testing.assert_array_equal(gx.distances, c.distances)
+        R = X[: len(X) // 3]
+        c = skyjoin.join(R, X, eps, device="cpu", return_distance=True)
+        g = skyjoin.join(R, X, eps, device="gpu", return_distance=True)
+        assert g == c
+        np.testing.assert_array_equal(g.distances, c.distances)
+        _assert_scipy_equal(g.to_scipy(mode="distance"), c.to_scipy(mode="distance"))
+
+
+def _assert_scipy_equal(A, B):
+    np.testing.assert_array_equal(A.indptr, B.indptr)
+    np.testing.assert_array_equal(A.indices, B.indices)
+    np.testing.assert_array_equal(A.data, B.data)
+
+
+@pytest.mark.gpu
+def test_gpu_plan_built_at_the_boundary_is_logged(cp, caplog):
+    rng = np.random.default_rng(61)
+    X = rng.uniform(0, 1, (2000, 2))
+    with caplog.at_level("DEBUG", logger="skyjoin"):
+        skyjoin.self_join(X, 0.1, device="gpu", memory_limit=1 << 30, return_distance=True)
+    plans = [r.getMessage() for r in caplog.records if r.getMessage().startswith("join plan:")]
+    assert plans and "self-join on gpu" in plans[-1]
+    assert "memory_limit=1073741824" in plans[-1] and "distances" in plans[-1]
+    assert "kernel=global" in plans[-1]
+
+
 # ---------------------------------------------------------------------------
 # host-side planning (pure Python: these run without a GPU too)
 # ---------------------------------------------------------------------------
+
+def test_gpu_request_and_plan():
+    """The GPU request is built at the boundary and resolved by plan_gpu alone."""
+    from skyjoin.join.plan import gpu_request, plan_gpu
+
+    req = gpu_request(self_join=True, output="table", pattern="lid-unicomp",
+                      threads_per_point=16, schedule="sortbywl", memory_limit=1000,
+                      return_distance=True)
+    assert (req.device, req.pattern, req.kernel, req.memory_limit) == ("gpu", "lid_unicomp",
+                                                                       "auto", 1000)
+    plan = plan_gpu(req, 10.0, 0.1, 2)
+    assert (plan.pattern, plan.threads_per_point, plan.schedule, plan.index_dims) == \
+        ("lid_unicomp", 16, "sortbywl", 2)
+    assert plan.return_distance and plan.memory_limit == 1000
+    auto = plan_gpu(gpu_request(self_join=True), 1800.0, 0.2, 2)
+    assert (auto.kernel, auto.pattern, auto.threads_per_point, auto.schedule) == \
+        ("global", "full", 8, "grid")
+    counts = plan_gpu(gpu_request(self_join=True, output="counts"), 400.0, 2.5, 6)
+    assert (counts.pattern, counts.schedule) == ("lid_unicomp", "workqueue")
+    with pytest.raises(ValueError, match="memory_limit"):
+        gpu_request(self_join=True, memory_limit=0)
+    with pytest.raises(ValueError):
+        plan_gpu(gpu_request(self_join=False, pattern="unicomp"), 1.0, 0.0, 2)
+
 
 def test_plan_row_batches_cover_rows_within_capacity():
     from skyjoin.join.plan import plan_row_batches

@@ -46,6 +46,7 @@ _EXPORTS = {
     "dbscan_model": "skyjoin.dbscan.response_time_model",
     "gpu_available": "skyjoin._core.device",
     "GPUUnavailableError": "skyjoin._core.device",
+    "ResultTooLargeError": "skyjoin.join.plan",
     "datasets": "skyjoin.datasets",
     "io": "skyjoin.io",
     "paretoset": "skyjoin.skyline.compat",

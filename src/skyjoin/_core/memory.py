@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import errno
 import mmap
+import os
 
 import numpy as np
 
-__all__ = ["alloc_host"]
+__all__ = ["alloc_host", "available_host_bytes"]
 
 #: below this size a plain allocation (huge pages do not pay for themselves)
 HUGE_MIN_BYTES = 64 << 20
@@ -53,3 +54,31 @@ def alloc_host(n: int, dtype=np.int32) -> np.ndarray:
         except OSError:
             pass
     return np.frombuffer(buf, dtype=dtype, count=n)
+
+
+def available_host_bytes() -> int | None:
+    """Bytes of host memory the system can still give without swapping, or None.
+
+    Linux: ``MemAvailable`` of ``/proc/meminfo`` (free memory plus the page
+    cache and other memory the kernel can reclaim).  Elsewhere the free
+    physical pages (``os.sysconf("SC_AVPHYS_PAGES")``), which ignore the
+    reclaimable cache; None where neither is known.  Cost: one read of a
+    small file.
+
+    Examples
+    --------
+    >>> b = available_host_bytes()
+    >>> b is None or b >= 0
+    True
+    """
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None

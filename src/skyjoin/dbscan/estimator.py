@@ -51,6 +51,7 @@ from .._core.device import cupy, resolve_device
 from .._core.transfer import to_device
 from .._core.validate import check_eps, check_min_samples, check_precision
 from ..index.grid_kernels import gather_rows
+from ..join.plan import check_memory_limit
 from .grid_cpu import grid_dbscan
 from .grid_gpu import gpu_grid_dbscan
 from .hybrid import hybrid_dbscan
@@ -124,6 +125,12 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     precision : {"float64", "float32"}, default="float64"
         Working precision of the distance test (float32 is opt-in: pairs
         within a few float32 ulps of eps may differ from float64).
+    memory_limit : int or "auto", default="auto"
+        Bytes the neighbour table of the table paths ("gpu", "hybrid-*")
+        may take in the memory it goes to ("auto": most of the memory free
+        there; see ``skyjoin.self_join``).  A table over the GPU's limit is
+        built on the host instead; over the host's, the fit raises
+        ``skyjoin.ResultTooLargeError`` before allocating it.
 
     Attributes
     ----------
@@ -218,13 +225,15 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         "n_jobs": [Integral, None],
         "device": [StrOptions({"auto", "cpu", "gpu"}), None],
         "precision": [StrOptions({"float64", "float32"})],
+        "memory_limit": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(self, eps: float = 0.5, *, min_samples: int = 5,
                  metric: str | Callable[..., float] = "euclidean",
                  metric_params: dict[str, Any] | None = None, algorithm: str = "auto",
                  leaf_size: int = 30, p: float | None = None, n_jobs: int | None = None,
-                 device: str | None = None, precision: str = "float64") -> None:
+                 device: str | None = None, precision: str = "float64",
+                 memory_limit: int | str = "auto") -> None:
         self.eps = eps
         self.min_samples = min_samples
         self.metric = metric
@@ -235,6 +244,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.device = device
         self.precision = precision
+        self.memory_limit = memory_limit
 
     # -- fitting -----------------------------------------------------------
     def fit(self, X: ArrayLike | sparse.spmatrix, y: object = None,
@@ -268,6 +278,9 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             wrong shapes, a sample_weight of the wrong length.
         skyjoin.GPUUnavailableError
             ``device="gpu"`` without a usable GPU.
+        skyjoin.ResultTooLargeError
+            The neighbour table of a table path would not fit in host memory
+            (or ``memory_limit``).
         """
         X = self._fit_labels(X, sample_weight)
         if len(self.core_sample_indices_):
@@ -286,6 +299,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         eps = check_eps(self.eps)
         min_samples = check_min_samples(self.min_samples)
         check_precision(self.precision)
+        memory_limit = check_memory_limit(self.memory_limit)
         route = fit_route(self.metric, self.metric_params, self.p, sparse.issparse(X))
         device = resolve_device(self.device) if route == "join" else None
         plan = plan_fit(route, device, self.precision, sample_weight is not None, X.shape[1])
@@ -302,7 +316,8 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             core = np.flatnonzero(is_core)
             path = "graph"
         else:
-            core, labels, path = _fit_join(plan, X, eps, min_samples, sample_weight, timings)
+            core, labels, path = _fit_join(plan, X, eps, min_samples, sample_weight, timings,
+                                           memory_limit)
         timings["total"] = time.perf_counter() - t0
         self.core_sample_indices_ = np.asarray(core, dtype=np.int64)
         self.labels_ = np.asarray(labels, dtype=np.intp)
@@ -347,15 +362,17 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         return {"pairwise": self.metric == "precomputed"}
 
 
-def _fit_join(plan: DBSCANPlan, X, eps, min_samples, sample_weight, timings):
+def _fit_join(plan: DBSCANPlan, X, eps, min_samples, sample_weight, timings,
+              memory_limit="auto"):
     """Euclidean DBSCAN on the join: the plan's paths in turn, until one fits.
 
     Returns (core indices, labels, path).  A grid path returns None when its
     grid does not fit; the "gpu" path raises MemoryError when T does not fit
-    in GPU memory; "hybrid-*" always finishes.  Each path sees its points
-    conditioned once (``_core.conditioning``): the GPU paths on the device,
-    after the one upload (two reductions there instead of a host pass), the
-    CPU grid here, and the hybrid paths inside ``hybrid_dbscan``.
+    in GPU memory; "hybrid-*" finishes, or raises ResultTooLargeError when T
+    does not fit in host memory (``memory_limit``).  Each path sees its
+    points conditioned once (``_core.conditioning``): the GPU paths on the
+    device, after the one upload (two reductions there instead of a host
+    pass), the CPU grid here, and the hybrid paths inside ``hybrid_dbscan``.
     """
     on_device = None
     for path in plan.paths:
@@ -378,7 +395,8 @@ def _fit_join(plan: DBSCANPlan, X, eps, min_samples, sample_weight, timings):
             try:
                 core, labels = gpu_dbscan_points(on_device, eps_d, min_samples,
                                                  sample_weight=sample_weight,
-                                                 precision=plan.precision, timings=timings)
+                                                 precision=plan.precision, timings=timings,
+                                                 memory_limit=memory_limit)
                 return core, labels, path
             except MemoryError:
                 pass  # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
@@ -386,7 +404,7 @@ def _fit_join(plan: DBSCANPlan, X, eps, min_samples, sample_weight, timings):
             on_device = None                        # the hybrid path orders on the host
             core, labels = hybrid_dbscan(X, eps, min_samples, sample_weight=sample_weight,
                                          device=plan.device, precision=plan.precision,
-                                         timings=timings)
+                                         timings=timings, memory_limit=memory_limit)
             return core, labels, path
     raise AssertionError(f"no path of {plan.paths} finished")  # pragma: no cover
 
@@ -405,7 +423,8 @@ def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int
            metric_params: dict[str, Any] | None = None, algorithm: str = "auto",
            leaf_size: int = 30, p: float | None = 2, sample_weight: ArrayLike | None = None,
            n_jobs: int | None = None, device: str | None = None,
-           precision: str = "float64") -> tuple[np.ndarray, np.ndarray]:
+           precision: str = "float64",
+           memory_limit: int | str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """DBSCAN clustering from a vector array or distance matrix, like ``sklearn.cluster.dbscan``.
 
     Parameters
@@ -424,6 +443,8 @@ def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int
     device : {"auto", "cpu", "gpu"} or None, default=None
         None: the ``SKYJOIN_DEVICE`` environment variable, else "auto".
     precision : {"float64", "float32"}, default="float64"
+    memory_limit : int or "auto", default="auto"
+        As ``DBSCAN``: bytes the neighbour table of a table path may take.
 
     Returns
     -------
@@ -435,6 +456,8 @@ def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int
     Raises
     ------
     ValueError
+        As ``DBSCAN.fit``.
+    skyjoin.ResultTooLargeError
         As ``DBSCAN.fit``.
 
     See Also
@@ -466,6 +489,6 @@ def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int
     """
     est = DBSCAN(eps=eps, min_samples=min_samples, metric=metric, metric_params=metric_params,
                  algorithm=algorithm, leaf_size=leaf_size, p=p, n_jobs=n_jobs, device=device,
-                 precision=precision)
+                 precision=precision, memory_limit=memory_limit)
     est.fit(X, sample_weight=sample_weight)
     return est.core_sample_indices_, est.labels_

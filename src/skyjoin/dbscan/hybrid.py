@@ -27,7 +27,8 @@ from .union_find import labels_from_table
 __all__ = ["neighbor_table", "spatial_order", "cell_order", "hybrid_dbscan"]
 
 
-def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, on_device=False):
+def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, on_device=False,
+                   memory_limit="auto"):
     """The neighbour table T of HYBRID-DBSCAN (Algorithm 1, lines 3-6) from our join.
 
     Rows list the neighbours of each point, itself excluded, unsorted
@@ -44,14 +45,22 @@ def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, o
         Filled with the join's phase times.
     on_device : bool
         GPU only: leave the table on the GPU (CuPy arrays).
+    memory_limit : int or "auto"
+        Bytes T may take where it goes (as ``skyjoin.self_join``).
 
     Returns
     -------
     skyjoin.NeighborTable
+
+    Raises
+    ------
+    skyjoin.ResultTooLargeError
+        If T does not fit (found after the join's count, before T is
+        allocated).
     """
     opts = {"on_device": True} if on_device else {}
     return self_join(X, eps, include_self=False, output="table", sort=False, device=device,
-                     precision=precision, timings=timings, **opts)
+                     precision=precision, timings=timings, memory_limit=memory_limit, **opts)
 
 
 def spatial_order(X, eps, precision="float64", device="cpu"):
@@ -131,7 +140,7 @@ def cell_order(X, eps, device, precision):
 
 
 def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", precision="float64",
-                  timings=None):
+                  timings=None, memory_limit="auto"):
     """HYBRID-DBSCAN (§3, Algorithm 1): the join builds T, the CPU assigns points.
 
     Parameters
@@ -148,11 +157,19 @@ def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
         Filled with "order", "table" and "assign" seconds, "join_grid" (the
         join's grid-building seconds, inside "table"; 0 on the CPU in float64,
         where the grid that orders the points serves the join) and "pairs".
+    memory_limit : int or "auto"
+        Bytes T may take in host memory (as ``skyjoin.self_join``).
 
     Returns
     -------
     core_sample_indices : ndarray of int64
     labels : ndarray of intp
+
+    Raises
+    ------
+    skyjoin.ResultTooLargeError
+        If T does not fit in host memory (or ``memory_limit``), before it is
+        allocated.
 
     Notes
     -----
@@ -186,11 +203,12 @@ def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
         grid = dataclasses.replace(g, order=np.arange(len(X), dtype=order.dtype))
         del g
         t1 = time.perf_counter()
-        nt = table_on_grid(Xo, grid, eps, timings=join_t)
+        nt = table_on_grid(Xo, grid, eps, memory_limit=memory_limit, timings=join_t)
     else:
         Xo, order = cell_order(X, eps, device, precision)
         t1 = time.perf_counter()
-        nt = neighbor_table(Xo, eps, device=device, precision=precision, timings=join_t)
+        nt = neighbor_table(Xo, eps, device=device, precision=precision, timings=join_t,
+                            memory_limit=memory_limit)
     del Xo
     t2 = time.perf_counter()
     is_core, labels = labels_from_table(nt.indptr, nt.indices, min_samples, sample_weight,

@@ -352,7 +352,7 @@ def _ranks_by_caller_row(cp, is_core, parent, order, n):
 
 
 def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="float64",
-                      timings=None):
+                      timings=None, memory_limit="auto"):
     """DBSCAN of points entirely on the GPU: the GPU join keeps T on the device.
 
     Parameters
@@ -364,6 +364,8 @@ def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="flo
     precision : {"float64", "float32"}
     timings : dict, optional
         Filled with "table" and the phases of ``gpu_dbscan_table``.
+    memory_limit : int or "auto"
+        Bytes T may take in GPU memory (as ``skyjoin.self_join``).
 
     Returns
     -------
@@ -373,13 +375,15 @@ def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="flo
     Raises
     ------
     MemoryError
-        If the neighbour table does not fit in GPU memory (the caller then
-        streams it to the host: HYBRID-DBSCAN).
+        If the neighbour table does not fit in GPU memory
+        (``skyjoin.ResultTooLargeError``, raised before it is allocated; the
+        caller then streams it to the host: HYBRID-DBSCAN).
     skyjoin.GPUUnavailableError
         Without a usable GPU.
     """
     t0 = time.perf_counter()
-    nt = neighbor_table(X, eps, device="gpu", precision=precision, on_device=True)
+    nt = neighbor_table(X, eps, device="gpu", precision=precision, on_device=True,
+                        memory_limit=memory_limit)
     t1 = time.perf_counter()
     is_core, labels = gpu_dbscan_table(nt.indptr, nt.indices, min_samples,
                                        sample_weight=sample_weight, timings=timings)

@@ -5,15 +5,20 @@ their input once, resolve the device once, build the grid, let
 ``skyjoin.join.plan`` fill a ``JoinPlan`` (logged at debug level on the
 "skyjoin" logger), and hand grid and plan to an engine:
 ``skyjoin.join.cpu_engine`` (Numba) or ``skyjoin.join.gpu`` (CuPy and CUDA
-C++, which builds its grid on the device and plans there).  Both return
-the same ``NeighborTable``.  The engines are imported on first use, so
-that ``import skyjoin`` stays light (no Numba; CuPy only when the GPU
-engine runs).
+C++: the request built here, ``plan.gpu_request``, is resolved by
+``plan.plan_gpu`` once the engine has built its grid on the device).  Both
+return the same ``NeighborTable``; each checks that the table fits
+(``plan.result_size_guard``, with the ``memory_limit`` checked here) once
+its count pass knows the size, before the table is allocated.  Distances,
+when asked for, are computed from the table (``distances.pair_distances``).
+The engines are imported on first use, so that ``import skyjoin`` stays
+light (no Numba; CuPy only when the GPU engine runs).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any, Iterator
 
 import numpy as np
@@ -24,16 +29,18 @@ from .._core.device import is_device_array, resolve_device
 from .._core.timing import phase
 from .._core.validate import check_bool, check_eps, check_points, check_precision
 from ..index.grid import build_grid, check_index_dims
-from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, plan_cpu
+from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, check_memory_limit, gpu_request, plan_cpu
 from .result import NeighborTable, PairChunk, index_dtype
 
 __all__ = ["self_join", "join", "self_join_chunks"]
 
 OUTPUTS = ("table", "counts")
 PATTERNS = ("auto",) + CELL_PATTERNS
-# Options understood by the GPU engine only.
-GPU_OPTIONS = ("kernel", "threads_per_point", "schedule", "batch_pairs",
-               "device_memory_limit", "on_device")
+# Options understood by the GPU engine only: routing choices (in the plan)
+# and how the call runs.
+GPU_ROUTING = ("kernel", "threads_per_point", "schedule", "batch_pairs")
+GPU_RUN = ("device_memory_limit", "on_device")
+GPU_OPTIONS = GPU_ROUTING + GPU_RUN
 
 _log = logging.getLogger("skyjoin")
 
@@ -85,9 +92,47 @@ def _prepare(named, eps, precision, device):
     return condition_checked(arrays, [name for _, name in named], eps, precision)
 
 
+def _scale_exponent(eps, eps_conditioned) -> int:
+    """The power of two by which ``_prepare`` scaled the points (exact: the
+    conditioning multiplies eps by that power)."""
+    return math.frexp(eps_conditioned)[1] - math.frexp(eps)[1]
+
+
+def _check_distance_request(return_distance, output):
+    check_bool(return_distance, "return_distance")
+    if return_distance and output != "table":
+        raise ValueError("return_distance=True needs output='table' (counts carry no distances)")
+
+
+def _with_distances(nt, Q, S, scale_exp):
+    """``nt`` with the distance of each pair (``distances.pair_distances``)."""
+    from .distances import pair_distances
+
+    nt.distances = pair_distances(nt.indptr, nt.indices, Q, S, scale_exp)
+    return nt
+
+
+def _gpu_request(self_join, output, sort, include_self, precision, index_dims, pattern,
+                 memory_limit, return_distance, options):
+    """The GPU request of a call (``plan.gpu_request``) from its arguments."""
+    return gpu_request(self_join=self_join, output=output, sort=sort, include_self=include_self,
+                       precision=precision, index_dims=index_dims, pattern=pattern,
+                       memory_limit=memory_limit, return_distance=return_distance,
+                       **{k: options[k] for k in GPU_ROUTING if k in options})
+
+
+def _gpu_run(R, S, eps, request, options, timings):
+    """Execute a GPU request (the GPU engine is loaded on first use)."""
+    from . import gpu
+
+    run_options = {k: options[k] for k in GPU_RUN + ("progress",) if k in options}
+    return gpu.run(R, S, eps, request, timings=timings, **run_options)
+
+
 def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: str = "table",
               sort: bool = True, pattern: str = "auto", device: str | None = None,
               precision: str = "float64", index_dims: int | None = None,
+              return_distance: bool = False, memory_limit: int | str = "auto",
               timings: dict[str, float] | None = None,
               **options: Any) -> NeighborTable | np.ndarray:
     """All pairs of points of X within distance eps of each other.
@@ -128,6 +173,15 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
         origin (say 1e6 + U(0, 1)) before a float32 join.
     index_dims : int, optional
         Number of leading dimensions the grid indexes (default min(d, 6)).
+    return_distance : bool, default False
+        Also give the distance of every pair, ``NeighborTable.distances``:
+        the square root of the very sum the test compared with ``eps**2``
+        (working precision: float64 for float64 input).
+    memory_limit : int or "auto", default "auto"
+        Bytes the table (and its distances) may take in the memory it goes
+        to.  "auto": ``skyjoin.join.plan.MEMORY_MARGIN`` of the memory free
+        there when the count is known (host: ``MemAvailable``; device: the
+        GPU's free memory).
     timings : dict, optional
         If given, filled with the seconds spent in each phase.
     **options
@@ -147,9 +201,12 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     TypeError
         Non-numeric input, a flag that is not a bool, or GPU options on the
         CPU.
-    MemoryError
-        The table does not fit in host memory (the message gives its size;
-        ``self_join_chunks`` or ``output="counts"`` need none).
+    skyjoin.ResultTooLargeError
+        A ``MemoryError``: the table would not fit in the memory it goes to
+        (or exceed ``memory_limit``).  Raised after the count pass, before
+        the table is allocated; the message gives the pairs, the bytes
+        needed and free, and the ways out (``output="counts"``,
+        ``self_join_chunks``, the command line's ``--out x.parquet``).
     skyjoin.GPUUnavailableError
         ``device="gpu"`` without a usable GPU.
 
@@ -167,19 +224,21 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
 
     Cost: O(n d) to build the grid, plus the distance tests of each point
     against the points of its cell pattern (at most ``3**k`` cells, k the
-    indexed dimensions), plus O(pairs) to write the table.  Memory: the
-    table, 8 bytes per row plus 4 bytes per pair (8 beyond 2**31 points),
-    and O(n) besides; ``output="counts"`` needs O(n) only.
+    indexed dimensions), plus O(pairs) to write the table (O(pairs d) more
+    for the distances).  Memory: the table, 8 bytes per row plus 4 bytes
+    per pair (8 beyond 2**31 points), 8 more with distances, and O(n)
+    besides; ``output="counts"`` needs O(n) only.
 
     The pattern, kernel and batch sizes are chosen by one rule,
-    ``skyjoin.join.plan`` (``plan_cpu``, ``choose_config``); ``skyjoin -v``
-    logs the plan.
+    ``skyjoin.join.plan`` (``plan_cpu``, ``plan_gpu``); ``skyjoin -v``
+    logs the plan.  Whether the table fits is one rule too,
+    ``plan.result_size_guard``.
 
     See Also
     --------
     join : R join S, two point sets.
     self_join_chunks : the same pairs in bounded chunks, for any result size.
-    NeighborTable : the result.
+    NeighborTable : the result (``pairs(unique=True)``: the pairs i < j).
     skyjoin.distributed.self_join : the same join on a Dask cluster.
     scipy.spatial.cKDTree.query_pairs : the pairs i < j, as a set.
 
@@ -209,18 +268,25 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     _check_choice(pattern, "pattern", PATTERNS)
     check_bool(include_self, "include_self")
     check_bool(sort, "sort")
+    _check_distance_request(return_distance, output)
+    memory_limit = check_memory_limit(memory_limit)
     dev = resolve_device(device)
     options = _split_options(dev, options)
-    (X,), eps = _prepare([(X, "X")], eps, precision, dev)
+    (X,), eps_c = _prepare([(X, "X")], eps, precision, dev)
     if dev == "gpu":
-        from . import gpu  # loaded on first use, as the CPU engine
-
-        return gpu.gpu_self_join(X, eps, include_self=include_self, output=output, sort=sort,
-                                 precision=precision, index_dims=index_dims, pattern=pattern,
-                                 timings=timings, **options)
-    request = JoinPlan(device="cpu", self_join=True, output=output, pattern=pattern, sort=sort,
-                       include_self=include_self, precision=precision, index_dims=index_dims)
-    return _cpu_self_join(X, eps, request, timings)
+        request = _gpu_request(True, output, sort, include_self, precision, index_dims, pattern,
+                               memory_limit, return_distance, options)
+        res = _gpu_run(None, X, eps_c, request, options, timings)
+    else:
+        request = JoinPlan(device="cpu", self_join=True, output=output, pattern=pattern,
+                           sort=sort, include_self=include_self, precision=precision,
+                           index_dims=index_dims, memory_limit=memory_limit,
+                           return_distance=return_distance)
+        res = _cpu_self_join(X, eps_c, request, timings)
+    if return_distance:
+        with phase(timings, "distances"):
+            res = _with_distances(res, X, None, _scale_exponent(eps, eps_c))
+    return res
 
 
 def _empty_table(n_rows, n_cols):
@@ -250,7 +316,7 @@ def _cpu_self_join(X, eps, request, timings):
     return cpu_engine.run_self_join(X, grids, eps, plan, timings)
 
 
-def table_on_grid(X_ordered, grid, eps, *, timings=None):
+def table_on_grid(X_ordered, grid, eps, *, memory_limit="auto", timings=None):
     """The CPU self-join table (no self pairs, rows unsorted) of points already in
     the cell order of their epsilon grid, on that grid.
 
@@ -260,17 +326,20 @@ def table_on_grid(X_ordered, grid, eps, *, timings=None):
     points with its ``order`` replaced by the identity: a stable counting
     sort of points already in cell order leaves them in place).  The caller
     has checked and conditioned ``X_ordered`` (float64) and ``eps``.  Costs
-    as :func:`self_join`, without the grid.
+    and ``memory_limit`` (ResultTooLargeError) as :func:`self_join`, without
+    the grid.
     """
     from . import cpu_engine  # Numba: loaded on first use (``import skyjoin`` stays light)
 
     request = JoinPlan(device="cpu", self_join=True, output="table", pattern="auto", sort=False,
-                       include_self=False, precision="float64", index_dims=None)
+                       include_self=False, precision="float64", index_dims=None,
+                       memory_limit=check_memory_limit(memory_limit))
     return cpu_engine.run_self_join(X_ordered, [grid], eps, _planned(request, grid), timings)
 
 
 def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort: bool = True,
          device: str | None = None, precision: str = "float64", index_dims: int | None = None,
+         return_distance: bool = False, memory_limit: int | str = "auto",
          timings: dict[str, float] | None = None, **options: Any) -> NeighborTable | np.ndarray:
     """All pairs (i, j) with R[i] within distance eps of S[j] (R join S).
 
@@ -285,7 +354,7 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     output : {"table", "counts"}
         A :class:`NeighborTable` of shape (n_r, n_s), or the int64 number of
         points of S near each point of R.
-    sort, device, precision, index_dims, timings, **options
+    sort, device, precision, index_dims, return_distance, memory_limit, timings, **options
         As for :func:`self_join`.
 
     Returns
@@ -296,6 +365,8 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     ------
     ValueError
         As for :func:`self_join`, and if R and S differ in dimensionality.
+    skyjoin.ResultTooLargeError
+        As for :func:`self_join`.
 
     Notes
     -----
@@ -332,17 +403,24 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     precision = check_precision(precision)
     _check_choice(output, "output", OUTPUTS)
     check_bool(sort, "sort")
+    _check_distance_request(return_distance, output)
+    memory_limit = check_memory_limit(memory_limit)
     dev = resolve_device(device)
     options = _split_options(dev, options)
-    (R, S), eps = _prepare([(R, "R"), (S, "S")], eps, precision, dev)
+    (R, S), eps_c = _prepare([(R, "R"), (S, "S")], eps, precision, dev)
     if dev == "gpu":
-        from . import gpu  # loaded on first use, as the CPU engine
-
-        return gpu.gpu_join(R, S, eps, output=output, sort=sort, precision=precision,
-                            index_dims=index_dims, timings=timings, **options)
-    request = JoinPlan(device="cpu", self_join=False, output=output, pattern="full", sort=sort,
-                       precision=precision, index_dims=index_dims)
-    return _cpu_join(R, S, eps, request, timings)
+        request = _gpu_request(False, output, sort, False, precision, index_dims, "full",
+                               memory_limit, return_distance, options)
+        res = _gpu_run(R, S, eps_c, request, options, timings)
+    else:
+        request = JoinPlan(device="cpu", self_join=False, output=output, pattern="full",
+                           sort=sort, precision=precision, index_dims=index_dims,
+                           memory_limit=memory_limit, return_distance=return_distance)
+        res = _cpu_join(R, S, eps_c, request, timings)
+    if return_distance:
+        with phase(timings, "distances"):
+            res = _with_distances(res, R, S, _scale_exponent(eps, eps_c))
+    return res
 
 
 def _joint_grids(R, S, eps, index_dims, precision):
@@ -454,9 +532,10 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
     if dev == "gpu":
         from . import gpu  # loaded on first use, as the CPU engine
 
-        return gpu.gpu_self_join_chunks(X, eps, include_self=include_self, sort=sort,
-                                        max_pairs=int(max_pairs), precision=precision,
-                                        index_dims=index_dims, **options)
+        request = _gpu_request(True, "table", sort, include_self, precision, index_dims, "auto",
+                               "auto", False, options)
+        return gpu.plan_chunks(X, eps, request, int(max_pairs),
+                               options.get("device_memory_limit"))
     request = JoinPlan(device="cpu", self_join=True, output="table", pattern="full", sort=sort,
                        include_self=include_self, precision=precision, index_dims=index_dims)
     return _cpu_self_join_chunks(X, eps, request, int(max_pairs))

@@ -26,7 +26,7 @@ from .csr import indptr_from_counts, release_free_memory, sort_csr_rows, to_call
 from .full_pattern import count_full, fill_full_kernel
 from .lid_unicomp import lid_unicomp_half
 from .mirror import mirror_table, mirror_table_blocks
-from .plan import TILE_MIN_POINTS
+from .plan import TILE_MIN_POINTS, result_size_guard
 from .point_scan import pruning_args
 from .result import NeighborTable, PairChunk, index_dtype
 from .schedule import run_blocks
@@ -92,14 +92,23 @@ def fill_full(gq, gs, eps2, self_join, include_self, sort, row_pos, row_len, ind
                            "counting and filling passes; no result was produced")
 
 
+def guard_table(plan, n_pairs, n_rows, idx_dtype, dtype, extra_bytes=0):
+    """``plan.result_size_guard`` for the host table of ``plan`` (its distances
+    included when asked for), before it is allocated."""
+    result_size_guard(n_pairs, n_rows, form="table", index_itemsize=np.dtype(idx_dtype).itemsize,
+                      distance_itemsize=np.dtype(dtype).itemsize if plan.return_distance else 0,
+                      memory_limit=plan.memory_limit, extra_bytes=extra_bytes)
+
+
 def full_pattern_csr(gq, gs, eps2, self_join, include_self, output, sort, idx_dtype, timings,
-                     caller_points, tile_min=TILE_MIN_POINTS):
+                     caller_points, tile_min=TILE_MIN_POINTS, plan=None):
     """Count, then (for a table) fill, with the full pattern: the caller-order
     counts, or the CSR arrays (indptr, indices).  ``caller_points`` are the
     query and data arrays the grids were built from: the grids' reordered
     copies of the points are dropped after counting and the fill reads the
     caller's arrays (the memory budget, 1.5 x input + output, has no room
-    for the copy next to the output).
+    for the copy next to the output).  Between the two passes the table's
+    size is known: ``guard_table`` checks that it fits (with ``plan``).
 
     Cost: two passes over the candidates; memory O(n) plus the output."""
     with phase(timings, "count"):
@@ -113,6 +122,8 @@ def full_pattern_csr(gq, gs, eps2, self_join, include_self, output, sort, idx_dt
         # output is written: the memory target)
         indptr, total = indptr_from_counts(gq, counts_r)
         del counts_r
+        if plan is not None:
+            guard_table(plan, total, gq.n_points, idx_dtype, caller_points[0].dtype)
         gq.points = gs.points = None
         release_free_memory()
         indices = alloc_host(total, idx_dtype)        # huge pages: fast first touch
@@ -134,16 +145,24 @@ def run_self_join(X, grids, eps, plan, timings=None):
     if plan.output == "counts" or code == 0:
         res = full_pattern_csr(g, g, eps2, True, plan.include_self, plan.output, plan.sort,
                                idx_dtype, timings, caller_points=(X, X),
-                               tile_min=plan.tile_min_points)
+                               tile_min=plan.tile_min_points, plan=plan)
         if plan.output == "counts":
             return res
         indptr, indices = res
     else:
         with phase(timings, "fill"):
+            self_pairs = n if plan.include_self else 0
             if code == 2:
+                # no counting pass: the forward half is checked once found
                 half = lid_unicomp_half(g, eps2)
+                half_total = int(half[0].sum())
+                guard_table(plan, 2 * half_total + self_pairs, n, idx_dtype, X.dtype,
+                            extra_bytes=half_total * idx_dtype.itemsize)
             else:
-                half = forward_half(g, eps2, code, idx_dtype)
+                half = forward_half(g, eps2, code, idx_dtype, before_fill=lambda half_total:
+                                    guard_table(plan, 2 * half_total + self_pairs, n, idx_dtype,
+                                                X.dtype,
+                                                extra_bytes=half_total * idx_dtype.itemsize))
             order = g.order
             del g  # the reordered points are not needed for the mirror
         with phase(timings, "mirror"):
@@ -164,7 +183,8 @@ def run_join(R, S, gr, gs, eps, plan, timings=None):
     nr, ns = R.shape[0], S.shape[0]
     eps2 = eps_squared(eps, R.dtype)
     res = full_pattern_csr(gr, gs, eps2, False, False, plan.output, plan.sort, index_dtype(ns),
-                           timings, caller_points=(R, S), tile_min=plan.tile_min_points)
+                           timings, caller_points=(R, S), tile_min=plan.tile_min_points,
+                           plan=plan)
     if plan.output == "counts":
         return res
     indptr, indices = res

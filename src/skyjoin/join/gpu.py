@@ -1,29 +1,41 @@
 """The epsilon join on an NVIDIA GPU: the entry points of ``device="gpu"``.
 
-``skyjoin.join.api`` calls these for ``device="gpu"``; the distributed join
-calls them per partition.  The work is done by ``gpu_pipeline`` (count,
-scan, batched fill) with a ``gpu_engine.GpuEngine`` (grid, ranges, CUDA C++
-kernels of ``kernels/join.cu``), configured by the rule
-``plan.choose_config``.  See ``gpu_pipeline`` for the pipeline and its
-costs.
+``skyjoin.join.api`` validates its input, builds the call's request
+(``plan.gpu_request``) and executes it with ``run`` or ``plan_chunks``;
+the distributed join and the benchmarks call the public entry points
+``gpu_self_join``, ``gpu_join`` and ``gpu_self_join_chunks``, which check
+their scalars and build the request the same way.  The work is done by
+``gpu_pipeline`` (count, scan, batched fill) with a
+``gpu_engine.GpuEngine`` (grid, ranges, CUDA C++ kernels of
+``kernels/join.cu``), configured by the rule ``plan.plan_gpu``.  See
+``gpu_pipeline`` for the pipeline and its costs.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .gpu_pipeline import free_device_bytes, last_stats, run, start
-from .plan import batch_capacity, plan_row_batches
+from .._core.validate import check_eps, check_precision
+from .gpu_pipeline import configure, free_device_bytes, last_stats, run, start
+from .plan import batch_capacity, gpu_request, plan_row_batches
 from .result import PairChunk
 
-__all__ = ["gpu_self_join", "gpu_join", "gpu_self_join_chunks", "last_stats"]
+__all__ = ["gpu_self_join", "gpu_join", "gpu_self_join_chunks", "plan_chunks", "run",
+           "last_stats"]
+
+
+def _checked(eps, precision, output):
+    """The scalars of a public entry point, validated."""
+    if output not in ("table", "counts"):
+        raise ValueError(f"output must be 'table' or 'counts', got {output!r}")
+    return check_eps(eps), check_precision(precision)
 
 
 def gpu_self_join(X, eps, *, include_self=False, output="table", sort=True, precision="float64",
                   index_dims=None, on_device=False, pattern="auto", kernel="auto",
                   threads_per_point="auto", schedule="auto", batch_pairs=None,
                   device_memory_limit=None, progress=None, timings=None, query_rows=None,
-                  column_ids=None, n_columns=None):
+                  column_ids=None, n_columns=None, memory_limit="auto"):
     """Epsilon self-join of X on the GPU.
 
     Parameters
@@ -70,6 +82,9 @@ def gpu_self_join(X, eps, *, include_self=False, output="table", sort=True, prec
         are sorted; with ``n_columns``, the size of that column space
         (below 2**31).  A partition of the distributed join passes its
         points' global ids.
+    memory_limit : int or "auto"
+        Bytes the table may take where it goes ("auto": the memory free
+        there; ``plan.result_size_guard``).
 
     Returns
     -------
@@ -80,8 +95,10 @@ def gpu_self_join(X, eps, *, include_self=False, output="table", sort=True, prec
     ValueError, TypeError
         For bad input or incompatible options.
     MemoryError
-        If a single row (or, with ``on_device=True``, the whole result) does
-        not fit in the allowed device memory.
+        If a single row does not fit in the allowed device memory.
+    skyjoin.ResultTooLargeError
+        If the table does not fit where it goes (host, or the device with
+        ``on_device=True``), found after the count, before the fill.
 
     Examples
     --------
@@ -90,17 +107,20 @@ def gpu_self_join(X, eps, *, include_self=False, output="table", sort=True, prec
     >>> nt.pairs().tolist()                                         # doctest: +SKIP
     [[0, 1], [1, 0]]
     """
-    return run(None, X, eps, include_self=include_self, output=output, sort=sort,
-                precision=precision, index_dims=index_dims, on_device=on_device,
-                batch_pairs=batch_pairs, device_memory_limit=device_memory_limit,
-                progress=progress, timings=timings, pattern=pattern, kernel=kernel,
-                threads_per_point=threads_per_point, schedule=schedule, query_rows=query_rows,
-                column_ids=column_ids, n_columns=n_columns)
+    eps, precision = _checked(eps, precision, output)
+    request = gpu_request(self_join=True, output=output, sort=sort, include_self=include_self,
+                          precision=precision, index_dims=index_dims, pattern=pattern,
+                          kernel=kernel, threads_per_point=threads_per_point, schedule=schedule,
+                          batch_pairs=batch_pairs, memory_limit=memory_limit)
+    return run(None, X, eps, request, on_device=on_device,
+               device_memory_limit=device_memory_limit, progress=progress, timings=timings,
+               query_rows=query_rows, column_ids=column_ids, n_columns=n_columns)
 
 
 def gpu_join(R, S, eps, *, output="table", sort=True, precision="float64", index_dims=None,
              on_device=False, kernel="auto", threads_per_point="auto", schedule="auto",
-             batch_pairs=None, device_memory_limit=None, progress=None, timings=None):
+             batch_pairs=None, device_memory_limit=None, progress=None, timings=None,
+             memory_limit="auto"):
     """Epsilon join of R with S on the GPU: rows index R, columns index S.
 
     Parameters are those of ``gpu_self_join`` (no ``include_self``; the
@@ -116,11 +136,13 @@ def gpu_join(R, S, eps, *, output="table", sort=True, precision="float64", index
     >>> gpu_join(np.zeros((1, 2)), np.ones((2, 2)), 1.5).n_pairs   # doctest: +SKIP
     2
     """
-    return run(R, S, eps, output=output, sort=sort, precision=precision, index_dims=index_dims,
-                on_device=on_device, batch_pairs=batch_pairs,
-                device_memory_limit=device_memory_limit, progress=progress, timings=timings,
-                kernel=kernel, threads_per_point=threads_per_point, schedule=schedule,
-                pattern="full")
+    eps, precision = _checked(eps, precision, output)
+    request = gpu_request(self_join=False, output=output, sort=sort, precision=precision,
+                          index_dims=index_dims, pattern="full", kernel=kernel,
+                          threads_per_point=threads_per_point, schedule=schedule,
+                          batch_pairs=batch_pairs, memory_limit=memory_limit)
+    return run(R, S, eps, request, on_device=on_device, device_memory_limit=device_memory_limit,
+               progress=progress, timings=timings)
 
 
 def gpu_self_join_chunks(X, eps, *, include_self=False, sort=True, max_pairs=1 << 26,
@@ -151,16 +173,25 @@ def gpu_self_join_chunks(X, eps, *, include_self=False, sort=True, max_pairs=1 <
     """
     if int(max_pairs) < 1:
         raise ValueError(f"max_pairs must be >= 1, got {max_pairs}")
+    eps, precision = _checked(eps, precision, "table")
     device_memory_limit = options.pop("device_memory_limit", None)
-    options.pop("timings", None)
-    options.pop("on_device", None)
-    options.pop("output", None)
-    options.pop("progress", None)
-    options.pop("batch_pairs", None)
-    cp, eng, stats = start(None, X, eps, precision, index_dims, include_self, options)
+    for ignored in ("timings", "on_device", "output", "progress", "batch_pairs"):
+        options.pop(ignored, None)
+    request = gpu_request(self_join=True, sort=sort, include_self=include_self,
+                          precision=precision, index_dims=index_dims, **options)
+    return plan_chunks(X, eps, request, int(max_pairs), device_memory_limit)
+
+
+def plan_chunks(X, eps, request, max_pairs, device_memory_limit=None):
+    """Execute the self-join request ``request`` (``plan.gpu_request``; eps and
+    the request validated by the caller) as a stream of ``PairChunk`` of at
+    most ``max_pairs`` pairs (or one longer row).  Memory: one chunk on the
+    device and on the host, plus O(n)."""
+    cp, eng, stats = start(None, X, eps, request)
     n = eng.n_rows
     if eng.empty:
         return
+    configure(eng, request)
     counts = eng.count()
     indptr = cp.zeros(n + 1, dtype=cp.int64)
     cp.cumsum(counts, dtype=cp.int64, out=indptr[1:])
@@ -173,12 +204,12 @@ def gpu_self_join_chunks(X, eps, *, include_self=False, sort=True, max_pairs=1 <
     out = cp.empty(max(cap, 1), dtype=cp.int32)
     overflow = cp.zeros(1, dtype=cp.int32)
     batches = plan_row_batches(indptr_h, cap)
-    plan = eng.sort_plan(indptr, batches) if sort else None
+    sort_plan = eng.sort_plan(indptr, batches) if request.sort else None
     for r0, r1 in batches:
         base = int(indptr_h[r0])
         m = int(indptr_h[r1]) - base
         overflow.fill(0)
-        eng.fill(r0, r1, counts, indptr, out, base, cursor, overflow, plan, indptr_h)
+        eng.fill(r0, r1, counts, indptr, out, base, cursor, overflow, sort_plan, indptr_h)
         if int(overflow.get()[0]):
             raise RuntimeError(f"GPU join: batch of rows [{r0}, {r1}) overflowed")
         j = cp.asnumpy(out[:m]).astype(np.int64)

@@ -14,8 +14,8 @@ query cell's candidate ranges are found once.  Its passes:
   contiguously at ``indptr[row]`` (4 bytes per pair), then the rows are
   sorted on the GPU (``sort_rows``).
 
-The engine executes the configuration it is given (``configure``); the
-rule that chooses it is ``skyjoin.join.plan.choose_config``.  Cost per
+The engine executes the plan it is given (``configure``); the rule that
+resolves it is ``skyjoin.join.plan.plan_gpu`` (``choose_config``).  Cost per
 pass: O(candidates x d) distance work on the device.
 """
 
@@ -52,18 +52,20 @@ class GpuEngine:
     Built in two steps: the constructor copies the points to the device,
     builds the grids and the candidate ranges, and measures the work per
     query (``mean_work``, ``work_cv``: the statistics of the configuration
-    rule); ``configure`` then takes the configuration chosen by
-    ``plan.choose_config`` and prepares its kernels.
+    rule); ``configure`` then takes the plan resolved by ``plan.plan_gpu``
+    and prepares its kernels.  ``request`` is the call's ``JoinPlan`` as
+    built at the public boundary (``plan.gpu_request``).
     """
 
-    def __init__(self, cp, R, S, eps, precision, index_dims, include_self, options, stats):
+    def __init__(self, cp, R, S, eps, request, stats):
         self.cp = cp
         self.stats = stats
         self.column_ids = None
+        precision = request.precision
         self.dtype = working_dtype(precision)
         self.precision = precision
         self.self_join = R is None
-        self.include_self = bool(include_self) and self.self_join
+        self.include_self = bool(request.include_self) and self.self_join
         t0 = time.perf_counter()
         Sd = to_device(cp, S, "X" if R is None else "S", self.dtype)
         Rd = None if R is None else to_device(cp, R, "R", self.dtype)
@@ -79,14 +81,12 @@ class GpuEngine:
         if self.empty:
             return
         t0 = time.perf_counter()
-        self.qgrid, self.dgrid = grid_gpu.build_gpu_grids(Rd, Sd, eps, precision, index_dims)
+        self.qgrid, self.dgrid = grid_gpu.build_gpu_grids(Rd, Sd, eps, precision,
+                                                           request.index_dims)
         del Sd, Rd
         cp.cuda.Device().synchronize()
         stats["grid_cells_s"] = time.perf_counter() - t0
-        kernel = options.get("kernel", "auto")
-        pattern = options.get("pattern", "auto")
-        if isinstance(pattern, str):
-            pattern = pattern.replace("-", "_")
+        kernel, pattern = request.kernel, request.pattern
         if kernel == "bruteforce":
             self.rptr, self.ranges = grid_gpu.bruteforce_ranges(self.qgrid, self.dgrid)
             range_pattern = "full"
@@ -114,13 +114,14 @@ class GpuEngine:
         self.cfg = None
 
     def configure(self, cfg):
-        """Take the configuration ``cfg`` (``plan.choose_config``'s): the
-        ranges of its pattern, its kernels and its query order."""
+        """Take the resolved plan ``cfg`` (``plan.plan_gpu``'s): the ranges
+        of its pattern, its kernels and its query order."""
         cp, stats = self.cp, self.stats
         self.cfg = cfg
         if self.cfg.pattern == "unicomp" and self.range_pattern != "unicomp":
             self.rptr, self.ranges = grid_gpu.build_cell_ranges(self.qgrid, self.dgrid, "unicomp")
-        stats["config"] = (f"{self.cfg.kernel}/{self.cfg.pattern}/k={self.cfg.kt}/{self.cfg.schedule}")
+        stats["config"] = (f"{cfg.kernel}/{cfg.pattern}/k={cfg.threads_per_point}/"
+                           f"{cfg.schedule}")
         self._prepare_kernels()
         nq = self.qgrid.n_points
         # position of each original row in the query grid
@@ -141,7 +142,8 @@ class GpuEngine:
         if self.cfg.kernel == "shared":
             names = (f"gpucalc_shared<{D},{T},false>", f"gpucalc_shared<{D},{T},true>")
         else:
-            names = tuple(f"gpucalc_global<{D},{T},{pat},{self.cfg.kt},{fill},{wq}>"
+            kt = self.cfg.threads_per_point
+            names = tuple(f"gpucalc_global<{D},{T},{pat},{kt},{fill},{wq}>"
                           for fill in ("false", "true"))
         mod = grid_gpu.compile_module(names)
         self.k_count = mod.get_function(names[0])
@@ -189,7 +191,7 @@ class GpuEngine:
                                      self.eps2, sj, isf, counts, dummy64, np.int64(out_base), out,
                                      overflow), shared_mem=smem)
             return
-        kt = self.cfg.kt
+        kt = self.cfg.threads_per_point
         threads = 256
         work_counter = cp.zeros(1, dtype=cp.int32)   # one per launch: streams run concurrently
         if self.cfg.schedule == "workqueue":

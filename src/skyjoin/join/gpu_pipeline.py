@@ -3,13 +3,16 @@
 Pipeline of one call (``count_rows`` then ``fill_rows``):
 
 1. ``start``: the engine (``gpu_engine.GpuEngine``) copies the points to the
-   device, builds the grid and the candidate ranges, and is configured by
-   the rule ``plan.choose_config``;
+   device, builds the grid and the candidate ranges; ``configure`` resolves
+   the call's plan (built at the public boundary, ``plan.gpu_request``) by
+   the rule ``plan.plan_gpu`` and hands it to the engine;
 2. **count**: a kernel counts the neighbours of every query;
    ``output="counts"`` stops here;
 3. **scan**: ``indptr`` is the exclusive scan of the counts, so each row's
-   neighbours have a known place: batches are runs of rows that fit one
-   result buffer (``plan.batch_capacity``, ``plan.plan_row_batches``);
+   neighbours have a known place and the result's size is known: the
+   guard ``plan.result_size_guard`` checks that it fits where it goes
+   (host or device) before it is allocated; batches are runs of rows that
+   fit one result buffer (``plan.batch_capacity``, ``plan.plan_row_batches``);
 4. **fill**: per batch, the kernel writes each row's column ids
    contiguously, the rows are sorted on the GPU when ``sort=True``, and the
    batch is copied into pinned host buffers and from there, by parallel
@@ -34,12 +37,12 @@ import numpy as np
 from .._core.device import cupy
 from .._core.memory import alloc_host
 from .._core.transfer import parallel_copy
-from .._core.validate import check_eps, check_precision
 from .gpu_engine import GpuEngine
-from .plan import JoinPlan, batch_capacity, choose_config, plan_gpu, plan_row_batches
+from .plan import (JoinPlan, batch_capacity, gpu_request, plan_gpu, plan_row_batches,
+                   result_size_guard)
 from .result import NeighborTable
 
-__all__ = ["count_rows", "fill_rows", "Counted", "last_stats", "start", "run",
+__all__ = ["count_rows", "fill_rows", "Counted", "last_stats", "start", "configure", "run",
            "free_device_bytes"]
 
 _N_STREAMS = 3
@@ -52,33 +55,34 @@ def last_stats() -> dict:
     return dict(_STATS)
 
 
-def start(R, S, eps, precision, index_dims, include_self, options, counts_only=False):
-    """Validate the scalars, pick up CuPy, build the engine and configure it
-    by the rule (``plan.choose_config``); returns (cp, engine, stats).
+def start(R, S, eps, request: JoinPlan):
+    """Pick up CuPy and build the engine of ``request`` (points on the device,
+    grid, candidate ranges, work statistics); returns (cp, engine, stats).
 
-    The plan is logged at debug level on the "skyjoin" logger."""
+    The caller has validated eps and the plan's scalars (the public entry
+    points: ``api``, ``gpu``, the distributed join)."""
     cp = cupy()
-    eps = check_eps(eps)
-    precision = check_precision(precision)
-    stats = {"precision": precision}
+    stats = {"precision": request.precision}
     _STATS.clear()
     _STATS.update(stats)
     t0 = time.perf_counter()
-    eng = GpuEngine(cp, R, S, eps, precision, index_dims, include_self, options, stats)
-    if not eng.empty:
-        cfg = choose_config(eng.mean_work, eng.work_cv, eng.self_join, index_dims=eng.dgrid.k,
-                            counts_only=counts_only, kernel=options.get("kernel", "auto"),
-                            pattern=options.get("pattern", "auto"),
-                            threads_per_point=options.get("threads_per_point", "auto"),
-                            schedule=options.get("schedule", "auto"))
-        eng.configure(cfg)
-        if _log.isEnabledFor(logging.DEBUG):
-            request = JoinPlan(device="gpu", self_join=eng.self_join,
-                               output="counts" if counts_only else "table",
-                               include_self=eng.include_self, precision=precision)
-            _log.debug("join plan: %s", plan_gpu(request, cfg, eng.dgrid.k).describe())
+    eng = GpuEngine(cp, R, S, eps, request, stats)
     stats["setup_s"] = time.perf_counter() - t0
     return cp, eng, stats
+
+
+def configure(eng, request: JoinPlan) -> JoinPlan:
+    """The plan of ``request`` on the engine's measured work (``plan.plan_gpu``),
+    handed to the engine and logged at debug level on the "skyjoin" logger.
+    ``request`` unchanged for an empty join (nothing runs)."""
+    if eng.empty:
+        return request
+    t0 = time.perf_counter()
+    plan = plan_gpu(request, eng.mean_work, eng.work_cv, eng.dgrid.k)
+    eng.configure(plan)
+    _log.debug("join plan: %s", plan.describe())
+    eng.stats["setup_s"] = eng.stats.get("setup_s", 0.0) + time.perf_counter() - t0
+    return plan
 
 
 def free_device_bytes(cp, device_memory_limit) -> int:
@@ -112,6 +116,8 @@ class Counted:
     ----------
     eng : GpuEngine
         Grids, ranges and kernels on the current device.
+    plan : JoinPlan
+        The resolved plan the engine runs.
     counts : cupy.ndarray of int32 or None
         Neighbour count of each row [0, n_rows) (None when empty).
     n_rows, n_cols : int
@@ -122,6 +128,7 @@ class Counted:
 
     cp: object
     eng: object
+    plan: JoinPlan
     stats: dict
     counts: object
     n_rows: int
@@ -132,8 +139,14 @@ class Counted:
 
 def count_rows(R, S, eps, *, include_self=False, precision="float64", index_dims=None,
                query_rows=None, column_ids=None, n_columns=None, counts_only=False,
-               **options) -> Counted:
+               plan: JoinPlan | None = None, **options) -> Counted:
     """Build the engine on the current device and count the neighbours of the rows.
+
+    ``plan`` is the call's request (``plan.gpu_request``, built at the public
+    boundary); without it, one is built from ``include_self``,
+    ``precision``, ``index_dims``, ``counts_only`` and the GPU ``options``
+    (the distributed join's partitions).  eps and precision are the
+    caller's, already validated at its public boundary.
 
     ``query_rows`` (m) keeps only the rows [0, m); ``column_ids`` renames the
     columns (column j becomes ``column_ids[j]``, int32, before rows are
@@ -141,8 +154,12 @@ def count_rows(R, S, eps, *, include_self=False, precision="float64", index_dims
     partitions use both to produce their owned rows in global ids.
     """
     t_start = time.perf_counter()
-    cp, eng, stats = start(R, S, eps, precision, index_dims, include_self, options,
-                           counts_only=counts_only)
+    if plan is None:
+        plan = gpu_request(self_join=R is None, output="counts" if counts_only else "table",
+                           include_self=include_self, precision=precision,
+                           index_dims=index_dims, **options)
+    cp, eng, stats = start(R, S, eps, plan)
+    plan = configure(eng, plan)
     n_rows, n_cols = eng.n_rows, eng.n_cols
     if query_rows is not None:
         if not 0 <= int(query_rows) <= n_rows:
@@ -158,7 +175,8 @@ def count_rows(R, S, eps, *, include_self=False, precision="float64", index_dims
         t0 = time.perf_counter()
         counts = eng.count(n_rows)
         stats["count_s"] = time.perf_counter() - t0
-    return Counted(cp, eng, stats, counts, n_rows, n_cols, int(cp.cuda.Device().id), t_start)
+    return Counted(cp, eng, plan, stats, counts, n_rows, n_cols, int(cp.cuda.Device().id),
+                   t_start)
 
 
 def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
@@ -189,12 +207,16 @@ def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
     stats["pairs"] = total
     bytes_per_pair = 4 * (_N_STREAMS if not on_device else 1)
     free = free_device_bytes(cp, device_memory_limit)
-    if on_device:
-        if total * 4 > free:
-            raise MemoryError(f"the result ({total} pairs, {4 * total} bytes) does not fit in the "
-                              f"device memory allowed ({free} bytes); use on_device=False or "
-                              f"self_join_chunks")
-        free -= total * 4
+    if sink is None:
+        # the result's size is known: it must fit where it goes (a table kept
+        # on the device leaves the rest of the allowance to the batch buffers)
+        needed = result_size_guard(
+            total, n_rows, form="table", index_itemsize=4,
+            distance_itemsize=np.dtype(eng.dtype).itemsize if c.plan.return_distance else 0,
+            memory_limit=c.plan.memory_limit, where="device" if on_device else "host",
+            free_bytes=free if on_device else None)
+        if on_device:
+            free -= needed
     cap = batch_capacity(total, longest, batch_pairs, free, bytes_per_pair)
     batches = plan_row_batches(indptr_h, cap)
     stats["batches"] = len(batches)
@@ -228,16 +250,14 @@ def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
     return NeighborTable(indptr_h, indices, (n_rows, n_cols), sorted=bool(sort))
 
 
-def run(R, S, eps, *, include_self=False, output="table", sort=True, precision="float64",
-         index_dims=None, on_device=False, batch_pairs=None, device_memory_limit=None,
-         progress=None, timings=None, query_rows=None, column_ids=None, n_columns=None,
-         **options):
-    """Shared implementation of gpu_self_join and gpu_join: count, then fill."""
-    if output not in ("table", "counts"):
-        raise ValueError(f"output must be 'table' or 'counts', got {output!r}")
-    c = count_rows(R, S, eps, include_self=include_self, precision=precision,
-                   index_dims=index_dims, query_rows=query_rows, column_ids=column_ids,
-                   n_columns=n_columns, counts_only=(output == "counts"), **options)
+def run(R, S, eps, plan: JoinPlan, *, on_device=False, device_memory_limit=None, progress=None,
+        timings=None, query_rows=None, column_ids=None, n_columns=None):
+    """Execute the GPU join ``plan`` (a request of ``plan.gpu_request``, eps and
+    the plan validated by the caller): count, then fill.  R None: the
+    self-join of S."""
+    c = count_rows(R, S, eps, query_rows=query_rows, column_ids=column_ids,
+                   n_columns=n_columns, plan=plan)
+    output = plan.output
     if output == "counts":
         cp = c.cp
         res = c.counts.astype(cp.int64) if c.counts is not None \
@@ -246,7 +266,7 @@ def run(R, S, eps, *, include_self=False, output="table", sort=True, precision="
         c.stats["total_s"] = time.perf_counter() - c.t_start
         report(timings, c.stats)
         return res
-    return fill_rows(c, sort=sort, on_device=on_device, batch_pairs=batch_pairs,
+    return fill_rows(c, sort=plan.sort, on_device=on_device, batch_pairs=plan.batch_pairs,
                      device_memory_limit=device_memory_limit, progress=progress,
                      timings=timings)
 

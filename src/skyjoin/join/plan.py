@@ -11,7 +11,10 @@ executes the plan without re-deciding anything.  Each rule is written once:
 * ``batch_capacity`` and ``plan_row_batches``: the GPU's result batches
   (count-then-fill: a first kernel counts every row exactly, the exclusive
   scan gives ``indptr``, batches are runs of consecutive rows whose pairs
-  fit one result buffer, so no buffer can overflow).
+  fit one result buffer, so no buffer can overflow);
+* ``result_size_guard``: whether a result fits in the memory it goes to
+  (checked once the count is known, before the result is allocated;
+  ``ResultTooLargeError`` otherwise).
 
 The measurements behind the rules are in ``docs/design.md``.
 """
@@ -22,9 +25,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["JoinPlan", "GpuConfig", "cpu_pattern", "plan_cpu", "choose_config", "plan_gpu",
-           "plan_row_batches", "batch_capacity", "DEFAULT_BATCH_PAIRS", "TILE_MIN_POINTS",
-           "PATTERNS", "KERNELS", "SCHEDULES", "THREADS_PER_POINT"]
+from .._core.memory import available_host_bytes
+
+__all__ = ["JoinPlan", "GpuConfig", "cpu_pattern", "plan_cpu", "choose_config", "gpu_request",
+           "plan_gpu", "plan_row_batches", "batch_capacity", "DEFAULT_BATCH_PAIRS",
+           "TILE_MIN_POINTS", "PATTERNS", "KERNELS", "SCHEDULES", "THREADS_PER_POINT",
+           "ResultTooLargeError", "check_memory_limit", "result_size_guard", "RESULT_FORMS",
+           "MEMORY_MARGIN"]
 
 PATTERNS = ("full", "unicomp", "lid_unicomp")
 KERNELS = ("global", "shared", "bruteforce")
@@ -62,6 +69,10 @@ class JoinPlan:
         GPU only: pairs per result batch (None: ``batch_capacity``'s default).
     tile_min_points : int
         CPU only: the smallest cell of the tiled path.
+    memory_limit : int or "auto"
+        Bytes the result may take (``result_size_guard``).
+    return_distance : bool
+        Whether the table carries the distance of every pair.
     reason : str
         Why the "auto" choices came out as they did.
     """
@@ -79,6 +90,8 @@ class JoinPlan:
     schedule: str | None = None
     batch_pairs: int | None = None
     tile_min_points: int = TILE_MIN_POINTS
+    memory_limit: int | str = "auto"
+    return_distance: bool = False
     reason: str = ""
 
     def describe(self) -> str:
@@ -90,6 +103,10 @@ class JoinPlan:
             parts.append("include_self")
         if self.index_dims is not None:
             parts.append(f"index_dims={self.index_dims}")
+        if self.return_distance:
+            parts.append("distances")
+        if self.memory_limit != "auto":
+            parts.append(f"memory_limit={self.memory_limit}")
         if self.device == "gpu":
             parts.append(f"kernel={self.kernel} k={self.threads_per_point} "
                          f"schedule={self.schedule}")
@@ -264,9 +281,34 @@ def choose_config(mean_work: float, work_cv: float, self_join: bool, *, index_di
                      reason="; ".join(why))
 
 
-def plan_gpu(request: JoinPlan, cfg: GpuConfig, index_dims: int) -> JoinPlan:
-    """``request`` with the GPU configuration ``cfg`` (from ``choose_config``)
-    filled in, for logging and for the engine."""
+def gpu_request(*, self_join: bool, output: str = "table", sort: bool = True,
+                include_self: bool = False, precision: str = "float64",
+                index_dims: int | None = None, pattern="auto", kernel="auto",
+                threads_per_point="auto", schedule="auto", batch_pairs=None,
+                memory_limit="auto", return_distance: bool = False) -> JoinPlan:
+    """The GPU request of one join call, built at its public boundary: the
+    caller's choices, "auto" where ``plan_gpu`` decides once the engine has
+    measured the work per query.  ``memory_limit`` is checked here
+    (``check_memory_limit``); the option values by ``choose_config``.
+    Cost: O(1)."""
+    if isinstance(pattern, str):
+        pattern = pattern.replace("-", "_")
+    return JoinPlan(device="gpu", self_join=bool(self_join), output=output, pattern=pattern,
+                    sort=bool(sort), include_self=bool(include_self) and bool(self_join),
+                    precision=precision, index_dims=index_dims, kernel=kernel,
+                    threads_per_point=threads_per_point, schedule=schedule,
+                    batch_pairs=batch_pairs, memory_limit=check_memory_limit(memory_limit),
+                    return_distance=bool(return_distance))
+
+
+def plan_gpu(request: JoinPlan, mean_work: float, work_cv: float, index_dims: int) -> JoinPlan:
+    """The GPU plan of ``request`` (``gpu_request``) once the engine has
+    measured the work per query: its "auto" choices resolved by
+    ``choose_config``, and the grid's indexed dimensions.  Cost: O(1)."""
+    cfg = choose_config(mean_work, work_cv, request.self_join, index_dims=index_dims,
+                        counts_only=request.output == "counts", kernel=request.kernel,
+                        pattern=request.pattern, threads_per_point=request.threads_per_point,
+                        schedule=request.schedule)
     return replace(request, pattern=cfg.pattern, kernel=cfg.kernel, threads_per_point=cfg.kt,
                     schedule=cfg.schedule, index_dims=index_dims, reason=cfg.reason)
 
@@ -336,3 +378,127 @@ def batch_capacity(total_pairs: int, longest_row: int, batch_pairs: int | None,
                 f"{longest_row * bytes_per_pair} bytes of device buffers; only {free_bytes} are allowed")
         cap = longest_row
     return max(cap, 1)
+
+
+# ---------------------------------------------------------------------------
+# Result size
+# ---------------------------------------------------------------------------
+
+class ResultTooLargeError(MemoryError):
+    """A join result would not fit in the memory it goes to.
+
+    Raised once the count pass knows the result's size, before anything of
+    that size is allocated.  The message gives the pairs, the bytes needed,
+    the bytes free and the ways out: ``output="counts"``,
+    ``skyjoin.self_join_chunks`` (bounded chunks), or on the command line
+    ``--out x.parquet`` (streamed to disk).
+    """
+
+
+#: With ``memory_limit="auto"``, a result may take this fraction of the
+#: memory free when it is allocated (the rest: the process's other
+#: allocations and the system's).
+MEMORY_MARGIN = 0.9
+
+#: What a result is materialised as (``result_size_guard``'s ``form``).
+RESULT_FORMS = ("table", "pairs", "scipy")
+
+
+def check_memory_limit(memory_limit):
+    """``memory_limit`` validated: "auto", or a number of bytes >= 1 (an int).
+
+    Raises
+    ------
+    ValueError
+        Anything else.
+    """
+    if isinstance(memory_limit, str) and memory_limit == "auto":
+        return "auto"
+    if isinstance(memory_limit, (bool, np.bool_)) or not isinstance(memory_limit,
+                                                                    (int, np.integer)) \
+            or int(memory_limit) < 1:
+        raise ValueError(f"memory_limit must be 'auto' or a number of bytes >= 1, "
+                         f"got {memory_limit!r}")
+    return int(memory_limit)
+
+
+def result_size_guard(n_pairs: int, n_rows: int, *, form: str = "table", index_itemsize: int = 4,
+                      distance_itemsize: int = 0, memory_limit="auto", where: str = "host",
+                      free_bytes: int | None = None, extra_bytes: int = 0) -> int:
+    """The bytes a result needs, after checking that they fit (the one rule).
+
+    Bytes of each form (8-byte ``indptr`` entries, ``n_pairs`` pairs):
+
+    * "table": ``indptr`` plus ``index_itemsize + distance_itemsize`` a pair
+      (a ``NeighborTable``, with its distances when asked for);
+    * "pairs": 24 a pair (the (n_pairs, 2) int64 array and its row ids);
+    * "scipy": ``indptr`` plus 16 a pair (float64 values, and index arrays
+      that scipy may widen to int64).
+
+    Rule: the result fits if its bytes are at most ``memory_limit`` when
+    that is a number, or, with "auto", at most ``MEMORY_MARGIN`` times the
+    free memory where it goes: ``free_bytes`` (the device's, given by the
+    caller), else the host's (``available_host_bytes``; no check where the
+    system does not tell).  Device memory cannot be overcommitted: where
+    ``free_bytes`` is given, the result never fits beyond it, whatever
+    ``memory_limit``.
+
+    Parameters
+    ----------
+    n_pairs, n_rows : int
+    form : {"table", "pairs", "scipy"}
+    index_itemsize, distance_itemsize : int
+        Bytes of a column id and of a distance (0: none) in a table.
+    memory_limit : int or "auto"
+        As checked by ``check_memory_limit``.
+    where : {"host", "device"}
+        The memory the result goes to (named in the message).
+    free_bytes : int, optional
+        Free bytes there; None: the host's available memory.
+    extra_bytes : int
+        Bytes of a temporary the building of the result adds beside it (the
+        forward half of a symmetric pattern, say); counted as needed.
+
+    Returns
+    -------
+    int
+        The bytes needed.
+
+    Raises
+    ------
+    ResultTooLargeError
+        If the result does not fit; the message names the ways out.
+
+    Notes
+    -----
+    Cost: O(1) (one read of ``/proc/meminfo`` for the host).
+    """
+    n_pairs, n_rows = int(n_pairs), int(n_rows)
+    per_pair = {"table": index_itemsize + distance_itemsize, "pairs": 24, "scipy": 16}
+    if form not in per_pair:
+        raise ValueError(f"form must be one of {RESULT_FORMS}, got {form!r}")
+    needed = n_pairs * per_pair[form] + (0 if form == "pairs" else 8 * (n_rows + 1)) \
+        + int(extra_bytes)
+    if memory_limit == "auto":
+        free = available_host_bytes() if free_bytes is None else int(free_bytes)
+        if free is None:
+            return needed
+        allowed = int(free * MEMORY_MARGIN)
+        source = f"{free:,} bytes are free in {where} memory ({MEMORY_MARGIN:.0%} of it allowed)"
+    else:
+        allowed = int(memory_limit)
+        source = f"memory_limit allows {allowed:,} bytes"
+        if free_bytes is not None and int(free_bytes) < allowed:
+            allowed = int(free_bytes)
+            source = f"{allowed:,} bytes are free in {where} memory"
+    if needed <= allowed:
+        return needed
+    what = {"table": "the neighbour table", "pairs": "the pair array",
+            "scipy": "the scipy sparse matrix"}[form]
+    device_hint = "on_device=False (a host table), " if where == "device" else ""
+    raise ResultTooLargeError(
+        f"{what} would hold {n_pairs:,} pairs and need {needed:,} bytes of {where} memory, "
+        f"but {source}. Ways out: output='counts' (the neighbour counts alone, O(n) memory), "
+        f"{device_hint}skyjoin.self_join_chunks (the pairs in bounded chunks), or on the "
+        f"command line --out x.parquet (the pairs streamed to disk); memory_limit=<bytes> "
+        f"sets the limit.")

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from numpy.typing import DTypeLike
 
+from .plan import check_memory_limit, result_size_guard
+
 if TYPE_CHECKING:
     import scipy.sparse
 
@@ -33,6 +35,9 @@ class NeighborTable:
     shape : tuple (n_rows, n_cols)
     sorted : bool
         Whether the columns are ascending within each row.
+    distances : ndarray, optional
+        The distance of every pair, aligned with ``indices`` (``self_join``
+        and ``join`` with ``return_distance=True``).
 
     Attributes
     ----------
@@ -45,6 +50,11 @@ class NeighborTable:
     sorted : bool
     on_device : bool
         Whether the arrays live on the GPU.
+    distances : ndarray or None
+        ``distances[p]`` is the distance of the pair ``indices[p]`` of its
+        row, exactly as the join's test computed it (the square root of the
+        sum of squared differences in the working precision: float64 for
+        float64 input), or None when not asked for.
 
     Examples
     --------
@@ -54,16 +64,19 @@ class NeighborTable:
     [[0, 1], [1, 0]]
     """
 
-    __slots__ = ("indptr", "indices", "shape", "sorted")
+    __slots__ = ("indptr", "indices", "shape", "sorted", "distances")
 
     def __init__(self, indptr: Any, indices: Any, shape: Sequence[int],
-                 sorted: bool = True) -> None:
+                 sorted: bool = True, distances: Any = None) -> None:
         self.indptr = indptr
         self.indices = indices
         self.shape = (int(shape[0]), int(shape[1]))
         self.sorted = bool(sorted)
+        self.distances = distances
         if len(indptr) != self.shape[0] + 1:
             raise ValueError("indptr must have n_rows + 1 entries")
+        if distances is not None and len(distances) != len(indices):
+            raise ValueError("distances must have one entry per pair (as indices)")
 
     # -- basic properties -------------------------------------------------
     @property
@@ -83,11 +96,29 @@ class NeighborTable:
                 f"sorted={self.sorted}, on={where})")
 
     # -- conversions -------------------------------------------------------
-    def to_host(self) -> "NeighborTable":
-        """A copy of the table in host memory (itself if already there)."""
+    def _guard(self, form: str, memory_limit: int | str) -> None:
+        """``result_size_guard`` for a host result of ``form`` built from this table."""
+        result_size_guard(self.n_pairs, self.shape[0], form=form,
+                          index_itemsize=self.indices.dtype.itemsize,
+                          distance_itemsize=0 if self.distances is None
+                          else self.distances.dtype.itemsize,
+                          memory_limit=check_memory_limit(memory_limit))
+
+    def to_host(self, *, memory_limit: int | str = "auto") -> "NeighborTable":
+        """A copy of the table in host memory (itself if already there).
+
+        Raises
+        ------
+        ResultTooLargeError
+            If the copy does not fit in host memory (``memory_limit``: bytes,
+            or "auto" for the memory available).
+        """
         if not self.on_device:
             return self
-        return NeighborTable(self.indptr.get(), self.indices.get(), self.shape, self.sorted)
+        self._guard("table", memory_limit)
+        dist = None if self.distances is None else self.distances.get()
+        return NeighborTable(self.indptr.get(), self.indices.get(), self.shape, self.sorted,
+                             distances=dist)
 
     def counts(self) -> np.ndarray:
         """Number of neighbours of each row (int64)."""
@@ -97,66 +128,126 @@ class NeighborTable:
         """Columns of row ``i``."""
         return self.indices[self.indptr[i]:self.indptr[i + 1]]
 
-    def pairs(self) -> np.ndarray:
-        """All pairs as an (n_pairs, 2) int64 array of (row, column).
+    def pairs(self, unique: bool = False, *, memory_limit: int | str = "auto") -> np.ndarray:
+        """The pairs as an (m, 2) int64 array of (row, column), grouped by row.
+
+        Parameters
+        ----------
+        unique : bool, default False
+            Self-join tables only: keep each unordered pair once, as
+            (i, j) with i < j (self pairs dropped), the set that
+            ``scipy.spatial.cKDTree.query_pairs`` returns.
+        memory_limit : int or "auto"
+            Bytes the array may take ("auto": the host memory available).
 
         Returns
         -------
-        ndarray of int64, shape (n_pairs, 2)
+        ndarray of int64, shape (m, 2)
             Row ``k`` is the pair ``(i, j)``: column 0 holds row ids, column
             1 column ids, in the table's order (rows ascending; columns
             ascending within a row when :attr:`sorted`).  A table kept on
             the GPU is copied to the host first.
+
+        Raises
+        ------
+        ValueError
+            ``unique=True`` on a table that is not square.
+        ResultTooLargeError
+            If the array does not fit (checked before it is allocated).
 
         See Also
         --------
         to_scipy : the same pairs as a sparse matrix.
         skyjoin.self_join_chunks : the pairs in bounded chunks, never all
             in memory at once.
+        scipy.spatial.cKDTree.query_pairs : the pairs i < j, as a set.
 
         Notes
         -----
-        Allocates 16 bytes per pair: O(n_pairs) time and memory on top of
-        the table's own (8 or 12 bytes per pair).
+        O(n_rows + n_pairs) time; 16 bytes per pair for the array plus 8
+        for the row ids while it is built (the guard counts 24), on top of
+        the table's own.
 
         Examples
         --------
         >>> import numpy as np, skyjoin as sj
-        >>> sj.self_join(np.array([[0.0], [1.0], [3.0]]), eps=1.0, device="cpu").pairs()
+        >>> nt = sj.self_join(np.array([[0.0], [1.0], [3.0]]), eps=1.0, device="cpu")
+        >>> nt.pairs()
         array([[0, 1],
                [1, 0]])
+        >>> nt.pairs(unique=True)
+        array([[0, 1]])
         """
-        h = self.to_host()
+        if unique and self.shape[0] != self.shape[1]:
+            raise ValueError(f"pairs(unique=True) needs a self-join table (square), "
+                             f"got shape {self.shape}")
+        self._guard("pairs", memory_limit)
+        h = self.to_host(memory_limit=memory_limit)
         rows = np.repeat(np.arange(h.shape[0], dtype=np.int64), np.diff(h.indptr))
-        return np.column_stack((rows, h.indices.astype(np.int64, copy=False)))
+        cols = h.indices
+        if unique:
+            keep = rows < cols
+            rows, cols = rows[keep], cols[keep]
+        return np.column_stack((rows, cols.astype(np.int64, copy=False)))
 
-    def to_scipy(self, dtype: DTypeLike = np.float64) -> "scipy.sparse.csr_matrix":
-        """The table as a ``scipy.sparse.csr_matrix`` with ones as values.
+    def to_scipy(self, mode: str = "connectivity", dtype: DTypeLike = np.float64, *,
+                 memory_limit: int | str = "auto") -> "scipy.sparse.csr_matrix":
+        """The table as a ``scipy.sparse.csr_matrix``.
 
         Parameters
         ----------
+        mode : {"connectivity", "distance"}
+            Values: ones, or the distance of each pair (the table must hold
+            them: ``return_distance=True``).
         dtype : dtype, default float64
-            Type of the stored values (all ones).
+            Type of the stored values.
+        memory_limit : int or "auto"
+            Bytes the matrix may take ("auto": the host memory available).
 
         Returns
         -------
         scipy.sparse.csr_matrix, shape ``self.shape``
-            Entry ``(i, j)`` is stored, with value 1, iff ``(i, j)`` is a
-            pair.  It shares ``indptr`` and ``indices`` with a host table
-            (a table on the GPU is copied to the host first), so the matrix
-            carries its index dtype (int32 when the column count allows).
-            Its rows are sorted iff :attr:`sorted`.
+            Entry ``(i, j)`` is stored iff ``(i, j)`` is a pair.  It shares
+            ``indptr`` and ``indices`` with a host table (a table on the GPU
+            is copied to the host first), so the matrix carries its index
+            dtype (int32 when the column count allows).  Its rows are
+            sorted iff :attr:`sorted`.
+
+        Raises
+        ------
+        ValueError
+            An unknown mode, or mode="distance" on a table without distances.
+        ResultTooLargeError
+            If the matrix does not fit (checked before it is allocated).
 
         See Also
         --------
         pairs : the pairs as an (n_pairs, 2) array.
-        scipy.spatial.cKDTree.sparse_distance_matrix : the same pattern,
-            with distances as values.
+        scipy.spatial.cKDTree.sparse_distance_matrix : mode="distance" of
+            ``include_self=True``.
+        sklearn.neighbors.radius_neighbors_graph : mode="distance" of
+            ``include_self=False`` (its default for that mode).
 
         Notes
         -----
-        O(n_pairs) time and memory for the values; the index arrays are not
-        copied.
+        Every pair of the table is stored, zero distances included: a
+        point's duplicates (and itself, with ``include_self=True``) are
+        explicit zeros, so the matrix of mode="distance" has the sparsity
+        of mode="connectivity".  The oracles' conventions for a self-join
+        at radius eps:
+
+        * ``cKDTree(X).sparse_distance_matrix(cKDTree(X), eps)`` stores
+          every pair within eps, the diagonal and duplicates as explicit
+          zeros: the table of ``include_self=True``;
+        * scikit-learn's ``radius_neighbors_graph(X, eps, mode="distance")``
+          leaves out the diagonal by default (``include_self=False``) and
+          stores duplicates as explicit zeros: the table of
+          ``include_self=False``; with ``include_self=True``, that of
+          ``include_self=True``.
+
+        O(n_pairs) time and memory for the values (the guard counts 16
+        bytes a pair, in case scipy widens the indices); the index arrays
+        are not copied.
 
         Examples
         --------
@@ -169,16 +260,32 @@ class NeighborTable:
         """
         import scipy.sparse as sp
 
-        h = self.to_host()
-        data = np.ones(h.n_pairs, dtype=dtype)
+        if mode not in ("connectivity", "distance"):
+            raise ValueError(f"mode must be 'connectivity' or 'distance', got {mode!r}")
+        if mode == "distance" and self.distances is None:
+            raise ValueError("mode='distance' needs a table with distances: join with "
+                             "return_distance=True")
+        self._guard("scipy", memory_limit)
+        h = self.to_host(memory_limit=memory_limit)
+        if mode == "distance":
+            data = h.distances.astype(dtype, copy=True)
+        else:
+            data = np.ones(h.n_pairs, dtype=dtype)
         return sp.csr_matrix((data, h.indices, h.indptr), shape=h.shape)
 
     def sort_rows(self) -> "NeighborTable":
-        """Sort the columns within every row in place; returns self."""
+        """Sort the columns within every row in place (their distances with
+        them); returns self.  O(m log m) a row of m entries."""
         if not self.sorted:
-            from .csr import sort_csr_rows  # Numba: loaded on first use
+            if self.distances is None:
+                from .csr import sort_csr_rows  # Numba: loaded on first use
 
-            sort_csr_rows(self.indptr, self.indices)
+                sort_csr_rows(self.indptr, self.indices)
+            else:
+                rows = np.repeat(np.arange(self.shape[0], dtype=np.int64), np.diff(self.indptr))
+                order = np.lexsort((self.indices, rows))
+                self.indices[:] = self.indices[order]
+                self.distances[:] = self.distances[order]
             self.sorted = True
         return self
 

@@ -125,11 +125,13 @@ def count_rows(gq, gs, eps2, pattern, self_join, include_self, counts):
                include_self, counts)
 
 
-def forward_half(g, eps2, pattern, idx_dtype):
+def forward_half(g, eps2, pattern, idx_dtype, before_fill=None):
     """Forward half of UNICOMP (self-join) on the per-cell path: for
     reordered point i, the caller ids of its neighbours in the cells the
     pattern assigns to i's cell (and j > i in its own cell).
     Returns (half_counts, half_indptr, half_indices), rows in reordered order.
+    ``before_fill(half_total)``, if given, runs between the count and the
+    allocation of the half (the result-size guard).
 
     Cost: two passes over the candidates (count, fill), O(n) scan."""
     n = g.n_points
@@ -138,6 +140,8 @@ def forward_half(g, eps2, pattern, idx_dtype):
         count_rows(g, g, eps2, pattern, True, False, half_counts)
     half_indptr = np.empty(n + 1, dtype=np.int64)
     half_total = exclusive_scan_into(half_counts, half_indptr)
+    if before_fill is not None:
+        before_fill(int(half_total))
     half_indices = np.empty(half_total, dtype=idx_dtype)
     fill_rows(g, g, eps2, pattern, True, False, half_indptr[:-1].copy(), half_indices)
     return half_counts, half_indptr, half_indices
