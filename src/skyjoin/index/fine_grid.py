@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numba as nb
+from numba import njit
 import numpy as np
 
 from .._core.config import NUMBA_CACHE
@@ -48,13 +48,18 @@ def fine_grid_shape(lo, hi, n, eps):
     return side, radix.astype(np.int64)
 
 
-@nb.njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+@njit(cache=NUMBA_CACHE, nogil=True)
 def fine_cell_keys(X, lo, side, radix):
-    """Linear cell key of every point: ``floor((x_k - lo_k) / side)`` clamped into
-    [0, radix_k), last dimension fastest.  O(n d)."""
+    """Linear cell key of every point, ``floor((x_k - lo_k) / side)`` clamped into
+    [0, radix_k), last dimension fastest, and the keys' histogram
+    (``grid_kernels.count_keys``), counted in the same pass.  O(n d + volume)."""
     n, d = X.shape
+    total = 1
+    for k in range(d):
+        total *= radix[k]
     key = np.empty(n, dtype=np.int64)
-    for i in nb.prange(n):
+    counts = np.zeros(total + 1, dtype=np.int64)
+    for i in range(n):
         c = 0
         for k in range(d):
             q = int(math.floor((X[i, k] - lo[k]) / side))
@@ -64,7 +69,8 @@ def fine_cell_keys(X, lo, side, radix):
                 q = radix[k] - 1
             c = c * radix[k] + q
         key[i] = c
-    return key
+        counts[c + 1] += 1
+    return key, counts
 
 
 def _offsets(d, side, eps):
@@ -167,8 +173,9 @@ def build_fine_grid(X, eps):
     if shape is None:
         return None
     side, radix = shape
-    key = fine_cell_keys(X, lo, side, radix)
-    s = sort_cells(key, int(np.prod(radix)), dense=True, order_dtype=np.int64, empty_slot=True)
+    key, counts = fine_cell_keys(X, lo, side, radix)
+    s = sort_cells(key, int(np.prod(radix)), dense=True, order_dtype=np.int64, empty_slot=True,
+                   counts=counts)
     del key
     Xs = gather_rows(X, s.order)
     offsets, n_adjacent, deltas = neighbour_offsets(side, eps, radix)

@@ -219,7 +219,7 @@ class CellOrder:
 
 
 def sort_cells(key, volume: int, dense: bool, order_dtype=None,
-               empty_slot: bool = False) -> CellOrder:
+               empty_slot: bool = False, counts=None) -> CellOrder:
     """Sort the points by their cell key (int64 in [0, volume)) and find the non-empty cells.
 
     The grids differ only in their key (the epsilon grid: ranks of occupied
@@ -240,6 +240,10 @@ def sort_cells(key, volume: int, dense: bool, order_dtype=None,
         Default int32 when n < 2^31, else int64.
     empty_slot : bool
         Table flavour, see :class:`CellOrder`.
+    counts : ndarray of int64, shape (volume + 1,), optional
+        Dense only: the keys' histogram (``grid_kernels.count_keys``), when
+        the caller counted while computing the keys; consumed (it becomes
+        ``point_start``).
 
     Returns
     -------
@@ -255,8 +259,20 @@ def sort_cells(key, volume: int, dense: bool, order_dtype=None,
     if order_dtype is None:
         order_dtype = np.int32 if n < 2**31 else np.int64
     if dense:
-        order, point_start = gk.counting_sort(key, volume, order_dtype(0))
-        cell_ids, cell_start, table = gk.cell_tables(point_start, empty_slot)
+        if counts is None:
+            counts = gk.count_keys(key, volume)
+        cell_ids = np.flatnonzero(counts[1:]).astype(np.int64, copy=False)
+        order, point_start = gk.counting_sort(key, counts, order_dtype(0))
+        cell_start = np.empty(len(cell_ids) + 1, dtype=np.int64)
+        cell_start[:-1] = point_start[cell_ids]
+        cell_start[-1] = n
+        if empty_slot:
+            table = np.full(volume + 1, -1, dtype=np.int64)
+            table[cell_ids] = np.arange(len(cell_ids))
+        else:                       # cells with an id below v: a running count
+            table = np.zeros(volume + 1, dtype=np.int64)
+            table[cell_ids + 1] = 1
+            np.cumsum(table, out=table)
         return CellOrder(order, cell_ids, cell_start, point_start, table)
     order = np.argsort(key, kind="stable").astype(order_dtype)
     sorted_key = key[order]

@@ -72,19 +72,28 @@ def horner_step(lid, rank, radix):
 
 
 @nb.njit(cache=NUMBA_CACHE)
-def counting_sort(key, volume, order_zero):
-    """Stable counting sort of the points by cell key, keys in [0, volume).
+def count_keys(key, volume):
+    """Histogram of the cell keys (in [0, volume)), shifted by one:
+    ``counts[v + 1]`` points have key v (the input of ``counting_sort``).  O(n + volume)."""
+    counts = np.zeros(volume + 1, dtype=np.int64)
+    for i in range(key.shape[0]):
+        counts[key[i] + 1] += 1
+    return counts
 
-    Returns (order, point_start): ``order[p]`` is the row of sorted point p
-    (dtype of ``order_zero``); cell v holds the sorted points
+
+@nb.njit(cache=NUMBA_CACHE)
+def counting_sort(key, counts, order_zero):
+    """Stable counting sort of the points by cell key, given the keys' histogram.
+
+    ``counts`` (from ``count_keys``, or counted while computing the keys)
+    becomes, in place, ``point_start``: cell v holds the sorted points
     ``point_start[v]:point_start[v + 1]`` (length volume + 1, empty cells
-    included).  O(n + volume).
+    included).  Returns (order, point_start), ``order[p]`` the row of sorted
+    point p (dtype of ``order_zero``).  O(n + volume).
     """
     n = key.shape[0]
-    point_start = np.zeros(volume + 1, dtype=np.int64)
-    for i in range(n):
-        point_start[key[i] + 1] += 1
-    for v in range(volume):
+    point_start = counts
+    for v in range(point_start.shape[0] - 1):
         point_start[v + 1] += point_start[v]
     pos = point_start[:-1].copy()
     order = np.empty(n, dtype=type(order_zero))
@@ -93,36 +102,6 @@ def counting_sort(key, volume, order_zero):
         order[pos[v]] = i
         pos[v] += 1
     return order, point_start
-
-
-@nb.njit(cache=NUMBA_CACHE)
-def cell_tables(point_start, empty_slot):
-    """The non-empty cells of a counting sort, and a lookup table over every key.
-
-    Returns (cell_ids, cell_start, table): the sorted keys of the non-empty
-    cells, where each starts among the sorted points (plus n at the end),
-    and ``table[v]`` for v in [0, volume]: the index of the first non-empty
-    cell whose key is >= v (a lower-bound table), or with ``empty_slot`` -1
-    for an empty cell (a slot table).  One pass, O(volume).
-    """
-    volume = point_start.shape[0] - 1
-    n = point_start[volume]
-    cap = min(volume, n)
-    cell_ids = np.empty(cap, dtype=np.int64)
-    cell_start = np.empty(cap + 1, dtype=np.int64)
-    table = np.empty(volume + 1, dtype=np.int64)
-    m = 0
-    for v in range(volume):
-        if point_start[v + 1] > point_start[v]:
-            table[v] = m
-            cell_ids[m] = v
-            cell_start[m] = point_start[v]
-            m += 1
-        else:
-            table[v] = -1 if empty_slot else m
-    table[volume] = -1 if empty_slot else m
-    cell_start[m] = n
-    return cell_ids[:m].copy(), cell_start[:m + 1].copy(), table
 
 
 @nb.njit(parallel=True, cache=NUMBA_CACHE)
