@@ -429,5 +429,5 @@ def build_grid(X: np.ndarray, eps: float, index_dims: int | None = None, precisi
     points = gk.gather_rows(X, cells.order)
     return Grid(points=points, order=cells.order, cell_start=cells.cell_start,
                 cell_ids=cells.cell_ids, coords=coords, coord_off=coord_off, radix=radix,
-                stride=stride, lower_bound=cells.table, lo=np.asarray(lo, np.float64), side=np.asarray(side, np.float64),
-                slack=np.asarray(slack, np.float64), eps=float(eps), k=int(k))
+                stride=stride, lower_bound=cells.table, lo=np.asarray(lo, np.float64),
+                side=np.asarray(side, np.float64), slack=np.asarray(slack, np.float64), eps=float(eps), k=int(k))
