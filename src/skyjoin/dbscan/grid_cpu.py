@@ -26,25 +26,25 @@ in float64, so the labels equal scikit-learn's, numbered as in
 ``skyjoin.dbscan.union_find``.  The grid is dense (an array over the bounding
 box of the cells), so it is used only when that box holds at most
 ``max(8 n, 2^22)`` cells and d <= 4; ``grid_dbscan`` returns None otherwise
-and the caller takes the join path.
+and the caller takes the join path.  The grid itself (cell keys, the sort
+by cell, the neighbour-cell offsets) is :mod:`skyjoin.index.fine_grid`, the
+one CPU grid builder; this module adds the cell boxes and the DBSCAN passes.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
 
 from .._core.config import NUMBA_CACHE
-from ..index.grid_kernels import column_bounds, gather_rows
+from ..index.fine_grid import FineGrid, build_fine_grid
 from .union_find import find, number_clusters_by_order, roots, union
 
 __all__ = ["grid_dbscan", "MAX_DIMS"]
 
 MAX_DIMS = 4
-_SIDE_FACTOR = 0.999  # cells a little smaller than eps / sqrt(d): dense cells pass the box test
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
@@ -55,47 +55,6 @@ def d2(X, a, b):
         t = X[a, k] - X[b, k]
         s += t * t
     return s
-
-
-@njit(cache=NUMBA_CACHE, nogil=True)
-def _bin(X, lo, side, radix):
-    """Linear cell id of every point and the count of every cell."""
-    n, d = X.shape
-    total = 1
-    for k in range(d):
-        total *= radix[k]
-    cell = np.empty(n, dtype=np.int64)
-    count = np.zeros(total + 1, dtype=np.int64)
-    for i in range(n):
-        c = 0
-        for k in range(d):
-            q = int(math.floor((X[i, k] - lo[k]) / side))
-            if q < 0:
-                q = 0
-            elif q >= radix[k]:
-                q = radix[k] - 1
-            c = c * radix[k] + q
-        cell[i] = c
-        count[c + 1] += 1
-    return cell, count
-
-
-@njit(cache=NUMBA_CACHE, nogil=True)
-def _scatter(cell, start):
-    """Counting sort of the points by cell: perm[p] is the row of sorted point p.
-
-    Not ``index.grid_kernels.counting_sort``: that one counts the cells itself
-    and builds a lower-bound table over every cell id (two more O(volume)
-    passes); here ``_bin`` has counted the cells while binning.  O(n).
-    """
-    n = cell.shape[0]
-    pos = start[:-1].copy()
-    perm = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        c = cell[i]
-        perm[pos[c]] = i
-        pos[c] += 1
-    return perm
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
@@ -355,91 +314,27 @@ def border_labels(Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels
             labels[p] = best
 
 
-def _offsets(d, side, eps):
-    """Cell offsets whose cells can hold a point within eps of a point of the centre cell."""
-    r = int(math.floor(1 + eps / side))
-    grids = np.meshgrid(*[np.arange(-r, r + 1)] * d, indexing="ij")
-    offs = np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
-    gap = np.maximum(np.abs(offs) - 1, 0) * side           # smallest distance per axis
-    keep = (gap ** 2).sum(axis=1) <= eps * eps * (1 + 1e-6)  # generous: extra cells cost time only
-    offs = offs[keep]
-    adjacent = (np.abs(offs) <= 1).all(axis=1)
-    offs = np.concatenate([offs[adjacent], offs[~adjacent]])
-    return np.ascontiguousarray(offs), int(adjacent.sum())
-
-
-def grid_shape(lo, hi, n, eps):
-    """Cell side and cells per dimension (int64) of the fine grid over the box
-    [lo, hi], or None when it would hold more than ``max(8 n, 2^22)`` cells."""
-    side = eps / math.sqrt(len(lo)) * _SIDE_FACTOR
-    with np.errstate(over="ignore"):         # an overflowing span: no grid (None)
-        radix = np.floor((hi - lo) / side).astype(np.float64) + 1
-        total = float(np.prod(radix))
-    if not np.isfinite(total) or total > max(8 * n, 1 << 22):
-        return None
-    return side, radix.astype(np.int64)
-
-
-def offset_table(side, eps, radix):
-    """The neighbour-cell offsets (adjacent ones first), how many are adjacent,
-    and each offset's step in linear cell ids."""
-    d = len(radix)
-    offsets, n_adjacent = _offsets(d, side, eps)
-    strides = np.ones(d, dtype=np.int64)
-    for k in range(d - 2, -1, -1):
-        strides[k] = strides[k + 1] * radix[k + 1]
-    return offsets, n_adjacent, np.ascontiguousarray(offsets @ strides)
-
-
-def positive_offsets(offsets):
-    """Indices of the lexicographically positive offsets (each unordered pair of cells once)."""
-    d = offsets.shape[1]
-    return np.flatnonzero([tuple(o) > (0,) * d for o in offsets.tolist()]).astype(np.int64)
-
-
 @dataclass
-class FineGrid:
-    """The fine grid of a point set on the CPU: points sorted by cell (``Xs``,
-    ``perm[p]`` the caller's row of sorted point p), non-empty cells and
-    their bounding boxes, and the neighbour-cell offsets."""
+class BoxedGrid(FineGrid):
+    """The fine grid (``skyjoin.index.fine_grid``) with what DBSCAN adds: each
+    non-empty cell's bounding box, and whether all its pairs pass the test
+    (``close``), for the squared radius ``eps2``."""
 
-    side: float
-    radix: np.ndarray
     eps2: float
-    perm: np.ndarray
-    Xs: np.ndarray
-    start: np.ndarray
-    cells: np.ndarray
-    slot_of: np.ndarray
     close: np.ndarray
     box_lo: np.ndarray
     box_hi: np.ndarray
-    offsets: np.ndarray
-    n_adjacent: int
-    deltas: np.ndarray
 
 
 def fine_grid(X, eps):
-    """The :class:`FineGrid` of X (float64, n >= 1, d <= MAX_DIMS), or None
-    when the grid over its bounding box would be too large."""
-    n = X.shape[0]
-    lo, hi = column_bounds(X, X.shape[1])
-    shape = grid_shape(lo, hi, n, eps)
-    if shape is None:
+    """The :class:`BoxedGrid` of X (float64, n >= 1, d <= MAX_DIMS), or None
+    when the grid over its bounding box would be too large.  O(n d + volume)."""
+    g = build_fine_grid(X, eps)
+    if g is None:
         return None
-    side, radix = shape
     eps2 = float(np.float64(eps) * np.float64(eps))
-    cell, count = _bin(X, lo, side, radix)
-    start = np.cumsum(count)
-    perm = _scatter(cell, start)
-    Xs = gather_rows(X, perm)
-    cells = np.flatnonzero(count[1:]).astype(np.int64)
-    slot_of = np.full(len(count) - 1, -1, dtype=np.int64)
-    slot_of[cells] = np.arange(len(cells))
-    close, box_lo, box_hi = _cell_boxes(Xs, start, cells, eps2)
-    offsets, n_adjacent, deltas = offset_table(side, eps, radix)
-    return FineGrid(side, radix, eps2, perm, Xs, start, cells, slot_of, close, box_lo, box_hi,
-                    offsets, n_adjacent, deltas)
+    close, box_lo, box_hi = _cell_boxes(g.Xs, g.start, g.cells, eps2)
+    return BoxedGrid(**vars(g), eps2=eps2, close=close, box_lo=box_lo, box_hi=box_hi)
 
 
 def grid_dbscan(X, eps, min_samples):
@@ -461,10 +356,10 @@ def grid_dbscan(X, eps, min_samples):
     Examples
     --------
     >>> import numpy as np
-    >>> X = np.array([[0.0], [1.0], [2.0], [9.0]])
-    >>> core, labels = grid_dbscan(X, 1.0, 3)
+    >>> X = np.array([[0.0, 0.0], [0.0, 0.5], [0.5, 0.0], [0.4, 0.4], [5.0, 5.0]])
+    >>> core, labels = grid_dbscan(X, 0.6, 3)
     >>> core.tolist(), labels.tolist()
-    ([1], [0, 0, 0, -1])
+    ([0, 1, 2, 3], [0, 0, 0, 0, -1])
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
     n, d = X.shape

@@ -7,9 +7,11 @@ distance computation, other points count neighbours up to min_samples, one
 core-core pair within eps joins two cells, border points take the lowest
 cluster label of their core neighbours).  On the GPU:
 
-1. ``bin``: a thread per point computes its linear cell id; the points are
-   sorted by it (CuPy's radix argsort) and gathered, so every cell is a
-   contiguous run; the dense array ``slot_of`` maps a cell id to its run;
+1. ``bin``: a thread per point computes its linear cell id (the key of
+   ``skyjoin.index.fine_grid.fine_cell_keys``); the points are sorted by it
+   and gathered by the GPU grid sort (``skyjoin.index.grid_gpu.sort_cells_gpu``),
+   so every cell is a contiguous run; the dense array ``slot_of`` maps a
+   cell id to its run;
 2. ``cell_boxes``: a thread per cell: bounding box, and whether it is close;
 3. ``core_flags``: a thread per point, stopping at min_samples;
 4. ``link_within`` and ``link_between``: lock-free union-find over the
@@ -44,7 +46,9 @@ import numpy as np
 
 from .._core.device import cupy
 from .._core.transfer import d2h, to_device
-from .grid_cpu import MAX_DIMS, grid_shape, offset_table, positive_offsets
+from ..index.fine_grid import fine_grid_shape, neighbour_offsets, positive_offsets
+from ..index.grid_gpu import sort_cells_gpu
+from .grid_cpu import MAX_DIMS
 from .table_gpu import _UNION_FIND, _ranks_by_caller_row
 
 __all__ = ["gpu_grid_dbscan"]
@@ -310,7 +314,7 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
     if d > MAX_DIMS or n >= 2**31 - 1:
         return None
     lo = Xd.min(axis=0)
-    shape = grid_shape(cp.asnumpy(lo), cp.asnumpy(Xd.max(axis=0)), n, eps)
+    shape = fine_grid_shape(cp.asnumpy(lo), cp.asnumpy(Xd.max(axis=0)), n, eps)
     if shape is None:
         return None
     side, radix = shape
@@ -323,24 +327,12 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
                             (Xd, np.int64(n), np.int32(d), lo, np.float64(side), radix_d, cell))
     if total < 2**31:       # 32-bit keys: half the radix passes of the sort
         cell = cell.astype(cp.int32)
-    perm = cp.argsort(cell)
-    cell_s = cell[perm]
-    Xs = cp.ascontiguousarray(Xd[perm])
+    perm, Xs, cells, start, point_slot = sort_cells_gpu(cp, Xd, cell, cp.int64)
     del cell
-    new = cp.empty(n, dtype=cp.bool_)
-    new[0] = True
-    cp.not_equal(cell_s[1:], cell_s[:-1], out=new[1:])
-    heads = cp.flatnonzero(new)
-    m = int(heads.size)
-    start = cp.empty(m + 1, dtype=cp.int64)
-    start[:m] = heads
-    start[m] = n
-    cells = cell_s[heads].astype(cp.int64)
-    point_slot = (cp.cumsum(new, dtype=cp.int32) - 1).astype(cp.int32, copy=False)
+    m = int(cells.size)
     slot_of = cp.full(total, -1, dtype=cp.int32)
     slot_of[cells] = cp.arange(m, dtype=cp.int32)
-    del new, heads, cell_s
-    offsets_h, n_adjacent, deltas_h = offset_table(side, eps, radix)
+    offsets_h, n_adjacent, deltas_h = neighbour_offsets(side, eps, radix)
     # the positive offsets, adjacent ones first (offsets_h lists those first)
     pos_idx = positive_offsets(offsets_h)
     n_pos_adjacent = int((pos_idx < n_adjacent).sum())

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Grid", "build_grid", "cell_sides", "DEFAULT_INDEX_DIMS", "MAX_INDEX_DIMS"]
+__all__ = ["Grid", "build_grid", "cell_sides", "CellOrder", "sort_cells", "DEFAULT_INDEX_DIMS",
+           "MAX_INDEX_DIMS"]
 
 DEFAULT_INDEX_DIMS = 6
 MAX_INDEX_DIMS = 8
@@ -191,6 +192,104 @@ class Grid:
                    if a is not None)
 
 
+@dataclass
+class CellOrder:
+    """Points sorted by cell key: the one sort behind every CPU grid.
+
+    Attributes
+    ----------
+    order : ndarray of int32 or int64, shape (n,)
+        Row of each sorted point (stable: equal keys keep the row order).
+    cell_ids : ndarray of int64, shape (n_cells,)
+        Sorted keys of the non-empty cells.
+    cell_start : ndarray of int64, shape (n_cells + 1,)
+        Cell c holds the sorted points ``cell_start[c]:cell_start[c + 1]``.
+    point_start : ndarray of int64, shape (volume + 1,), or empty
+        Dense sort only: key v holds ``point_start[v]:point_start[v + 1]``.
+    table : ndarray of int64, shape (volume + 1,), or empty
+        Dense sort only: per key, the first non-empty cell whose key is >= v
+        (lower bound), or with ``empty_slot`` -1 for an empty key (slot).
+    """
+
+    order: np.ndarray
+    cell_ids: np.ndarray
+    cell_start: np.ndarray
+    point_start: np.ndarray
+    table: np.ndarray
+
+
+def sort_cells(key, volume: int, dense: bool, order_dtype=None,
+               empty_slot: bool = False, counts=None) -> CellOrder:
+    """Sort the points by their cell key (int64 in [0, volume)) and find the non-empty cells.
+
+    The grids differ only in their key (the epsilon grid: ranks of occupied
+    coordinates, ``build_grid``; the fine grid: cells of a dense box,
+    ``skyjoin.index.fine_grid``); this sort serves both.  The caller then
+    gathers the points (``grid_kernels.gather_rows(X, order)``), after
+    dropping the keys.
+
+    Parameters
+    ----------
+    key : ndarray of int64, shape (n,)
+    volume : int
+        Keys lie in [0, volume).
+    dense : bool
+        Counting sort with per-key tables (``point_start``, ``table``), for
+        a volume of about n; else a stable comparison sort, no tables.
+    order_dtype : numpy integer type, optional
+        Default int32 when n < 2^31, else int64.
+    empty_slot : bool
+        Table flavour, see :class:`CellOrder`.
+    counts : ndarray of int64, shape (volume + 1,), optional
+        Dense only: the keys' histogram (``grid_kernels.count_keys``), when
+        the caller counted while computing the keys; consumed (it becomes
+        ``point_start``).
+
+    Returns
+    -------
+    CellOrder
+
+    Notes
+    -----
+    Dense: O(n + volume).  Otherwise O(n log n).
+    """
+    from . import grid_kernels as gk
+
+    n = key.shape[0]
+    if order_dtype is None:
+        order_dtype = np.int32 if n < 2**31 else np.int64
+    if dense:
+        if counts is None:
+            counts = gk.count_keys(key, volume)
+        cell_ids = np.flatnonzero(counts[1:]).astype(np.int64, copy=False)
+        order, point_start = gk.counting_sort(key, counts, order_dtype(0))
+        cell_start = np.empty(len(cell_ids) + 1, dtype=np.int64)
+        cell_start[:-1] = point_start[cell_ids]
+        cell_start[-1] = n
+        if empty_slot:
+            table = np.full(volume + 1, -1, dtype=np.int64)
+            table[cell_ids] = np.arange(len(cell_ids))
+        else:                       # cells with an id below v: a running count
+            table = np.zeros(volume + 1, dtype=np.int64)
+            table[cell_ids + 1] = 1
+            np.cumsum(table, out=table)
+        return CellOrder(order, cell_ids, cell_start, point_start, table)
+    order = np.argsort(key, kind="stable").astype(order_dtype)
+    sorted_key = key[order]
+    if n:
+        starts = np.flatnonzero(np.diff(sorted_key)) + 1
+        cell_start = np.empty(len(starts) + 2, dtype=np.int64)
+        cell_start[0] = 0
+        cell_start[1:-1] = starts
+        cell_start[-1] = n
+        cell_ids = sorted_key[cell_start[:-1]].copy()
+    else:
+        cell_start = np.zeros(1, dtype=np.int64)
+        cell_ids = np.zeros(0, dtype=np.int64)
+    empty = np.zeros(0, dtype=np.int64)
+    return CellOrder(order, cell_ids, cell_start, empty, empty)
+
+
 def default_index_dims(d: int) -> int:
     """Number of dimensions indexed by default (see the module docstring)."""
     return min(d, DEFAULT_INDEX_DIMS)
@@ -325,29 +424,10 @@ def build_grid(X: np.ndarray, eps: float, index_dims: int | None = None, precisi
     coord_off[1:] = np.cumsum([len(c) for c in coords_list])
     coords = np.concatenate(coords_list) if coords_list else np.zeros(0, np.int64)
 
-    order_dtype = np.int32 if n < 2**31 else np.int64
-    if volume <= 2 * n + 1024:
-        # Dense rank space: a counting sort by linear id, which also yields
-        # the lower-bound table used for O(1) cell lookups.
-        order, lower_bound = gk.counting_sort(lid, volume, order_dtype(0))
-    else:
-        order = np.argsort(lid, kind="stable").astype(order_dtype)
-        lower_bound = np.zeros(0, dtype=np.int64)
-    sorted_lid = lid[order]
+    cells = sort_cells(lid, volume, dense=volume <= 2 * n + 1024)
     del lid
-    if n:
-        starts = np.flatnonzero(np.diff(sorted_lid)) + 1
-        cell_start = np.empty(len(starts) + 2, dtype=np.int64)
-        cell_start[0] = 0
-        cell_start[1:-1] = starts
-        cell_start[-1] = n
-        cell_ids = sorted_lid[cell_start[:-1]].copy()
-    else:
-        cell_start = np.zeros(1, dtype=np.int64)
-        cell_ids = np.zeros(0, dtype=np.int64)
-    del sorted_lid
-    points = gk.gather_rows(X, order)
-    return Grid(points=points, order=order, cell_start=cell_start, cell_ids=cell_ids,
-                coords=coords, coord_off=coord_off, radix=radix, stride=stride,
-                lower_bound=lower_bound, lo=np.asarray(lo, np.float64), side=np.asarray(side, np.float64),
-                slack=np.asarray(slack, np.float64), eps=float(eps), k=int(k))
+    points = gk.gather_rows(X, cells.order)
+    return Grid(points=points, order=cells.order, cell_start=cells.cell_start,
+                cell_ids=cells.cell_ids, coords=coords, coord_off=coord_off, radix=radix,
+                stride=stride, lower_bound=cells.table, lo=np.asarray(lo, np.float64),
+                side=np.asarray(side, np.float64), slack=np.asarray(slack, np.float64), eps=float(eps), k=int(k))

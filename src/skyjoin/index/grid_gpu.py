@@ -32,7 +32,7 @@ import numpy as np
 from .grid import DEFAULT_INDEX_DIMS, MAX_INDEX_DIMS, cell_sides
 
 __all__ = ["GpuGrid", "build_gpu_grids", "build_cell_ranges", "bruteforce_ranges",
-           "PATTERNS", "compile_module"]
+           "run_starts", "sort_cells_gpu", "PATTERNS", "compile_module"]
 
 PATTERNS = {"full": 0, "unicomp": 1, "lid_unicomp": 2}
 #: The CUDA source of the range search and of the join kernels (one file: the
@@ -129,25 +129,69 @@ def _grid_from_coords(cp, P, coords, masks, k) -> GpuGrid:
     for j in range(k):
         rank = cp.searchsorted(masks[j], coords[:, j])
         lid += rank.astype(cp.int64) * stride[j]
-    order = cp.argsort(lid)                      # stable: ties keep the original order
-    lid_sorted = lid[order]
-    flag = cp.empty(n, dtype=cp.bool_)
-    flag[0] = True
-    if n > 1:
-        cp.not_equal(lid_sorted[1:], lid_sorted[:-1], out=flag[1:])
-    starts = cp.flatnonzero(flag).astype(cp.int32)
-    n_cells = int(starts.size)
-    cell_start = cp.empty(n_cells + 1, dtype=cp.int32)
-    cell_start[:-1] = starts
-    cell_start[-1] = n
-    point_cell = (cp.cumsum(flag, dtype=cp.int32) - 1).astype(cp.int32)
-    cell_ids = lid_sorted[starts]
-    first = order[starts]
+    order, points, cell_ids, cell_start, point_cell = sort_cells_gpu(cp, P, lid, cp.int32)
+    first = order[cell_start[:-1]]
     cell_coords = cp.ascontiguousarray(coords[first][:, :k])
-    points = cp.ascontiguousarray(P[order])
     return GpuGrid(points=points, order=order.astype(cp.int32), point_cell=point_cell,
                    cell_ids=cell_ids, cell_start=cell_start, cell_coords=cell_coords,
                    masks=list(masks[:k]), stride=tuple(stride), k=k)
+
+
+def run_starts(cp, keys, dtype):
+    """Where each run of equal values of the sorted ``keys`` starts, on the device.
+
+    Returns (flag, starts): ``flag[p]`` whether p starts a run, and the run
+    starts followed by ``len(keys)`` (dtype ``dtype``), so run r is
+    ``starts[r]:starts[r + 1]``.  O(n).
+    """
+    n = int(keys.shape[0])
+    flag = cp.empty(n, dtype=cp.bool_)
+    if n:
+        flag[0] = True
+    if n > 1:
+        cp.not_equal(keys[1:], keys[:-1], out=flag[1:])
+    heads = cp.flatnonzero(flag)
+    starts = cp.empty(int(heads.size) + 1, dtype=dtype)
+    starts[:-1] = heads
+    starts[-1] = n
+    return flag, starts
+
+
+def sort_cells_gpu(cp, P, key, start_dtype):
+    """Sort the device points P by cell key and find the non-empty cells: the one
+    sort behind every GPU grid (the epsilon grid here, the fine grid of the
+    DBSCAN grid path); only the key differs.
+
+    Parameters
+    ----------
+    cp : module
+        CuPy (or a stand-in with its API).
+    P : cupy.ndarray, shape (n, d), n >= 1
+    key : cupy.ndarray of integers, shape (n,)
+        Cell key of every point.
+    start_dtype : dtype of ``cell_start``
+
+    Returns
+    -------
+    order : (n,) the row of each sorted point (stable: CuPy's radix argsort)
+    points : (n, d) ``P[order]``, C-contiguous
+    cell_ids : (n_cells,) int64, sorted keys of the non-empty cells
+    cell_start : (n_cells + 1,) cell c holds sorted points [start[c], start[c + 1])
+    point_cell : (n,) int32, cell index of each sorted point
+
+    Notes
+    -----
+    O(n d) work plus the radix sort of the keys.
+    """
+    order = cp.argsort(key)
+    key_s = key[order]
+    flag, cell_start = run_starts(cp, key_s, start_dtype)
+    cell_ids = key_s[cell_start[:-1]].astype(cp.int64, copy=False)
+    del key_s
+    point_cell = (cp.cumsum(flag, dtype=cp.int32) - 1).astype(cp.int32, copy=False)
+    del flag
+    points = cp.ascontiguousarray(P[order])
+    return order, points, cell_ids, cell_start, point_cell
 
 
 def build_gpu_grids(R, S, eps: float, precision: str, index_dims=None):

@@ -72,31 +72,36 @@ def horner_step(lid, rank, radix):
 
 
 @nb.njit(cache=NUMBA_CACHE)
-def counting_sort(lid, volume, order_zero):
-    """Stable counting sort of points by linear id; also the lower-bound table.
+def count_keys(key, volume):
+    """Histogram of the cell keys (in [0, volume)), shifted by one:
+    ``counts[v + 1]`` points have key v (the input of ``counting_sort``).  O(n + volume)."""
+    counts = np.zeros(volume + 1, dtype=np.int64)
+    for i in range(key.shape[0]):
+        counts[key[i] + 1] += 1
+    return counts
 
-    Returns (order, lower_bound) where lower_bound[v] is the index of the
-    first non-empty cell whose id is >= v, for v in [0, volume].
+
+@nb.njit(cache=NUMBA_CACHE)
+def counting_sort(key, counts, order_zero):
+    """Stable counting sort of the points by cell key, given the keys' histogram.
+
+    ``counts`` (from ``count_keys``, or counted while computing the keys)
+    becomes, in place, ``point_start``: cell v holds the sorted points
+    ``point_start[v]:point_start[v + 1]`` (length volume + 1, empty cells
+    included).  Returns (order, point_start), ``order[p]`` the row of sorted
+    point p (dtype of ``order_zero``).  O(n + volume).
     """
-    n = lid.shape[0]
-    hist = np.zeros(volume + 1, dtype=np.int64)
-    for i in range(n):
-        hist[lid[i] + 1] += 1
-    lower_bound = np.empty(volume + 1, dtype=np.int64)
-    cells = 0
-    for v in range(volume):
-        lower_bound[v] = cells
-        if hist[v + 1] > 0:
-            cells += 1
-    lower_bound[volume] = cells
-    for v in range(volume):
-        hist[v + 1] += hist[v]
+    n = key.shape[0]
+    point_start = counts
+    for v in range(point_start.shape[0] - 1):
+        point_start[v + 1] += point_start[v]
+    pos = point_start[:-1].copy()
     order = np.empty(n, dtype=type(order_zero))
     for i in range(n):
-        v = lid[i]
-        order[hist[v]] = i
-        hist[v] += 1
-    return order, lower_bound
+        v = key[i]
+        order[pos[v]] = i
+        pos[v] += 1
+    return order, point_start
 
 
 @nb.njit(parallel=True, cache=NUMBA_CACHE)

@@ -174,16 +174,8 @@ class GpuEngine:
         fn = self.k_fill if fill else self.k_count
         if self.cfg.kernel == "shared":
             # segments of consecutive queries of one cell (qlist is in grid order)
-            qc = q.point_cell[qlist]
-            flag = cp.empty(nq, dtype=cp.bool_)
-            flag[0] = True
-            if nq > 1:
-                cp.not_equal(qc[1:], qc[:-1], out=flag[1:])
-            seg = cp.flatnonzero(flag).astype(cp.int32)
-            nseg = int(seg.size)
-            seg_start = cp.empty(nseg + 1, dtype=cp.int32)
-            seg_start[:-1] = seg
-            seg_start[-1] = nq
+            _, seg_start = grid_gpu.run_starts(cp, q.point_cell[qlist], cp.int32)
+            nseg = int(seg_start.size) - 1
             threads = 128 if self.d <= 24 else 32
             smem = threads * self.d * self.dtype.itemsize
             fn((nseg,), (threads,), (q.points, q.point_cell, q.order, d.points, d.order,

@@ -18,7 +18,8 @@ import numpy as np
 from numba import njit, prange
 
 from ..._core.config import NUMBA_CACHE
-from ..grid_cpu import MAX_DIMS, boxes_apart, d2, fine_grid, neighbour_slots, positive_offsets
+from ...index.fine_grid import positive_offsets
+from ..grid_cpu import MAX_DIMS, boxes_apart, d2, fine_grid, neighbour_slots
 from ..union_find import find, union
 from .grid_levels import (_SCAN_PARTS, _gap2, _codes, _exact_levels, _grid_levels,
                           _grid_levels_weighted, _scan_orders, _sort_by_level)

@@ -1,0 +1,183 @@
+"""The fine grid: cells of side a little under ``eps / sqrt(d)`` over the bounding box.
+
+A cell's diagonal is then shorter than eps, so any two of its points are
+within eps, up to rounding (the DBSCAN grid paths test each cell's bounding
+box to be exact; the cell-graph formulation of Gunawan 2013 and of Wang, Gu
+& Shun 2020).  Unlike the epsilon grid of :mod:`skyjoin.index.grid`, the
+cells are numbered over the whole box (a dense grid, no ranks): the cell at
+a given offset from cell c is ``c + delta``, and ``slot_of`` maps every key
+to its non-empty cell.  So the grid is built only when the box holds at
+most ``max(8 n, 2^22)`` cells (:func:`fine_grid_shape`).
+
+The points are sorted by cell with the sort of every CPU grid
+(:func:`skyjoin.index.grid.sort_cells`, a counting sort); only the key
+differs (:func:`fine_cell_keys`).  On the GPU the DBSCAN grid path
+computes the same keys in a CUDA kernel and sorts with
+:func:`skyjoin.index.grid_gpu.sort_cells_gpu`, the sort of every GPU grid.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from numba import njit
+import numpy as np
+
+from .._core.config import NUMBA_CACHE
+from .grid import sort_cells
+from .grid_kernels import column_bounds, gather_rows
+
+__all__ = ["FineGrid", "build_fine_grid", "fine_cell_keys", "fine_grid_shape",
+           "neighbour_offsets", "positive_offsets"]
+
+#: cells a little smaller than eps / sqrt(d), so that a cell's box usually passes
+#: the distance test
+SIDE_FACTOR = 0.999
+
+
+def fine_grid_shape(lo, hi, n, eps):
+    """Cell side and cells per dimension (int64) of the fine grid over the box
+    [lo, hi], or None when it would hold more than ``max(8 n, 2^22)`` cells."""
+    side = eps / math.sqrt(len(lo)) * SIDE_FACTOR
+    with np.errstate(over="ignore"):         # an overflowing span: no grid (None)
+        radix = np.floor((hi - lo) / side).astype(np.float64) + 1
+        total = float(np.prod(radix))
+    if not np.isfinite(total) or total > max(8 * n, 1 << 22):
+        return None
+    return side, radix.astype(np.int64)
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def fine_cell_keys(X, lo, side, radix):
+    """Linear cell key of every point, ``floor((x_k - lo_k) / side)`` clamped into
+    [0, radix_k), last dimension fastest, and the keys' histogram
+    (``grid_kernels.count_keys``), counted in the same pass.  O(n d + volume)."""
+    n, d = X.shape
+    total = 1
+    for k in range(d):
+        total *= radix[k]
+    key = np.empty(n, dtype=np.int64)
+    counts = np.zeros(total + 1, dtype=np.int64)
+    for i in range(n):
+        c = 0
+        for k in range(d):
+            q = int(math.floor((X[i, k] - lo[k]) / side))
+            if q < 0:
+                q = 0
+            elif q >= radix[k]:
+                q = radix[k] - 1
+            c = c * radix[k] + q
+        key[i] = c
+        counts[c + 1] += 1
+    return key, counts
+
+
+def _offsets(d, side, eps):
+    """Cell offsets whose cells can hold a point within eps of a point of the centre cell."""
+    r = int(math.floor(1 + eps / side))
+    grids = np.meshgrid(*[np.arange(-r, r + 1)] * d, indexing="ij")
+    offs = np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
+    gap = np.maximum(np.abs(offs) - 1, 0) * side           # smallest distance per axis
+    keep = (gap ** 2).sum(axis=1) <= eps * eps * (1 + 1e-6)  # generous: extra cells cost time only
+    offs = offs[keep]
+    adjacent = (np.abs(offs) <= 1).all(axis=1)
+    offs = np.concatenate([offs[adjacent], offs[~adjacent]])
+    return np.ascontiguousarray(offs), int(adjacent.sum())
+
+
+def neighbour_offsets(side, eps, radix):
+    """The neighbour-cell offsets (adjacent ones first), how many are adjacent,
+    and each offset's step in linear cell keys.  O((2 r + 1)^d), r = eps / side + 1."""
+    d = len(radix)
+    offsets, n_adjacent = _offsets(d, side, eps)
+    strides = np.ones(d, dtype=np.int64)
+    for k in range(d - 2, -1, -1):
+        strides[k] = strides[k + 1] * radix[k + 1]
+    return offsets, n_adjacent, np.ascontiguousarray(offsets @ strides)
+
+
+def positive_offsets(offsets):
+    """Indices of the lexicographically positive offsets (each unordered pair of cells once)."""
+    d = offsets.shape[1]
+    return np.flatnonzero([tuple(o) > (0,) * d for o in offsets.tolist()]).astype(np.int64)
+
+
+@dataclass
+class FineGrid:
+    """The fine grid of a point set on the CPU.
+
+    Attributes
+    ----------
+    side : float
+        Cell side in every dimension.
+    radix : ndarray of int64, shape (d,)
+        Cells per dimension over the bounding box.
+    perm : ndarray of int64, shape (n,)
+        ``Xs[p] == X[perm[p]]``.
+    Xs : ndarray of float64, shape (n, d)
+        The points sorted by cell.
+    start : ndarray of int64, shape (volume + 1,)
+        Cell key c holds the sorted points ``start[c]:start[c + 1]``.
+    cells : ndarray of int64, shape (m,)
+        Sorted keys of the non-empty cells (their slots are their positions).
+    slot_of : ndarray of int64, shape (volume + 1,)
+        Slot of every cell key, -1 for an empty cell.
+    offsets : ndarray of int64, shape (n_off, d)
+        Offsets of the cells that can hold a neighbour, adjacent ones first.
+    n_adjacent : int
+    deltas : ndarray of int64, shape (n_off,)
+        Step of each offset in linear cell keys.
+    """
+
+    side: float
+    radix: np.ndarray
+    perm: np.ndarray
+    Xs: np.ndarray
+    start: np.ndarray
+    cells: np.ndarray
+    slot_of: np.ndarray
+    offsets: np.ndarray
+    n_adjacent: int
+    deltas: np.ndarray
+
+
+def build_fine_grid(X, eps):
+    """The :class:`FineGrid` of X (float64, n >= 1), or None when the grid over
+    its bounding box would hold more than ``max(8 n, 2^22)`` cells.
+
+    Parameters
+    ----------
+    X : ndarray of float64, shape (n, d)
+        Validated, finite points, n >= 1.
+    eps : float
+
+    Returns
+    -------
+    FineGrid or None
+
+    Notes
+    -----
+    O(n d + volume): bounds, keys, counting sort, gather.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = build_fine_grid(np.array([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0]]), eps=1.0)
+    >>> g.cells.size, g.perm.tolist()
+    (2, [0, 1, 2])
+    """
+    n = X.shape[0]
+    lo, hi = column_bounds(X, X.shape[1])
+    shape = fine_grid_shape(lo, hi, n, eps)
+    if shape is None:
+        return None
+    side, radix = shape
+    key, counts = fine_cell_keys(X, lo, side, radix)
+    s = sort_cells(key, int(np.prod(radix)), dense=True, order_dtype=np.int64, empty_slot=True,
+                   counts=counts)
+    del key
+    Xs = gather_rows(X, s.order)
+    offsets, n_adjacent, deltas = neighbour_offsets(side, eps, radix)
+    return FineGrid(side, radix, s.order, Xs, s.point_start, s.cell_ids, s.table, offsets,
+                    n_adjacent, deltas)
