@@ -44,7 +44,7 @@ def test_quick_names_match_their_sizes():
     from skyjoin.bench import join as bj
 
     quick = {c.name: c.params["n"] for c in bj.cases(quick=True)}
-    assert "Unif2D50k-2.24" in quick and quick["Unif2D50k-2.24"] == 50_000
+    assert "Unif2D10k-4" in quick and quick["Unif2D10k-4"] == bj.QUICK_N == 10_000
     assert not any("1M" in name for name in quick)
     assert _sizes_in("Unif2D1M-0.5") == [1_000_000] and _sizes_in("nba-8d-17264") == [17264]
 
@@ -67,7 +67,7 @@ def test_unknown_case_is_refused_with_the_names():
     r = CliRunner().invoke(main, ["bench", "join", "--device", "cpu", "--quick",
                                   "--case", "Unif2D1M-0.5", "--out", "unused"])
     assert r.exit_code == 1
-    assert "Unif2D1M-0.5" in str(r.exception) and "Unif2D50k-2.24" in str(r.exception)
+    assert "Unif2D1M-0.5" in str(r.exception) and "Unif2D10k-4" in str(r.exception)
 
 
 def test_every_suite_runner_takes_the_device(monkeypatch):
@@ -92,7 +92,7 @@ def test_join_suite_times_self_join_on_the_device(monkeypatch):
         return real(X, eps, device="cpu", **kw)
 
     monkeypatch.setattr(bj.sj, "self_join", fake_self_join)
-    case = bj.cases(quick=True, device="gpu", names=["Unif2D50k-2.24"])[0]
+    case = bj.cases(quick=True, device="gpu", names=["Unif2D10k-4"])[0]
     ours = [i for i in case.impls if i.ours]
     case.setup()
     try:
@@ -201,15 +201,33 @@ def test_chart_width_and_legend_outside(tmp_path, n_cases, n_impls):
 def test_bench_join_quick_end_to_end(tmp_path):
     from skyjoin.bench import join as bj
 
-    rows = bj.run(quick=True, out_dir=str(tmp_path), names=["Unif6D50k-19.8"], memory=False,
+    from scipy.spatial import cKDTree
+
+    case = bj.join_cases(quick=True)[0]
+    rows = bj.run(quick=True, out_dir=str(tmp_path), names=[case.name], memory=False,
                   log=lambda s: None)
     sizes = {r.size for r in rows if r.size is not None}
     assert len(sizes) == 1  # ours and every peer agree on the pairs
-    X = bj.join_cases(quick=True)[1].load()
-    from scipy.spatial import cKDTree
-
-    assert sizes == {2 * len(cKDTree(X).query_pairs(19.8, output_type="ndarray"))}
+    pairs = cKDTree(case.load()).query_pairs(case.eps, output_type="ndarray")
+    assert sizes == {2 * len(pairs)}
     data = json.loads((tmp_path / "join-cpu.json").read_text())
     assert data["ratios"] and all(q["speedup"] > 0 for q in data["ratios"])
     assert all(r["extra"]["timed_runs"] >= 1 for r in data["rows"] if r["time_s"] is not None)
     assert np.isfinite([q["speedup"] for q in data["ratios"]]).all()
+
+
+@pytest.mark.gpu
+def test_gpu_tiled_bruteforce_peer_counts_and_pairs():
+    """Both GPU brute-force peers share one tiled loop; small tiles cross tile edges."""
+    from skyjoin.bench.peers_gpu import tiled_bruteforce_counts, tiled_bruteforce_pairs
+
+    rng = np.random.default_rng(3)
+    X = rng.random((300, 3))
+    Q = X[:70]
+    d2 = ((Q[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    want = d2 <= 0.2 ** 2
+    for tq, tx in ((256, 1 << 20), (16, 50)):
+        counts = tiled_bruteforce_counts(Q, X, 0.2, tile_q=tq, tile_x=tx)
+        np.testing.assert_array_equal(counts, want.sum(axis=1))
+        pairs = tiled_bruteforce_pairs(Q, X, 0.2, tile_q=tq, tile_x=tx)
+        assert sorted(map(tuple, pairs.tolist())) == sorted(zip(*np.nonzero(want)))

@@ -56,7 +56,7 @@ __all__ = ["cases", "case_names", "run", "run_gpu", "gpu_check", "PAPER_MINPTS",
 
 PAPER_MINPTS = [5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80]
 SWEEP_EPS = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45]
-QUICK_N = 50_000
+QUICK_N = 20_000
 SWEEP_MINPTS, SWEEP_EPS_CASE = "Sweep16-minpts", "Sweep8-eps"   # names, before the size
 
 # sklearn's DBSCAN keeps every neighbourhood as a Python-object array of

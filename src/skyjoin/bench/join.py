@@ -43,7 +43,9 @@ GDS_FILE = "gdsjoin-test-2d-100k.txt"
 
 CPU_CASES = ["Unif2D1M-0.5", "Unif6D1M-12", "Expo2D1M-0.0008", "Expo6D1M-0.02"]
 #: Points of every generated case in ``quick`` mode.
-QUICK_N = 50_000
+QUICK_N = 10_000
+#: Most neighbours per point of a quick case (a smoke run, not a measurement).
+QUICK_MAX_NEIGHBOURS = 50
 _PREFIX = {"uniform": "Unif", "exponential": "Expo"}
 
 
@@ -69,11 +71,17 @@ class JoinCase:
 
 
 def _named(base: str, quick: bool) -> JoinCase:
-    """A generated case; ``quick`` keeps its neighbours per point at QUICK_N
-    points (eps scaled by (n_full / n) ** (1 / d), to three digits)."""
+    """A generated case.  ``quick``: ``QUICK_N`` points, and eps scaled to
+    keep the full case's neighbours per point, at most
+    ``QUICK_MAX_NEIGHBOURS`` (eps x (n_full / n) ** (1 / d) x
+    min(1, max / neighbours) ** (1 / d), to three digits)."""
     c = NAMED_CASES[base]
     n = QUICK_N if quick else c.n
-    eps = float(f"{c.eps * (c.n / n) ** (1.0 / c.d):.3g}") if quick else c.eps
+    eps = c.eps
+    if quick:
+        per_point = (c.pairs_excl_self or 0) / c.n
+        cap = min(1.0, QUICK_MAX_NEIGHBOURS / per_point) if per_point else 1.0
+        eps = float(f"{c.eps * (c.n / n * cap) ** (1.0 / c.d):.3g}")
 
     def load():
         if c.kind == "uniform":
@@ -97,7 +105,7 @@ def _gds() -> JoinCase:
 def join_cases(quick: bool = False) -> list[JoinCase]:
     """Every case of the suite in this mode, named with the points it runs.
 
-    ``quick``: the generated cases at ``QUICK_N`` points; the GDS-Join file
+    ``quick``: the generated cases at ``QUICK_N`` points (see ``_named``); the GDS-Join file
     (100,000 points, no smaller version) is left out.
     """
     out = [_named(base, quick) for base in CPU_CASES]
@@ -153,7 +161,7 @@ def cases(quick: bool = False, device: str = "cpu", names=None, rtree_max_second
     Every implementation, ours and the peers', runs once untimed, then
     ``repeat`` times interleaved with the others (the harness's rule); the
     R-tree and scikit-learn peers, minutes long on the full cases, are timed
-    once there and ``repeat`` times in quick mode.
+    once.
     """
     out = []
     for jc in join_cases(quick):
@@ -162,8 +170,7 @@ def cases(quick: bool = False, device: str = "cpu", names=None, rtree_max_second
         def impls_of(get, jc=jc, hint=hint):
             return _ours(get, jc.eps, device, pairs_hint=hint, repeat=repeat) + peer_impls(
                 get, jc.eps, rtree_max_seconds=rtree_max_seconds, skip=skip_peers,
-                pairs_hint=hint, shape=(jc.params["n"], jc.params["d"]), repeat=repeat,
-                slow_repeat=repeat if quick else 1)
+                pairs_hint=hint, shape=(jc.params["n"], jc.params["d"]), repeat=repeat)
 
         out.append(data_case(jc.name, jc.params, jc.load, impls_of))
     return select(out, names)
@@ -236,7 +243,8 @@ def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results"
     names : list of str, optional
         Only these cases (names as ``case_names(device, quick)`` gives them).
     memory : bool
-        Also probe our peak memory on each generated case, in a fresh process.
+        Also probe our peak memory on each generated case, in a fresh
+        process (quick: on the first case only, a smoke test of the probe).
 
     Returns
     -------
@@ -250,9 +258,9 @@ def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results"
     suite = f"join-{device}"
     rows = run_suite(suite, cases(quick=quick, device=device, names=names), log=log)
     if memory:
-        for jc in join_cases(quick):
-            if jc.base not in CPU_CASES or (names and jc.name not in names):
-                continue
+        probed = [jc for jc in join_cases(quick)
+                  if jc.base in CPU_CASES and (not names or jc.name in names)]
+        for jc in probed[:1] if quick else probed:
             hint, avail = jc.pairs_hint, available_memory_bytes()
             if hint and avail and 4 * hint > 0.6 * avail:
                 log(f"  {jc.name:<24} peak memory: not probed (a table of {hint:,} pairs does "
