@@ -228,6 +228,8 @@ def run_case(suite: str, case: Case, log: Callable[[str], None] = print) -> list
         except Exception as exc:  # a peer failing must not stop the run
             row(impl, error=_error(exc))
             log(f"  {case.name:<24} {impl.name:<34} FAILED (warm-up) {_error(exc)}")
+    gc.collect()
+    gc.freeze()          # what the warm-ups made (compiled code, caches) stays out of the scans
     best: dict[str, tuple[float, Any]] = {}
     for r in range(max((i.repeat for i in live), default=0)):
         for impl in list(live):
@@ -257,17 +259,28 @@ def run_case(suite: str, case: Case, log: Callable[[str], None] = print) -> list
 
 
 def run_suite(suite: str, cases: list[Case], log: Callable[[str], None] = print) -> list[Row]:
-    """Run every case (``run_case``), each between its setup and teardown."""
+    """Run every case (``run_case``), each between its setup and teardown.
+
+    The objects alive at the start (modules, the imported libraries) and
+    those the warm-ups made are frozen out of the garbage collector
+    meanwhile (``gc.freeze``, undone at the end), so that the collection
+    before each timed run scans only what the runs made.
+    """
     rows: list[Row] = []
-    for case in cases:
-        if case.setup is not None:
-            case.setup()
-        try:
-            rows += run_case(suite, case, log)
-        finally:
-            if case.teardown is not None:
-                case.teardown()
-            gc.collect()
+    gc.collect()
+    gc.freeze()
+    try:
+        for case in cases:
+            if case.setup is not None:
+                case.setup()
+            try:
+                rows += run_case(suite, case, log)
+            finally:
+                if case.teardown is not None:
+                    case.teardown()
+                gc.collect()
+    finally:
+        gc.unfreeze()
     _check_sizes(rows, log)
     return rows
 
