@@ -306,12 +306,13 @@ def ratios(rows: list[Row]) -> list[dict]:
     both timed in that case of this run (quoted figures never take part)."""
     out = []
     for case in case_order(rows):
-        rs = [r for r in rows if r.case == case and r.time_s is not None and r.quoted_s is None]
-        for o in (r for r in rs if r.ours):
-            for p in (r for r in rs if not r.ours):
+        rs = [(r, r.time_s) for r in rows
+              if r.case == case and r.time_s is not None and r.quoted_s is None]
+        for o, o_s in ((r, t) for r, t in rs if r.ours):
+            for p, p_s in ((r, t) for r, t in rs if not r.ours):
                 out.append({"case": case, "ours": o.impl, "peer": p.impl,
-                            "ours_s": o.time_s, "peer_s": p.time_s,
-                            "speedup": p.time_s / o.time_s if o.time_s > 0 else float("inf")})
+                            "ours_s": o_s, "peer_s": p_s,
+                            "speedup": p_s / o_s if o_s > 0 else float("inf")})
     return out
 
 
@@ -321,7 +322,7 @@ def machine_info() -> dict:
     try:
         import numba
 
-        info["numba_threads"] = numba.config.NUMBA_NUM_THREADS
+        info["numba_threads"] = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
     except Exception:
         pass
     return info
@@ -336,12 +337,12 @@ def write_report(suite: str, rows: list[Row], out_dir: str, title: str | None = 
                "timing": f"warm-up run, then best of up to {REPEAT} interleaved runs"}
     with open(json_path, "w") as fh:
         json.dump(payload, fh, indent=1, default=float)
-    png_path = os.path.join(out_dir, f"{suite}.png")
+    png_path: str | None = os.path.join(out_dir, f"{suite}.png")
     try:
         import matplotlib.pyplot as plt
 
         fig = chart(rows, title or f"skyjoin bench {suite}")
-        fig.savefig(png_path, dpi=_DPI)
+        fig.savefig(os.path.join(out_dir, f"{suite}.png"), dpi=_DPI)
         plt.close(fig)
     except Exception:  # matplotlib missing or headless trouble: the JSON is the record
         png_path = None
@@ -367,9 +368,9 @@ def chart(rows: list[Row], title: str):
     width = 0.8 / max(1, len(impls))
     x = np.arange(len(cases))
     for k, impl in enumerate(impls):
-        vals = []
+        vals: list[float] = []
         for c in cases:
-            t = [r.time_s for r in timed_rows if r.case == c and r.impl == impl]
+            t = [r.time_s for r in timed_rows if r.case == c and r.impl == impl and r.time_s]
             vals.append(t[0] if t else np.nan)
         ax.bar(x + k * width, vals, width, label=impl)
     ax.set_xticks(x + width * (len(impls) - 1) / 2)
@@ -399,6 +400,6 @@ def format_table(rows: list[Row]) -> str:
         lines.append("peer / ours, timed in this run on the same data "
                      "(warm-up, then best of interleaved runs):")
         lines.append(f"{'case':<26} {'ours':<34} {'peer':<44} {'ratio':>8}")
-        for q in rs:
-            lines.append(f"{q['case']:<26} {q['ours']:<34} {q['peer']:<44} {q['speedup']:8.2f}x")
+        for x in rs:
+            lines.append(f"{x['case']:<26} {x['ours']:<34} {x['peer']:<44} {x['speedup']:8.2f}x")
     return "\n".join(lines)
