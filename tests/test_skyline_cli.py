@@ -77,5 +77,5 @@ def test_bench_cases_build():
     from skyjoin.bench import skyline as bs
 
     names = [c.name for c in bs.cases(device="cpu", quick=True)]
-    assert "100k-12d-independent" in names and "1M-12d-anticorrelated" in names
+    assert "5k-12d-independent" in names and "50k-12d-anticorrelated" in names
     assert any(n.startswith("sweep-") for n in names)

@@ -25,7 +25,9 @@ Ours: the estimator (its own path rule) and HYBRID-DBSCAN (table +
 assignment) for reference.  Peers: ``sklearn.cluster.DBSCAN`` (all cores) and the ``dbscan`` package
 (Wang, Gu, Shun).  Every implementation reports its number of clusters as
 the size, so the harness checks that they agree.  ``quick`` shrinks every
-case to 100k points, scaling eps to keep the neighbours per point.
+case to ``QUICK_N`` points, scaling eps to keep the neighbours per point
+(and leaves out the 10M blobs, the 1M recipe again at that size).  Case
+names carry the points a case runs: ``Blobs2D-1M``, quick ``Blobs2D-50k``.
 """
 
 from __future__ import annotations
@@ -47,13 +49,15 @@ from ..dbscan.table_gpu import gpu_dbscan_points
 from ..dbscan.grid_gpu import gpu_grid_dbscan
 from ..dbscan.grid_cpu import grid_dbscan
 from ..dbscan.sweep import ideal_pipeline_time, pipeline_makespan
-from .harness import Case, Impl, format_table, run_suite, write_report
+from .harness import (REPEAT, Case, Impl, available_memory_bytes, data_case, format_table,
+                      run_suite, select, size_tag, write_report)
 
-__all__ = ["cases", "run", "run_gpu", "gpu_check", "PAPER_MINPTS", "SWEEP_EPS"]
+__all__ = ["cases", "case_names", "run", "run_gpu", "gpu_check", "PAPER_MINPTS", "SWEEP_EPS"]
 
 PAPER_MINPTS = [5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80]
 SWEEP_EPS = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45]
-QUICK_N = 100_000
+QUICK_N = 20_000
+SWEEP_MINPTS, SWEEP_EPS_CASE = "Sweep16-minpts", "Sweep8-eps"   # names, before the size
 
 # sklearn's DBSCAN keeps every neighbourhood as a Python-object array of
 # int64: skip it where that would take more than this many pairs
@@ -80,17 +84,6 @@ def _n_clusters(labels):
     return int(labels.max()) + 1 if len(labels) else 0
 
 
-def _available_bytes():
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def _ours(get, eps, m, device):
     """Our estimator on the case's device, with its phase times."""
     def fn():
@@ -103,7 +96,7 @@ def _ours(get, eps, m, device):
             out["pairs"] = int(est.timings_["pairs"])
         return out
 
-    return Impl(f"skyjoin DBSCAN ({device})", fn, ours=True, warmup=True)
+    return Impl(f"skyjoin DBSCAN ({device})", fn, ours=True)
 
 
 def _ours_hybrid(get, eps, m, device):
@@ -116,11 +109,11 @@ def _ours_hybrid(get, eps, m, device):
         out["pairs"] = int(t["pairs"])
         return out
 
-    return Impl(f"skyjoin HYBRID-DBSCAN ({device})", fn, ours=True, warmup=True)
+    return Impl(f"skyjoin HYBRID-DBSCAN ({device})", fn, ours=True)
 
 
-def _peers(get, eps, m, est_pairs):
-    """sklearn's DBSCAN and the dbscan package."""
+def _peers(get, eps, m, est_pairs, sklearn_repeat=REPEAT):
+    """sklearn's DBSCAN (timed ``sklearn_repeat`` times) and the dbscan package."""
     out = []
 
     def sk():
@@ -131,7 +124,7 @@ def _peers(get, eps, m, est_pairs):
     if est_pairs is not None and est_pairs > SKLEARN_MAX_PAIRS:
         skip = (f"about {est_pairs / 1e6:.0f}M pairs: sklearn's per-point neighbour arrays "
                 f"would exceed the machine's memory and take too long")
-    out.append(Impl("sklearn DBSCAN (n_jobs=-1)", sk, skip_reason=skip))
+    out.append(Impl("sklearn DBSCAN (n_jobs=-1)", sk, skip_reason=skip, repeat=sklearn_repeat))
 
     try:
         import dbscan as _pkg  # noqa: F401
@@ -149,39 +142,35 @@ def _peers(get, eps, m, est_pairs):
     return out
 
 
-def _single_cases(quick, device, names):
-    """The single-clustering cases."""
-    specs = [("Blobs2D-1M", "blobs", 1_000_000, 2, 0.3, 10, 1, 213.6),
-             ("Blobs2D-10M", "blobs", 10_000_000, 2, 0.3, 10, 2, 2136.0),
-             ("Expo2D-2M", "expo", 2_000_000, 2, 0.0004, 10, 3, 396.8),
-             ("Unif3D-2M", "unif3", 2_000_000, 3, 1.5, 10, 4, 28.3)]
+_SINGLE = [("Blobs2D", "blobs", 1_000_000, 2, 0.3, 10, 1, 213.6),
+           ("Blobs2D", "blobs", 10_000_000, 2, 0.3, 10, 2, 2136.0),
+           ("Expo2D", "expo", 2_000_000, 2, 0.0004, 10, 3, 396.8),
+           ("Unif3D", "unif3", 2_000_000, 3, 1.5, 10, 4, 28.3)]
+
+
+def _single_cases(quick, device):
+    """The single-clustering cases (quick: the 10M blobs, at QUICK_N points
+    the 1M recipe again, are left out)."""
     out = []
-    for name, kind, n_full, d, eps_full, m, seed, mean_nb in specs:
-        if names and name not in names:
+    for prefix, kind, n_full, d, eps_full, m, seed, mean_nb in _SINGLE:
+        if quick and n_full > 1_000_000 and kind == "blobs":
             continue
         n = QUICK_N if quick else n_full
         eps = _scaled_eps(eps_full, n_full, n, d) if quick else eps_full
         est_pairs = mean_nb * n
-        holder: dict = {}
 
-        def get(holder=holder):
-            return holder["X"]
+        def impls_of(get, eps=eps, m=m, est_pairs=est_pairs):
+            hybrid = _ours_hybrid(get, eps, m, device)
+            avail = available_memory_bytes()
+            if avail is not None and est_pairs * 4 * 2.5 > avail:
+                hybrid.skip_reason = (f"the neighbour table (~{est_pairs / 1e9:.1f}G pairs) does "
+                                      f"not fit in this machine's memory")
+            return [_ours(get, eps, m, device), hybrid] + _peers(get, eps, m, est_pairs)
 
-        def setup(holder=holder, kind=kind, n=n, seed=seed):
-            holder["X"] = _data(kind, n, seed)
-
-        def teardown(holder=holder):
-            holder.clear()
-
-        hybrid = _ours_hybrid(get, eps, m, device)
-        avail = _available_bytes()
-        if avail is not None and est_pairs * 4 * 2.5 > avail:
-            hybrid.skip_reason = (f"the neighbour table (~{est_pairs / 1e9:.1f}G pairs) does not "
-                                  f"fit in this machine's memory")
-        impls = [_ours(get, eps, m, device), hybrid] + _peers(get, eps, m, est_pairs)
-        out.append(Case(name + (" (quick)" if quick else ""),
-                        {"n": n, "d": d, "eps": eps, "min_samples": m, "kind": kind,
-                         "seed": seed}, impls, setup=setup, teardown=teardown))
+        out.append(data_case(f"{prefix}-{size_tag(n)}",
+                             {"n": n, "d": d, "eps": eps, "min_samples": m, "kind": kind,
+                              "seed": seed},
+                             lambda kind=kind, n=n, seed=seed: _data(kind, n, seed), impls_of))
     return out
 
 
@@ -218,14 +207,12 @@ def _sweep_minpts_case(quick, device):
             ks.append(_n_clusters(hybrid_dbscan(holder["X"], eps, m, device=device)[1]))
         return {"size": len(ks), "clusters": ks}
 
-    # both sides warmed up (Numba's compilation or cache load is not the
-    # algorithm) and timed best of 3 (the machine may be shared)
-    return Case("Sweep16-minpts" + (" (quick)" if quick else ""),
-                {"n": n, "eps": eps, "min_samples": PAPER_MINPTS},
-                [Impl(f"skyjoin dbscan_sweep ({device})", sweep, ours=True, warmup=True,
-                      repeat=3),
-                 Impl(f"16 x skyjoin DBSCAN ({device})", separate, warmup=True, repeat=3),
-                 Impl(f"16 x skyjoin HYBRID-DBSCAN ({device})", separate_hybrid)],
+    # the 16 HYBRID-DBSCAN runs, a minute on the full case, are timed once
+    return Case(f"{SWEEP_MINPTS}-{size_tag(n)}", {"n": n, "eps": eps, "min_samples": PAPER_MINPTS},
+                [Impl(f"skyjoin dbscan_sweep ({device})", sweep, ours=True),
+                 Impl(f"16 x skyjoin DBSCAN ({device})", separate),
+                 Impl(f"16 x skyjoin HYBRID-DBSCAN ({device})", separate_hybrid,
+                      repeat=REPEAT if quick else 1)],
                 setup=setup, teardown=holder.clear)
 
 
@@ -277,45 +264,46 @@ def _sweep_eps_case(quick, device):
                 "probe_eps": m.probe_eps, "median_error_pct": float(np.median(errs)),
                 "worst_error_pct": float(np.max(errs)), "points": errors}
 
-    return Case("Sweep8-eps" + (" (quick)" if quick else ""),
+    return Case(f"{SWEEP_EPS_CASE}-{size_tag(n)}",
                 {"n": n, "eps": eps_list, "min_samples": 10, "method": method},
-                [Impl(f"skyjoin dbscan_sweep pipelined ({device})", run_sweep(True), ours=True,
-                      warmup=True, repeat=3),
-                 Impl(f"skyjoin dbscan_sweep not pipelined ({device})", run_sweep(False),
-                      warmup=True, repeat=3),
-                 Impl(f"response-time model ({device})", model)],
+                [Impl(f"skyjoin dbscan_sweep pipelined ({device})", run_sweep(True), ours=True),
+                 Impl(f"skyjoin dbscan_sweep not pipelined ({device})", run_sweep(False)),
+                 Impl(f"response-time model ({device})", model, repeat=1)],
                 setup=setup, teardown=holder.clear)
 
 
 def cases(quick: bool = False, device: str = "cpu", names=None) -> list[Case]:
-    """The suite's cases (``names`` selects some by name)."""
-    names = list(names) if names else None
-    out = _single_cases(quick, device, names)
-    if not names or "Sweep16-minpts" in names:
-        out.append(_sweep_minpts_case(quick, device))
-    if not names or "Sweep8-eps" in names:
-        out.append(_sweep_eps_case(quick, device))
-    return out
+    """The suite's cases, named with the points they run (``names`` selects
+    some; ``ValueError`` for a name not among them)."""
+    out = _single_cases(quick, device)
+    out.append(_sweep_minpts_case(quick, device))
+    out.append(_sweep_eps_case(quick, device))
+    return select(out, names)
+
+
+def case_names(device: str = "cpu", quick: bool = False) -> list[str]:
+    """The names ``--case`` accepts in this mode."""
+    return [c.name for c in cases(quick=quick, device=device)]
 
 
 def _sweep_summary(rows, device, log):
     """Ratios of the sweep: sweep vs separate runs, pipeline vs eq. (2), model error."""
-    t = {(r.case.split(" (")[0], r.impl): r for r in rows}
+    t = {(r.case.rsplit("-", 1)[0], r.impl): r for r in rows}
 
     def time_of(case, impl):
         r = t.get((case, impl))
         return r.time_s if r is not None else None
 
     out = {}
-    sweep = time_of("Sweep16-minpts", f"skyjoin dbscan_sweep ({device})")
-    separate = time_of("Sweep16-minpts", f"16 x skyjoin DBSCAN ({device})")
+    sweep = time_of(SWEEP_MINPTS, f"skyjoin dbscan_sweep ({device})")
+    separate = time_of(SWEEP_MINPTS, f"16 x skyjoin DBSCAN ({device})")
     if sweep and separate:
         out["sweep16_speedup_vs_separate_estimator_runs"] = separate / sweep
-    separate_h = time_of("Sweep16-minpts", f"16 x skyjoin HYBRID-DBSCAN ({device})")
+    separate_h = time_of(SWEEP_MINPTS, f"16 x skyjoin HYBRID-DBSCAN ({device})")
     if sweep and separate_h:
         out["sweep16_speedup_vs_separate_hybrid_runs"] = separate_h / sweep
-    pipelined = time_of("Sweep8-eps", f"skyjoin dbscan_sweep pipelined ({device})")
-    plain = time_of("Sweep8-eps", f"skyjoin dbscan_sweep not pipelined ({device})")
+    pipelined = time_of(SWEEP_EPS_CASE, f"skyjoin dbscan_sweep pipelined ({device})")
+    plain = time_of(SWEEP_EPS_CASE, f"skyjoin dbscan_sweep not pipelined ({device})")
     if pipelined and plain:
         t_opt = ideal_pipeline_time(plain, len(SWEEP_EPS))
         out.update(sweep8_non_pipelined_s=plain, sweep8_pipelined_s=pipelined,
@@ -328,7 +316,7 @@ def _sweep_summary(rows, device, log):
         # measured (equal to eq. (2) when they are balanced), and the CPU
         # work of that run spread over every core, a bound for any schedule
         # when both stages share the CPU's cores (no GPU).
-        x = t[("Sweep8-eps", f"skyjoin dbscan_sweep not pipelined ({device})")].extra
+        x = t[(SWEEP_EPS_CASE, f"skyjoin dbscan_sweep not pipelined ({device})")].extra
         if x.get("table_s") and x.get("assign_s"):
             two = pipeline_makespan(x["table_s"], x["assign_s"])
             out.update(sweep8_stage_build_s=sum(x["table_s"]),
@@ -340,7 +328,7 @@ def _sweep_summary(rows, device, log):
                 else os.cpu_count()
             out.update(sweep8_non_pipelined_cpu_s=x["cpu_s"],
                        sweep8_cpu_bound_s=x["cpu_s"] / cores)
-    r = t.get(("Sweep8-eps", f"response-time model ({device})"))
+    r = t.get((SWEEP_EPS_CASE, f"response-time model ({device})"))
     if r is not None and r.extra:
         out["model_median_error_pct"] = r.extra.get("median_error_pct")
         out["model_worst_error_pct"] = r.extra.get("worst_error_pct")
@@ -358,7 +346,7 @@ def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results"
     device : {"cpu", "gpu"}
         Device of our implementations (peers run on the CPU).
     quick : bool
-        100k-point versions of every case (a smoke test).
+        ``QUICK_N``-point versions of the cases (a smoke test).
     out_dir : str
         Folder of the report.
     names : list of str, optional

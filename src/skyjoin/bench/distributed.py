@@ -45,33 +45,34 @@ from .._core.device import cupy
 from ..dbscan.grid_gpu import gpu_grid_dbscan
 from ..join.gpu import gpu_self_join
 from ..skyline.api import skyline
-from .harness import Case, Impl, format_table, run_suite, write_report
+from .harness import (Impl, case_order, check_names, data_case, format_table, run_suite, size_tag,
+                      write_report)
 
-__all__ = ["run", "case_specs", "ideal_split"]
+__all__ = ["run", "case_specs", "case_names", "ideal_split"]
 
-# name, operator, n (full), n (quick), d, eps at the full n, min_samples
+# name (before the size), operator, n (full), n (quick), d, eps at the full n, min_samples
 _SPECS = {
-    "cpu": [("JoinBlobs2D-2M", "join", 2_000_000, 200_000, 2, 0.095, None),
-            ("JoinCountsBlobs2D-2M", "counts", 2_000_000, 200_000, 2, 0.095, None),
-            ("DBSCANBlobs2D-2M", "dbscan", 2_000_000, 200_000, 2, 0.095, 10),
-            ("SkylineAnti4D-2M", "skyline", 2_000_000, 200_000, 4, None, None)],
-    "gpu": [("JoinBlobs2D-20M", "join", 20_000_000, 2_000_000, 2, 0.03, None),
-            ("JoinCountsBlobs2D-20M", "counts", 20_000_000, 2_000_000, 2, 0.03, None),
-            ("DBSCANBlobs2D-20M", "dbscan", 20_000_000, 2_000_000, 2, 0.03, 10),
-            ("SkylineAnti4D-20M", "skyline", 20_000_000, 2_000_000, 4, None, None)],
+    "cpu": [("JoinBlobs2D", "join", 2_000_000, 200_000, 2, 0.095, None),
+            ("JoinCountsBlobs2D", "counts", 2_000_000, 200_000, 2, 0.095, None),
+            ("DBSCANBlobs2D", "dbscan", 2_000_000, 200_000, 2, 0.095, 10),
+            ("SkylineAnti4D", "skyline", 2_000_000, 200_000, 4, None, None)],
+    "gpu": [("JoinBlobs2D", "join", 20_000_000, 2_000_000, 2, 0.03, None),
+            ("JoinCountsBlobs2D", "counts", 20_000_000, 2_000_000, 2, 0.03, None),
+            ("DBSCANBlobs2D", "dbscan", 20_000_000, 2_000_000, 2, 0.03, 10),
+            ("SkylineAnti4D", "skyline", 20_000_000, 2_000_000, 4, None, None)],
     # ten times the points at the same neighbours per point (eps / sqrt(10)):
     # where the scaling stands once the GPUs' work outweighs the fixed costs
-    "gpu-large": [("JoinBlobs2D-200M", "join", 200_000_000, 2_000_000, 2, 0.03 / 10 ** 0.5,
-                   None),
-                  ("DBSCANBlobs2D-200M", "dbscan", 200_000_000, 2_000_000, 2,
-                   0.03 / 10 ** 0.5, 10)],
+    "gpu-large": [("JoinBlobs2D", "join", 200_000_000, 2_000_000, 2, 0.03 / 10 ** 0.5, None),
+                  ("DBSCANBlobs2D", "dbscan", 200_000_000, 2_000_000, 2, 0.03 / 10 ** 0.5, 10)],
 }
 
 
 def case_specs(device: str, quick: bool, large: bool = False):
     """(name, operator, n, d, eps, min_samples) of each case; eps keeps the neighbours per point.
 
-    ``large`` (GPU only): the 200M-point join and DBSCAN instead.
+    Names carry the points the case runs (``JoinBlobs2D-2M``, quick
+    ``JoinBlobs2D-200k``).  ``large`` (GPU only): the 200M-point join and
+    DBSCAN instead.
     """
     out = []
     if large and device != "gpu":
@@ -80,8 +81,13 @@ def case_specs(device: str, quick: bool, large: bool = False):
         n = n_quick if quick else n_full
         if eps is not None and quick:
             eps = eps * (n_full / n) ** (1.0 / d)
-        out.append((name + (" (quick)" if quick else ""), op, n, d, eps, m))
+        out.append((f"{name}-{size_tag(n)}", op, n, d, eps, m))
     return out
+
+
+def case_names(device: str = "cpu", quick: bool = False) -> list[str]:
+    """The names ``--case`` accepts on this device in this mode."""
+    return [spec[0] for spec in case_specs(device, quick)]
 
 
 def _data(op, n, d):
@@ -164,26 +170,18 @@ def _cluster(n_workers, device):
 
 def _cases(specs, device, client, label):
     """Cases for one configuration (client None: single machine)."""
+    after = (lambda: cupy().get_default_memory_pool().free_all_blocks()) if device == "gpu" \
+        else None
     cases = []
     for name, op, n, d, eps, m in specs:
-        holder: dict = {}
+        def impls_of(get, op=op, eps=eps, m=m):
+            fn = (_single_fn(op, get, eps, m, device) if client is None
+                  else _dask_fn(op, get, eps, m, device, client))
+            return [Impl(label, fn, ours=client is not None)]
 
-        def get(holder=holder):
-            return holder["X"]
-
-        def setup(holder=holder, op=op, n=n, d=d):
-            holder["X"] = _data(op, n, d)
-
-        def teardown(holder=holder):
-            holder.clear()
-            if device == "gpu":
-                cupy().get_default_memory_pool().free_all_blocks()
-
-        fn = (_single_fn(op, get, eps, m, device) if client is None
-              else _dask_fn(op, get, eps, m, device, client))
-        impl = Impl(label, fn, ours=client is not None, warmup=True)
         params = {"n": n, "d": d, "eps": eps, "min_samples": m, "operator": op, "device": device}
-        cases.append(Case(name, params, [impl], setup=setup, teardown=teardown))
+        cases.append(data_case(name, params, lambda op=op, n=n, d=d: _data(op, n, d), impls_of,
+                               after=after))
     return cases
 
 
@@ -202,7 +200,7 @@ def run(quick: bool = False, out_dir: str = "bench-results", device: str = "cpu"
     n_workers : int
         Workers (GPUs) of the N-worker configuration.
     names : list of str, optional
-        Run only these cases (names without " (quick)").
+        Run only these cases (as ``case_names(device, quick)`` gives them).
     log : callable
     large : bool
         The 200M-point GPU cases (join, DBSCAN) instead of the 20M ones.
@@ -217,7 +215,8 @@ def run(quick: bool = False, out_dir: str = "bench-results", device: str = "cpu"
         raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
     specs = case_specs(device, quick, large)
     if names:
-        specs = [s for s in specs if s[0].replace(" (quick)", "") in set(names)]
+        check_names(names, [s[0] for s in specs])
+        specs = [s for s in specs if s[0] in set(names)]
     rows = []
     log(f"skyjoin.distributed bench on {device}: single machine, 1 worker, {n_workers} workers")
     rows += run_suite("distributed", _cases(specs, device, None, "single machine"), log=log)
@@ -317,11 +316,7 @@ def ideal_split(n: int = 20_000_000, eps: float = 0.03, min_samples: int = 10,
 def scaling(rows, n_workers: int) -> list[dict]:
     """Per case: t(1 worker) / t(single machine) and t(1 worker) / t(N workers)."""
     out = []
-    cases = []
-    for r in rows:
-        if r.case not in cases:
-            cases.append(r.case)
-    for c in cases:
+    for c in case_order(rows):
         t = {r.impl: r.time_s for r in rows if r.case == c and r.time_s is not None}
         one, single = t.get("dask 1 worker"), t.get("single machine")
         many = t.get(f"dask {n_workers} workers")

@@ -1,10 +1,12 @@
 """CPU peers of the epsilon-join benchmark.
 
-Each peer takes (X, eps) and returns one number, so that all compare alike:
-the count of **ordered pairs (i, j), i != j, with distance <= eps**, that is
-twice the number of unordered pairs, self pairs excluded.  Every peer starts
-from the points and builds its own index inside the timed call, as our join
-builds its grid.
+The peers' contract: each takes ``(X, eps)``, the points (array_like of
+shape (n, d), converted to float64) and the join radius (> 0), validated
+once on entry (``ValueError`` for NaN, inf, a wrong shape or eps <= 0), and
+returns one number, so that all compare alike: the count of **ordered pairs
+(i, j), i != j, with distance <= eps**, that is twice the number of
+unordered pairs, self pairs excluded.  Every peer starts from the points and
+builds its own index inside the timed call, as our join builds its grid.
 
 * :func:`ckdtree_query_pairs` -- scipy ``cKDTree.query_pairs`` (ndarray output).
 * :func:`ckdtree_query_ball_point` -- scipy ``cKDTree.query_ball_point`` on
@@ -20,6 +22,7 @@ builds its grid.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Callable
 
@@ -28,7 +31,7 @@ from scipy.spatial import cKDTree
 from sklearn.neighbors import radius_neighbors_graph
 
 from .._core.validate import check_eps, check_points
-from .harness import Impl
+from .harness import REPEAT, Impl, available_memory_bytes
 
 __all__ = [
     "ckdtree_query_pairs",
@@ -38,24 +41,36 @@ __all__ = [
     "PEERS",
     "peer_impls",
     "estimated_peak_bytes",
-    "available_memory_bytes",
 ]
 
 
+def _peer(count: Callable) -> Callable:
+    """The peer ``count(X, eps, **options)`` behind the peers' contract: the
+    points and eps validated once here, 0 for fewer than two points."""
+    @functools.wraps(count)
+    def peer(X, eps, **options) -> int:
+        X = check_points(X)
+        eps = check_eps(eps)
+        if len(X) < 2:
+            return 0
+        return count(X, eps, **options)
+
+    return peer
+
+
+@_peer
 def ckdtree_query_pairs(X, eps) -> int:
     """Ordered pairs within eps by ``cKDTree(X).query_pairs(eps, output_type="ndarray")``.
 
     Parameters
     ----------
-    X : array_like, shape (n, d)
-        The points (converted to float64).
-    eps : float
-        The join radius (> 0); pairs at distance <= eps count.
+    X, eps
+        The points (n, d) and the join radius (> 0), as for every peer.
 
     Returns
     -------
     int
-        Ordered pairs excluding self pairs: 2 x the unordered pairs found.
+        2 x the unordered pairs that ``query_pairs`` returns.
 
     Raises
     ------
@@ -68,14 +83,10 @@ def ckdtree_query_pairs(X, eps) -> int:
     >>> ckdtree_query_pairs([[0.0, 0.0], [0.0, 1.0], [5.0, 5.0]], 1.0)
     2
     """
-    X = check_points(X)
-    eps = check_eps(eps)
-    if len(X) < 2:
-        return 0
-    pairs = cKDTree(X).query_pairs(eps, output_type="ndarray")
-    return 2 * int(len(pairs))
+    return 2 * int(len(cKDTree(X).query_pairs(eps, output_type="ndarray")))
 
 
+@_peer
 def ckdtree_query_ball_point(X, eps, workers: int = -1) -> int:
     """Ordered pairs within eps by ``cKDTree.query_ball_point(..., return_length=True)``.
 
@@ -85,21 +96,20 @@ def ckdtree_query_ball_point(X, eps, workers: int = -1) -> int:
 
     Parameters
     ----------
-    X : array_like, shape (n, d)
-    eps : float
-        The join radius (> 0).
+    X, eps
+        As for every peer (the module's contract).
     workers : int
         Threads of the query (-1: all cores).
 
     Returns
     -------
     int
-        Ordered pairs excluding self pairs.
+        The sum of the neighbour counts, less n.
 
     Raises
     ------
     ValueError
-        For bad points or eps.
+        As every peer, for bad points or eps.
 
     Examples
     --------
@@ -107,14 +117,11 @@ def ckdtree_query_ball_point(X, eps, workers: int = -1) -> int:
     >>> ckdtree_query_ball_point([[0.0, 0.0], [0.0, 1.0], [5.0, 5.0]], 1.0)
     2
     """
-    X = check_points(X)
-    eps = check_eps(eps)
-    if len(X) == 0:
-        return 0
     counts = cKDTree(X).query_ball_point(X, eps, workers=workers, return_length=True)
     return int(np.sum(counts, dtype=np.int64)) - len(X)
 
 
+@_peer
 def sklearn_radius_neighbors_graph(X, eps) -> int:
     """Ordered pairs within eps by scikit-learn's ``radius_neighbors_graph``.
 
@@ -124,19 +131,18 @@ def sklearn_radius_neighbors_graph(X, eps) -> int:
 
     Parameters
     ----------
-    X : array_like, shape (n, d)
-    eps : float
-        The join radius (> 0).
+    X, eps
+        As for every peer.
 
     Returns
     -------
     int
-        Ordered pairs excluding self pairs.
+        The stored entries of the sparse graph.
 
     Raises
     ------
     ValueError
-        For bad points or eps.
+        From the peers' common input check.
 
     Examples
     --------
@@ -144,10 +150,6 @@ def sklearn_radius_neighbors_graph(X, eps) -> int:
     >>> sklearn_radius_neighbors_graph([[0.0, 0.0], [0.0, 1.0], [5.0, 5.0]], 1.0)
     2
     """
-    X = check_points(X)
-    eps = check_eps(eps)
-    if len(X) < 2:
-        return 0
     g = radius_neighbors_graph(X, eps, mode="connectivity", include_self=False, n_jobs=-1)
     return int(g.nnz)
 
@@ -179,6 +181,7 @@ def _search(idx, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return (np.concatenate(found) if found else np.empty(0, np.int64)), counts
 
 
+@_peer
 def rtree_search_and_refine(X, eps, max_seconds: float | None = None,
                             batch: int = 4096) -> int:
     """Ordered pairs within eps by the papers' CPU reference: R-tree search and refine.
@@ -229,8 +232,6 @@ def rtree_search_and_refine(X, eps, max_seconds: float | None = None,
     >>> rtree_search_and_refine([[0.0, 0.0], [0.0, 1.0], [5.0, 5.0]], 1.0)
     2
     """
-    X = check_points(X)
-    eps = check_eps(eps)
     if max_seconds is not None and not max_seconds >= 0:
         raise ValueError(f"max_seconds must be >= 0, got {max_seconds}")
     if int(batch) < 1:
@@ -238,8 +239,6 @@ def rtree_search_and_refine(X, eps, max_seconds: float | None = None,
     batch = int(batch)
     t0 = time.perf_counter()
     n, d = X.shape
-    if n < 2:
-        return 0
     P = X if d >= 2 else np.hstack([X, np.zeros_like(X)])
     tree = _rtree_index(P)
 
@@ -282,6 +281,9 @@ def rtree_search_and_refine(X, eps, max_seconds: float | None = None,
     return total
 
 
+#: Points of the R-tree peer's warm-up run.
+RTREE_WARMUP_POINTS = 2000
+
 #: The peers by name, as the benchmark reports them.
 PEERS: dict[str, Callable] = {
     "scipy cKDTree.query_pairs": ckdtree_query_pairs,
@@ -299,18 +301,6 @@ _BYTES_PER_PAIR = {
     "scipy cKDTree.query_pairs": 16,
     "sklearn radius_neighbors_graph(n_jobs=-1)": 32,
 }
-
-
-def available_memory_bytes() -> int | None:
-    """Memory the system can still give (Linux MemAvailable), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def estimated_peak_bytes(name: str, n: int, d: int, pairs: int) -> int:
@@ -344,7 +334,7 @@ def estimated_peak_bytes(name: str, n: int, d: int, pairs: int) -> int:
 def peer_impls(data, eps: float, rtree_max_seconds: float | None = 600.0,
                skip: tuple[str, ...] = (), pairs_hint: int | None = None,
                shape: tuple[int, int] | None = None, memory_fraction: float = 0.6,
-               repeat: int = 1) -> list:
+               repeat: int = REPEAT, slow_repeat: int = 1) -> list:
     """The peers of one join case as ``bench.harness.Impl`` objects.
 
     Parameters
@@ -372,8 +362,11 @@ def peer_impls(data, eps: float, rtree_max_seconds: float | None = 600.0,
     memory_fraction : float
         Share of the available memory a peer may plan to use.
     repeat : int
-        Runs of each scipy peer, the fastest kept (as for our engine; the
-        R-tree and scikit-learn peers, minutes long, run once).
+        Timed runs of each scipy peer, the fastest kept (as for our engine).
+    slow_repeat : int
+        Timed runs of the R-tree and scikit-learn peers (minutes long on the
+        full cases).  Every peer runs once untimed first; the R-tree, which
+        compiles nothing, on its first ``RTREE_WARMUP_POINTS`` points.
 
     Returns
     -------
@@ -392,8 +385,11 @@ def peer_impls(data, eps: float, rtree_max_seconds: float | None = 600.0,
     avail = available_memory_bytes()
     impls = []
     for name, fn in PEERS.items():
+        warmup = None
         if fn is rtree_search_and_refine:
             call = (lambda fn=fn: fn(get(), eps, max_seconds=rtree_max_seconds))
+            # nothing to compile: the warm-up loads libspatialindex on a slice
+            warmup = (lambda fn=fn: fn(get()[:RTREE_WARMUP_POINTS], eps))
         else:
             call = (lambda fn=fn: fn(get(), eps))
         reason = "skipped by the suite" if name in skip else None
@@ -402,6 +398,6 @@ def peer_impls(data, eps: float, rtree_max_seconds: float | None = 600.0,
             if need > memory_fraction * avail:
                 reason = (f"needs about {need / 2**30:.1f} GiB for {pairs_hint:,} pairs, "
                           f"{avail / 2**30:.1f} GiB available")
-        impls.append(Impl(name=name, fn=call, ours=False, skip_reason=reason,
-                          repeat=repeat if name.startswith("scipy") else 1))
+        impls.append(Impl(name=name, fn=call, ours=False, skip_reason=reason, warmup_fn=warmup,
+                          repeat=repeat if name.startswith("scipy") else slow_repeat))
     return impls

@@ -19,6 +19,29 @@ def _tiles(n: int, tile: int):
         yield a, min(n, a + tile)
 
 
+def _within(Q, X, eps: float, tile_q: int, tile_x: int):
+    """For every (query tile, data tile): its starts and the boolean matrix
+    of pairs within eps (a tile_q x tile_x float64 matrix at a time).
+
+    The exact test of the library: sum over k of (q_k - x_k)^2 <= eps^2 in
+    float64, terms in dimension order.  O(m n d) work.
+    """
+    import cupy as cp
+
+    Qd = cp.asarray(Q, dtype=cp.float64)
+    Xd = cp.asarray(X, dtype=cp.float64)
+    e2 = float(eps) * float(eps)
+    for qa, qb in _tiles(Qd.shape[0], tile_q):
+        q = Qd[qa:qb]
+        for xa, xb in _tiles(Xd.shape[0], tile_x):
+            x = Xd[xa:xb]
+            s = cp.zeros((qb - qa, xb - xa), dtype=cp.float64)
+            for k in range(Qd.shape[1]):
+                t = q[:, k:k + 1] - x[None, :, k]
+                s += t * t
+            yield qa, xa, s <= e2
+
+
 def tiled_bruteforce_counts(Q, X, eps: float, *, tile_q: int = 256, tile_x: int = 1 << 20):
     """Neighbour counts of each query (self included) by tiled brute force on the GPU.
 
@@ -44,19 +67,9 @@ def tiled_bruteforce_counts(Q, X, eps: float, *, tile_q: int = 256, tile_x: int 
     """
     import cupy as cp
 
-    Qd = cp.asarray(Q, dtype=cp.float64)
-    Xd = cp.asarray(X, dtype=cp.float64)
-    e2 = float(eps) * float(eps)
-    out = cp.zeros(Qd.shape[0], dtype=cp.int64)
-    for qa, qb in _tiles(Qd.shape[0], tile_q):
-        q = Qd[qa:qb]
-        for xa, xb in _tiles(Xd.shape[0], tile_x):
-            x = Xd[xa:xb]
-            s = cp.zeros((qb - qa, xb - xa), dtype=cp.float64)
-            for k in range(Qd.shape[1]):
-                t = q[:, k:k + 1] - x[None, :, k]
-                s += t * t
-            out[qa:qb] += (s <= e2).sum(axis=1)
+    out = cp.zeros(len(Q), dtype=cp.int64)
+    for qa, _, within in _within(Q, X, eps, tile_q, tile_x):
+        out[qa:qa + within.shape[0]] += within.sum(axis=1)
     return cp.asnumpy(out)
 
 
@@ -72,20 +85,10 @@ def tiled_bruteforce_pairs(Q, X, eps: float, *, tile_q: int = 256, tile_x: int =
     """
     import cupy as cp
 
-    Qd = cp.asarray(Q, dtype=cp.float64)
-    Xd = cp.asarray(X, dtype=cp.float64)
-    e2 = float(eps) * float(eps)
     parts = []
-    for qa, qb in _tiles(Qd.shape[0], tile_q):
-        q = Qd[qa:qb]
-        for xa, xb in _tiles(Xd.shape[0], tile_x):
-            x = Xd[xa:xb]
-            s = cp.zeros((qb - qa, xb - xa), dtype=cp.float64)
-            for k in range(Qd.shape[1]):
-                t = q[:, k:k + 1] - x[None, :, k]
-                s += t * t
-            i, j = cp.nonzero(s <= e2)
-            parts.append(cp.stack([i + qa, j + xa], axis=1).get())
+    for qa, xa, within in _within(Q, X, eps, tile_q, tile_x):
+        i, j = cp.nonzero(within)
+        parts.append(cp.stack([i + qa, j + xa], axis=1).get())
     if not parts:
         return np.zeros((0, 2), dtype=np.int64)
     return np.concatenate(parts).astype(np.int64)

@@ -2,58 +2,69 @@
 
 from __future__ import annotations
 
-import functools
-
 import click
 
 from .._core.device import resolve_device
 from ..bench import dbscan as bench_dbscan
 from ..bench import distributed as bench_distributed
 from ..bench import join as bench_join
-from ..bench import join_gpu as bench_join_gpu
 from ..bench import skyline as bench_skyline
 from .errors import user_errors
 from .options import DEVICE, VERBOSE
 
-__all__ = ["bench_cmd", "suite_runner"]
+__all__ = ["bench_cmd", "suite_runner", "SUITES"]
+
+#: The suite modules by name; each has ``run(device, quick, out_dir, names)``
+#: and ``case_names(device, quick)``.
+SUITES = {"join": bench_join, "dbscan": bench_dbscan, "skyline": bench_skyline,
+          "distributed": bench_distributed}
 
 
 def suite_runner(suite: str, device: str):
     """The function that runs ``suite`` on a resolved ``device``, called with
     ``quick``, ``out_dir`` and ``names`` (None: every case).
 
-    The join has one module per device (``bench.join_gpu`` on the GPU,
-    ``bench.join`` on the CPU); the other suites take the device.
+    Every suite takes the device: the join suite times ``skyjoin.self_join``
+    on it (``device="gpu"``: the GPU join from host data to a host table).
     """
-    if suite == "join":
-        if device == "gpu":
-            return bench_join_gpu.run
-        return functools.partial(bench_join.run, device="cpu")
-    mod = {"dbscan": bench_dbscan, "skyline": bench_skyline,
-           "distributed": bench_distributed}[suite]
+    mod = SUITES[suite]
 
     def run(quick, out_dir, names):
-        kwargs = {"device": device, "quick": quick, "out_dir": out_dir}
-        if names:
-            kwargs["names"] = names
-        return mod.run(**kwargs)
+        return mod.run(device=device, quick=quick, out_dir=out_dir, names=names or None)
 
     return run
 
 
+def _list_device(device: str | None) -> str:
+    """The device whose cases ``--list`` shows: an explicit one as given (no
+    GPU needed to list the GPU cases), else the one ``auto`` resolves to."""
+    return device if device in ("cpu", "gpu") else resolve_device(device)
+
+
 @click.command("bench")
-@click.argument("suite", type=click.Choice(["join", "dbscan", "skyline", "distributed"]))
+@click.argument("suite", type=click.Choice(list(SUITES)))
 @DEVICE
-@click.option("--quick", is_flag=True, help="Small versions of the cases (a smoke test).")
-@click.option("--case", "names", multiple=True, help="Run only these cases (repeatable).")
+@click.option("--quick", is_flag=True, help="Small versions of the cases (a smoke test); "
+                                            "their names carry their real sizes.")
+@click.option("--case", "names", multiple=True,
+              help="Run only these cases (repeatable); --list shows them.")
+@click.option("--list", "list_cases", is_flag=True,
+              help="List the cases --case accepts (with --quick: the quick ones) and exit.")
 @click.option("--out", "out_dir", default="bench-results", show_default=True,
               help="Folder for the JSON report and the PNG chart.")
 @VERBOSE
 @user_errors
-def bench_cmd(suite, device, quick, names, out_dir):
+def bench_cmd(suite, device, quick, names, list_cases, out_dir):
     """Benchmark SUITE against its peers in one process; write JSON and PNG.
 
-    Speed is reported as ratios against peers measured in the same run.
+    Every implementation, ours and the peers', runs once untimed (warm-up),
+    then three times interleaved with the others; the fastest run counts.
+    Ratios are only against peers timed in the same run on the same data;
+    figures quoted from papers stand in their own column, never as a ratio.
     """
+    if list_cases:
+        for name in SUITES[suite].case_names(_list_device(device), quick):
+            click.echo(name)
+        return
     run = suite_runner(suite, resolve_device(device))
     run(quick=quick, out_dir=out_dir, names=list(names) or None)
