@@ -415,9 +415,7 @@ def dbscan(X, eps=0.5, *, min_samples=5, metric="minkowski", metric_params=None,
 
     References
     ----------
-    M. Gowanlock, C. M. Rude, D. M. Blair, J. D. Li, V. Pankratius, "A Hybrid
-    Approach for Optimizing Parallel Clustering Throughput using the GPU",
-    IEEE TPDS 30(4), 2019, §3.
+    HYBRID-DBSCAN, §3: the full reference is in :class:`DBSCAN`.
 
     Examples
     --------
