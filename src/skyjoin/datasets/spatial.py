@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from .checks import _check_box, _check_nd, _check_real, _rng
+from .checks import _check_box, _check_nd, _check_real, _fill_doc, _rng
 
 __all__ = ["uniform", "exponential", "blobs"]
 
@@ -15,6 +15,7 @@ __all__ = ["uniform", "exponential", "blobs"]
 # --------------------------------------------------------------------------
 # join / DBSCAN workloads
 # --------------------------------------------------------------------------
+@_fill_doc
 def uniform(n: int, d: int, low: float = 0.0, high: float = 100.0, seed=None) -> np.ndarray:
     """Points uniform in the box [low, high)^d.
 
@@ -24,14 +25,10 @@ def uniform(n: int, d: int, low: float = 0.0, high: float = 100.0, seed=None) ->
 
     Parameters
     ----------
-    n : int
-        Number of points (>= 0).
-    d : int
-        Number of dimensions (>= 1).
+    {n_d}
     low, high : float
         The box, with low < high.
-    seed : int, None or numpy.random.Generator
-        Seed of ``numpy.random.default_rng``, or a Generator to draw from.
+    {seed}
 
     Returns
     -------
@@ -59,6 +56,7 @@ def uniform(n: int, d: int, low: float = 0.0, high: float = 100.0, seed=None) ->
     return np.ascontiguousarray(rng.uniform(low, high, (n, d)), dtype=np.float64)
 
 
+@_fill_doc
 def exponential(n: int, d: int, rate: float = 40.0, seed=None) -> np.ndarray:
     """Coordinates exponential with rate ``rate``, values above 1 redrawn.
 
@@ -76,18 +74,12 @@ def exponential(n: int, d: int, rate: float = 40.0, seed=None) -> np.ndarray:
 
     Parameters
     ----------
-    n : int
-        Number of points (>= 0).
-    d : int
-        Number of dimensions (>= 1).
+    {n_d}
     rate : float
         The rate lambda (> 0); the mean before rejection is 1 / rate.
-    seed : int, None or numpy.random.Generator
+    {seed}
 
-    Returns
-    -------
-    numpy.ndarray
-        float64, C-contiguous, shape (n, d), values in [0, 1].
+    {returns_unit}
 
     Raises
     ------
@@ -115,6 +107,7 @@ def exponential(n: int, d: int, rate: float = 40.0, seed=None) -> np.ndarray:
     return np.ascontiguousarray(X, dtype=np.float64)
 
 
+@_fill_doc
 def blobs(n: int, d: int = 2, centers=50, std: float = 1.5, low: float = 0.0,
           high: float = 100.0, seed=None, return_labels: bool = False):
     """Gaussian blobs: isotropic clusters around centres uniform in a box.
@@ -140,7 +133,7 @@ def blobs(n: int, d: int = 2, centers=50, std: float = 1.5, low: float = 0.0,
         Standard deviation of every coordinate around its centre (>= 0).
     low, high : float
         The box of the random centres.
-    seed : int, None or numpy.random.Generator
+    {seed}
     return_labels : bool
         Also return the index of each point's centre.
 
@@ -185,18 +178,3 @@ def blobs(n: int, d: int = 2, centers=50, std: float = 1.5, low: float = 0.0,
     X = C[labels] + rng.normal(0.0, std, (n, d))
     X = np.ascontiguousarray(X, dtype=np.float64)
     return (X, labels) if return_labels else X
-
-
-# --------------------------------------------------------------------------
-# skyline workloads: the standard generator (Börzsönyi et al., ``randdataset``)
-# --------------------------------------------------------------------------
-# The standard generator is a per-point rejection loop, compiled with Numba on
-# first use (and cached on disk) and run in parallel over blocks of rows.  Its
-# random numbers come from SplitMix64 (Steele, Lea & Flood, OOPSLA 2014),
-# inlined: a 64-bit counter passed through a bit mixer, with one counter per
-# block seeded from ``seed``.  So the result depends only on (n, d, seed), not
-# on the number of threads nor on Numba's own generator, and a draw costs a
-# few instructions (Numba's np.random costs about 8 ns a call).
-# ``prange`` is bound to ``numba.prange`` when the kernel is built, so that
-# importing this module needs no Numba.
-prange = range
