@@ -1,9 +1,10 @@
-"""Argument checks shared by the generators."""
+"""Argument checks and docstring parts shared by the generators."""
 
 from __future__ import annotations
 
 import math
 import numbers
+import re
 from typing import Union
 
 import numpy as np
@@ -63,3 +64,34 @@ def _check_box(low, high) -> tuple[float, float]:
     if not low < high:
         raise ValueError(f"low must be < high, got low={low}, high={high}")
     return low, high
+
+
+# --------------------------------------------------------------------------
+# docstring parts shared by the generators
+# --------------------------------------------------------------------------
+_N_D = """n : int
+    Number of points (>= 0).
+d : int
+    Number of dimensions (>= 1)."""
+_SEED = """seed : int, None or numpy.random.Generator
+    Seed of ``numpy.random.default_rng``, or a Generator to draw from."""
+_DOC_PARTS = {
+    "n_d": _N_D,
+    "seed": _SEED,
+    "params": f"Parameters\n----------\n{_N_D}\n{_SEED}",
+    "returns_unit": "Returns\n-------\nnumpy.ndarray\n"
+                    "    float64, C-contiguous, shape (n, d), values in [0, 1].",
+}
+_SLOT = re.compile(r"^( *)\{(\w+)\}$", re.MULTILINE)
+
+
+def _fill_doc(fn):
+    """Decorator: replace every line of ``fn``'s docstring that is only a
+    ``{name}`` of ``_DOC_PARTS`` by that part, indented as the line; the
+    parameters and returns that the generators share are written once."""
+    def part(m):
+        return "\n".join(m.group(1) + line if line else line
+                         for line in _DOC_PARTS[m.group(2)].split("\n"))
+    if fn.__doc__:
+        fn.__doc__ = _SLOT.sub(part, fn.__doc__)
+    return fn

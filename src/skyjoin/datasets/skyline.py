@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import Seed, _check_nd, _rng
+from .checks import Seed, _check_nd, _fill_doc, _rng
 
 __all__ = ["independent", "correlated", "anticorrelated", "pareto", "skyline_data",
            "SKYLINE_KINDS"]
 
 SKYLINE_KINDS = ("independent", "correlated", "anticorrelated", "pareto")
+
+# The standard generator is a per-point rejection loop, compiled with Numba on
+# first use (and cached on disk) and run in parallel over blocks of rows.  Its
+# random numbers come from SplitMix64 (Steele, Lea & Flood, OOPSLA 2014),
+# inlined: a 64-bit counter passed through a bit mixer, with one counter per
+# block seeded from ``seed``.  So the result depends only on (n, d, seed), not
+# on the number of threads nor on Numba's own generator, and a draw costs a
+# few instructions.
+# ``prange`` is bound to ``numba.prange`` when the kernel is built, so that
+# importing this module needs no Numba.
+prange = range
 
 # Rows per block of the skyline generators: each block has its own child
 # generator, so the output does not depend on how many threads draw it.
@@ -148,19 +159,14 @@ def _standard(kind: int, n: int, d: int, seed) -> np.ndarray:
     return _standard_kernel()(kind, n, d, _BLOCK, seeds)
 
 
+@_fill_doc
 def independent(n: int, d: int, seed: Seed = None) -> np.ndarray:
     """Skyline data, *independent*: every coordinate U(0, 1).
 
     The standard generator of Börzsönyi, Kossmann & Stocker (ICDE 2001),
     as used by SkyAlign §6.1.  Recipe: ``default_rng(seed).random((n, d))``.
 
-    Parameters
-    ----------
-    n : int
-        Number of points (>= 0).
-    d : int
-        Number of dimensions (>= 1).
-    seed : int, None or numpy.random.Generator
+    {params}
 
     Returns
     -------
@@ -177,6 +183,7 @@ def independent(n: int, d: int, seed: Seed = None) -> np.ndarray:
     return np.ascontiguousarray(_rng(seed).random((n, d)), dtype=np.float64)
 
 
+@_fill_doc
 def correlated(n: int, d: int, seed: Seed = None) -> np.ndarray:
     """Skyline data, *correlated* (the standard generator of Börzsönyi et al.).
 
@@ -193,21 +200,14 @@ def correlated(n: int, d: int, seed: Seed = None) -> np.ndarray:
     threads.  The uniforms of the 12-draw peaks carry 32 random bits each,
     the others 53.
 
-    Parameters
-    ----------
-    n : int
-        Number of points (>= 0).
-    d : int
-        Number of dimensions (>= 1).
-    seed : int, None or numpy.random.Generator
+    {params}
 
-    Returns
-    -------
-    numpy.ndarray
-        float64, C-contiguous, shape (n, d), values in [0, 1].
+    {returns_unit}
 
     Examples
     --------
+    A point good in one dimension tends to be good in the others:
+
     >>> import numpy as np
     >>> from skyjoin import datasets
     >>> X = datasets.correlated(2000, 3, seed=0)
@@ -218,6 +218,7 @@ def correlated(n: int, d: int, seed: Seed = None) -> np.ndarray:
     return _standard(_CORRELATED, n, d, seed)
 
 
+@_fill_doc
 def anticorrelated(n: int, d: int, seed: Seed = None) -> np.ndarray:
     """Skyline data, *anticorrelated* (the standard generator of Börzsönyi et al.).
 
@@ -235,21 +236,14 @@ def anticorrelated(n: int, d: int, seed: Seed = None) -> np.ndarray:
     with its own SplitMix64 stream seeded from ``seed``: the result depends
     only on n, d and the seed.
 
-    Parameters
-    ----------
-    n : int
-        Number of points (>= 0).
-    d : int
-        Number of dimensions (>= 1).
-    seed : int, None or numpy.random.Generator
+    {params}
 
-    Returns
-    -------
-    numpy.ndarray
-        float64, C-contiguous, shape (n, d), values in [0, 1].
+    {returns_unit}
 
     Examples
     --------
+    A point good in one dimension tends to be bad in another:
+
     >>> import numpy as np
     >>> from skyjoin import datasets
     >>> X = datasets.anticorrelated(2000, 3, seed=0)
@@ -260,6 +254,7 @@ def anticorrelated(n: int, d: int, seed: Seed = None) -> np.ndarray:
     return _standard(_ANTICORRELATED, n, d, seed)
 
 
+@_fill_doc
 def pareto(n: int, d: int, seed: Seed = None) -> np.ndarray:
     """Skyline data, *pareto*: independent heavy-tailed columns (SkyAlign §6.1).
 
@@ -277,13 +272,7 @@ def pareto(n: int, d: int, seed: Seed = None) -> np.ndarray:
     independent data drawn from the same r; only the value distribution the
     algorithm sees differs.
 
-    Parameters
-    ----------
-    n : int
-        Number of points (>= 0).
-    d : int
-        Number of dimensions (>= 1).
-    seed : int, None or numpy.random.Generator
+    {params}
 
     Returns
     -------
@@ -320,22 +309,17 @@ _SKYLINE = {
 }
 
 
+@_fill_doc
 def skyline_data(n: int, d: int, kind: str, seed: Seed = None) -> np.ndarray:
     """Skyline benchmark data of one of the four standard kinds.
 
     Parameters
     ----------
-    n : int
-        Number of points (>= 0).
-    d : int
-        Number of dimensions (>= 1).
+    {n_d}
     kind : {"independent", "correlated", "anticorrelated", "pareto"}
-    seed : int, None or numpy.random.Generator
+    {seed}
 
-    Returns
-    -------
-    numpy.ndarray
-        float64, C-contiguous, shape (n, d), values in [0, 1].
+    {returns_unit}
 
     Raises
     ------

@@ -7,7 +7,7 @@ import numbers
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .checks import Seed, _check_box, _check_nd, _check_real, _rng
+from .checks import Seed, _check_box, _check_nd, _check_real, _fill_doc, _rng
 
 __all__ = ["uniform", "exponential", "blobs"]
 
@@ -16,6 +16,7 @@ __all__ = ["uniform", "exponential", "blobs"]
 # --------------------------------------------------------------------------
 # join / DBSCAN workloads
 # --------------------------------------------------------------------------
+@_fill_doc
 def uniform(n: int, d: int, low: float = 0.0, high: float = 100.0, seed: Seed = None) -> np.ndarray:
     """Points uniform in the box [low, high)^d.
 
@@ -25,14 +26,10 @@ def uniform(n: int, d: int, low: float = 0.0, high: float = 100.0, seed: Seed = 
 
     Parameters
     ----------
-    n : int
-        Number of points (>= 0).
-    d : int
-        Number of dimensions (>= 1).
+    {n_d}
     low, high : float
         The box, with low < high.
-    seed : int, None or numpy.random.Generator
-        Seed of ``numpy.random.default_rng``, or a Generator to draw from.
+    {seed}
 
     Returns
     -------
@@ -60,6 +57,7 @@ def uniform(n: int, d: int, low: float = 0.0, high: float = 100.0, seed: Seed = 
     return np.ascontiguousarray(rng.uniform(low, high, (n, d)), dtype=np.float64)
 
 
+@_fill_doc
 def exponential(n: int, d: int, rate: float = 40.0, seed: Seed = None) -> np.ndarray:
     """Coordinates exponential with rate ``rate``, values above 1 redrawn.
 
@@ -77,18 +75,12 @@ def exponential(n: int, d: int, rate: float = 40.0, seed: Seed = None) -> np.nda
 
     Parameters
     ----------
-    n : int
-        Number of points (>= 0).
-    d : int
-        Number of dimensions (>= 1).
+    {n_d}
     rate : float
         The rate lambda (> 0); the mean before rejection is 1 / rate.
-    seed : int, None or numpy.random.Generator
+    {seed}
 
-    Returns
-    -------
-    numpy.ndarray
-        float64, C-contiguous, shape (n, d), values in [0, 1].
+    {returns_unit}
 
     Raises
     ------
@@ -116,6 +108,7 @@ def exponential(n: int, d: int, rate: float = 40.0, seed: Seed = None) -> np.nda
     return np.ascontiguousarray(X, dtype=np.float64)
 
 
+@_fill_doc
 def blobs(n: int, d: int = 2, centers: int | ArrayLike = 50, std: float = 1.5,
           low: float = 0.0, high: float = 100.0, seed: Seed = None,
           return_labels: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
@@ -142,7 +135,7 @@ def blobs(n: int, d: int = 2, centers: int | ArrayLike = 50, std: float = 1.5,
         Standard deviation of every coordinate around its centre (>= 0).
     low, high : float
         The box of the random centres.
-    seed : int, None or numpy.random.Generator
+    {seed}
     return_labels : bool
         Also return the index of each point's centre.
 
@@ -187,18 +180,3 @@ def blobs(n: int, d: int = 2, centers: int | ArrayLike = 50, std: float = 1.5,
     X = C[labels] + rng.normal(0.0, std, (n, d))
     X = np.ascontiguousarray(X, dtype=np.float64)
     return (X, labels) if return_labels else X
-
-
-# --------------------------------------------------------------------------
-# skyline workloads: the standard generator (Börzsönyi et al., ``randdataset``)
-# --------------------------------------------------------------------------
-# The standard generator is a per-point rejection loop, compiled with Numba on
-# first use (and cached on disk) and run in parallel over blocks of rows.  Its
-# random numbers come from SplitMix64 (Steele, Lea & Flood, OOPSLA 2014),
-# inlined: a 64-bit counter passed through a bit mixer, with one counter per
-# block seeded from ``seed``.  So the result depends only on (n, d, seed), not
-# on the number of threads nor on Numba's own generator, and a draw costs a
-# few instructions (Numba's np.random costs about 8 ns a call).
-# ``prange`` is bound to ``numba.prange`` when the kernel is built, so that
-# importing this module needs no Numba.
-prange = range

@@ -473,9 +473,7 @@ def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int
 
     References
     ----------
-    M. Gowanlock, C. M. Rude, D. M. Blair, J. D. Li, V. Pankratius, "A Hybrid
-    Approach for Optimizing Parallel Clustering Throughput using the GPU",
-    IEEE TPDS 30(4), 2019, §3.
+    HYBRID-DBSCAN, §3: the full reference is in :class:`DBSCAN`.
 
     Examples
     --------

@@ -75,23 +75,13 @@ def cell_rows(qc, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound, s_c
     """
     # decode the query cell's coordinates and find the rank interval of each
     # dimension in the data grid (lo_r[j] .. hi_r[j])
+    craw = np.empty(k, dtype=np.int64)
     lo_r = np.empty(k, dtype=np.int64)
     hi_r = np.empty(k, dtype=np.int64)
     own_r = np.empty(k, dtype=np.int64)
-    odd = np.empty(k, dtype=np.bool_)
-    rem = qc
-    for j in range(k - 1, -1, -1):
-        r = rem % q_radix[j]
-        rem //= q_radix[j]
-        c = q_coords[q_coord_off[j] + r]
-        lo, hi = _rank_interval(s_coords, s_coord_off[j], s_coord_off[j + 1], c)
-        if lo > hi:
-            return 0
-        lo_r[j] = lo
-        hi_r[j] = hi
-        # rank of the query's own coordinate in the data grid (self-join: r)
-        own_r[j] = r
-        odd[j] = (c & 1) == 1
+    if not _decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw,
+                        lo_r, hi_r, own_r):
+        return 0
     n_out = 0
     last = k - 1
     own_last = own_r[last]
@@ -120,8 +110,8 @@ def cell_rows(qc, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound, s_c
                     break
             x = _find_cell(s_cell_ids, s_lower_bound, base + own_last)
             y = _find_cell(s_cell_ids, s_lower_bound, base + own_last + 1)
-            middle = m >= 0 and odd[m]
-            if odd[last]:
+            middle = m >= 0 and (craw[m] & 1) == 1
+            if (craw[last] & 1) == 1:
                 if middle:
                     n_out = _emit(out, n_out, s_cell_start, a, b)
                 else:
@@ -140,6 +130,28 @@ def cell_rows(qc, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound, s_c
         if j < 0:
             break
     return n_out
+
+
+@nb.njit(inline="always", **_jit)
+def max_rows(k):
+    """Most rows ``cell_rows`` can write for k indexed dimensions: two per
+    lookup of the 3^(k-1) (UNICOMP splits a row around the own cell)."""
+    rows = 2
+    for _ in range(k - 1):
+        rows *= 3
+    return rows
+
+
+@nb.njit(inline="always", **_jit)
+def adjacent_rows(c, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound,
+                  s_cell_start, s_coords, s_coord_off, s_stride, k, pattern, self_join):
+    """``cell_rows`` of query cell index c into a fresh array: returns
+    (rows, n_rows).  For a self-join the own cell is c."""
+    rows = np.empty((max_rows(k) + 1, 2), dtype=np.int64)
+    own = np.int64(c) if self_join else np.int64(-1)
+    n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound,
+                       s_cell_start, s_coords, s_coord_off, s_stride, k, pattern, own, rows)
+    return rows, n_rows
 
 
 @nb.njit(inline="always", **_jit)

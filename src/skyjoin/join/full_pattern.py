@@ -26,7 +26,7 @@ import numba as nb
 import numpy as np
 
 from ._simd import compress16, prefetch_read, prefetch_write
-from .cells import _U64, _decode_cell, _jit, cell_rows
+from .cells import _U64, _decode_cell, _jit, adjacent_rows
 from .csr import _sort_range
 from .point_scan import _cell_gaps, _point_scan
 
@@ -229,6 +229,45 @@ def _filter_box(q_pts, qorder, a, b, cp, cid, cj, m, reach, cp2, cid2, cj2):
     return m2
 
 
+@nb.njit(inline="always", **_jit)
+def _point_path(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k):
+    """Scratch of the point-by-point path for query cell qc, its coordinates
+    and rank intervals decoded (``cells._decode_cell``).  Returns (ok, craw,
+    lo_r, hi_r, own_r, eqp, gl2, gh2, cur, partial); ok is False when some
+    dimension has no occupied data coordinate within reach (no neighbours)."""
+    craw = np.empty(k, dtype=np.int64)
+    lo_r = np.empty(k, dtype=np.int64)
+    hi_r = np.empty(k, dtype=np.int64)
+    own_r = np.empty(k, dtype=np.int64)
+    eqp = np.empty(k, dtype=np.bool_)
+    ok = _decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw, lo_r,
+                      hi_r, own_r)
+    gl2 = np.empty(k)
+    gh2 = np.empty(k)
+    cur = np.empty(k, dtype=np.int64)
+    partial = np.empty(k)
+    return ok, craw, lo_r, hi_r, own_r, eqp, gl2, gh2, cur, partial
+
+
+@nb.njit(inline="always", **_jit)
+def _box_buffers(cp, cid, cj, n_groups):
+    """Buffers for ``_filter_box``'s output: fresh ones when a cell has
+    several sub-tiles, else the candidates themselves (never filtered)."""
+    if n_groups > 1:
+        return np.empty_like(cp), np.empty_like(cid), np.empty_like(cj)
+    return cp, cid, cj
+
+
+@nb.njit(inline="always", **_jit)
+def _group_candidates(q_pts, qorder, goff, g, cp, cid, cj, m, reach, cp2, cid2, cj2):
+    """Number of candidates of sub-tile g, written to ``cp2``/``cid2``/``cj2``
+    by ``_filter_box``; all m (left in place) when the cell is one sub-tile."""
+    if goff.shape[0] > 2:
+        return _filter_box(q_pts, qorder, goff[g], goff[g + 1], cp, cid, cj, m, reach, cp2, cid2,
+                           cj2)
+    return m
+
+
 @nb.njit(**_jit)
 def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
                s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
@@ -240,31 +279,19 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
     forward half of LID-UNICOMP is counted instead (see ``_point_scan``).
     Query cells [cb0, cb1) only: sequential and nogil, the host runs blocks
     of cells on a pool of threads (``schedule.run_blocks``)."""
-    d = q_pts.shape[1]
-    early = d > 3
-    max_rows = 2
-    for j in range(k - 1):
-        max_rows *= 3
+    early = q_pts.shape[1] > 3
     dummy = np.empty(0, dtype=np.int32)
     no_map = np.empty(0, dtype=s_order.dtype)
     for c in range(cb0, cb1):
         c0 = q_cell_start[c]
         c1 = q_cell_start[c + 1]
         if c1 - c0 < tile_min:
-            craw = np.empty(k, dtype=np.int64)
-            lo_r = np.empty(k, dtype=np.int64)
-            hi_r = np.empty(k, dtype=np.int64)
-            own_r = np.empty(k, dtype=np.int64)
-            eqp = np.empty(k, dtype=np.bool_)
-            if not _decode_cell(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_coords,
-                                s_coord_off, k, craw, lo_r, hi_r, own_r):
+            ok, craw, lo_r, hi_r, own_r, eqp, gl2, gh2, cur, partial = _point_path(
+                q_cell_ids[c], q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k)
+            if not ok:
                 for i in range(c0, c1):
                     counts[i] = 0
                 continue
-            gl2 = np.empty(k)
-            gh2 = np.empty(k)
-            cur = np.empty(k, dtype=np.int64)
-            partial = np.empty(k)
             for i in range(c0, c1):
                 _cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2)
                 excl = i if (self_join and not include_self and not half) else -1
@@ -274,30 +301,21 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
                                         point_lb, gl2, gh2, cur, partial, eqp, s_order, dummy,
                                         0, -1)
             continue
-        rows = np.empty((max_rows + 1, 2), dtype=np.int64)
-        n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
-                           s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
-                           k, 0, np.int64(-1), rows)
+        rows, n_rows = adjacent_rows(c, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids,
+                                     s_lower_bound, s_cell_start, s_coords, s_coord_off,
+                                     s_stride, k, 0, False)
         cid, cj, m = _candidates(rows, n_rows, s_order, False, 0)
         cp = _coords(s_pts, cid, cj, m, False)
         db = np.empty(m, dtype=cp.dtype)
         qorder = np.empty(c1 - c0, dtype=np.int64)
         goff = _subtiles(q_pts, c0, c1, k, lo, side, SUBTILE_POINTS, qorder)
         n_groups = goff.shape[0] - 1
-        if n_groups > 1:
-            cp2 = np.empty_like(cp)
-            cid2 = np.empty_like(cid)
-            cj2 = np.empty_like(cj)
-        else:
-            cp2, cid2, cj2 = cp, cid, cj
+        cp2, cid2, cj2 = _box_buffers(cp, cid, cj, n_groups)
         reach = np.sqrt(lim) * (1.0 + 4.0 * _U64)
         for g in range(n_groups):
             if goff[g] == goff[g + 1]:
                 continue
-            m2 = m
-            if n_groups > 1:
-                m2 = _filter_box(q_pts, qorder, goff[g], goff[g + 1], cp, cid, cj, m, reach,
-                                 cp2, cid2, cj2)
+            m2 = _group_candidates(q_pts, qorder, goff, g, cp, cid, cj, m, reach, cp2, cid2, cj2)
             for x in range(goff[g], goff[g + 1]):
                 i = qorder[x]
                 _distances(q_pts, i, cp2, m2, db)
@@ -365,9 +383,6 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
     in blocks on a pool of threads."""
     d = q_pts.shape[1]
     early = d > 3
-    max_rows = 2
-    for j in range(k - 1):
-        max_rows *= 3
     line = max(1, 64 // indices.itemsize)  # items per cache line
     qrow = np.empty((1, d), dtype=q_pts.dtype)
     all_cells = cell_list.shape[0] == 0
@@ -375,19 +390,12 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
         c = ci if all_cells else cell_list[ci]
         c0 = q_cell_start[c]
         c1 = q_cell_start[c + 1]
-        if c1 - c0 < tile_min:
-            craw = np.empty(k, dtype=np.int64)
-            lo_r = np.empty(k, dtype=np.int64)
-            hi_r = np.empty(k, dtype=np.int64)
-            own_r = np.empty(k, dtype=np.int64)
-            eqp = np.empty(k, dtype=np.bool_)
-            if not _decode_cell(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_coords,
-                                s_coord_off, k, craw, lo_r, hi_r, own_r):
+        n_c = c1 - c0
+        if n_c < tile_min:
+            ok, craw, lo_r, hi_r, own_r, eqp, gl2, gh2, cur, partial = _point_path(
+                q_cell_ids[c], q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k)
+            if not ok:
                 continue
-            gl2 = np.empty(k)
-            gh2 = np.empty(k)
-            cur = np.empty(k, dtype=np.int64)
-            partial = np.empty(k)
             for i in range(c0, c1):
                 start, rl = _row_slot(i, row_pos, row_len, q_order, indptr)
                 if start < 0:
@@ -406,14 +414,12 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
                 if sort:
                     _sort_range(indices, start, start + n_found)
             continue
-        rows = np.empty((max_rows + 1, 2), dtype=np.int64)
-        n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
-                           s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
-                           k, 0, np.int64(-1), rows)
+        rows, n_rows = adjacent_rows(c, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids,
+                                     s_lower_bound, s_cell_start, s_coords, s_coord_off,
+                                     s_stride, k, 0, False)
         # the cell's row slots and query points (copied to a local block,
         # local ids 0..n_c) were prefetched while the previous cell ran;
         # now those of the next cell are (all scattered: caller order)
-        n_c = c1 - c0
         r_start = np.empty(n_c, dtype=np.int64)
         r_len = np.empty(n_c, dtype=np.int64)
         qloc = np.empty((n_c, d), dtype=q_pts.dtype)
@@ -451,21 +457,13 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
         buf = np.empty(m + 16, dtype=cid.dtype)
         excl_self = self_join and not include_self
         n_groups = goff.shape[0] - 1
-        if n_groups > 1:
-            cp2 = np.empty_like(cp)
-            cid2 = np.empty_like(cid)
-            cj2 = np.empty_like(cj)
-        else:
-            cp2, cid2, cj2 = cp, cid, cj
+        cp2, cid2, cj2 = _box_buffers(cp, cid, cj, n_groups)
         reach = np.sqrt(lim) * (1.0 + 4.0 * _U64)
         selfpos = np.empty(n_c, dtype=np.int64)
         for g in range(n_groups):
             if goff[g] == goff[g + 1]:
                 continue
-            m2 = m
-            if n_groups > 1:
-                m2 = _filter_box(qloc, qorder, goff[g], goff[g + 1], cp, cid, cj, m, reach,
-                                 cp2, cid2, cj2)
+            m2 = _group_candidates(qloc, qorder, goff, g, cp, cid, cj, m, reach, cp2, cid2, cj2)
             for p in range(m2, m2 + 16):
                 db[p] = np.nan
             if excl_self:

@@ -57,9 +57,11 @@ def mirror_fill_block(order, r0, loc_indptr, buf, fill_pos, indices):
             fill_pos[j] += 1
 
 
-def mirror_table_blocks(order, half_counts, blocks, include_self, idx_dtype):
+def mirror_table_blocks(order, half_counts, blocks, include_self, idx_dtype, trim=True):
     """``mirror_table`` for a forward half held in blocks (r0, buffer) that
-    cover the reordered rows in order."""
+    cover the reordered rows in order.  With ``trim``, the C heap's free
+    pages are handed back before the table is allocated
+    (``csr.release_free_memory``: the blocks' temporaries)."""
     n = order.shape[0]
     total = np.zeros(n, dtype=np.int64)
     for _, buf in blocks:
@@ -70,7 +72,8 @@ def mirror_table_blocks(order, half_counts, blocks, include_self, idx_dtype):
     indptr = np.empty(n + 1, dtype=np.int64)
     grand = exclusive_scan_into(total, indptr)
     del total
-    release_free_memory()
+    if trim:
+        release_free_memory()
     indices = np.empty(grand, dtype=idx_dtype)
     fill_pos = indptr[:-1].copy()
     ends = [r0 for r0, _ in blocks[1:]] + [n]
@@ -88,19 +91,8 @@ def mirror_table_blocks(order, half_counts, blocks, include_self, idx_dtype):
 def mirror_table(order, half_counts, half_indptr, half_indices, include_self, idx_dtype):
     """Caller-order CSR from a forward half: row order[r] gets the forward
     half of reordered row r (+ the self pair), then every mirrored pair.
-    Returns (indptr, indices); rows are not sorted."""
-    n = order.shape[0]
-    total = np.zeros(n, dtype=np.int64)
-    mirror_counts(half_indices, total)
-    add_caller_order(order, half_counts, total)
-    if include_self:
-        total += 1
-    indptr = np.empty(n + 1, dtype=np.int64)
-    grand = exclusive_scan_into(total, indptr)
-    del total
-    indices = np.empty(grand, dtype=idx_dtype)
-    fill_pos = indptr[:-1].copy()
-    # the whole half table is one block starting at reordered row 0
-    place_forward_block(order, 0, half_indptr, half_indices, include_self, fill_pos, indices)
-    mirror_fill_block(order, 0, half_indptr, half_indices, fill_pos, indices)
-    return indptr, indices
+    Returns (indptr, indices); rows are not sorted.  The whole half table is
+    one block starting at reordered row 0 (``half_indptr`` is the running
+    sum of ``half_counts``, which the block form recomputes)."""
+    return mirror_table_blocks(order, half_counts, [(0, half_indices)], include_self, idx_dtype,
+                               trim=False)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .cells import _jit, cell_rows, data_args, query_args
+from .cells import _jit, adjacent_rows, data_args, query_args
 from .csr import exclusive_scan_into
 
 
@@ -29,6 +29,19 @@ def _within(qp, sp, i, j, d, eps2):
         diff = qp[i, t] - sp[j, t]
         acc += diff * diff
     return acc <= eps2
+
+
+@nb.njit(inline="always", **_jit)
+def _cell_work(c, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids,
+               s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride, k, pattern,
+               self_join):
+    """The work of query cell c: its reordered points c0..c1 and the rows of
+    the adjacent cells the pattern assigns to it (``cells.adjacent_rows``).
+    Returns (c0, c1, rows, n_rows)."""
+    rows, n_rows = adjacent_rows(c, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids,
+                                 s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride, k,
+                                 pattern, self_join)
+    return q_cell_start[c], q_cell_start[c + 1], rows, n_rows
 
 
 # ---------------------------------------------------------------------------
@@ -44,17 +57,10 @@ def count_pass(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
     cell).  Query points are processed cell by cell."""
     n_cells = q_cell_ids.shape[0]
     d = q_pts.shape[1]
-    max_rows = 2
-    for j in range(k - 1):
-        max_rows *= 3
     for c in nb.prange(n_cells):
-        rows = np.empty((max_rows + 1, 2), dtype=np.int64)
-        own = np.int64(c) if self_join else np.int64(-1)
-        n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
-                           s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
-                           k, pattern, own, rows)
-        c0 = q_cell_start[c]
-        c1 = q_cell_start[c + 1]
+        c0, c1, rows, n_rows = _cell_work(c, q_cell_start, q_cell_ids, q_coords, q_coord_off,
+                                          q_radix, s_cell_ids, s_lower_bound, s_cell_start,
+                                          s_coords, s_coord_off, s_stride, k, pattern, self_join)
         for i in range(c0, c1):
             cnt = 0
             for r in range(n_rows):
@@ -81,18 +87,11 @@ def fill_pass(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
     Only the query cells in ``cell_list`` are visited, and points with
     ``row_pos[i] < 0`` are skipped (used to fill one chunk of rows)."""
     d = q_pts.shape[1]
-    max_rows = 2
-    for j in range(k - 1):
-        max_rows *= 3
     for ci in nb.prange(cell_list.shape[0]):
         c = cell_list[ci]
-        rows = np.empty((max_rows + 1, 2), dtype=np.int64)
-        own = np.int64(c) if self_join else np.int64(-1)
-        n_rows = cell_rows(q_cell_ids[c], q_coords, q_coord_off, q_radix, s_cell_ids,
-                           s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
-                           k, pattern, own, rows)
-        c0 = q_cell_start[c]
-        c1 = q_cell_start[c + 1]
+        c0, c1, rows, n_rows = _cell_work(c, q_cell_start, q_cell_ids, q_coords, q_coord_off,
+                                          q_radix, s_cell_ids, s_lower_bound, s_cell_start,
+                                          s_coords, s_coord_off, s_stride, k, pattern, self_join)
         for i in range(c0, c1):
             pos = row_pos[i]
             if pos < 0:

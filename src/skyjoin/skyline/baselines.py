@@ -21,6 +21,7 @@ from numba import njit, prange
 
 from .._core.config import NUMBA_CACHE
 from .groups import expand_runs, run_starts
+from .masks import dominates
 
 __all__ = ["bruteforce", "bnl", "sfs", "ggs_cpu", "sum_order"]
 
@@ -46,23 +47,14 @@ def bruteforce(X: np.ndarray, block: int = 512):
                  "times": {"total": time.perf_counter() - t0}}
 
 
-@njit(cache=NUMBA_CACHE, inline="always")
-def _dom(X, j, i, d):
-    """Full dominance X[j] < X[i]."""
-    lt = False
-    for k in range(d):
-        a = X[j, k]
-        b = X[i, k]
-        if a > b:
-            return False
-        if a < b:
-            lt = True
-    return lt
-
-
 @njit(cache=NUMBA_CACHE)
-def _bnl(X):
-    """Block-nested-loops with an unbounded window (Börzsönyi et al. 2001)."""
+def _window_skyline(X, evict):
+    """One pass over the points against a window of the skyline so far,
+    unbounded (n slots).  With ``evict``, block-nested-loops (Börzsönyi et
+    al. 2001): window points that the new point dominates leave the window.
+    Without, sort-filter-skyline on presorted points (a dominator always
+    comes first): the window only grows.  Returns (window, dominance tests);
+    O(n * window) tests."""
     n, d = X.shape
     window = np.empty(n, dtype=np.int64)
     w = 0
@@ -73,15 +65,16 @@ def _bnl(X):
         while k < w:
             j = window[k]
             ndt += 1
-            if _dom(X, j, i, d):
+            if dominates(X, j, i, d):
                 dominated = True
                 break
-            ndt += 1
-            if _dom(X, i, j, d):
-                # drop j from the window (swap with last)
-                w -= 1
-                window[k] = window[w]
-                continue
+            if evict:
+                ndt += 1
+                if dominates(X, i, j, d):
+                    # drop j from the window (swap with last)
+                    w -= 1
+                    window[k] = window[w]
+                    continue
             k += 1
         if not dominated:
             window[w] = i
@@ -92,7 +85,7 @@ def _bnl(X):
 def bnl(X: np.ndarray):
     """Block-nested-loops skyline (sequential, Numba)."""
     t0 = time.perf_counter()
-    sky, ndt = _bnl(np.ascontiguousarray(X))
+    sky, ndt = _window_skyline(np.ascontiguousarray(X), True)
     return np.sort(sky), {"algorithm": "bnl", "device": "cpu", "n": X.shape[0], "d": X.shape[1],
                           "dominance_tests": int(ndt), "mask_tests": 0,
                           "times": {"total": time.perf_counter() - t0}}
@@ -110,26 +103,6 @@ def sum_order(X: np.ndarray) -> np.ndarray:
     return np.lexsort(keys)
 
 
-@njit(cache=NUMBA_CACHE)
-def _sfs(X):
-    """Sort-filter-skyline on presorted points: compare with the window only."""
-    n, d = X.shape
-    window = np.empty(n, dtype=np.int64)
-    w = 0
-    ndt = 0
-    for i in range(n):
-        dominated = False
-        for k in range(w):
-            ndt += 1
-            if _dom(X, window[k], i, d):
-                dominated = True
-                break
-        if not dominated:
-            window[w] = i
-            w += 1
-    return window[:w].copy(), ndt
-
-
 def _distinct_sorted(Xs: np.ndarray):
     """Xs (rows in sum order) reduced to the first of each run of equal rows,
     and the run flags (None when all rows are distinct)."""
@@ -145,7 +118,7 @@ def sfs(X: np.ndarray, distinct: bool = False):
     t0 = time.perf_counter()
     order = sum_order(X)
     Xs, new = _distinct_sorted(np.ascontiguousarray(X[order]))
-    pos, ndt = _sfs(Xs)
+    pos, ndt = _window_skyline(Xs, False)
     if new is not None:
         pos = expand_runs(pos, new, distinct)
     return np.sort(order[pos]), {"algorithm": "sfs", "device": "cpu", "n": X.shape[0],
@@ -163,7 +136,7 @@ def _ggs_block(Xs, alive, lo, hi, d):
         if not alive[i]:
             continue
         for j in range(lo, i):
-            if alive[j] and _dom(Xs, j, i, d):
+            if alive[j] and dominates(Xs, j, i, d):
                 out[t] = 1
                 break
     return out
@@ -177,7 +150,7 @@ def _ggs_filter(Xs, alive, sky, lo, d):
     for i in prange(lo, n):
         if alive[i]:
             for u in range(sky.shape[0]):
-                if _dom(Xs, sky[u], i, d):
+                if dominates(Xs, sky[u], i, d):
                     alive[i] = 0
                     break
     return cnt

@@ -31,8 +31,8 @@ from numba import njit, prange
 from .._core.config import NUMBA_CACHE
 from .._core.search import lower_bound
 from .groups import expand_groups, group_candidates
-from .masks import (cell_boundaries, compact_kept, gather_sorted, level_bounds, levels_no_worse,
-                    masks_and_levels, pick_pivots, popcount64, prefilter_keep,
+from .masks import (cell_boundaries, compact_kept, dominates, gather_sorted, level_bounds,
+                    levels_no_worse, masks_and_levels, pick_pivots, popcount64, prefilter_keep,
                     rowmax_and_pivot_candidates, sort_by_order_and_mask, sorted_sample)
 from .plan import CPU_VARIANTS
 
@@ -69,18 +69,11 @@ def _dominates_distinct(P, L, j, i, d):
 
 @njit(cache=NUMBA_CACHE, inline="always")
 def _dominates(P, L, j, i, d):
-    """Full dominance p_j < p_i: no worse everywhere, strictly better once."""
+    """Full dominance p_j < p_i: no worse everywhere, strictly better once
+    (refuted first on the packed levels L)."""
     if not levels_no_worse(L, j, i):
         return False
-    lt = False
-    for k in range(d):
-        a = P[j, k]
-        b = P[i, k]
-        if a > b:
-            return False
-        if a < b:
-            lt = True
-    return lt
+    return dominates(P, j, i, d)
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
@@ -118,9 +111,12 @@ def _mask_tests(Q, lo, hi, need, flags):
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
-def _scan_lower_cell(P, L, Q, lo, hi, need, i, d, flags, fw):
-    """Compare p_i with the points of a dominating-candidate cell (Algorithm 1,
-    lines 16-19): Eq. 4 on quartile masks, then the distinct-value test.
+def _scan_cell(P, L, Q, lo, hi, need, i, d, flags, fw, own):
+    """Compare p_i with the points lo..hi of one cell: the mask test, then
+    the dominance test of each point that passes it.  A dominating-candidate
+    cell (Algorithm 1, lines 16-19): Eq. 4 on quartile masks, then the
+    distinct-value test.  With ``own``, p_i's own cell (lines 21-24): Eq. 5,
+    then the full dominance test (ties possible here), p_i itself skipped.
     Returns (dominated?, mask tests, dominance tests)."""
     nw = _mask_tests(Q, lo, hi, need, flags)
     nd = 0
@@ -129,36 +125,23 @@ def _scan_lower_cell(P, L, Q, lo, hi, need, i, d, flags, fw):
         while x != np.uint64(0):
             j = lo + w * 8 + np.int64(_ctz64(x) >> np.uint64(3))   # little-endian bytes
             x &= x - np.uint64(1)
-            nd += 1
-            if _dominates_distinct(P, L, j, i, d):
-                return True, hi - lo, nd
-    return False, hi - lo, nd
-
-
-@njit(cache=NUMBA_CACHE, inline="always")
-def _scan_own_cell(P, L, Q, lo, hi, need, i, d, flags, fw):
-    """Compare p_i with the other points of its own cell (lines 21-24): Eq. 5,
-    then the full dominance test (ties possible here)."""
-    nw = _mask_tests(Q, lo, hi, need, flags)
-    nd = 0
-    for w in range(nw):
-        x = fw[w]
-        while x != np.uint64(0):
-            j = lo + w * 8 + np.int64(_ctz64(x) >> np.uint64(3))
-            x &= x - np.uint64(1)
-            if j == i:
+            if own and j == i:
                 continue
             nd += 1
-            if _dominates(P, L, j, i, d):
+            if own:
+                if _dominates(P, L, j, i, d):
+                    return True, hi - lo, nd
+            elif _dominates_distinct(P, L, j, i, d):
                 return True, hi - lo, nd
     return False, hi - lo, nd
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
-def _scan_lower_groups(P, L, Q, gst, c, ng, need, i, d, flags, fw):
-    """_scan_lower_cell over the quartile groups of cell c: a group whose
-    group bits (the Q bits of the first log2(ng) dimensions) meet ``need``
-    fails Eq. 4 for every one of its points and is skipped whole."""
+def _scan_groups(P, L, Q, gst, c, ng, need, i, d, flags, fw, own):
+    """_scan_cell over the quartile groups of cell c: a group whose group
+    bits (the Q bits of the first log2(ng) dimensions) meet ``need`` fails
+    Eq. 4 (Eq. 5 in the own cell) for every one of its points and is
+    skipped whole."""
     nm = 0
     nd = 0
     needg = np.int64(need) & (ng - 1)
@@ -168,7 +151,7 @@ def _scan_lower_groups(P, L, Q, gst, c, ng, need, i, d, flags, fw):
         lo = gst[c, g]
         hi = gst[c, g + 1]
         if hi > lo:
-            dom, a, b = _scan_lower_cell(P, L, Q, lo, hi, need, i, d, flags, fw)
+            dom, a, b = _scan_cell(P, L, Q, lo, hi, need, i, d, flags, fw, own)
             nm += a
             nd += b
             if dom:
@@ -177,23 +160,58 @@ def _scan_lower_groups(P, L, Q, gst, c, ng, need, i, d, flags, fw):
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
-def _scan_own_groups(P, L, Q, gst, c, ng, need, i, d, flags, fw):
-    """_scan_own_cell over the quartile groups of p_i's cell (Eq. 5 per group)."""
+def _scan(P, L, Q, gst, ng, lo, hi, c, need, i, d, flags, fw, own):
+    """Compare p_i with cell c (points lo..hi): group by group when the
+    cells are split into ng > 1 quartile groups, else the whole cell."""
+    if ng > 1:
+        return _scan_groups(P, L, Q, gst, c, ng, need, i, d, flags, fw, own)
+    return _scan_cell(P, L, Q, lo, hi, need, i, d, flags, fw, own)
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _scan_cells(P, L, Q, gst, ng, starts, ends, cmasks, c_lo, c_hi, nMi, nQi, needq, i, d,
+                flags, fw, use_quart):
+    """Compare p_i with every cell c_lo..c_hi whose median mask is a subset
+    of M_i (Eq. 1 on median masks, one mask test per cell).  Returns
+    (dominated?, mask tests, dominance tests)."""
     nm = 0
     nd = 0
-    needg = np.int64(need) & (ng - 1)
-    for g in range(ng):
-        if (g & needg) != 0:
+    for cc in range(c_lo, c_hi):
+        nm += 1
+        Mj = cmasks[cc]
+        if (Mj & nMi) != np.uint64(0):
             continue
-        lo = gst[c, g]
-        hi = gst[c, g + 1]
-        if hi > lo:
-            dom, a, b = _scan_own_cell(P, L, Q, lo, hi, need, i, d, flags, fw)
-            nm += a
-            nd += b
-            if dom:
-                return True, nm, nd
+        needq[0] = (Mj | nMi) & nQi
+        dom, a, b = _scan(P, L, Q, gst, ng, starts[cc], ends[cc], cc, needq[0], i, d, flags, fw,
+                          False)
+        nm += a * use_quart
+        nd += b
+        if dom:
+            return True, nm, nd
     return False, nm, nd
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _worker_scratch(Q, starts):
+    """One worker's scratch: the flags of the largest cell's mask tests
+    (zero-padded to whole words; ``fw`` the same bytes as uint64 words) and
+    ``needq``, two masks cast to Q's width."""
+    maxcell = 1
+    for c0 in range(starts.shape[0] - 1):
+        maxcell = max(maxcell, starts[c0 + 1] - starts[c0])
+    flags = np.zeros((maxcell // 8 + 2) * 8, dtype=np.uint8)
+    return flags, flags.view(np.uint64), np.empty_like(Q[:2])
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _record(i, dom, nm, nd, Q, dominated, mts, dts):
+    """Store p_i's outcome and test counts; a dominated point's quartile
+    mask becomes all ones, so later mask tests skip it."""
+    if dom:
+        dominated[i] = 1
+        Q[i] = Q[i] | ~Q[i]
+    mts[i] = nm
+    dts[i] = nd
 
 
 @njit(cache=NUMBA_CACHE, parallel=True)
@@ -206,43 +224,32 @@ def skyalign_points(P, L, M, Q, order, point_cell, starts, ends, cmasks, cell_of
     median mask is a proper subset of its own (Eq. 1; the candidates of cell c
     are starts[c]..ends[c]), then against its own cell.  Fills dominated,
     mts (mask tests) and dts (dominance tests)."""
-    m, d = P.shape
+    d = P.shape[1]
     nchunks = (p_hi - p_lo + CHUNK - 1) // CHUNK
-    maxcell = 1
-    for c0 in range(starts.shape[0] - 1):
-        maxcell = max(maxcell, starts[c0 + 1] - starts[c0])
     for w in prange(n_virtual):
-        flags = np.zeros((maxcell // 8 + 2) * 8, dtype=np.uint8)
-        fw = flags.view(np.uint64)
-        needq = np.empty_like(Q[:2])   # the masks cast to Q's width
+        flags, fw, needq = _worker_scratch(Q, starts)
         for r in range((nchunks - w + n_virtual - 1) // n_virtual):
-            c = w + r * n_virtual
-            lo_i = p_lo + c * CHUNK
-            hi_i = min(p_hi, lo_i + CHUNK)
-            for i in range(lo_i, hi_i):
+            lo_i = p_lo + (w + r * n_virtual) * CHUNK
+            for i in range(lo_i, min(p_hi, lo_i + CHUNK)):
                 Mi = M[i]
                 nMi = ~Mi
                 nQi = ~np.uint64(Q[i])
                 needq[1] = nQi
                 ci = point_cell[i]
-                dom = False
-                nm = 0
-                nd = 0
                 oi = order[i]
                 if oi < 40 and (np.int64(1) << oi) <= ci:
                     # enumerate the proper submasks of M_i in increasing order (Eq. 1)
+                    dom = False
+                    nm = 0
+                    nd = 0
                     s = np.uint64(0)
                     while s != Mi:
                         cc = _find_cell(s, dense, cmasks, cell_of_order)
                         nm += 1
                         if cc >= 0:
                             needq[0] = (cmasks[cc] | nMi) & nQi
-                            if ng > 1:
-                                dom, a, b = _scan_lower_groups(P, L, Q, gst, cc, ng, needq[0],
-                                                               i, d, flags, fw)
-                            else:
-                                dom, a, b = _scan_lower_cell(P, L, Q, starts[cc], ends[cc],
-                                                             needq[0], i, d, flags, fw)
+                            dom, a, b = _scan(P, L, Q, gst, ng, starts[cc], ends[cc], cc,
+                                              needq[0], i, d, flags, fw, False)
                             nm += a * use_quart
                             nd += b
                             if dom:
@@ -250,36 +257,14 @@ def skyalign_points(P, L, M, Q, order, point_cell, starts, ends, cmasks, cell_of
                         s = ((s | nMi) + np.uint64(1)) & Mi
                 else:
                     # scan every cell before our own, Eq. 1 on median masks
-                    for cc in range(ci):
-                        nm += 1
-                        Mj = cmasks[cc]
-                        if (Mj & nMi) != np.uint64(0):
-                            continue
-                        needq[0] = (Mj | nMi) & nQi
-                        if ng > 1:
-                            dom, a, b = _scan_lower_groups(P, L, Q, gst, cc, ng, needq[0],
-                                                           i, d, flags, fw)
-                        else:
-                            dom, a, b = _scan_lower_cell(P, L, Q, starts[cc], ends[cc],
-                                                         needq[0], i, d, flags, fw)
-                        nm += a * use_quart
-                        nd += b
-                        if dom:
-                            break
+                    dom, nm, nd = _scan_cells(P, L, Q, gst, ng, starts, ends, cmasks, 0, ci, nMi,
+                                              nQi, needq, i, d, flags, fw, use_quart)
                 if not dom:
-                    if ng > 1:
-                        dom, a, b = _scan_own_groups(P, L, Q, gst, ci, ng, needq[1], i, d,
-                                                     flags, fw)
-                    else:
-                        dom, a, b = _scan_own_cell(P, L, Q, starts[ci], starts[ci + 1],
-                                                   needq[1], i, d, flags, fw)
+                    dom, a, b = _scan(P, L, Q, gst, ng, starts[ci], starts[ci + 1], ci, needq[1],
+                                      i, d, flags, fw, True)
                     nm += a * use_quart
                     nd += b
-                if dom:
-                    dominated[i] = 1
-                    Q[i] = Q[i] | ~Q[i]   # all ones: later mask tests skip p_i
-                mts[i] = nm
-                dts[i] = nd
+                _record(i, dom, nm, nd, Q, dominated, mts, dts)
 
 
 @njit(cache=NUMBA_CACHE)
@@ -332,49 +317,25 @@ def skyalign_round(P, L, M, Q, order, point_cell, starts, cmasks, level, c_lo, c
     mts = np.zeros(m, dtype=np.int64)
     dts = np.zeros(m, dtype=np.int64)
     nchunks = (m + CHUNK - 1) // CHUNK
-    maxcell = 1
-    for c0 in range(starts.shape[0] - 1):
-        maxcell = max(maxcell, starts[c0 + 1] - starts[c0])
+    no_groups = np.empty((0, 2), dtype=np.int64)
     for w in prange(n_virtual):
-        flags = np.zeros((maxcell // 8 + 2) * 8, dtype=np.uint8)
-        fw = flags.view(np.uint64)
-        needq = np.empty_like(Q[:2])   # the masks cast to Q's width
+        flags, fw, needq = _worker_scratch(Q, starts)
         for r in range((nchunks - w + n_virtual - 1) // n_virtual):
-            c = w + r * n_virtual
-            lo_i = c * CHUNK
-            hi_i = min(m, lo_i + CHUNK)
-            for i in range(lo_i, hi_i):
-                Mi = M[i]
-                nMi = ~Mi
+            lo_i = (w + r * n_virtual) * CHUNK
+            for i in range(lo_i, min(m, lo_i + CHUNK)):
+                nMi = ~M[i]
                 nQi = ~np.uint64(Q[i])
                 needq[1] = nQi
-                dom = False
-                nm = 0
-                nd = 0
                 if order[i] > level:
-                    for cc in range(c_lo, c_hi):
-                        nm += 1
-                        Mj = cmasks[cc]
-                        if (Mj & nMi) != np.uint64(0):
-                            continue
-                        needq[0] = (Mj | nMi) & nQi
-                        dom, a, b = _scan_lower_cell(P, L, Q, starts[cc], starts[cc + 1],
-                                                     needq[0], i, d, flags, fw)
-                        nm += a * use_quart
-                        nd += b
-                        if dom:
-                            break
+                    dom, nm, nd = _scan_cells(P, L, Q, no_groups, 1, starts, starts[1:], cmasks,
+                                              c_lo, c_hi, nMi, nQi, needq, i, d, flags, fw,
+                                              use_quart)
                 else:
                     ci = point_cell[i]
-                    dom, a, b = _scan_own_cell(P, L, Q, starts[ci], starts[ci + 1],
-                                               needq[1], i, d, flags, fw)
-                    nm += a * use_quart
-                    nd += b
-                if dom:
-                    dominated[i] = 1
-                    Q[i] = Q[i] | ~Q[i]   # all ones: later mask tests skip p_i
-                mts[i] = nm
-                dts[i] = nd
+                    dom, a, nd = _scan(P, L, Q, no_groups, 1, starts[ci], starts[ci + 1], ci,
+                                       needq[1], i, d, flags, fw, True)
+                    nm = a * use_quart
+                _record(i, dom, nm, nd, Q, dominated, mts, dts)
     return dominated, mts, dts
 
 

@@ -188,6 +188,22 @@ def levels_no_worse(Lw, j, i):
     return True
 
 
+@njit(cache=NUMBA_CACHE, inline="always")
+def dominates(X, j, i, d):
+    """Full dominance X[j] < X[i] under minimisation: no worse on every one
+    of the d dimensions and strictly better on one.  O(d), exits at the first
+    dimension where X[j] is worse."""
+    lt = False
+    for k in range(d):
+        a = X[j, k]
+        b = X[i, k]
+        if a > b:
+            return False
+        if a < b:
+            lt = True
+    return lt
+
+
 @njit(cache=NUMBA_CACHE)
 def _counting_sort(M, Q, rank, g):
     """Stable counting sort of points by (rank[M], low g bits of Q)."""

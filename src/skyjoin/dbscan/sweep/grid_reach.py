@@ -64,6 +64,20 @@ def _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev,
     return cnt
 
 
+@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
+def _border_cell(t, cells, start, level, K, radix, offsets, deltas, slot_of):
+    """Points a..b of cell slot t (sorted by level) and the slots of its
+    neighbour cells (``grid_cpu.neighbour_slots``).  When they are all core
+    at every level (the last one's level >= K) there is nothing to reach:
+    an empty range and an empty view of ``slot_of`` (no allocation)."""
+    c = cells[t]
+    a = start[c]
+    b = start[c + 1]
+    if level[b - 1] >= K:
+        return a, a, slot_of[:0]
+    return a, b, neighbour_slots(c, radix, offsets, deltas, slot_of)
+
+
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
 def _reach_room(start, cells, slot_of, radix, offsets, deltas, level, maxlev, K, gap_test, Xs,
                 box_lo, box_hi, eps2, hits):
@@ -73,11 +87,7 @@ def _reach_room(start, cells, slot_of, radix, offsets, deltas, level, maxlev, K,
     n = level.shape[0]
     room = np.zeros(n + 1, dtype=np.int64)
     for t in prange(cells.shape[0]):
-        c = cells[t]
-        a, b = start[c], start[c + 1]
-        if level[b - 1] >= K:
-            continue
-        nb = neighbour_slots(c, radix, offsets, deltas, slot_of)
+        a, b, nb = _border_cell(t, cells, start, level, K, radix, offsets, deltas, slot_of)
         for p in range(a, b):
             lp = level[p]
             if lp >= K:
@@ -101,11 +111,7 @@ def _reach_fill(lo, hi, Xs, start, cells, slot_of, box_lo, box_hi, radix, offset
     their reaching cells, by decreasing reach, and their counts.  One thread: the
     ranges are handed out by ``_share``."""
     for t in range(lo, hi):
-        c = cells[t]
-        a, b = start[c], start[c + 1]
-        if level[b - 1] >= K:
-            continue
-        nb = neighbour_slots(c, radix, offsets, deltas, slot_of)
+        a, b, nb = _border_cell(t, cells, start, level, K, radix, offsets, deltas, slot_of)
         for p in range(a, b):
             lo_p = at[p]
             if lo_p < 0:

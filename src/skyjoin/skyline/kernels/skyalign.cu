@@ -72,46 +72,32 @@ __device__ __forceinline__ bool dominates(const double* __restrict__ pj, const d
     return le && lt;
 }
 
-// Algorithm 1, lines 16-19: the points of a dominating-candidate cell,
-// quartile-level MT by Eq. 4, then the distinct-value DT.  The masks are read
-// through the read-only cache (__ldg), four at a time for memory-level
-// parallelism; a stale mask (a point marked dominated meanwhile) only costs
-// an extra DT.  nm counts every mask of the cell.
-template <int D, typename MaskT>
-__device__ __forceinline__ bool scan_lower_cell(const double* __restrict__ P, const MaskT* Q,
-                                                long long lo, long long hi, MaskT need,
-                                                const double* me, unsigned long long& nm,
-                                                unsigned long long& nd)
+// The DT of scan_cell: the full test in p_i's own cell, else the
+// distinct-value test.
+template <int D, bool OWN>
+__device__ __forceinline__ bool candidate_dominates(const double* __restrict__ pj, const double* me)
 {
-    nm += (unsigned long long)(hi - lo);
-    long long j = lo;
-    for (; j + 4 <= hi; j += 4) {
-        MaskT q[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) q[u] = __ldg(Q + j + u);
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            if (!(q[u] & need)) {
-                ++nd;
-                if (dominates_distinct<D>(P + (j + u) * D, me)) return true;
-            }
-        }
+    if constexpr (OWN) {
+        return dominates<D>(pj, me);
+    } else {
+        return dominates_distinct<D>(pj, me);
     }
-    for (; j < hi; ++j) {
-        if (__ldg(Q + j) & need) continue;
-        ++nd;
-        if (dominates_distinct<D>(P + j * D, me)) return true;
-    }
-    return false;
 }
 
-// Algorithm 1, lines 21-24: the other points of p_i's own cell, Eq. 5, then
-// the full DT (equal points never dominate each other).
-template <int D, typename MaskT>
-__device__ __forceinline__ bool scan_own_cell(const double* __restrict__ P, const MaskT* Q,
-                                              long long lo, long long hi, long long i, MaskT nQi,
-                                              const double* me, unsigned long long& nm,
-                                              unsigned long long& nd)
+// The points lo..hi of one cell against p_i: the quartile-level mask test,
+// then the DT of each point that passes it.  The masks are read through the
+// read-only cache (__ldg), four at a time for memory-level parallelism; a
+// stale mask (a point marked dominated meanwhile) only costs an extra DT.  nm
+// counts every mask of the cell.
+//   OWN false: a dominating-candidate cell (Algorithm 1, lines 16-19): Eq. 4,
+//     then the distinct-value DT (i is unused).
+//   OWN true: the other points of p_i's own cell (lines 21-24): Eq. 5, then
+//     the full DT (equal points never dominate each other); p_i is skipped.
+template <int D, typename MaskT, bool OWN>
+__device__ __forceinline__ bool scan_cell(const double* __restrict__ P, const MaskT* Q,
+                                          long long lo, long long hi, long long i, MaskT need,
+                                          const double* me, unsigned long long& nm,
+                                          unsigned long long& nd)
 {
     nm += (unsigned long long)(hi - lo);
     long long j = lo;
@@ -121,16 +107,16 @@ __device__ __forceinline__ bool scan_own_cell(const double* __restrict__ P, cons
         for (int u = 0; u < 4; ++u) q[u] = __ldg(Q + j + u);
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
-            if (!(q[u] & nQi) && (j + u != i)) {
+            if (!(q[u] & need) && (!OWN || j + u != i)) {
                 ++nd;
-                if (dominates<D>(P + (j + u) * D, me)) return true;
+                if (candidate_dominates<D, OWN>(P + (j + u) * D, me)) return true;
             }
         }
     }
     for (; j < hi; ++j) {
-        if ((__ldg(Q + j) & nQi) || j == i) continue;
+        if ((__ldg(Q + j) & need) || (OWN && j == i)) continue;
         ++nd;
-        if (dominates<D>(P + j * D, me)) return true;
+        if (candidate_dominates<D, OWN>(P + j * D, me)) return true;
     }
     return false;
 }
@@ -177,7 +163,7 @@ __global__ void skyalign_kernel(const double* __restrict__ P, MaskT* Q, const Ma
                 ++nm;
                 if (c >= 0) {
                     MaskT need = (cmasks[c] | nMi) & nQi;
-                    if (scan_lower_cell<D, MaskT>(P, Q, starts[c], ends[c], need, me, nm, nd)) {
+                    if (scan_cell<D, MaskT, false>(P, Q, starts[c], ends[c], -1, need, me, nm, nd)) {
                         dom = true;
                         break;
                     }
@@ -190,7 +176,7 @@ __global__ void skyalign_kernel(const double* __restrict__ P, MaskT* Q, const Ma
                 ++nm;
                 if (Mj & nMi) continue;                // Eq. 1
                 MaskT need = (Mj | nMi) & nQi;
-                if (scan_lower_cell<D, MaskT>(P, Q, starts[c], ends[c], need, me, nm, nd)) {
+                if (scan_cell<D, MaskT, false>(P, Q, starts[c], ends[c], -1, need, me, nm, nd)) {
                     dom = true;
                     break;
                 }
@@ -202,14 +188,14 @@ __global__ void skyalign_kernel(const double* __restrict__ P, MaskT* Q, const Ma
             ++nm;
             if (Mj & nMi) continue;                    // Eq. 1 (Eq. 3 for equal orders)
             MaskT need = (Mj | nMi) & nQi;             // Eq. 4
-            if (scan_lower_cell<D, MaskT>(P, Q, starts[c], ends[c], need, me, nm, nd)) {
+            if (scan_cell<D, MaskT, false>(P, Q, starts[c], ends[c], -1, need, me, nm, nd)) {
                 dom = true;
                 break;
             }
         }
     }
     if (!dom && (mode == 0 || oi == level)) {
-        dom = scan_own_cell<D, MaskT>(P, Q, starts[ci], ends[ci], i, nQi, me, nm, nd);  // Eq. 5
+        dom = scan_cell<D, MaskT, true>(P, Q, starts[ci], ends[ci], i, nQi, me, nm, nd);  // Eq. 5
     }
     if (dom) {
         dead[i] = 1;
