@@ -24,7 +24,8 @@ _SOURCE = Path(__file__).with_name("kernels") / "reduce.cu"
 _TYPES = {"float64": "double", "float32": "float", "int64": "long long", "int32": "int",
           "uint64": "unsigned long long", "uint32": "unsigned int", "uint8": "unsigned char",
           "bool": "bool", "int8": "signed char", "int16": "short", "uint16": "unsigned short"}
-_KERNELS = ("sum_int", "sum_float", "flag_nonfinite", "flag_nonzero", "flag_zero")
+_KERNELS = ("block_sum<{t}, long long>", "block_sum<{t}, double>", "flag_nonfinite<{t}>",
+            "flag_nonzero<{t}>", "flag_zero<{t}>")
 _BLOCKS, _THREADS = 512, 256
 _MODULE = None
 
@@ -32,15 +33,16 @@ _MODULE = None
 def _module(cp):
     global _MODULE
     if _MODULE is None:
-        names = [f"{k}<{t}>" for k in _KERNELS for t in _TYPES.values()]
+        names = [k.format(t=t) for k in _KERNELS for t in _TYPES.values()]
         _MODULE = cp.RawModule(code=_SOURCE.read_text(), options=("--std=c++14",),
                                name_expressions=names)
     return _MODULE
 
 
 def _launch(cp, kernel: str, A, out):
+    """Run ``kernel`` (a name of ``_KERNELS``) over A's values into ``out``."""
     a = cp.ascontiguousarray(A).reshape(-1)
-    fn = _module(cp).get_function(f"{kernel}<{_TYPES[a.dtype.name]}>")
+    fn = _module(cp).get_function(kernel.format(t=_TYPES[a.dtype.name]))
     fn((_BLOCKS,), (_THREADS,), (a, np.int64(a.size), out))
     return out
 
@@ -51,12 +53,12 @@ def _flag(cp, kernel: str, A):
 
 def all_finite(cp, A) -> bool:
     """Whether every value of the device array A is finite (True when empty)."""
-    return not A.size or A.dtype.kind not in "fc" or not int(_flag(cp, "flag_nonfinite", A)[0])
+    return not A.size or A.dtype.kind not in "fc" or not int(_flag(cp, "flag_nonfinite<{t}>", A)[0])
 
 
 def all_true(cp, A) -> bool:
     """Whether every value of the device array A is non-zero (True when empty)."""
-    return not A.size or not int(_flag(cp, "flag_zero", A)[0])
+    return not A.size or not int(_flag(cp, "flag_zero<{t}>", A)[0])
 
 
 def any_true(cp, A):
@@ -64,7 +66,7 @@ def any_true(cp, A):
     device array of int32 (no synchronisation)."""
     if not A.size:
         return cp.zeros(1, dtype=cp.int32)
-    return _flag(cp, "flag_nonzero", A)
+    return _flag(cp, "flag_nonzero<{t}>", A)
 
 
 def total(cp, A):
@@ -74,10 +76,10 @@ def total(cp, A):
     if A.dtype.kind in "biu":
         if not A.size:
             return 0
-        return int(cp.asnumpy(_launch(cp, "sum_int", A, cp.zeros(_BLOCKS, cp.int64))).sum())
+        return int(cp.asnumpy(_launch(cp, "block_sum<{t}, long long>", A, cp.zeros(_BLOCKS, cp.int64))).sum())
     if not A.size:
         return 0.0
-    return float(cp.asnumpy(_launch(cp, "sum_float", A, cp.zeros(_BLOCKS, cp.float64))).sum())
+    return float(cp.asnumpy(_launch(cp, "block_sum<{t}, double>", A, cp.zeros(_BLOCKS, cp.float64))).sum())
 
 
 def row_sums(cp, X):

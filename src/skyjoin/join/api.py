@@ -360,6 +360,7 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     Returns
     -------
     NeighborTable or ndarray of int64
+        The table (rows R, columns S), or the counts per row of R.
 
     Raises
     ------

@@ -2,32 +2,14 @@
 // Every kernel runs on a fixed grid with a grid-stride loop, so the partial
 // sum of each block, and hence the host's total, is the same on every run.
 
-template <typename T>
-__device__ __forceinline__ long long as_int(T v) { return (long long)v; }
-
-template <typename T>
-__global__ void sum_int(const T* x, long long n, long long* part) {
-    __shared__ long long s[256];
-    long long acc = 0;
+// Acc: long long for integer sums, double for floating ones.
+template <typename T, typename Acc>
+__global__ void block_sum(const T* x, long long n, Acc* part) {
+    __shared__ Acc s[256];
+    Acc acc = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x)
-        acc += as_int(x[i]);
-    s[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) part[blockIdx.x] = s[0];
-}
-
-template <typename T>
-__global__ void sum_float(const T* x, long long n, double* part) {
-    __shared__ double s[256];
-    double acc = 0.0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x)
-        acc += (double)x[i];
+        acc += (Acc)x[i];
     s[threadIdx.x] = acc;
     __syncthreads();
     for (int w = blockDim.x / 2; w > 0; w >>= 1) {
