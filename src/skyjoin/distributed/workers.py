@@ -38,8 +38,12 @@ def local_cluster(n_workers: int, *, numba_threads: int | None = None, processes
     n_workers : int
         Worker processes.
     numba_threads : int, optional
-        Numba threads per worker (``NUMBA_NUM_THREADS``); default: the cores
-        divided among the workers.
+        Numba threads per worker, at most Numba's thread pool
+        (``numba.config.NUMBA_NUM_THREADS``, which the worker processes
+        inherit); default: the pool divided among the workers.  Each worker
+        sets it with ``numba.set_num_threads`` on its threads when it starts
+        (:class:`~skyjoin.distributed.numba_threads.NumbaThreads` says why
+        not through ``NUMBA_NUM_THREADS``).
     processes : bool
         Worker processes (True) or threads of this process.
     dashboard_address : str
@@ -54,7 +58,8 @@ def local_cluster(n_workers: int, *, numba_threads: int | None = None, processes
     Raises
     ------
     ValueError
-        n_workers < 1.
+        n_workers < 1; numba_threads outside [1, Numba's pool];
+        ``NUMBA_NUM_THREADS`` in ``env`` (pass numba_threads instead).
 
     Examples
     --------
@@ -64,13 +69,18 @@ def local_cluster(n_workers: int, *, numba_threads: int | None = None, processes
     """
     from distributed import LocalCluster
 
+    from .numba_threads import NumbaThreads
+
     if isinstance(n_workers, bool) or int(n_workers) < 1:
         raise ValueError(f"n_workers must be an integer >= 1, got {n_workers!r}")
     n_workers = int(n_workers)
-    if numba_threads is None:
-        numba_threads = max(1, (os.cpu_count() or 1) // n_workers)
+    numba_threads = numba_threads_per_worker(numba_threads, n_workers)
     env = dict(kwargs.pop("env", {}) or {})
-    env.setdefault("NUMBA_NUM_THREADS", str(int(numba_threads)))
+    if "NUMBA_NUM_THREADS" in env:
+        raise ValueError("local_cluster: NUMBA_NUM_THREADS in env would reach the workers after "
+                         "they import Numba, which then refuses to compile; pass "
+                         "numba_threads= instead")
+    kwargs["plugins"] = tuple(kwargs.pop("plugins", ()) or ()) + (NumbaThreads(numba_threads),)
     if processes:
         kwargs["env"] = env
     else:
@@ -79,6 +89,36 @@ def local_cluster(n_workers: int, *, numba_threads: int | None = None, processes
         kwargs.setdefault("memory_limit", 0)
     return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes,
                         dashboard_address=dashboard_address, **kwargs)
+
+
+def numba_threads_per_worker(numba_threads: int | None, n_workers: int) -> int:
+    """The Numba thread count of each of ``n_workers`` workers of this host, checked.
+
+    Parameters
+    ----------
+    numba_threads : int, optional
+        The count asked for; default: Numba's thread pool
+        (``numba.config.NUMBA_NUM_THREADS``, what worker processes inherit)
+        divided among the workers, at least 1.
+    n_workers : int
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        numba_threads is not an integer in [1, Numba's pool]: a thread
+        cannot use more Numba threads than the pool has.
+    """
+    pool = int(numba.config.NUMBA_NUM_THREADS)
+    if numba_threads is None:
+        return max(1, pool // max(1, int(n_workers)))
+    if isinstance(numba_threads, bool) or not 1 <= int(numba_threads) <= pool:
+        raise ValueError(f"numba_threads must be an integer in [1, {pool}] (Numba's thread pool, "
+                         f"NUMBA_NUM_THREADS), got {numba_threads!r}")
+    return int(numba_threads)
 
 
 def visible_gpus() -> list[str]:
@@ -98,7 +138,7 @@ def _bind_thread(gpu: int, numba_threads: int) -> None:
     import cupy
 
     cupy.cuda.Device(gpu).use()
-    numba.set_num_threads(max(1, min(int(numba_threads), numba.config.NUMBA_NUM_THREADS)))
+    numba.set_num_threads(numba_threads)
 
 
 def thread_cluster(workers, bind, *, dashboard_address: str = ":0", name: str = "skyjoin"):
@@ -158,8 +198,10 @@ def local_gpu_cluster(n_gpus: int | None = None, *, processes: bool = False,
         Worker processes instead of worker threads of this process.
     dashboard_address : str
     numba_threads : int, optional
-        Numba threads per worker for its CPU-side work (default: the cores
-        divided among the workers).
+        Numba threads per worker for its CPU-side work, at most Numba's
+        thread pool (default: the pool divided among the workers).  Not
+        applied to dask-cuda's workers, whose ``env`` and plugins dask-cuda
+        sets itself.
 
     Returns
     -------
@@ -169,6 +211,8 @@ def local_gpu_cluster(n_gpus: int | None = None, *, processes: bool = False,
     ------
     skyjoin.GPUUnavailableError
         No GPU is visible, or fewer than ``n_gpus``.
+    ValueError
+        numba_threads outside [1, Numba's pool].
     """
     gpus = visible_gpus()
     if not gpus:
@@ -178,14 +222,15 @@ def local_gpu_cluster(n_gpus: int | None = None, *, processes: bool = False,
     if isinstance(n_gpus, bool) or int(n_gpus) < 1 or int(n_gpus) > len(gpus):
         raise GPUUnavailableError(f"asked for {n_gpus!r} GPUs but {len(gpus)} are visible")
     gpus = gpus[:int(n_gpus)]
-    if numba_threads is None:
-        numba_threads = max(1, (os.cpu_count() or 1) // len(gpus))
+    numba_threads = numba_threads_per_worker(numba_threads, len(gpus))
     if not processes:
         # CUDA_VISIBLE_DEVICES (if set) already renumbers the GPUs 0..k-1 here
         return thread_cluster([(f"gpu-{g}", (k, numba_threads)) for k, g in enumerate(gpus)],
                               _bind_thread, dashboard_address=dashboard_address,
                               name="skyjoin-gpus")
-    env = {"SKYJOIN_DEVICE": "gpu", "NUMBA_NUM_THREADS": str(int(numba_threads))}
+    from .numba_threads import NumbaThreads
+
+    env = {"SKYJOIN_DEVICE": "gpu"}
     try:
         from dask_cuda import LocalCUDACluster
     except ImportError:
@@ -198,7 +243,8 @@ def local_gpu_cluster(n_gpus: int | None = None, *, processes: bool = False,
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address}}
     workers = {
         f"gpu-{g}": {"cls": Nanny,
-                     "options": {"nthreads": 1, "env": dict(env, CUDA_VISIBLE_DEVICES=g)}}
+                     "options": {"nthreads": 1, "env": dict(env, CUDA_VISIBLE_DEVICES=g),
+                                 "plugins": (NumbaThreads(numba_threads),)}}
         for g in gpus
     }
     return SpecCluster(workers=workers, scheduler=scheduler, name="skyjoin-gpus")
