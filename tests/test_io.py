@@ -226,14 +226,15 @@ def test_neighbor_table_roundtrip(tmp_path, ext):
         io.write_neighbor_table(tmp_path / "x.npz", "not a table")
 
 
-def test_neighbor_table_parquet_many_row_groups(tmp_path, monkeypatch):
+def test_neighbor_table_parquet_many_row_groups(tmp_path):
     rng = np.random.default_rng(4)
     nt = _table(rng, n=300, m=300, p=0.3)
     path = tmp_path / "nt.parquet"
-    # force small pieces: the table is written a bounded number of pairs at a time
-    monkeypatch.setattr(io.results, "_PAIRS_PER_WRITE", 1000)
+    # small blocks: the table is written a bounded number of pairs at a time
     io.write_neighbor_table(path, nt, row_group_size=1000)
-    assert pq.ParquetFile(path).num_row_groups > 5
+    pf = pq.ParquetFile(path)
+    assert pf.num_row_groups > 5
+    assert max(pf.metadata.row_group(k).num_rows for k in range(pf.num_row_groups)) == 1000
     assert io.read_neighbor_table(path) == nt
 
 

@@ -27,7 +27,6 @@ TABLE_FORMATS = (".npz",) + PAIR_FORMATS
 #: Extensions of the one-column outputs (labels, counts, indices) and of rows.
 COLUMN_FORMATS = (".csv", ".parquet", ".npy")
 
-_PAIRS_PER_WRITE = 1 << 22          # pairs expanded from a CSR table at a time
 _ONES_PER_WRITE = 1 << 24           # values of the .npz data array written at a time
 
 
@@ -95,8 +94,9 @@ def write_neighbor_table(path: str | os.PathLike[str], nt: NeighborTable,
 
     Notes
     -----
-    O(pairs) time; the pair formats expand a bounded number of rows at a
-    time, so memory beyond the table stays O(row group).
+    O(pairs) time; the pair formats copy the pairs block by block
+    (:class:`~skyjoin.io.PairWriter`), so memory beyond the table stays
+    O(block).
 
     Examples
     --------
@@ -120,19 +120,9 @@ def write_neighbor_table(path: str | os.PathLike[str], nt: NeighborTable,
         with atomic_path(path) as tmp:
             _write_npz_table(tmp, h)
         return h.n_pairs
-    indptr = np.asarray(h.indptr, dtype=np.int64)
-    step = _PAIRS_PER_WRITE
     with open_pair_writer(path, shape=h.shape, sorted=h.sorted,
                           **({"row_group_size": row_group_size} if ext == ".parquet" else {})) as w:
-        r0 = 0
-        n_rows = h.shape[0]
-        while r0 < n_rows:
-            r1 = int(np.searchsorted(indptr, indptr[r0] + step, side="right")) - 1
-            r1 = min(max(r1, r0 + 1), n_rows)
-            a, b = int(indptr[r0]), int(indptr[r1])
-            rows = np.repeat(np.arange(r0, r1, dtype=np.int64), np.diff(indptr[r0:r1 + 1]))
-            w.write(rows, np.asarray(h.indices[a:b]))
-            r0 = r1
+        w.write_csr(0, h.indptr, h.indices)
     return h.n_pairs
 
 

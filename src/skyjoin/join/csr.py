@@ -1,5 +1,6 @@
 """CSR helpers of the CPU join: reordered rows back to caller order, scans,
-row sorts, and the release of free heap pages before a large output.
+row sorts, the row ids of pairs, and the release of free heap pages before
+a large output.
 
 Cost: O(n) per scatter or scan; the row sort is O(m log m) per row of m
 entries (insertion sort for short rows, heap sort otherwise), rows in
@@ -104,6 +105,32 @@ def exclusive_scan_into(counts, indptr):
         total += counts[i]
         indptr[i + 1] = total
     return total
+
+
+@nb.njit(**_jit)
+def pair_rows(indptr, first_row, start, out):
+    """The row ids of a run of CSR pairs: ``out[k]`` is ``first_row + r`` for
+    the row r that holds pair ``start + k`` (pairs counted from
+    ``indptr[0]``: ``indptr`` may be a slice of a larger table's).  ``out``
+    may be a strided view (a column of an (m, 2) block).
+
+    The expansion that ``np.repeat(rows, counts)`` makes, without its int64
+    temporary and into any integer dtype.  O(log rows + len(out)), one
+    thread, nogil."""
+    m = out.shape[0]
+    if m == 0:
+        return
+    p = indptr[0] + start
+    r = np.searchsorted(indptr, p, side="right") - 1
+    k = 0
+    last = indptr.shape[0] - 1
+    while k < m and r < last:
+        end = min(indptr[r + 1] - p, m)
+        v = first_row + r
+        while k < end:
+            out[k] = v
+            k += 1
+        r += 1
 
 
 # ---------------------------------------------------------------------------
