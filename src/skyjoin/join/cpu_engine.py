@@ -210,7 +210,9 @@ def chunk_bounds(counts: np.ndarray, max_pairs: int) -> list[tuple[int, int]]:
 def run_self_join_chunks(X, g, eps, plan, max_pairs):
     """Execute the CPU self-join ``plan`` as a stream of ``PairChunk``: count
     all rows, then fill the cells of each block of at most ``max_pairs``
-    pairs (``chunk_bounds``).  Memory: O(n) plus one chunk."""
+    pairs (``chunk_bounds``), yielded in CSR form (``PairChunk.from_csr``:
+    the row ids are not expanded).  Cost per chunk: O(rows + cells) besides
+    the fill of its cells.  Memory: O(n) plus one chunk."""
     n = X.shape[0]
     include_self, sort = plan.include_self, plan.sort
     eps2 = eps_squared(eps, X.dtype)
@@ -223,6 +225,7 @@ def run_self_join_chunks(X, g, eps, plan, max_pairs):
     point_cell = np.repeat(np.arange(g.n_cells, dtype=np.int64), np.diff(g.cell_start))
     row_pos = np.full(n, -1, dtype=np.int64)
     idx_dtype = index_dtype(n)
+    in_chunk = np.zeros(g.n_cells, dtype=np.bool_)
     for r0, r1 in chunk_bounds(counts, max_pairs):
         c = counts[r0:r1]
         indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
@@ -230,9 +233,10 @@ def run_self_join_chunks(X, g, eps, plan, max_pairs):
         members = inv[r0:r1]
         row_pos[members] = indptr[:-1]
         indices = alloc_host(int(indptr[-1]), idx_dtype)
-        cells = np.unique(point_cell[members])
+        in_chunk[point_cell[members]] = True       # the cells holding the chunk's rows
+        cells = np.flatnonzero(in_chunk)
+        in_chunk[cells] = False
         fill_full(g, g, eps2, True, include_self, sort, row_pos, counts_r, indices,
                   cell_list=cells, caller_points=(X, X), tile_min=plan.tile_min_points)
         row_pos[members] = -1
-        i = np.repeat(np.arange(r0, r1, dtype=np.int64), c)
-        yield PairChunk(i=i, j=indices.astype(np.int64), row_start=r0, row_stop=r1)
+        yield PairChunk.from_csr(r0, indptr, indices)

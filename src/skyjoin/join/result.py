@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -299,23 +298,85 @@ class NeighborTable:
     __hash__ = None  # type: ignore[assignment]  # mutable: not hashable
 
 
-@dataclass(frozen=True)
 class PairChunk:
     """A bounded piece of a join result, as yielded by ``self_join_chunks``.
+
+    A chunk holds every pair of the rows ``[row_start, row_stop)``, grouped
+    by row with rows ascending, columns ascending within a row when sorted.
+    The joins yield it in CSR form (:meth:`from_csr`: ``indptr`` and
+    ``indices``, as the join wrote them); the pair arrays ``i`` and ``j``
+    are built from it on first access.
+
+    Parameters
+    ----------
+    i, j : ndarray of int
+        The pairs (row ids, column ids).
+    row_start, row_stop : int
+        The row range.
 
     Attributes
     ----------
     i, j : ndarray of int64
-        The pairs of the chunk (row ids, column ids), grouped by row with
-        rows ascending, columns ascending within a row when sorted.
+        The pairs of the chunk (row ids, column ids).  For a chunk in CSR
+        form, built on first access: O(pairs) time and 16 bytes a pair.
     row_start, row_stop : int
         The chunk holds every pair whose row lies in [row_start, row_stop).
+    indptr : ndarray of int64, shape (row_stop - row_start + 1,), or None
+        Row offsets into ``indices`` (from 0), for a chunk in CSR form.
+    indices : ndarray of int32 or int64, or None
+        The column ids, row after row (the table's index dtype).  What the
+        pair writers (``skyjoin.io.PairWriter.write_chunk``) read: the row
+        ids are never expanded in Python.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> c = PairChunk.from_csr(4, np.array([0, 2, 2, 3]), np.array([1, 5, 0], dtype=np.int32))
+    >>> len(c), c.row_stop, c.i.tolist(), c.j.tolist()
+    (3, 7, [4, 4, 6], [1, 5, 0])
     """
 
-    i: np.ndarray
-    j: np.ndarray
-    row_start: int
-    row_stop: int
+    __slots__ = ("_i", "_j", "row_start", "row_stop", "indptr", "indices")
+
+    def __init__(self, i: Any, j: Any, row_start: int, row_stop: int) -> None:
+        if len(i) != len(j):
+            raise ValueError(f"i and j must have the same length, got {len(i)} and {len(j)}")
+        self._i, self._j = i, j
+        self.row_start, self.row_stop = int(row_start), int(row_stop)
+        self.indptr: np.ndarray | None = None
+        self.indices: np.ndarray | None = None
+
+    @classmethod
+    def from_csr(cls, row_start: int, indptr: np.ndarray, indices: np.ndarray) -> "PairChunk":
+        """The chunk of rows ``row_start, row_start + 1, ...``: row ``row_start + r``
+        holds ``indices[indptr[r]:indptr[r + 1]]`` (``indptr[0] == 0``).  O(1):
+        the arrays are kept, not copied."""
+        if len(indptr) < 1 or int(indptr[0]) != 0 or int(indptr[-1]) != len(indices):
+            raise ValueError("indptr must run from 0 to len(indices)")
+        c = cls.__new__(cls)
+        c._i = c._j = None
+        c.row_start = int(row_start)
+        c.row_stop = int(row_start) + len(indptr) - 1
+        c.indptr, c.indices = indptr, indices
+        return c
+
+    @property
+    def i(self) -> np.ndarray:
+        if self._i is None:
+            assert self.indptr is not None
+            self._i = np.repeat(np.arange(self.row_start, self.row_stop, dtype=np.int64),
+                                np.diff(self.indptr))
+        return self._i
+
+    @property
+    def j(self) -> np.ndarray:
+        if self._j is None:
+            assert self.indices is not None
+            self._j = self.indices.astype(np.int64)
+        return self._j
 
     def __len__(self) -> int:
-        return len(self.i)
+        return len(self.indices) if self.indices is not None else len(self._i)
+
+    def __repr__(self) -> str:
+        return f"PairChunk(rows [{self.row_start}, {self.row_stop}), {len(self)} pairs)"
