@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.memory import alloc_host
+from .._core.transfer import parallel_copy
 from .._core.validate import check_eps, check_precision
-from .gpu_pipeline import configure, free_device_bytes, last_stats, run, start
+from .gpu_pipeline import (N_STREAMS, configure, fill_batches, free_device_bytes, last_stats, run,
+                           start)
 from .plan import batch_capacity, gpu_request, plan_row_batches
 from .result import PairChunk
 
@@ -185,8 +188,16 @@ def gpu_self_join_chunks(X, eps, *, include_self=False, sort=True, max_pairs=1 <
 def plan_chunks(X, eps, request, max_pairs, device_memory_limit=None):
     """Execute the self-join request ``request`` (``plan.gpu_request``; eps and
     the request validated by the caller) as a stream of ``PairChunk`` of at
-    most ``max_pairs`` pairs (or one longer row).  Memory: one chunk on the
-    device and on the host, plus O(n)."""
+    most ``max_pairs`` pairs (or one longer row), in CSR form.
+
+    The batches run through the in-memory pipeline (``gpu_pipeline.fill_batches``:
+    three streams, pinned staging, the GPU filling batch b+1 while batch b
+    is handed over), and each chunk's column ids are copied by parallel
+    host threads from pinned memory into the chunk's own array: O(pairs)
+    host work, as the in-memory table's.  Memory: 3 x ``max_pairs`` pairs
+    on the device and in pinned host memory, plus the chunks the caller
+    keeps, plus O(n).
+    """
     cp, eng, stats = start(None, X, eps, request)
     n = eng.n_rows
     if eng.empty:
@@ -199,19 +210,11 @@ def plan_chunks(X, eps, request, max_pairs, device_memory_limit=None):
     longest = int(counts.max())
     free = free_device_bytes(cp, device_memory_limit)
     cap = batch_capacity(int(indptr_h[-1]), longest, max(int(max_pairs), longest), free,
-                         4)
+                         4 * N_STREAMS)
     cursor = cp.zeros(n, dtype=cp.int32) if eng.cfg.pattern != "full" else None
-    out = cp.empty(max(cap, 1), dtype=cp.int32)
-    overflow = cp.zeros(1, dtype=cp.int32)
     batches = plan_row_batches(indptr_h, cap)
-    sort_plan = eng.sort_plan(indptr, batches) if request.sort else None
-    for r0, r1 in batches:
-        base = int(indptr_h[r0])
-        m = int(indptr_h[r1]) - base
-        overflow.fill(0)
-        eng.fill(r0, r1, counts, indptr, out, base, cursor, overflow, sort_plan, indptr_h)
-        if int(overflow.get()[0]):
-            raise RuntimeError(f"GPU join: batch of rows [{r0}, {r1}) overflowed")
-        j = cp.asnumpy(out[:m]).astype(np.int64)
-        i = np.repeat(np.arange(r0, r1, dtype=np.int64), np.diff(indptr_h[r0:r1 + 1]))
-        yield PairChunk(i=i, j=j, row_start=r0, row_stop=r1)
+    for r0, r1, pinned in fill_batches(cp, eng, batches, counts, indptr, indptr_h, cursor, cap,
+                                       request.sort, stats):
+        indices = alloc_host(pinned.shape[0], np.int32)
+        parallel_copy(indices, pinned)
+        yield PairChunk.from_csr(r0, indptr_h[r0:r1 + 1] - indptr_h[r0], indices)

@@ -42,10 +42,11 @@ from .plan import (JoinPlan, batch_capacity, gpu_request, plan_gpu, plan_row_bat
                    result_size_guard)
 from .result import NeighborTable
 
-__all__ = ["count_rows", "fill_rows", "Counted", "last_stats", "start", "configure", "run",
-           "free_device_bytes"]
+__all__ = ["count_rows", "fill_rows", "fill_batches", "Counted", "last_stats", "start",
+           "configure", "run", "free_device_bytes", "N_STREAMS"]
 
-_N_STREAMS = 3
+#: CUDA streams (and device result buffers) of the batched fill.
+N_STREAMS = 3
 _STATS: dict = {}
 _log = logging.getLogger("skyjoin")
 
@@ -205,7 +206,7 @@ def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
     longest = int(counts.max()) if n_rows else 0
     stats["scan_s"] = time.perf_counter() - t0
     stats["pairs"] = total
-    bytes_per_pair = 4 * (_N_STREAMS if not on_device else 1)
+    bytes_per_pair = 4 * (N_STREAMS if not on_device else 1)
     free = free_device_bytes(cp, device_memory_limit)
     if sink is None:
         # the result's size is known: it must fit where it goes (a table kept
@@ -273,16 +274,12 @@ def run(R, S, eps, plan: JoinPlan, *, on_device=False, device_memory_limit=None,
 
 def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort, progress, stats,
                   sink=None):
-    """Fill every batch on the GPU and assemble the host CSR column array.
-
-    Three streams, each with a device result buffer and a pinned host staging
-    buffer: while the host threads copy batch b-2 from pinned memory into the
-    final array, the GPU fills and sorts batch b-1 and copies it down.  With
-    ``sink``, each batch goes to ``sink(r0, r1, pinned_chunk)`` instead, and
-    nothing is allocated here (returns None).
+    """Fill every batch on the GPU (``fill_batches``) and assemble the host
+    CSR column array: each batch is copied by parallel host threads from its
+    pinned buffer into the final array while the GPU computes the next one.
+    With ``sink``, each batch goes to ``sink(r0, r1, pinned_chunk)``
+    instead, and nothing is allocated here (returns None).
     """
-    import cupyx  # lazy, as CuPy
-
     total = int(indptr_h[-1])
     n_rows = len(indptr_h) - 1
     t0 = time.perf_counter()
@@ -291,7 +288,44 @@ def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
     if total == 0:
         return final
     t_fill = time.perf_counter()
-    nslots = min(_N_STREAMS, len(batches))
+    copy_s = 0.0
+    for r0, r1, chunk in fill_batches(cp, eng, batches, counts, indptr, indptr_h, cursor, cap,
+                                      sort, stats):
+        tc = time.perf_counter()
+        m = chunk.shape[0]
+        if m and sink is not None:
+            sink(r0, r1, chunk)
+        elif m:
+            base = int(indptr_h[r0])
+            parallel_copy(final[base:base + m], chunk)
+        copy_s += time.perf_counter() - tc
+        if progress is not None:
+            progress(r1, n_rows)
+    stats["fill_pipeline_s"] = time.perf_counter() - t_fill
+    stats["host_copy_s"] = copy_s
+    return final
+
+
+def fill_batches(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort, stats):
+    """Fill the row batches on the GPU and yield each one's column ids in order:
+    ``(r0, r1, pinned)``, ``pinned`` the pairs of rows [r0, r1) laid out by
+    the row counts, in a pinned host buffer valid until the next item is
+    asked for.
+
+    Three streams, each with a device result buffer of ``cap`` pairs and a
+    pinned host staging buffer: while the caller reads batch b-2 (copies it,
+    writes it), the GPU fills and sorts batch b-1 and copies it down.  A
+    batch whose fill flags an overflow is recomputed once, synchronously;
+    then the call fails loudly.  Leaving early (an exception, a generator
+    closed) waits for the copies in flight, so that no DMA outlives its
+    pinned buffer.  Memory: 3 x ``cap`` pairs on the device and in pinned
+    host memory.
+    """
+    import cupyx  # lazy, as CuPy
+
+    nslots = min(N_STREAMS, len(batches))
+    if nslots == 0:
+        return
     streams = [cp.cuda.Stream(non_blocking=True) for _ in range(nslots)]
     dev_out = [cp.empty(cap, dtype=cp.int32) for _ in range(nslots)]
     pinned = [cupyx.empty_pinned(cap, dtype=np.int32) for _ in range(nslots)]
@@ -302,7 +336,6 @@ def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
     plan = eng.sort_plan(indptr, batches) if sort else None
     cp.cuda.Device().synchronize()      # counts / indptr ready before other streams read them
     inflight: deque = deque()
-    copy_s = 0.0
     wait_s = 0.0
 
     def launch(b, slot):
@@ -319,14 +352,14 @@ def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
             ev = streams[slot].record()
         inflight.append((b, slot, ev, base, m))
 
-    def drain():
-        nonlocal copy_s, wait_s
+    def wait():
+        """The oldest batch in flight, complete in its pinned buffer."""
+        nonlocal wait_s
         b, slot, ev, base, m = inflight.popleft()
         tw = time.perf_counter()
         ev.synchronize()
         wait_s += time.perf_counter() - tw
         if int(flags_h[slot][0]):
-            # recompute the batch once, synchronously; then fail loudly
             r0, r1 = batches[b]
             with streams[slot]:
                 flags[slot].fill(0)
@@ -338,22 +371,16 @@ def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
                 if m:
                     dev_out[slot][:m].get(stream=streams[slot], out=pinned[slot][:m])
                 streams[slot].synchronize()
-        tc = time.perf_counter()
-        if m and sink is not None:
-            sink(batches[b][0], batches[b][1], pinned[slot][:m])
-        elif m:
-            parallel_copy(final[base:base + m], pinned[slot][:m])
-        copy_s += time.perf_counter() - tc
-        if progress is not None:
-            progress(batches[b][1], n_rows)
+        return batches[b][0], batches[b][1], pinned[slot][:m]
 
-    for b in range(len(batches)):
-        while len(inflight) >= max(1, nslots - 1):
-            drain()
-        launch(b, b % nslots)
-    while inflight:
-        drain()
-    stats["fill_pipeline_s"] = time.perf_counter() - t_fill
-    stats["host_copy_s"] = copy_s
-    stats["gpu_wait_s"] = wait_s
-    return final
+    try:
+        for b in range(len(batches)):
+            while len(inflight) >= max(1, nslots - 1):
+                yield wait()
+            launch(b, b % nslots)
+        while inflight:
+            yield wait()
+    finally:
+        for item in inflight:
+            item[2].synchronize()
+        stats["gpu_wait_s"] = wait_s
