@@ -123,11 +123,26 @@ def test_interrupted_join_leaves_no_file(pts, tmp_path, monkeypatch):
     path, X = pts
     real = sj.self_join_chunks
 
-    def stopped(*args, **kwargs):
-        for k, ch in enumerate(real(*args, **kwargs)):
-            if k == 2:
+    class Stopped:
+        """The real stream, interrupted at its third chunk."""
+
+        def __init__(self, stream):
+            self.stream, self.k = stream, 0
+
+        def count(self):
+            return self.stream.count()
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            if self.k == 2:
                 raise KeyboardInterrupt
-            yield ch
+            self.k += 1
+            return next(self.stream)
+
+    def stopped(*args, **kwargs):
+        return Stopped(real(*args, **kwargs))
 
     monkeypatch.setattr(sj, "self_join_chunks", stopped)
     before = set(os.listdir(tmp_path))
@@ -222,3 +237,19 @@ def test_plot_file_is_a_picture(tmp_path):
     save_clusters(tmp_path / "a.png", [(labels, "t")], X, names=["lon", "lat"])
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
     assert os.listdir(tmp_path) == ["a.png"]
+
+
+def test_stream_progress_counts_pairs_after_the_count(pts, tmp_path):
+    """The streamed write's bar runs over the pairs (total known from the
+    count pass, rate in pairs per second), after a notice of the count."""
+    path, X = pts
+    out = tmp_path / "p.parquet"
+    res = run(["join", path, "--eps", "0.8", "--out", out, "--progress", "--chunk-pairs", "500",
+               "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    n_pairs = sj.self_join(X, 0.8, device="cpu").n_pairs
+    text = res.output
+    assert text.index("counting the neighbours") < text.index("pair/s")
+    assert f"{n_pairs / 1000:.2f}k/{n_pairs / 1000:.2f}k" in text        # unit_scale
+    got = pd.read_parquet(out)
+    assert len(got) == n_pairs

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from skyjoin import io
-from skyjoin.io import pairs as pairs_mod
+from skyjoin.io import pair_writer
 from skyjoin.join.csr import pair_rows
 from skyjoin.join.result import NeighborTable
 
@@ -108,7 +108,7 @@ def test_blocks_bounded_and_order_kept(tmp_path, background):
         for a in range(0, n, 7):
             rows = np.arange(a, min(a + 7, n))
             w.write(rows, rows[::-1])
-    assert w._blocks._made <= (pairs_mod.DEPTH + 1 if background else 1)
+    assert w._blocks._made <= (pair_writer.DEPTH + 1 if background else 1)
     pf = pq.ParquetFile(path)
     assert pf.num_row_groups == n // 10
     t = pf.read()

@@ -38,6 +38,7 @@ globals().pop("dbscan", None)
 _EXPORTS = {
     "NeighborTable": "skyjoin.join.result",
     "PairChunk": "skyjoin.join.result",
+    "PairStream": "skyjoin.join.result",
     "build_grid": "skyjoin.index.grid",
     "Grid": "skyjoin.index.grid",
     "DBSCAN": "skyjoin.dbscan.estimator",

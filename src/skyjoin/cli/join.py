@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 
@@ -130,14 +131,29 @@ def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, 
 
 
 def _stream(X, eps, out, include_self, chunk_pairs, show, opts) -> int:
-    """Stream the self-join's pairs to ``out`` chunk by chunk; the number of pairs."""
+    """Stream the self-join's pairs to ``out`` chunk by chunk; the number of pairs.
+
+    The count pass runs first (a notice, then its time at ``-v``); the
+    progress bar then counts pairs, so that its rate is pairs per second of
+    the fill and write alone and its ETA is the time left for the pairs
+    left.  The writer encodes the pairs on its own thread while the next
+    chunk is computed.  Memory: the join's (O(n) plus the chunks in
+    flight) plus the writer's blocks (``skyjoin.io.PairWriter``).
+    """
     n = X.shape[0]
-    with open_pair_writer(out, shape=(n, n), sorted=opts["sort"]) as w, \
-            tqdm(total=n, unit="rows", disable=not show, desc="join") as bar:
-        for ch in sj.self_join_chunks(X, eps, include_self=include_self, max_pairs=chunk_pairs,
-                                      **opts):
-            w.write(ch.i, ch.j)
-            bar.update(ch.row_stop - ch.row_start)
+    stream = sj.self_join_chunks(X, eps, include_self=include_self, max_pairs=chunk_pairs,
+                                 **opts)
+    with open_pair_writer(out, shape=(n, n), sorted=opts["sort"]) as w:
+        if show:
+            click.echo("counting the neighbours of every point...", err=True)
+        with phase("count"):
+            total = stream.count()
+        with phase("fill and write"), \
+                tqdm(total=total, unit="pair", unit_scale=True, disable=not show,
+                     desc=f"writing {os.path.basename(out)}", smoothing=0.1) as bar:
+            for ch in stream:
+                w.write_chunk(ch)
+                bar.update(len(ch))
     return w.n_pairs
 
 

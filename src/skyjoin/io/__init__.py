@@ -12,7 +12,10 @@ Pairs (``skyjoin.io.pairs``)
     :func:`open_pair_writer` streams pair chunks into one ``.parquet``,
     ``.csv`` or ``.npy`` file without holding them all
     (:class:`ParquetPairWriter`, :class:`CsvPairWriter`,
-    :class:`NpyPairWriter`); :func:`write_pairs` writes one list.
+    :class:`NpyPairWriter`): pairs or CSR rows are copied into blocks that
+    a background thread encodes and writes while the caller computes the
+    next ones (``skyjoin.io.pair_writer``, ``skyjoin.io.background``);
+    :func:`write_pairs` writes one list.
 Results (``skyjoin.io.results``)
     :func:`write_neighbor_table` (``.npz`` in ``scipy.sparse.save_npz``'s
     layout, or pairs) and :func:`read_neighbor_table`; :func:`write_labels`,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -30,7 +30,7 @@ from .._core.timing import phase
 from .._core.validate import check_bool, check_eps, check_points, check_precision
 from ..index.grid import build_grid, check_index_dims
 from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, check_memory_limit, gpu_request, plan_cpu
-from .result import NeighborTable, PairChunk, index_dtype
+from .result import NeighborTable, PairStream, index_dtype
 
 __all__ = ["self_join", "join", "self_join_chunks"]
 
@@ -458,7 +458,7 @@ DEFAULT_CHUNK_PAIRS = 1 << 24
 def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, sort: bool = True,
                      max_pairs: int = DEFAULT_CHUNK_PAIRS, device: str | None = None,
                      precision: str = "float64", index_dims: int | None = None,
-                     **options: Any) -> Iterator[PairChunk]:
+                     **options: Any) -> PairStream:
     """The self-join result as a stream of bounded chunks, for any result size.
 
     Rows are taken in order: each chunk holds every pair of the rows
@@ -477,11 +477,15 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
 
     Returns
     -------
-    iterator of PairChunk
-        The chunks in row order; each holds int64 arrays ``i`` (rows) and
-        ``j`` (columns) and its row range ``[row_start, row_stop)``.  Their
-        concatenation is ``self_join(X, eps, ...).pairs()`` (when sorted).  The input is
-        checked when the function is called; the join runs as the
+    PairStream
+        An iterator of the chunks (:class:`PairChunk`) in row order; each
+        holds its row range ``[row_start, row_stop)`` and its pairs, in CSR
+        form (``indptr``, ``indices``, as the join wrote them) and as int64
+        arrays ``i`` (rows) and ``j`` (columns), built on first access.
+        Their concatenation is ``self_join(X, eps, ...).pairs()`` (when
+        sorted).  ``count()`` gives the total number of pairs once the
+        count pass has run, before the first chunk is filled.  The input
+        is checked when the function is called; the join runs as the
         iterator is consumed.
 
     Raises
@@ -499,8 +503,15 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
 
     Cost: one counting pass (the join's distance tests), then for each
     chunk the distance tests of the cells that hold its rows, plus
-    O(pairs) in total to write the chunks.  Memory: O(n) plus one chunk,
-    whatever the total number of pairs.
+    O(pairs) in total to write the chunks.  On the GPU the chunks come
+    out of the in-memory table's pipeline (the GPU fills the next chunk
+    while one is handed over), and each is copied once from pinned memory
+    into its own array.
+
+    Memory, whatever the total number of pairs: O(n) plus the chunks the
+    caller holds (4 bytes a pair, int32 ids below 2**31 points, plus 8 a
+    row); on the GPU also 3 x ``max_pairs`` x 4 bytes on the device and
+    as much pinned host memory.
 
     See Also
     --------
@@ -539,7 +550,7 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
                                options.get("device_memory_limit"))
     request = JoinPlan(device="cpu", self_join=True, output="table", pattern="full", sort=sort,
                        include_self=include_self, precision=precision, index_dims=index_dims)
-    return _cpu_self_join_chunks(X, eps, request, int(max_pairs))
+    return PairStream(_cpu_self_join_chunks(X, eps, request, int(max_pairs)))
 
 
 def _cpu_self_join_chunks(X, eps, request, max_pairs):

@@ -208,10 +208,10 @@ def chunk_bounds(counts: np.ndarray, max_pairs: int) -> list[tuple[int, int]]:
 
 
 def run_self_join_chunks(X, g, eps, plan, max_pairs):
-    """Execute the CPU self-join ``plan`` as a stream of ``PairChunk``: count
-    all rows, then fill the cells of each block of at most ``max_pairs``
-    pairs (``chunk_bounds``), yielded in CSR form (``PairChunk.from_csr``:
-    the row ids are not expanded).  Cost per chunk: O(rows + cells) besides
+    """Execute the CPU self-join ``plan`` as a stream: count all rows, yield
+    the total (an int, for ``PairStream``), then fill the cells of each
+    block of at most ``max_pairs`` pairs (``chunk_bounds``), yielded in CSR
+    form (``PairChunk.from_csr``: the row ids are not expanded).  Cost per chunk: O(rows + cells) besides
     the fill of its cells.  Memory: O(n) plus one chunk."""
     n = X.shape[0]
     include_self, sort = plan.include_self, plan.sort
@@ -220,6 +220,7 @@ def run_self_join_chunks(X, g, eps, plan, max_pairs):
     g.points = None  # the fills read X
     counts = np.empty(n, dtype=np.int64)
     to_caller_order(g.order, counts_r, counts)
+    yield int(counts.sum())
     inv = np.empty(n, dtype=np.int64)
     inv[g.order] = np.arange(n, dtype=np.int64)
     point_cell = np.repeat(np.arange(g.n_cells, dtype=np.int64), np.diff(g.cell_start))

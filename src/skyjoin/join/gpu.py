@@ -21,7 +21,7 @@ from .._core.validate import check_eps, check_precision
 from .gpu_pipeline import (N_STREAMS, configure, fill_batches, free_device_bytes, last_stats, run,
                            start)
 from .plan import batch_capacity, gpu_request, plan_row_batches
-from .result import PairChunk
+from .result import PairChunk, PairStream
 
 __all__ = ["gpu_self_join", "gpu_join", "gpu_self_join_chunks", "plan_chunks", "run",
            "last_stats"]
@@ -164,9 +164,10 @@ def gpu_self_join_chunks(X, eps, *, include_self=False, sort=True, max_pairs=1 <
     **options
         pattern, kernel, threads_per_point, schedule, device_memory_limit.
 
-    Yields
-    ------
-    PairChunk
+    Returns
+    -------
+    PairStream
+        The chunks (``PairChunk``, in CSR form), after the total (``count``).
 
     Examples
     --------
@@ -196,8 +197,14 @@ def plan_chunks(X, eps, request, max_pairs, device_memory_limit=None):
     host threads from pinned memory into the chunk's own array: O(pairs)
     host work, as the in-memory table's.  Memory: 3 x ``max_pairs`` pairs
     on the device and in pinned host memory, plus the chunks the caller
-    keeps, plus O(n).
+    keeps, plus O(n).  Returns a ``PairStream`` (its ``count`` runs the
+    count pass alone).
     """
+    return PairStream(_chunks(X, eps, request, max_pairs, device_memory_limit))
+
+
+def _chunks(X, eps, request, max_pairs, device_memory_limit):
+    """The generator of ``plan_chunks``: the total once counted, then the chunks."""
     cp, eng, stats = start(None, X, eps, request)
     n = eng.n_rows
     if eng.empty:
@@ -207,6 +214,7 @@ def plan_chunks(X, eps, request, max_pairs, device_memory_limit=None):
     indptr = cp.zeros(n + 1, dtype=cp.int64)
     cp.cumsum(counts, dtype=cp.int64, out=indptr[1:])
     indptr_h = cp.asnumpy(indptr)
+    yield int(indptr_h[-1])
     longest = int(counts.max())
     free = free_device_bytes(cp, device_memory_limit)
     cap = batch_capacity(int(indptr_h[-1]), longest, max(int(max_pairs), longest), free,

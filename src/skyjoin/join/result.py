@@ -12,7 +12,7 @@ from .plan import check_memory_limit, result_size_guard
 if TYPE_CHECKING:
     import scipy.sparse
 
-__all__ = ["NeighborTable", "PairChunk", "index_dtype"]
+__all__ = ["NeighborTable", "PairChunk", "PairStream", "index_dtype"]
 
 
 def index_dtype(n_cols: int) -> np.dtype:
@@ -380,3 +380,59 @@ class PairChunk:
 
     def __repr__(self) -> str:
         return f"PairChunk(rows [{self.row_start}, {self.row_stop}), {len(self)} pairs)"
+
+
+class PairStream:
+    """The chunks of a self-join, as ``self_join_chunks`` returns them: an
+    iterator of :class:`PairChunk` that can tell the total first.
+
+    The join counts every row's neighbours before it fills the first chunk;
+    :meth:`count` runs that pass (if it has not run) and returns the total,
+    so that a caller can size a progress bar or a file before any pair is
+    computed.  Iterating runs the count first if needed, then yields the
+    chunks in row order.
+
+    Attributes
+    ----------
+    n_pairs : int or None
+        The total number of pairs, once counted (None before).
+
+    Examples
+    --------
+    >>> import numpy as np, skyjoin as sj
+    >>> s = sj.self_join_chunks(np.array([[0.0], [1.0], [3.0]]), 1.0, device="cpu")
+    >>> s.n_pairs, s.count(), [len(c) for c in s]
+    (None, 2, [2])
+    """
+
+    __slots__ = ("_gen", "n_pairs")
+
+    def __init__(self, gen: Any) -> None:
+        # ``gen`` yields the total (an int) once counted, then the chunks
+        self._gen = gen
+        self.n_pairs: int | None = None
+
+    def count(self) -> int:
+        """The total number of pairs (runs the count pass if it has not run).
+        O(the count pass) the first time, O(1) after."""
+        if self.n_pairs is None:
+            total = next(self._gen, 0)
+            if not isinstance(total, (int, np.integer)):
+                raise RuntimeError("internal error: the chunk stream yielded no count first")
+            self.n_pairs = int(total)
+        return self.n_pairs
+
+    def __iter__(self) -> "PairStream":
+        return self
+
+    def __next__(self) -> PairChunk:
+        self.count()
+        return next(self._gen)
+
+    def close(self) -> None:
+        """Stop the join: nothing more is computed (idempotent)."""
+        self._gen.close()
+
+    def __repr__(self) -> str:
+        total = "not counted" if self.n_pairs is None else f"{self.n_pairs} pairs"
+        return f"PairStream({total})"
