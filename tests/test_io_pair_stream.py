@@ -13,7 +13,7 @@ import pytest
 from skyjoin import io
 from skyjoin.io import pair_writer
 from skyjoin.join.csr import pair_rows
-from skyjoin.join.result import NeighborTable
+from skyjoin.join.result import NeighborTable, PairChunk
 
 
 def _random_csr(rng, n_rows, n_cols, max_len=9):
@@ -74,7 +74,8 @@ def test_pair_rows_equals_repeat(threaded):
 @pytest.mark.parametrize("ext", [".parquet", ".csv", ".npy"])
 @pytest.mark.parametrize("block", [1, 3, 64, 1 << 20])
 @pytest.mark.parametrize("background", [True, False])
-def test_write_csr_equals_expanded_pairs(tmp_path, ext, block, background):
+@pytest.mark.parametrize("copy", [True, False])
+def test_write_csr_equals_expanded_pairs(tmp_path, ext, block, background, copy):
     rng = np.random.default_rng(block)
     n = 120
     indptr, indices = _random_csr(rng, n, n)
@@ -86,7 +87,7 @@ def test_write_csr_equals_expanded_pairs(tmp_path, ext, block, background):
         while r0 < n:
             r1 = min(n, r0 + int(rng.integers(0, 30)))
             a, b = int(indptr[r0]), int(indptr[r1])
-            w.write_csr(r0, indptr[r0:r1 + 1], indices[a:b])
+            w.write_csr(r0, indptr[r0:r1 + 1], indices[a:b], copy=copy)
             r0 = r1
         w.write([], [])
     assert w.n_pairs == len(indices)
@@ -121,7 +122,8 @@ def test_blocks_bounded_and_order_kept(tmp_path, background):
 
 def test_parquet_layout(tmp_path):
     """Required int32 columns (int64 without a shape), plain encoding (no
-    dictionary), statistics for i, read by pandas with the same dtypes."""
+    dictionary), lz4 row ids and raw column ids unless asked otherwise,
+    statistics for i when asked, read by pandas with the same dtypes."""
     path = tmp_path / "l.parquet"
     indptr = np.array([0, 2, 2, 5])
     with io.ParquetPairWriter(path, shape=(3, 4), sorted=True) as w:
@@ -133,7 +135,15 @@ def test_parquet_layout(tmp_path):
     col_i = pf.metadata.row_group(0).column(0)
     col_j = pf.metadata.row_group(0).column(1)
     assert not any("DICTIONARY" in e for e in col_i.encodings + col_j.encodings)
+    assert col_i.compression.startswith("LZ4") and col_j.compression == "UNCOMPRESSED"
+    assert not col_i.is_stats_set
+    with io.ParquetPairWriter(tmp_path / "s.parquet", shape=(3, 4), statistics=True,
+                              compression="zstd") as w:
+        w.write_csr(0, indptr, np.array([1, 3, 0, 1, 2], dtype=np.int32))
+    col_i = pq.ParquetFile(tmp_path / "s.parquet").metadata.row_group(0).column(0)
     assert col_i.statistics.min == 0 and col_i.statistics.max == 2
+    assert col_i.compression == "ZSTD"
+    assert pd.read_parquet(tmp_path / "s.parquet")["j"].tolist() == [1, 3, 0, 1, 2]
     df = pd.read_parquet(path)
     assert df["i"].tolist() == [0, 0, 2, 2, 2] and df["j"].tolist() == [1, 3, 0, 1, 2]
     io.write_pairs(tmp_path / "w.parquet", [0], [2**40])
@@ -180,7 +190,7 @@ def test_background_error_reaches_the_caller(tmp_path, monkeypatch, ext, at):
            ".npy": io.NpyPairWriter}[ext]
     calls = []
 
-    def broken(self, block):
+    def broken(self, block, j):
         calls.append(block.n)
         raise OSError("disk full")
 
@@ -197,3 +207,42 @@ def test_background_error_reaches_the_caller(tmp_path, monkeypatch, ext, at):
     if at == "write":
         assert len(writes) < 100                      # raised by a write, not by close
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("ext", [".parquet", ".csv", ".npy"])
+@pytest.mark.parametrize("background", [True, False])
+def test_copies_and_owned_chunks_keep_their_order(tmp_path, ext, background):
+    """Pairs copied into blocks (write, write_csr) and chunks written from the
+    caller's arrays (write_csr(copy=False), write_chunk) come out in the
+    order given, with int64 chunks narrowed to the file's int32 ids; a
+    copied caller's arrays may be reused at once."""
+    rng = np.random.default_rng(9)
+    n = 300
+    indptr, indices = _random_csr(rng, n, n)
+    wide = indices.astype(np.int64)
+    path = str(tmp_path / f"o{ext}")
+    with _writer(path, (n, n), 16, background) as w:
+        r0 = 0
+        for k in range(60):
+            r1 = min(n, r0 + int(rng.integers(1, 12)))
+            a, b = int(indptr[r0]), int(indptr[r1])
+            how = k % 4
+            if how == 0:
+                i = np.repeat(np.arange(r0, r1), np.diff(indptr[r0:r1 + 1]))
+                j = indices[a:b].copy()
+                w.write(i, j)
+                j[:] = -1                                  # reused by the caller
+            elif how == 1:
+                w.write_csr(r0, indptr[r0:r1 + 1], wide[a:b], copy=False)
+            elif how == 2:
+                w.write_chunk(PairChunk.from_csr(r0, indptr[r0:r1 + 1] - a, indices[a:b]))
+            else:
+                w.write_chunk(PairChunk(np.repeat(np.arange(r0, r1), np.diff(indptr[r0:r1 + 1])),
+                                        indices[a:b], r0, r1))
+            r0 = r1
+            if r0 == n:
+                break
+    i, j = _read(path)
+    m = int(indptr[r0])
+    assert np.array_equal(i, np.repeat(np.arange(n), np.diff(indptr))[:m])
+    assert np.array_equal(j, indices[:m])

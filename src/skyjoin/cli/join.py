@@ -14,6 +14,7 @@ import skyjoin as sj
 
 from .._core.device import resolve_device
 from ..io import open_pair_writer, write_counts, write_neighbor_table
+from ..join.api import DEFAULT_CHUNK_PAIRS
 from .distributed import client_from_options, run_join, uses_cluster
 from .errors import user_errors
 from .inputs import read_input
@@ -47,8 +48,10 @@ _OUTPUTS = {"summary": "counts only, summed for the summary (no table is built)"
 @click.option("--pattern", type=click.Choice(["auto", "full", "unicomp", "lid_unicomp"]),
               default="auto", show_default=True, help="Cell access pattern (self-join only).")
 @PRECISION
-@click.option("--chunk-pairs", type=click.IntRange(min=1), default=1 << 24, show_default=True,
-              help="Pairs per chunk when streaming pairs.")
+@click.option("--chunk-pairs", type=click.IntRange(min=1), default=DEFAULT_CHUNK_PAIRS,
+              show_default=True,
+              help="Pairs per chunk when streaming pairs (memory: about 8 bytes a pair, "
+                   "for the chunk being computed and the one being written).")
 @COLUMNS
 @DEVICE
 @click.option("--progress/--no-progress", default=None,

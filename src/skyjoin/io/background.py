@@ -9,6 +9,12 @@ a stream is bounded by ``depth + 1`` blocks whatever its length, and a
 caller faster than the disk waits for a free block (back-pressure) instead
 of queueing without bound.
 
+A writer may also hand over a call (:meth:`BlockWriter.submit_call`), run
+in order with the blocks: a chunk of pairs written from the caller's own
+arrays, with no copy in the caller's thread.  At most one call waits or
+runs at a time, so that at most one such chunk is held besides the one the
+caller computes.
+
 The first error of the thread stops every later write and is raised in the
 caller's thread by the next :meth:`BlockWriter.submit`, :meth:`BlockWriter.drain`
 or :meth:`BlockWriter.take`.
@@ -42,7 +48,8 @@ class BlockWriter:
 
     Notes
     -----
-    Memory: at most ``depth + 1`` blocks exist (``1`` when not threaded).
+    Memory: at most ``depth + 1`` blocks exist (``1`` when not threaded),
+    and at most one call holds its arguments.
     """
 
     def __init__(self, write: Callable[[Any], None], new_block: Callable[[], Any],
@@ -57,7 +64,8 @@ class BlockWriter:
         self._error: BaseException | None = None
         self._stopped = False
         self._thread: threading.Thread | None = None
-        self._jobs: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._jobs: queue.Queue[Any] = queue.Queue(maxsize=depth + 1)
+        self._call_slot = threading.Semaphore(1)
         if threaded:
             self._thread = threading.Thread(target=self._run, name="skyjoin-writer", daemon=True)
             self._thread.start()
@@ -87,7 +95,20 @@ class BlockWriter:
             finally:
                 self._free.put(block)
             return
-        self._jobs.put(block)
+        self._jobs.put(("block", block))
+
+    def submit_call(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on the thread after every earlier block and call; waits
+        while an earlier call is still waiting or running."""
+        self._raise_error()
+        if self._thread is None:
+            fn()
+            return
+        self._call_slot.acquire()
+        if self._error is not None:
+            self._call_slot.release()
+            self._raise_error()
+        self._jobs.put(("call", fn))
 
     def drain(self) -> None:
         """Wait until every submitted block is written; stop the thread.
@@ -102,7 +123,7 @@ class BlockWriter:
         if self._thread is not None:
             while True:
                 try:
-                    self._free.put(self._jobs.get_nowait())
+                    self._done(self._jobs.get_nowait())
                 except queue.Empty:
                     break
         self._stop()
@@ -114,18 +135,30 @@ class BlockWriter:
         self._jobs.put(None)
         self._thread.join()
 
+    def _done(self, job) -> None:
+        """Give back what a job held: its block to the pool, or the call slot."""
+        kind, what = job
+        if kind == "block":
+            self._free.put(what)
+        else:
+            self._call_slot.release()
+
     def _run(self) -> None:
         while True:
-            block = self._jobs.get()
-            if block is None:
+            job = self._jobs.get()
+            if job is None:
                 return
             try:
                 if self._error is None and not self._stopped:
-                    self._write(block)
+                    kind, what = job
+                    if kind == "block":
+                        self._write(what)
+                    else:
+                        what()
             except BaseException as exc:  # handed to the caller's thread
                 self._error = exc
             finally:
-                self._free.put(block)
+                self._done(job)
 
     def _raise_error(self) -> None:
         if self._error is not None:

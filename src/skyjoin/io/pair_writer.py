@@ -129,12 +129,20 @@ class PairWriter:
 
     Notes
     -----
-    Memory: at most ``DEPTH + 1`` blocks of ``block_pairs`` pairs (two ids
-    each) plus what the format's encoder holds for one block, whatever
-    the number of pairs written.  Time: one copy of each pair into a block
-    in the caller's thread (and, for :meth:`write_csr`, its row id
-    written there), then the format's encoding on the background thread.
+    Memory, whatever the number of pairs written: at most ``DEPTH + 2``
+    blocks of ``block_pairs`` pairs (two ids each: ``DEPTH + 1`` filled by
+    the caller, one by the thread for CSR rows written without a copy),
+    what the format's encoder holds for one block, and at most one chunk
+    of the caller's held until written (:meth:`write_csr` with
+    ``copy=False``, :meth:`write_chunk`).  Time: :meth:`write` and
+    :meth:`write_csr` copy each pair into a block in the caller's thread;
+    with ``copy=False`` the row ids are written and the pairs encoded on
+    the background thread alone, while the caller computes the next chunk.
     """
+
+    #: Whether the format encodes a block's column ids from any 1-D array
+    #: (a slice of the caller's), not only from the block's own.
+    _J_FROM_ANY = True
 
     #: The extension this writer writes.
     extension = ""
@@ -149,6 +157,7 @@ class PairWriter:
         self.dtype = pair_dtype(shape)
         self._block_pairs = int(block_pairs)
         self._block: Block | None = None
+        self._scratch: Block | None = None           # the thread's block for CSR rows
         self._pending = PendingFile(self.path)
         self._open(self._pending.tmp)
         self._open_now = True
@@ -165,8 +174,10 @@ class PairWriter:
         j = np.empty(self._block_pairs, dtype=self.dtype)
         return Block(None, i, j)
 
-    def _encode(self, block: Block) -> None:
-        """Write the block's ``n`` pairs (on the background thread)."""
+    def _encode(self, block: Block, j: np.ndarray) -> None:
+        """Write the block's ``n`` pairs (on the background thread): row ids
+        ``block.i[:n]``, column ids ``j`` (``block.j[:n]``, or any 1-D array
+        of the file's dtype when ``_J_FROM_ANY``)."""
         raise NotImplementedError
 
     def _finish(self) -> None:
@@ -193,7 +204,29 @@ class PairWriter:
 
     def _write_block(self, block: Block) -> None:
         if block.n:
-            self._encode(block)
+            self._encode(block, block.j[:block.n])
+
+    def _write_csr_now(self, first_row: int, ptr: np.ndarray, cols: np.ndarray) -> None:
+        """Write CSR rows block by block from the caller's arrays (on the
+        background thread): row ids into the thread's block, column ids
+        sliced from ``cols`` where the format allows, else copied."""
+        from ..join.csr import pair_rows  # Numba: loaded on first use
+
+        if self._scratch is None:
+            self._scratch = self._new_block()
+        blk = self._scratch
+        size = blk.i.shape[0]
+        direct = self._J_FROM_ANY and cols.dtype == self.dtype
+        for p in range(0, cols.shape[0], size):
+            take = min(size, cols.shape[0] - p)
+            pair_rows(ptr, first_row, p, blk.i[:take])
+            if direct:
+                j = cols[p:p + take]
+            else:
+                blk.j[:take] = cols[p:p + take]
+                j = blk.j[:take]
+            blk.n = take
+            self._encode(blk, j)
 
     def _hand_over_if_full(self, block: Block) -> None:
         if block.room == 0:
@@ -229,12 +262,17 @@ class PairWriter:
             self.n_pairs += take
             self._hand_over_if_full(blk)
 
-    def write_csr(self, first_row: int, indptr: ArrayLike, indices: ArrayLike) -> None:
+    def write_csr(self, first_row: int, indptr: ArrayLike, indices: ArrayLike, *,
+                  copy: bool = True) -> None:
         """Append CSR rows: row ``first_row + r`` holds the columns
         ``indices[indptr[r] - indptr[0]:indptr[r + 1] - indptr[0]]``.
 
-        The row ids are written straight into the block (no per-pair
-        temporary); the caller may reuse its arrays afterwards.
+        The row ids are written straight into a block (no per-pair
+        temporary).  With ``copy`` (default) the pairs are copied into
+        blocks now, and the caller may reuse its arrays afterwards; with
+        ``copy=False`` the writer keeps the arrays until it has written
+        them on its thread (the caller must not change them), and returns
+        at once unless an earlier such call is still being written.
 
         Parameters
         ----------
@@ -244,6 +282,8 @@ class PairWriter:
             Row offsets (a slice of a larger table's is fine).
         indices : array_like of int, shape (indptr[-1] - indptr[0],)
             The column ids, row after row.
+        copy : bool
+            Copy now (default), or write from the caller's arrays.
 
         Raises
         ------
@@ -266,6 +306,14 @@ class PairWriter:
             raise ValueError("indptr must be non-decreasing")
         _check_fits("j", cols, self.dtype)
         _check_fits("i", np.array([first_row, first_row + len(ptr) - 2]), self.dtype)
+        if not copy:
+            if m:
+                if self._block is not None and self._block.n:
+                    blk, self._block = self._block, None      # earlier pairs first
+                    self._blocks.submit(blk)
+                self._blocks.submit_call(lambda: self._write_csr_now(first_row, ptr, cols))
+                self.n_pairs += m
+            return
         p = 0
         while p < m:
             blk = self._current()
@@ -278,11 +326,12 @@ class PairWriter:
             self._hand_over_if_full(blk)
 
     def write_chunk(self, chunk: Any) -> None:
-        """Append a chunk: CSR rows (``row_start``, ``indptr``, ``indices``)
-        when it carries them, else its pairs ``.i`` and ``.j`` (e.g. a
-        ``PairChunk``)."""
+        """Append a chunk: CSR rows (``row_start``, ``indptr``, ``indices``),
+        written from the chunk's own arrays (``copy=False``: a chunk of
+        ``self_join_chunks`` is never changed after it is yielded), when it
+        carries them; else its pairs ``.i`` and ``.j`` (copied)."""
         if getattr(chunk, "indptr", None) is not None:
-            self.write_csr(chunk.row_start, chunk.indptr, chunk.indices)
+            self.write_csr(chunk.row_start, chunk.indptr, chunk.indices, copy=False)
         else:
             self.write(chunk.i, chunk.j)
 

@@ -49,6 +49,9 @@ PAIR_FORMATS = (".parquet", ".csv", ".npy")
 META_SHAPE = b"skyjoin.shape"
 META_SORTED = b"skyjoin.sorted"
 
+#: The Parquet codecs of ``ParquetPairWriter`` by default, a column.
+DEFAULT_CODECS = {"i": "lz4", "j": "none"}
+
 
 class ParquetPairWriter(PairWriter):
     """Stream pairs to a Parquet file: required columns ``i`` and ``j``.
@@ -56,10 +59,12 @@ class ParquetPairWriter(PairWriter):
     Each block of ``row_group_size`` pairs becomes one row group, encoded by
     ``pyarrow.parquet.ParquetWriter`` on the background thread (pyarrow
     releases the GIL) while the caller computes the next pairs.  Plain
-    encoding (no dictionary: ids are nearly all distinct, and building the
-    dictionary cost more than the rest of the write), statistics for ``i``
-    (a reader can skip row groups by row id), ``compression`` per page.
-    Atomic, as every :class:`PairWriter`.
+    encoding: no dictionary (ids are nearly all distinct, and building the
+    dictionary cost more than the rest of the write).  By default the row
+    ids, in runs of equal values, are compressed with lz4 and the column
+    ids, nearly random within a row group, are stored as they are (lz4
+    and snappy do not shrink them: design.md has the figures).  Atomic, as
+    every :class:`PairWriter`.
 
     Parameters
     ----------
@@ -74,9 +79,14 @@ class ParquetPairWriter(PairWriter):
         Whether columns are ascending within rows, stored likewise.
     row_group_size : int
         Pairs per row group (one block).
-    compression : str
-        Parquet codec: "lz4" (default), "snappy", "zstd", "gzip", "brotli"
-        or "none".  design.md compares their speed and size.
+    compression : str or dict, optional
+        Parquet codec of both columns ("lz4", "snappy", "zstd", "gzip",
+        "brotli" or "none"), or one a column (``{"i": ..., "j": ...}``);
+        default lz4 for ``i``, none for ``j``.  zstd makes the smallest
+        files and the slowest writes.
+    statistics : bool
+        Store the min and max of ``i`` per row group (lets readers skip row
+        groups by row id; costs a pass over the row ids).
     background : bool
         Encode row groups on a background thread (default).
 
@@ -96,10 +106,12 @@ class ParquetPairWriter(PairWriter):
 
     def __init__(self, path: str | os.PathLike[str], shape: tuple[int, int] | None = None,
                  sorted: bool | None = None, row_group_size: int = 1 << 22,
-                 compression: str = "lz4", background: bool = True) -> None:
+                 compression: str | dict[str, str] | None = None, statistics: bool = False,
+                 background: bool = True) -> None:
         if int(row_group_size) < 1:
             raise ValueError(f"row_group_size must be >= 1, got {row_group_size}")
-        self._compression = compression
+        self._compression = DEFAULT_CODECS if compression is None else compression
+        self._statistics = ["i"] if statistics else False
         self._schema = pair_schema(shape, sorted)
         self._writer: Any = None        # pyarrow.parquet.ParquetWriter, once open
         super().__init__(path, shape, block_pairs=int(row_group_size), background=background)
@@ -108,15 +120,14 @@ class ParquetPairWriter(PairWriter):
         import pyarrow.parquet as pq
 
         self._writer = pq.ParquetWriter(tmp, self._schema, compression=self._compression,
-                                        use_dictionary=False, write_statistics=["i"],
+                                        use_dictionary=False, write_statistics=self._statistics,
                                         write_batch_size=1 << 16)
 
-    def _encode(self, block: Block) -> None:
+    def _encode(self, block: Block, j: np.ndarray) -> None:
         import pyarrow as pa
 
         n = block.n
-        table = pa.Table.from_arrays([pa.array(block.i[:n]), pa.array(block.j[:n])],
-                                     schema=self._schema)
+        table = pa.Table.from_arrays([pa.array(block.i[:n]), pa.array(j)], schema=self._schema)
         self._writer.write_table(table, row_group_size=n)
 
     def _finish(self) -> None:
@@ -151,12 +162,11 @@ class CsvPairWriter(PairWriter):
         self._sink = pa.OSFile(tmp, "wb")
         self._sink.write(b"i,j\n")
 
-    def _encode(self, block: Block) -> None:
+    def _encode(self, block: Block, j: np.ndarray) -> None:
         import pyarrow as pa
         import pyarrow.csv as pcsv
 
-        n = block.n
-        pcsv.write_csv(pa.table({"i": block.i[:n], "j": block.j[:n]}), self._sink,
+        pcsv.write_csv(pa.table({"i": block.i[:block.n], "j": j}), self._sink,
                        pcsv.WriteOptions(include_header=False))
 
     def _finish(self) -> None:
@@ -188,6 +198,7 @@ class NpyPairWriter(PairWriter):
 
     extension = ".npy"
     _HEADER_BYTES = 128                   # magic, version, length and the padded dict
+    _J_FROM_ANY = False                   # the block is written as it is: (i, j) rows
 
     def _header(self) -> bytes:
         d = (f"{{'descr': '{self.dtype.newbyteorder('<').str}', 'fortran_order': False, "
@@ -204,7 +215,7 @@ class NpyPairWriter(PairWriter):
         base = np.empty((self._block_pairs, 2), dtype=self.dtype.newbyteorder("<"))
         return Block(base, base[:, 0], base[:, 1])
 
-    def _encode(self, block: Block) -> None:
+    def _encode(self, block: Block, j: np.ndarray) -> None:
         view = memoryview(block.base[:block.n]).cast("B")
         while len(view):
             view = view[self._fh.write(view):]

@@ -94,9 +94,9 @@ def write_neighbor_table(path: str | os.PathLike[str], nt: NeighborTable,
 
     Notes
     -----
-    O(pairs) time; the pair formats copy the pairs block by block
-    (:class:`~skyjoin.io.PairWriter`), so memory beyond the table stays
-    O(block).
+    O(pairs) time; the pair formats write the table's own arrays block by
+    block (:meth:`~skyjoin.io.PairWriter.write_csr` without a copy), so
+    memory beyond the table stays O(block).
 
     Examples
     --------
@@ -122,7 +122,7 @@ def write_neighbor_table(path: str | os.PathLike[str], nt: NeighborTable,
         return h.n_pairs
     with open_pair_writer(path, shape=h.shape, sorted=h.sorted,
                           **({"row_group_size": row_group_size} if ext == ".parquet" else {})) as w:
-        w.write_csr(0, h.indptr, h.indices)
+        w.write_csr(0, h.indptr, h.indices, copy=False)
     return h.n_pairs
 
 

@@ -452,7 +452,9 @@ def _cpu_join(R, S, eps, request, timings):
     return cpu_engine.run_join(R, S, gr, gs, eps, plan, timings)
 
 
-DEFAULT_CHUNK_PAIRS = 1 << 24
+#: Pairs a chunk of ``self_join_chunks`` holds at most by default (256 MiB of
+#: int32 ids): each chunk costs the CPU fill a pass over its cells' candidates.
+DEFAULT_CHUNK_PAIRS = 1 << 26
 
 
 def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, sort: bool = True,
@@ -473,7 +475,10 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
     X, eps, include_self, sort, device, precision, index_dims, **options
         As for :func:`self_join`.
     max_pairs : int
-        Target number of pairs per chunk (default 2**24).
+        Target number of pairs per chunk (default 2**26).  Each chunk
+        costs the CPU fill a gather of the candidates of every cell that
+        holds one of its rows: fewer, larger chunks cost less time and
+        more memory.
 
     Returns
     -------
