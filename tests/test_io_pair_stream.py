@@ -12,6 +12,7 @@ import pytest
 
 from skyjoin import io
 from skyjoin.io import pair_writer
+from skyjoin.io import pairs as pairs_mod
 from skyjoin.join.csr import pair_rows
 from skyjoin.join.result import NeighborTable, PairChunk
 
@@ -246,3 +247,17 @@ def test_copies_and_owned_chunks_keep_their_order(tmp_path, ext, background):
     m = int(indptr[r0])
     assert np.array_equal(i, np.repeat(np.arange(n), np.diff(indptr))[:m])
     assert np.array_equal(j, indices[:m])
+
+
+def test_csv_text_formatted_in_spans_keeps_order(tmp_path, monkeypatch):
+    """A CSV block is formatted in spans on several threads, written in order."""
+    monkeypatch.setattr(pairs_mod, "CSV_SPAN", 7)
+    rng = np.random.default_rng(12)
+    n = 400
+    indptr, indices = _random_csr(rng, n, n)
+    path = str(tmp_path / "s.csv")
+    with _writer(path, (n, n), 1000) as w:
+        w.write_csr(0, indptr, indices, copy=False)
+    i, j = _read(path)
+    assert np.array_equal(i, np.repeat(np.arange(n), np.diff(indptr)))
+    assert np.array_equal(j, indices)

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from .._core.pool import map_spans
 from .atomic import atomic_path
 from .formats import _format
 from .pair_writer import Block, PairWriter, int_vector, pair_dtype
@@ -49,6 +50,8 @@ PAIR_FORMATS = (".parquet", ".csv", ".npy")
 META_SHAPE = b"skyjoin.shape"
 META_SORTED = b"skyjoin.sorted"
 
+#: Fewest pairs a thread formats as CSV text.
+CSV_SPAN = 1 << 18
 #: The Parquet codecs of ``ParquetPairWriter`` by default, a column.
 DEFAULT_CODECS = {"i": "lz4", "j": "none"}
 
@@ -140,7 +143,9 @@ class ParquetPairWriter(PairWriter):
 class CsvPairWriter(PairWriter):
     """Stream pairs to a CSV file: a header line ``i,j``, then one pair a line.
 
-    Each block is formatted by ``pyarrow.csv`` on the background thread.
+    Each block is formatted by ``pyarrow.csv`` in spans on the host thread
+    pool (``skyjoin._core.pool``, all cores), then written in order, on the
+    background thread.  Memory: the text of one block besides the blocks.
     Atomic, as every :class:`PairWriter`.
 
     Examples
@@ -166,8 +171,16 @@ class CsvPairWriter(PairWriter):
         import pyarrow as pa
         import pyarrow.csv as pcsv
 
-        pcsv.write_csv(pa.table({"i": block.i[:block.n], "j": j}), self._sink,
-                       pcsv.WriteOptions(include_header=False))
+        i = block.i[:block.n]
+        options = pcsv.WriteOptions(include_header=False)
+
+        def text(a: int, b: int) -> Any:
+            out = pa.BufferOutputStream()
+            pcsv.write_csv(pa.table({"i": i[a:b], "j": j[a:b]}), out, options)
+            return out.getvalue()
+
+        for part in map_spans(text, block.n, min_span=CSV_SPAN):
+            self._sink.write(part)
 
     def _finish(self) -> None:
         self._sink.close()
