@@ -4,6 +4,7 @@ raised in the caller's thread, and every format read back by pandas and
 read_neighbor_table (oracle: np.repeat of the rows, NumPy's own arrays)."""
 
 import os
+import time
 
 import numpy as np
 import pandas as pd
@@ -183,7 +184,7 @@ def test_write_csr_checks_its_arrays(tmp_path):
 
 
 @pytest.mark.parametrize("ext", [".parquet", ".csv", ".npy"])
-@pytest.mark.parametrize("at", ["write", "close"])
+@pytest.mark.parametrize("at", ["write", "close", "owned chunk"])
 def test_background_error_reaches_the_caller(tmp_path, monkeypatch, ext, at):
     """An error of the encoding thread is raised in the caller's thread (at a
     later write, or at close), and no file is left under either name."""
@@ -200,12 +201,16 @@ def test_background_error_reaches_the_caller(tmp_path, monkeypatch, ext, at):
     with pytest.raises(OSError, match="disk full"):
         with _writer(str(tmp_path / f"e{ext}"), (100, 100), 4) as w:
             w.write(np.arange(3), np.arange(3))
+            if at == "owned chunk":
+                for k in range(100):                  # chunks written from their arrays
+                    w.write_csr(0, np.array([0, 50]), np.arange(50), copy=False)
+                    writes.append(k)
             if at == "write":
                 for k in range(100):                  # the error surfaces at a later write
                     w.write(np.arange(4), np.arange(4))
                     writes.append(k)
     assert calls and w.closed
-    if at == "write":
+    if at != "close":
         assert len(writes) < 100                      # raised by a write, not by close
     assert os.listdir(tmp_path) == []
 
@@ -261,3 +266,24 @@ def test_csv_text_formatted_in_spans_keeps_order(tmp_path, monkeypatch):
     i, j = _read(path)
     assert np.array_equal(i, np.repeat(np.arange(n), np.diff(indptr)))
     assert np.array_equal(j, indices)
+
+
+def test_discard_stops_a_long_chunk_between_blocks(tmp_path, monkeypatch):
+    """An abandoned writer does not write the rest of a chunk it holds: the
+    thread stops between blocks, and nothing is left on disk."""
+    calls = []
+    real = io.ParquetPairWriter._encode
+
+    def slow(self, block, j):
+        calls.append(block.n)
+        time.sleep(0.001)
+        real(self, block, j)
+
+    monkeypatch.setattr(io.ParquetPairWriter, "_encode", slow)
+    m = 5000
+    with pytest.raises(RuntimeError, match="stop"):
+        with io.ParquetPairWriter(tmp_path / "x.parquet", shape=(1, m), row_group_size=1) as w:
+            w.write_csr(0, np.array([0, m]), np.arange(m), copy=False)
+            raise RuntimeError("stop")
+    assert w.closed and len(calls) < m
+    assert os.listdir(tmp_path) == []

@@ -128,6 +128,12 @@ class BlockWriter:
                     break
         self._stop()
 
+    @property
+    def stopped(self) -> bool:
+        """Whether writing was abandoned (:meth:`cancel`) or failed: a long
+        call checks it between blocks and returns early."""
+        return self._stopped or self._error is not None
+
     # -- the thread -------------------------------------------------------------
     def _stop(self) -> None:
         if self._thread is None or not self._thread.is_alive():

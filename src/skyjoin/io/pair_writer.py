@@ -218,6 +218,8 @@ class PairWriter:
         size = blk.i.shape[0]
         direct = self._J_FROM_ANY and cols.dtype == self.dtype
         for p in range(0, cols.shape[0], size):
+            if self._blocks.stopped:                  # abandoned: stop between blocks
+                return
             take = min(size, cols.shape[0] - p)
             pair_rows(ptr, first_row, p, blk.i[:take])
             if direct:
