@@ -287,3 +287,27 @@ def test_discard_stops_a_long_chunk_between_blocks(tmp_path, monkeypatch):
             raise RuntimeError("stop")
     assert w.closed and len(calls) < m
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("ext", [".parquet", ".npy"])
+def test_row_ids_written_in_spans(tmp_path, monkeypatch, ext):
+    """The row ids of a chunk are written in spans by the host pool."""
+    real = pair_writer.map_spans
+    spans = []
+
+    def small_spans(fn, n, min_span=1):
+        out = real(fn, n, min_span=3)
+        spans.append(len(out))
+        return out
+
+    monkeypatch.setattr(pair_writer, "map_spans", small_spans)
+    rng = np.random.default_rng(13)
+    n = 200
+    indptr, indices = _random_csr(rng, n, n)
+    path = str(tmp_path / f"r{ext}")
+    with _writer(path, (n, n), 64) as w:
+        w.write_csr(0, indptr, indices, copy=False)
+    assert max(spans) > 1
+    i, j = _read(path)
+    assert np.array_equal(i, np.repeat(np.arange(n), np.diff(indptr)))
+    assert np.array_equal(j, indices)

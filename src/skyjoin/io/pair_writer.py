@@ -23,6 +23,7 @@ from typing import Any, Iterable
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._core.pool import map_spans
 from .atomic import PendingFile
 from .background import BlockWriter
 from .formats import _format
@@ -208,8 +209,9 @@ class PairWriter:
 
     def _write_csr_now(self, first_row: int, ptr: np.ndarray, cols: np.ndarray) -> None:
         """Write CSR rows block by block from the caller's arrays (on the
-        background thread): row ids into the thread's block, column ids
-        sliced from ``cols`` where the format allows, else copied."""
+        background thread): row ids into the thread's block (in spans on the
+        host pool), column ids sliced from ``cols`` where the format
+        allows, else copied."""
         from ..join.csr import pair_rows  # Numba: loaded on first use
 
         if self._scratch is None:
@@ -221,7 +223,12 @@ class PairWriter:
             if self._blocks.stopped:                  # abandoned: stop between blocks
                 return
             take = min(size, cols.shape[0] - p)
-            pair_rows(ptr, first_row, p, blk.i[:take])
+            out = blk.i
+
+            def rows(a: int, b: int, p: int = p) -> None:
+                pair_rows(ptr, first_row, p + a, out[a:b])
+
+            map_spans(rows, take)                     # nogil: the host pool's threads
             if direct:
                 j = cols[p:p + take]
             else:
