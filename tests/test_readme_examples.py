@@ -36,7 +36,7 @@ def small(argv):
     if args[:1] == ["demo"]:
         args += ["-n", "3000"]
     if args[:1] == ["bench"]:
-        args += ["--quick", "--case", "Unif2D1M-0.5"]
+        args += ["--quick", "--case", "Unif2D10k-4"]
     return args
 
 
