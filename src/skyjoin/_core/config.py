@@ -5,10 +5,25 @@ functions (default on, so that a second process skips compilation).
 
 ``SKYJOIN_NO_SIMD``: "1" makes the CPU join use its portable scalar code
 instead of the explicit vector instructions of ``skyjoin.join._simd``.
+
+``NUMBA_CACHE`` is served on first access (a module ``__getattr__``): every
+Numba kernel module reads it for its ``cache=`` argument, so reading it
+also installs the compile listener of :mod:`skyjoin._core.compiling`
+before any kernel compiles, while ``import skyjoin`` imports no Numba.
 """
 
 import os
 
-NUMBA_CACHE = os.environ.get("SKYJOIN_NUMBA_CACHE", "1") not in ("0", "false", "no", "")
+__all__ = ["NUMBA_CACHE", "NO_SIMD"]
+
+_NUMBA_CACHE = os.environ.get("SKYJOIN_NUMBA_CACHE", "1") not in ("0", "false", "no", "")
 
 NO_SIMD = os.environ.get("SKYJOIN_NO_SIMD", "0") not in ("0", "false", "no", "")
+
+
+def __getattr__(name: str):
+    if name == "NUMBA_CACHE":
+        from .compiling import install
+        install()
+        return _NUMBA_CACHE
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
