@@ -36,7 +36,7 @@ def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, strid
     r0 = cell_start[cb0]
     r1 = cell_start[cb1]
     buf = np.empty(4 * (r1 - r0) + 1024, dtype=order.dtype)
-    n = 0
+    n = np.int64(0)   # not the literal 0: the scan would compile for both types
     d = pts.shape[1]
     early = d > 3
     craw = np.empty(k, dtype=np.int64)
@@ -63,7 +63,8 @@ def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, strid
                             room)
             if f > room:
                 grown = np.empty(max(2 * buf.shape[0], n + f), dtype=buf.dtype)
-                grown[:n] = buf[:n]
+                for t in range(n):   # a loop: a slice copy compiles Numba's error text
+                    grown[t] = buf[t]
                 buf = grown
                 f = _point_scan(pts, i, i, pts, no_map, -1, eps2, lim, early, k, craw, lo_r,
                                 hi_r, own_r, True, coords, coord_off, stride, cell_ids,
