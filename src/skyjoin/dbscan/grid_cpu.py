@@ -36,10 +36,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .._core.config import NUMBA_CACHE
 from ..index.fine_grid import FineGrid, build_fine_grid
+from ..join.schedule import run_blocks
 from .union_find import find, number_clusters_by_order, roots, union
 
 __all__ = ["grid_dbscan", "MAX_DIMS"]
@@ -57,19 +58,15 @@ def d2(X, a, b):
     return s
 
 
-@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def _cell_boxes(Xs, start, cells, eps2):
-    """Bounding box of each non-empty cell, and whether all its pairs pass the test.
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _cell_boxes(Xs, start, cells, eps2, close, box_lo, box_hi, t0, t1):
+    """Bounding box of the non-empty cells [t0, t1), and whether all its pairs pass the test.
 
     A cell is "close" when its box diagonal passes the distance test:
     rounding is monotone, so every pair of its points passes it too.
     """
-    m = cells.shape[0]
     d = Xs.shape[1]
-    close = np.zeros(m, dtype=np.uint8)
-    box_lo = np.empty((m, d), dtype=Xs.dtype)
-    box_hi = np.empty((m, d), dtype=Xs.dtype)
-    for t in prange(m):
+    for t in range(t0, t1):
         c = cells[t]
         a, b = start[c], start[c + 1]
         s = 0.0
@@ -87,7 +84,6 @@ def _cell_boxes(Xs, start, cells, eps2):
             w = hi - lo
             s += w * w
         close[t] = 1 if s <= eps2 else 0
-    return close, box_lo, box_hi
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
@@ -126,15 +122,13 @@ def neighbour_slots(c, radix, offsets, deltas, slot_of):
     return out
 
 
-@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+@njit(cache=NUMBA_CACHE, nogil=True)
 def core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets, deltas, eps2,
-               min_samples):
-    """Core flag of every (sorted) point: dense cells at once, others by counting (§2.1)."""
-    n = Xs.shape[0]
-    m = cells.shape[0]
-    core = np.zeros(n, dtype=np.uint8)
+               min_samples, core, t0, t1):
+    """Core flag of the (sorted) points of cells [t0, t1) into ``core`` (zeros
+    on entry): dense cells at once, others by counting (§2.1)."""
     n_off = offsets.shape[0]
-    for t in prange(m):
+    for t in range(t0, t1):
         c = cells[t]
         a, b = start[c], start[c + 1]
         size = b - a
@@ -165,7 +159,6 @@ def core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets,
                 if cnt >= min_samples:
                     core[p] = 1
                     break
-    return core
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -268,13 +261,13 @@ def _positive(offsets, o):
     return False
 
 
-@njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
+@njit(cache=NUMBA_CACHE, nogil=True)
 def border_labels(Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels, radix, offsets,
-                  deltas, eps2):
-    """Each non-core point takes the lowest label among its core neighbours (in place)."""
-    m = cells.shape[0]
+                  deltas, eps2, t0, t1):
+    """Each non-core point of cells [t0, t1) takes the lowest label among its
+    core neighbours (in place)."""
     n_off = offsets.shape[0]
-    for t in prange(m):
+    for t in range(t0, t1):
         c = cells[t]
         a, b = start[c], start[c + 1]
         all_core = True
@@ -326,6 +319,12 @@ class BoxedGrid(FineGrid):
     box_hi: np.ndarray
 
 
+def cell_weight(g):
+    """Cumulative point counts over the non-empty cells of grid ``g``
+    (length cells + 1): the work weights of ``join.schedule.run_blocks``."""
+    return np.append(g.start[g.cells], g.Xs.shape[0]).astype(np.int64)
+
+
 def fine_grid(X, eps):
     """The :class:`BoxedGrid` of X (float64, n >= 1, d <= MAX_DIMS), or None
     when the grid over its bounding box would be too large.  O(n d + volume)."""
@@ -333,7 +332,12 @@ def fine_grid(X, eps):
     if g is None:
         return None
     eps2 = float(np.float64(eps) * np.float64(eps))
-    close, box_lo, box_hi = _cell_boxes(g.Xs, g.start, g.cells, eps2)
+    m, d = g.cells.shape[0], g.Xs.shape[1]
+    close = np.zeros(m, dtype=np.uint8)
+    box_lo = np.empty((m, d), dtype=g.Xs.dtype)
+    box_hi = np.empty((m, d), dtype=g.Xs.dtype)
+    run_blocks(_cell_boxes, (g.Xs, g.start, g.cells, eps2, close, box_lo, box_hi),
+               cell_weight(g))
     return BoxedGrid(**vars(g), eps2=eps2, close=close, box_lo=box_lo, box_hi=box_hi)
 
 
@@ -372,14 +376,16 @@ def grid_dbscan(X, eps, min_samples):
         g.Xs, g.start, g.cells, g.slot_of, g.close, g.box_lo, g.box_hi, g.radix, g.offsets,
         g.deltas, g.eps2)
     perm, n_adjacent = g.perm, g.n_adjacent
-    core = core_flags(Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets, deltas,
-                      eps2, min_samples)
+    weight = cell_weight(g)
+    core = np.zeros(n, dtype=np.uint8)
+    run_blocks(core_flags, (Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets,
+                            deltas, eps2, min_samples, core), weight)
     parent = link_cells(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, offsets,
                         deltas, n_adjacent, eps2)
     root = roots(parent)
     labels = number_clusters_by_order(root, core, perm)
-    border_labels(Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels, radix, offsets,
-                  deltas, eps2)
+    run_blocks(border_labels, (Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels,
+                               radix, offsets, deltas, eps2), weight)
     core_out = np.empty(n, dtype=np.uint8)
     core_out[perm] = core
     labels_out = np.empty(n, dtype=np.intp)
