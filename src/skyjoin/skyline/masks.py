@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._core.config import NUMBA_CACHE
+from ..join.schedule import run_blocks
 
 _U1 = np.uint64(1)
 
@@ -275,18 +276,26 @@ def cell_boundaries(Ms):
 # passes: every pass over the points is parallel, and the points are read
 # from X only twice (pre-filter) and gathered once in sorted order.
 # --------------------------------------------------------------------------
-@njit(cache=NUMBA_CACHE, parallel=True)
 def rowmax_and_pivot_candidates(X, block, k):
     """One pass over X: the maximum of every row (for tau, §5.1) and, per block
     of rows, the k rows of smallest coordinate sum (candidates for the pivot
     filter of §7.1), kept sorted by an insertion step that rarely runs.
-    Returns (rowmax, cand (n_blocks, k) row ids or -1, candsum)."""
-    n, d = X.shape
+    Returns (rowmax, cand (n_blocks, k) row ids or -1, candsum).  Blocks run
+    on the host's threads (:func:`_rowmax_blocks`)."""
+    n = X.shape[0]
     nb = max(1, (n + block - 1) // block)
     rowmax = np.empty(n, dtype=np.float64)
     cand = np.full((nb, k), -1, dtype=np.int64)
     csum = np.full((nb, k), np.inf, dtype=np.float64)
-    for b in prange(nb):
+    run_blocks(_rowmax_blocks, (X, block, k, rowmax, cand, csum), nb)
+    return rowmax, cand, csum
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _rowmax_blocks(X, block, k, rowmax, cand, csum, b0, b1):
+    """:func:`rowmax_and_pivot_candidates` for the blocks [b0, b1)."""
+    n, d = X.shape
+    for b in range(b0, b1):
         for i in range(b * block, min(n, (b + 1) * block)):
             m = X[i, 0]
             s = X[i, 0]
@@ -304,7 +313,6 @@ def rowmax_and_pivot_candidates(X, block, k):
                     j -= 1
                 csum[b, j] = s
                 cand[b, j] = i
-    return rowmax, cand, csum
 
 
 def pick_pivots(cand: np.ndarray, csum: np.ndarray, k: int,
@@ -325,21 +333,29 @@ def pick_pivots(cand: np.ndarray, csum: np.ndarray, k: int,
     return np.sort(c[:k])
 
 
-@njit(cache=NUMBA_CACHE, parallel=True)
 def prefilter_keep(X, tau, s, PT, block):
     """tau pre-filter (§5.1, exact under ties: a point with every coordinate
     >= tau is kept only if it equals s) and the pivot filter of the CPU port
     (§7.1: full dominance test against the pivots, columns of PT (d, b)).
     The pivot test is branch-free over the pivots (worse/better flags per
     pivot, one sweep per dimension), so it vectorises.  Returns
-    (keep flags, kept count per block, tau survivors per block)."""
-    n, d = X.shape
-    b = PT.shape[1]
+    (keep flags, kept count per block, tau survivors per block); blocks run
+    on the host's threads (:func:`_prefilter_blocks`)."""
+    n = X.shape[0]
     nb = max(1, (n + block - 1) // block)
     keep = np.empty(n, dtype=np.uint8)
     counts = np.zeros(nb, dtype=np.int64)
     tcounts = np.zeros(nb, dtype=np.int64)
-    for blk in prange(nb):
+    run_blocks(_prefilter_blocks, (X, float(tau), int(s), PT, block, keep, counts, tcounts), nb)
+    return keep, counts, tcounts
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _prefilter_blocks(X, tau, s, PT, block, keep, counts, tcounts, b0, b1):
+    """:func:`prefilter_keep` for the blocks [b0, b1)."""
+    n, d = X.shape
+    b = PT.shape[1]
+    for blk in range(b0, b1):
         worse = np.empty(b, dtype=np.uint8)
         better = np.empty(b, dtype=np.uint8)
         cnt = 0
@@ -373,41 +389,16 @@ def prefilter_keep(X, tau, s, PT, block):
             cnt += 1 if kp else 0
         counts[blk] = cnt
         tcounts[blk] = tcnt
-    return keep, counts, tcounts
 
 
-@njit(cache=NUMBA_CACHE, parallel=True)
 def compact_kept(keep, counts, block):
-    """Indices of the kept rows, in increasing order (parallel compaction)."""
-    nb = counts.shape[0]
-    off = np.zeros(nb + 1, dtype=np.int64)
-    for b in range(nb):
-        off[b + 1] = off[b] + counts[b]
-    idx = np.empty(off[nb], dtype=np.int64)
-    n = keep.shape[0]
-    for b in prange(nb):
-        w = off[b]
-        for i in range(b * block, min(n, (b + 1) * block)):
-            if keep[i]:
-                idx[w] = i
-                w += 1
-    return idx
+    """Indices of the kept rows, in increasing order (NumPy: one pass)."""
+    return np.flatnonzero(keep).astype(np.int64, copy=False)
 
 
-@njit(cache=NUMBA_CACHE, parallel=True)
 def sorted_sample(X, rows):
-    """X[rows] with every column sorted (columns in parallel)."""
-    m = rows.shape[0]
-    d = X.shape[1]
-    S = np.empty((m, d), dtype=np.float64)
-    for t in prange(d):
-        col = np.empty(m, dtype=np.float64)
-        for r in range(m):
-            col[r] = X[rows[r], t]
-        col.sort()
-        for r in range(m):
-            S[r, t] = col[r]
-    return S
+    """X[rows] with every column sorted (NumPy: O(m d log m) for m rows)."""
+    return np.sort(np.asarray(X, dtype=np.float64)[rows], axis=0)
 
 
 def level_bounds(S: np.ndarray, n_levels: int = 128) -> np.ndarray:
@@ -423,21 +414,28 @@ def level_bounds(S: np.ndarray, n_levels: int = 128) -> np.ndarray:
     return bounds
 
 
-@njit(cache=NUMBA_CACHE, parallel=True)
 def masks_and_levels(X, idx, quart, bounds):
     """For the rows X[idx]: median-level and quartile-level masks and |M|
     (§4.2.2, Algorithm 1 lines 6-9) and the packed 7-bit fine levels (the
-    count of bounds below each value, see :func:`fine_levels`), in one pass.
+    count of bounds below each value, see :func:`fine_levels`), in one pass
+    (spans of rows on the host's threads, :func:`_masks_and_levels_rows`).
     bounds has 128 entries per dimension (+inf padded); the search is
     branch-free (7 halvings)."""
     m = idx.shape[0]
-    d = X.shape[1]
-    W = (d + 7) // 8
+    W = (X.shape[1] + 7) // 8
     M = np.empty(m, dtype=np.uint64)
     Q = np.empty(m, dtype=np.uint64)
     order = np.empty(m, dtype=np.int64)
     L = np.zeros((m, W), dtype=np.uint64)
-    for t in prange(m):
+    run_blocks(_masks_and_levels_rows, (X, idx, quart, bounds, M, Q, order, L), m)
+    return M, Q, order, L
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _masks_and_levels_rows(X, idx, quart, bounds, M, Q, order, L, t0, t1):
+    """:func:`masks_and_levels` for the rows [t0, t1) of idx."""
+    d = X.shape[1]
+    for t in range(t0, t1):
         i = idx[t]
         mm = np.uint64(0)
         qq = np.uint64(0)
@@ -454,22 +452,28 @@ def masks_and_levels(X, idx, quart, bounds):
         M[t] = mm
         Q[t] = qq
         order[t] = c
-    return M, Q, order, L
 
 
-@njit(cache=NUMBA_CACHE, parallel=True)
 def gather_sorted(X, idx, perm, M, Q, order, L, Qout):
     """Apply the sort permutation: rows X[idx[perm]] and the masks, levels and
-    indices in the same order, in one parallel pass (Q cast to Qout's word)."""
+    indices in the same order, in one pass over spans of rows on the host's
+    threads (Q cast to Qout's word)."""
     m = perm.shape[0]
-    d = X.shape[1]
-    W = L.shape[1]
-    P = np.empty((m, d), dtype=np.float64)
-    Ls = np.empty((m, W), dtype=np.uint64)
+    P = np.empty((m, X.shape[1]), dtype=np.float64)
+    Ls = np.empty((m, L.shape[1]), dtype=np.uint64)
     Ms = np.empty(m, dtype=np.uint64)
     os_ = np.empty(m, dtype=np.int64)
     ids = np.empty(m, dtype=np.int64)
-    for t in prange(m):
+    run_blocks(_gather_sorted_rows, (X, idx, perm, M, Q, order, L, Qout, P, Ls, Ms, os_, ids), m)
+    return P, Ls, Ms, os_, ids
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _gather_sorted_rows(X, idx, perm, M, Q, order, L, Qout, P, Ls, Ms, os_, ids, t0, t1):
+    """:func:`gather_sorted` for the rows [t0, t1)."""
+    d = X.shape[1]
+    W = L.shape[1]
+    for t in range(t0, t1):
         r = perm[t]
         i = idx[r]
         for k in range(d):
@@ -480,4 +484,3 @@ def gather_sorted(X, idx, perm, M, Q, order, L, Qout):
         Qout[t] = Q[r]
         os_[t] = order[r]
         ids[t] = i
-    return P, Ls, Ms, os_, ids
