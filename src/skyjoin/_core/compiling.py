@@ -13,6 +13,7 @@ things:
   (Python prints it on standard error when logging is not configured; the
   command line prints it there itself).  Silence it with
   ``logging.getLogger("skyjoin.compile").setLevel(logging.ERROR)``.
+  :func:`expect` widens N to several operators called in a row.
 * the **record**: inside :func:`record`, every compile (kernel, argument
   types, CPU seconds, nesting depth) is appended to a list; the
   ``skyjoin warmup`` command and ``scripts/compile-times`` read it.
@@ -43,7 +44,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-__all__ = ["CompileEvent", "install", "record", "estimate_s", "operator_of", "NOTICE_MIN_S"]
+__all__ = ["CompileEvent", "install", "record", "expect", "estimate_s", "operator_of",
+           "compile_wall", "NOTICE_MIN_S"]
 
 log = logging.getLogger("skyjoin.compile")
 
@@ -59,13 +61,16 @@ _OPERATORS = ("skyjoin.dbscan.sweep", "skyjoin.dbscan", "skyjoin.join", "skyjoin
 class CompileEvent:
     """One compile of one kernel for one signature.
 
-    ``seconds`` is the compiling thread's CPU time, callees included;
-    ``depth`` is 0 for a kernel called from Python, more for a kernel that
-    another one's compile pulled in (its time is inside its caller's)."""
+    ``seconds`` is the compiling thread's CPU time, callees included, and
+    ``wall`` the wall time (other threads that call a kernel wait for the
+    compile); ``depth`` is 0 for a kernel called from Python, more for a
+    kernel that another one's compile pulled in (its time is inside its
+    caller's)."""
 
     kernel: str
     signature: str
     seconds: float
+    wall: float
     depth: int
 
 
@@ -75,6 +80,7 @@ _noticed = False
 _recorders: list[list[CompileEvent]] = []
 _local = threading.local()
 _estimates: dict[str, float] | None = None
+_expected: list[tuple[str, ...]] = []
 
 
 def estimate_s(operator: str) -> float:
@@ -121,8 +127,11 @@ def _notice(kernel_module: str) -> None:
     with _lock:
         if _noticed:
             return
-        op = operator_of(kernel_module)
-        seconds = estimate_s(op) if op is not None else 0.0
+        if _expected:
+            seconds = sum(estimate_s(op) for op in _expected[-1])
+        else:
+            op = operator_of(kernel_module)
+            seconds = estimate_s(op) if op is not None else 0.0
         if seconds < NOTICE_MIN_S:
             return
         _noticed = True
@@ -139,16 +148,17 @@ def _on_start(event) -> None:
     if not stack and not _noticed and module.startswith("skyjoin."):
         _notice(module)
     stack.append((f"{module}.{disp.py_func.__qualname__}", str(event.data["args"]),
-                  time.thread_time()))
+                  time.thread_time(), time.perf_counter()))
 
 
 def _on_end(event) -> None:
     stack = getattr(_local, "stack", None)
     if not stack:
         return
-    kernel, signature, t0 = stack.pop()
+    kernel, signature, t0, w0 = stack.pop()
     if _recorders:
-        ev = CompileEvent(kernel, signature, time.thread_time() - t0, len(stack))
+        ev = CompileEvent(kernel, signature, time.thread_time() - t0, time.perf_counter() - w0,
+                          len(stack))
         with _lock:
             for r in _recorders:
                 r.append(ev)
@@ -177,6 +187,22 @@ def install() -> None:
 
 
 @contextmanager
+def expect(operators: tuple[str, ...]) -> Iterator[None]:
+    """Inside the block, a notice announces the compile time of all of
+    ``operators`` (package names, as :func:`estimate_s` takes), not only
+    the current one's: for a command that calls several operators in a
+    row, so that its one notice covers them all."""
+    install()
+    with _lock:
+        _expected.append(tuple(operators))
+    try:
+        yield
+    finally:
+        with _lock:
+            _expected.pop()
+
+
+@contextmanager
 def record() -> Iterator[list[CompileEvent]]:
     """Collect the compiles that happen inside the block (any thread).
 
@@ -191,3 +217,9 @@ def record() -> Iterator[list[CompileEvent]]:
     finally:
         with _lock:
             _recorders.remove(events)
+
+
+def compile_wall(events: list[CompileEvent]) -> float:
+    """Wall seconds spent compiling kernels called from Python (depth 0) in
+    ``events``: the part of a first call's time that later calls skip."""
+    return sum(e.wall for e in events if e.depth == 0)

@@ -1,7 +1,7 @@
-"""The ``skyjoin`` command: join, dbscan, skyline, generate, demo, bench.
+"""The ``skyjoin`` command: join, dbscan, skyline, generate, demo, bench, warmup.
 
 One module per command (``join``, ``dbscan``, ``skyline``, ``generate``,
-``bench``, ``demo``), on shared parts: ``options`` (options defined once,
+``bench``, ``demo``, ``warmup``), on shared parts: ``options`` (options defined once,
 verbosity), ``errors`` (one error style), ``inputs`` (reading, with the
 readers' notices), ``outputs`` (what ``--out`` accepts, checked before any
 work), ``wording`` (counts and plurals), ``plots`` (every picture;
@@ -22,6 +22,7 @@ from .generate import generate_cmd
 from .join import join_cmd
 from .options import VERBOSE
 from .skyline import skyline_cmd
+from .warmup import warmup_cmd
 
 __all__ = ["main"]
 
@@ -41,9 +42,10 @@ def main():
       skyjoin dbscan blobs.npy --eps 0.3 --min-samples 10 --plot clusters.png
       skyjoin skyline cars.csv --min x0,x1 --max x2
       skyjoin bench join --device cpu
+      skyjoin warmup
     """
 
 
-for _cmd in (join_cmd, dbscan_cmd, skyline_cmd, generate_cmd, demo_cmd, bench_cmd):
+for _cmd in (join_cmd, dbscan_cmd, skyline_cmd, generate_cmd, demo_cmd, bench_cmd, warmup_cmd):
     main.add_command(_cmd)
 del _cmd

@@ -18,7 +18,8 @@ from ..join.api import DEFAULT_CHUNK_PAIRS
 from .distributed import client_from_options, run_join, uses_cluster
 from .errors import user_errors
 from .inputs import read_input
-from .options import COLUMNS, DEVICE, PRECISION, VERBOSE, column_list, distributed_options, phase
+from .options import (COLUMNS, DEVICE, PRECISION, VERBOSE, column_list, compile_note,
+                      distributed_options, operator_clock, phase)
 from .outputs import COLUMN_OUT, PAIRS_OUT, check_out, join_output
 from .wording import plural
 
@@ -111,7 +112,7 @@ def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, 
     opts = dict(sort=not no_sort, device=dev, precision=precision)
     streamed = kind == "stream" and not two
     t0 = time.perf_counter()
-    with phase("join and write" if streamed else "join"):
+    with phase("join and write" if streamed else "join"), operator_clock() as clock:
         if kind in ("summary", "counts"):
             c = (sj.join(R, S, eps, output="counts", device=dev, precision=precision) if two
                  else sj.self_join(R, eps, output="counts", include_self=include_self,
@@ -129,8 +130,9 @@ def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, 
                 write_counts(out, c)
             else:
                 write_neighbor_table(out, nt)
-    dt = time.perf_counter() - t0
-    click.echo(_summary(R, S, eps, n_pairs, dt, dev, t_load) + (f"; wrote {out}" if out else ""))
+    dt = time.perf_counter() - t0 - clock["compile"]
+    click.echo(_summary(R, S, eps, n_pairs, dt, dev, t_load) + compile_note(clock["compile"])
+               + (f"; wrote {out}" if out else ""))
 
 
 def _stream(X, eps, out, include_self, chunk_pairs, show, opts) -> int:

@@ -4,6 +4,9 @@
 :func:`distributed_options` adds ``--scheduler`` / ``--local-cluster``;
 :func:`column_list` parses a ``--columns`` / ``--min`` / ``--max`` value.
 
+:func:`operator_clock` times an operator call without the kernel compiles
+in it (:func:`compile_note` says how long they took).
+
 Verbosity: ``-v`` (on ``skyjoin`` or on any command, counted together)
 logs each operator's plan and the command's phases with their times
 (:func:`phase`) on standard error; ``-vv`` also shows the traceback of an
@@ -19,8 +22,10 @@ import time
 
 import click
 
+from .._core import compiling
+
 __all__ = ["DEVICE", "PRECISION", "COLUMNS", "VERBOSE", "column_list", "distributed_options",
-           "setup_logging", "verbosity", "phase"]
+           "setup_logging", "verbosity", "phase", "operator_clock", "compile_note"]
 
 _VERBOSITY_KEY = "skyjoin.verbosity"
 log = logging.getLogger("skyjoin.cli")
@@ -64,6 +69,29 @@ def phase(name: str):
     log.info("%s: %.3f s", name, time.perf_counter() - t0)
 
 
+@contextlib.contextmanager
+def operator_clock():
+    """Time an operator call without the kernel compiles it triggers.
+
+    Yields a dict that is filled when the block ends: ``seconds``, the
+    block's wall time less the wall time spent compiling kernels, and
+    ``compile``, that compile time (0 once Numba's cache holds the
+    kernels).  The commands print the two apart (:func:`compile_note`), so
+    that a first run's timing is the operator's, as on every later run.
+    """
+    out: dict = {}
+    t0 = time.perf_counter()
+    with compiling.record() as events:
+        yield out
+    out["compile"] = compiling.compile_wall(events)
+    out["seconds"] = max(0.0, time.perf_counter() - t0 - out["compile"])
+
+
+def compile_note(seconds: float) -> str:
+    """' (+N s compiling kernels, once)' when ``seconds`` is worth saying, else ''."""
+    return f" (+{seconds:.1f} s compiling kernels, once)" if seconds >= 0.05 else ""
+
+
 def column_list(spec):
     """'a,b,3' -> ['a', 'b', 3] (0-based positions as ints); None stays None.
 
@@ -82,7 +110,15 @@ def column_list(spec):
 def setup_logging(verbose: int) -> None:
     """With ``verbose`` >= 1, the ``skyjoin`` loggers print to standard error
     at debug level (the plans are logged there); without -v, whatever an
-    earlier command line of this process set up is undone."""
+    earlier command line of this process set up is undone.  The one-time
+    compile notice (logger ``skyjoin.compile``) goes to standard error
+    either way, once."""
+    notice = logging.getLogger("skyjoin.compile")
+    if not any(isinstance(h, _EchoHandler) for h in notice.handlers):
+        handler = _EchoHandler()
+        handler.setFormatter(logging.Formatter("skyjoin: %(message)s"))
+        notice.addHandler(handler)
+        notice.propagate = False
     logger = logging.getLogger("skyjoin")
     ours = [h for h in logger.handlers if isinstance(h, _EchoHandler)]
     if not verbose:                   # a new command line without -v (tests run many)

@@ -15,7 +15,8 @@ from ..io import write_rows
 from .distributed import client_from_options, run_skyline, uses_cluster
 from .errors import user_errors
 from .inputs import read_input_frame
-from .options import DEVICE, VERBOSE, column_list, distributed_options, phase
+from .options import (DEVICE, VERBOSE, column_list, compile_note, distributed_options,
+                      operator_clock, phase)
 from .outputs import COLUMN_OUT, PLOT_OUT, check_out
 from .plots import save_skyline
 from .wording import plural
@@ -84,18 +85,18 @@ def skyline_cmd(data, min_cols, max_cols, distinct, device, algorithm, out, plot
     df = read_input_frame(data)
     t_read = time.perf_counter() - t0
     mins, maxs = _column_names(df, mins), _column_names(df, maxs)
-    t1 = time.perf_counter()
-    with phase("skyline"):
+    with phase("skyline"), operator_clock() as clock:
         res, st = sj.skyline(df, min=mins or None, max=maxs or None, distinct=distinct,
                              device=device, algorithm=algorithm, return_stats=True)
-    t_sky = time.perf_counter() - t1
+    t_sky = clock["seconds"]
     cols = mins + maxs if (mins or maxs) else list(df.select_dtypes(include=[np.number, "bool"]).columns)
     sense = ["min"] * len(mins) + ["max"] * len(maxs) if (mins or maxs) else ["min"] * len(cols)
     sky = df.index.get_indexer(res.index) if df.index.is_unique else np.flatnonzero(
         df.index.isin(res.index))
     click.echo(f"{plural(len(res), 'skyline row')} of {len(df):,} ({plural(len(cols), 'column')}: "
                + ", ".join(f"{c} {s}" for c, s in zip(cols, sense))
-               + f"); {st['device']}, {st['algorithm']}; read {t_read:.3f} s, skyline {t_sky:.3f} s")
+               + f"); {st['device']}, {st['algorithm']}; read {t_read:.3f} s, skyline {t_sky:.3f} s"
+               + compile_note(clock["compile"]))
     if st.get("prefilter_survivors") is not None:
         click.echo(f"pre-filter kept {st['prefilter_survivors']:,} rows; "
                    f"{st.get('dominance_tests') or 0:,} dominance tests, "
