@@ -14,11 +14,16 @@ before any kernel compiles, while ``import skyjoin`` imports no Numba.
 
 import os
 
-__all__ = ["NUMBA_CACHE", "NO_SIMD"]
+__all__ = ["NO_SIMD", "numba_cache_enabled"]   # and NUMBA_CACHE, served by __getattr__
 
 _NUMBA_CACHE = os.environ.get("SKYJOIN_NUMBA_CACHE", "1") not in ("0", "false", "no", "")
 
 NO_SIMD = os.environ.get("SKYJOIN_NO_SIMD", "0") not in ("0", "false", "no", "")
+
+
+def numba_cache_enabled() -> bool:
+    """``NUMBA_CACHE`` without installing anything (for code that imports no Numba)."""
+    return _NUMBA_CACHE
 
 
 def __getattr__(name: str):

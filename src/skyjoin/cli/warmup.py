@@ -12,6 +12,10 @@ packages they cover (the compile notice's estimate).
 
 from __future__ import annotations
 
+import logging
+import os
+import subprocess
+import sys
 import time
 from typing import Callable
 
@@ -21,12 +25,14 @@ import numpy as np
 import skyjoin as sj
 
 from .._core import compiling
+from .._core.config import numba_cache_enabled
 from .._core.device import resolve_device
 from ..skyline.plan import CPU_VARIANTS, GPU_VARIANTS
 from .errors import user_errors
 from .options import VERBOSE
 
-__all__ = ["warmup_cmd", "run_warmup", "warm_calls", "WARM_OPERATORS"]
+__all__ = ["warmup_cmd", "run_warmup", "warm_calls", "compile_elsewhere", "run_labels",
+           "WARM_OPERATORS"]
 
 #: the operator packages the warm-up compiles (see skyjoin._core.compiling)
 WARM_OPERATORS = ("skyjoin.join", "skyjoin.dbscan", "skyjoin.dbscan.sweep", "skyjoin.skyline")
@@ -90,7 +96,39 @@ def warm_calls(device: str) -> list[tuple[str, Callable[[], object]]]:
     return calls
 
 
-def run_warmup(device: str | None = None, echo: Callable[[str], None] = print) -> dict:
+def run_labels(device: str, labels: list[str]) -> None:
+    """Run the calls of :func:`warm_calls` named ``labels``, silently (the
+    work of a :func:`compile_elsewhere` process)."""
+    logging.getLogger("skyjoin.compile").setLevel(logging.ERROR)
+    wanted = set(labels)
+    for label, call in warm_calls(device):
+        if label in wanted:
+            call()
+
+
+def compile_elsewhere(labels: list[str], device: str = "cpu") -> subprocess.Popen | None:
+    """Start a process that runs the warm calls ``labels``, so that their
+    kernels compile on another core into Numba's on-disk cache while this
+    process compiles others (Numba compiles one kernel at a time per
+    process).  Returns the process (wait for it, then the calls here load
+    the cache), or None where it would not help: one core, the cache off,
+    or the GPU.
+    """
+    if device != "cpu" or (os.cpu_count() or 1) < 2 or not numba_cache_enabled() or not labels:
+        return None
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    code = "import sys; from skyjoin.cli.warmup import run_labels; run_labels(sys.argv[1], sys.argv[2:])"
+    return subprocess.Popen([sys.executable, "-c", code, device, *labels], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _operator(label: str) -> str:
+    return label.split()[0]
+
+
+def run_warmup(device: str | None = None, echo: Callable[[str], None] = print,
+               jobs: int | None = None) -> dict:
     """Run every call of :func:`warm_calls` once, report each one's time.
 
     Parameters
@@ -99,13 +137,19 @@ def run_warmup(device: str | None = None, echo: Callable[[str], None] = print) -
         "gpu" without a usable GPU raises :class:`skyjoin.GPUUnavailableError`.
     echo : callable
         Where to print.
+    jobs : int, optional
+        Processes that compile at once (CPU, Numba's cache on): the
+        skyline's and DBSCAN's calls compile in other processes
+        (:func:`compile_elsewhere`) while this one compiles the join's,
+        then this one runs them all (loading the cache).  Default: the
+        cores, at most 3; 1 compiles everything here.
 
     Returns
     -------
     dict
         device, seconds (the whole warm-up), compiles (Numba kernels
-        compiled, 0 when all came from the cache) and steps (label ->
-        seconds).
+        compiled in this process, 0 when all came from the cache), steps
+        (label -> seconds) and helpers (the other processes started).
 
     Notes
     -----
@@ -114,26 +158,46 @@ def run_warmup(device: str | None = None, echo: Callable[[str], None] = print) -
     """
     dev = resolve_device(device)
     calls = warm_calls(dev)
+    jobs = min(3, os.cpu_count() or 1) if jobs is None else max(1, int(jobs))
     echo(f"skyjoin warmup: {len(calls)} calls on the {dev}")
     steps = {}
     t_all = time.perf_counter()
+    by_op: dict[str, list[str]] = {}
+    for label, _ in calls:
+        by_op.setdefault(_operator(label), []).append(label)
+    others = [labs for op, labs in by_op.items() if op != "join"]
+    helpers = []
+    if jobs > 1:
+        per = [sum(others[i::jobs - 1], []) for i in range(min(jobs - 1, len(others)))]
+        helpers = [p for p in (compile_elsewhere(labs, dev) for labs in per) if p is not None]
     with compiling.expect(WARM_OPERATORS), compiling.record() as events:
-        for label, call in calls:
+        order = sorted(calls, key=lambda c: _operator(c[0]) != "join") if helpers else calls
+        for label, call in order:
+            if helpers and _operator(label) != "join":
+                for p in helpers:       # their kernels are in the cache now
+                    p.wait()
             t0 = time.perf_counter()
             call()
             steps[label] = time.perf_counter() - t0
             echo(f"  {label:<36} {steps[label]:7.2f} s")
+    for p in helpers:
+        p.wait()
     seconds = time.perf_counter() - t_all
     compiled = sum(1 for e in events if e.depth == 0)
-    echo(f"kernels ready in {seconds:.1f} s ({compiled} compiled, the rest loaded from the cache)")
-    return {"device": dev, "seconds": seconds, "compiles": compiled, "steps": steps}
+    where = f", {len(helpers) + 1} processes" if helpers else ""
+    echo(f"kernels ready in {seconds:.1f} s ({compiled} compiled here, the rest loaded from the "
+         f"cache{where})")
+    return {"device": dev, "seconds": seconds, "compiles": compiled, "steps": steps,
+            "helpers": len(helpers)}
 
 
 @click.command("warmup")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="cpu",
               show_default=True, help="Whose kernels to compile: Numba's (cpu) or CuPy's (gpu).")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Processes that compile at once on the CPU (default: the cores, at most 3).")
 @VERBOSE
 @user_errors
-def warmup_cmd(device):
+def warmup_cmd(device, jobs):
     """Compile every kernel ahead (for images and clusters) and report how long it took."""
-    run_warmup(device=device, echo=click.echo)
+    run_warmup(device=device, echo=click.echo, jobs=jobs)
