@@ -282,6 +282,10 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
     early = q_pts.shape[1] > 3
     dummy = np.empty(0, dtype=np.int32)
     no_map = np.empty(0, dtype=s_order.dtype)
+    # typed zero and "no output": literal 0 / -1 would give the shared
+    # helpers other signatures than the fill's, one more compile each
+    zero = np.int64(0)
+    no_cap = np.int64(-1)
     for c in range(cb0, cb1):
         c0 = q_cell_start[c]
         c1 = q_cell_start[c + 1]
@@ -299,7 +303,7 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
                                         craw, lo_r, hi_r, own_r, half, s_coords, s_coord_off,
                                         s_stride, s_cell_ids, s_lower_bound, s_cell_start,
                                         point_lb, gl2, gh2, cur, partial, eqp, s_order, dummy,
-                                        0, -1)
+                                        zero, no_cap)
             continue
         rows, n_rows = adjacent_rows(c, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids,
                                      s_lower_bound, s_cell_start, s_coords, s_coord_off,
@@ -385,6 +389,7 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
     early = d > 3
     line = max(1, 64 // indices.itemsize)  # items per cache line
     qrow = np.empty((1, d), dtype=q_pts.dtype)
+    zero = np.int64(0)   # not the literal 0: the helpers keep the count's signatures
     all_cells = cell_list.shape[0] == 0
     for ci in range(cb0, cb1):
         c = ci if all_cells else cell_list[ci]
@@ -402,9 +407,9 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
                     continue
                 for t in range(d):
                     qrow[0, t] = q_pts[q_order[i], t]
-                _cell_gaps(qrow, 0, k, lo, side, slack, gl2, gh2)
+                _cell_gaps(qrow, zero, k, lo, side, slack, gl2, gh2)
                 excl = i if (self_join and not include_self and not half) else -1
-                n_found = _point_scan(qrow, 0, i, s_pts, s_order, excl, eps2, lim, early, k, craw,
+                n_found = _point_scan(qrow, zero, i, s_pts, s_order, excl, eps2, lim, early, k, craw,
                                       lo_r, hi_r, own_r, half, s_coords, s_coord_off, s_stride,
                                       s_cell_ids, s_lower_bound, s_cell_start, point_lb, gl2,
                                       gh2, cur, partial, eqp, s_order, indices, start, rl)
@@ -437,7 +442,7 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
                     prefetch_read(indptr, o)
                 prefetch_read(q_pts, np.int64(o) * d)
         qorder = np.empty(n_c, dtype=np.int64)
-        goff = _subtiles(qloc, 0, n_c, k, lo, side, SUBTILE_POINTS, qorder)
+        goff = _subtiles(qloc, zero, n_c, k, lo, side, SUBTILE_POINTS, qorder)
         # the output rows are announced to the cache a few points ahead of
         # their writes (the first ones before the candidates are gathered)
         for x in range(min(ROW_LOOKAHEAD, n_c)):
