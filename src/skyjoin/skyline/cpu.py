@@ -6,13 +6,14 @@ and compares each point with the points of its dominating-candidate cells
 (proper subsets of its median mask, Eqs. 1-3, then Eq. 4 on quartile masks)
 and of its own cell (Eq. 5, then the full dominance test).
 
-Scheduling.  OpenMP's ``schedule(dynamic, 32)`` is emulated with *virtual
-workers*: V = 16 x threads workers, worker w takes chunks w, w + V,
-w + 2V, ... of 32 points, so that cheap (early-dying) and expensive
-(skyline) points are spread evenly, which is what the dynamic schedule buys
-in the paper; a pool of host threads hands out the workers one at a time
-(``join.schedule.run_blocks``, the kernels are sequential and nogil: no
-parfor to compile).
+Scheduling.  OpenMP's ``schedule(dynamic, 32)`` has no Numba equivalent (its
+``prange`` splits the iteration space into one contiguous block per thread).
+We emulate it with *virtual workers*: ``prange`` runs over V = 16 x threads
+workers, worker w takes chunks w, w + V, w + 2V, ... of 32 points.  Cheap
+(early-dying) and expensive (skyline) points are spread evenly over the
+threads this way, which is what the dynamic schedule buys in the paper, and
+``numba.parallel_chunksize(1)`` lets the threading layer hand out the workers
+one at a time where it can.
 
 The ``"sync"`` variant runs Algorithm 1 as written (d + 1 rounds, one per
 order l, with repacking of the survivors after each round), for comparison.
@@ -25,11 +26,10 @@ import time
 
 import numba
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .._core.config import NUMBA_CACHE
 from .._core.search import lower_bound
-from ..join.schedule import run_blocks
 from .groups import expand_groups, group_candidates
 from .masks import (cell_boundaries, compact_kept, dominates, gather_sorted, level_bounds,
                     levels_no_worse, masks_and_levels, pick_pivots, popcount64, prefilter_keep,
@@ -110,7 +110,7 @@ def _mask_tests(Q, lo, hi, need, flags):
     return nw
 
 
-@njit(cache=NUMBA_CACHE, nogil=True)
+@njit(cache=NUMBA_CACHE, inline="always")
 def _scan_cell(P, L, Q, lo, hi, need, i, d, flags, fw, own):
     """Compare p_i with the points lo..hi of one cell: the mask test, then
     the dominance test of each point that passes it.  A dominating-candidate
@@ -136,7 +136,7 @@ def _scan_cell(P, L, Q, lo, hi, need, i, d, flags, fw, own):
     return False, hi - lo, nd
 
 
-@njit(cache=NUMBA_CACHE, nogil=True)
+@njit(cache=NUMBA_CACHE, inline="always")
 def _scan_groups(P, L, Q, gst, c, ng, need, i, d, flags, fw, own):
     """_scan_cell over the quartile groups of cell c: a group whose group
     bits (the Q bits of the first log2(ng) dimensions) meet ``need`` fails
@@ -159,7 +159,7 @@ def _scan_groups(P, L, Q, gst, c, ng, need, i, d, flags, fw, own):
     return False, nm, nd
 
 
-@njit(cache=NUMBA_CACHE, nogil=True)
+@njit(cache=NUMBA_CACHE, inline="always")
 def _scan(P, L, Q, gst, ng, lo, hi, c, need, i, d, flags, fw, own):
     """Compare p_i with cell c (points lo..hi): group by group when the
     cells are split into ng > 1 quartile groups, else the whole cell."""
@@ -168,7 +168,7 @@ def _scan(P, L, Q, gst, ng, lo, hi, c, need, i, d, flags, fw, own):
     return _scan_cell(P, L, Q, lo, hi, need, i, d, flags, fw, own)
 
 
-@njit(cache=NUMBA_CACHE, nogil=True)
+@njit(cache=NUMBA_CACHE, inline="always")
 def _scan_cells(P, L, Q, gst, ng, starts, ends, cmasks, c_lo, c_hi, nMi, nQi, needq, i, d,
                 flags, fw, use_quart):
     """Compare p_i with every cell c_lo..c_hi whose median mask is a subset
@@ -214,20 +214,19 @@ def _record(i, dom, nm, nd, Q, dominated, mts, dts):
     dts[i] = nd
 
 
-@njit(cache=NUMBA_CACHE, nogil=True)
+@njit(cache=NUMBA_CACHE, parallel=True)
 def skyalign_points(P, L, M, Q, order, point_cell, starts, ends, cmasks, cell_of_order, dense,
-                    use_quart, n_virtual, p_lo, p_hi, dominated, mts, dts, gst, ng, w0, w1):
+                    use_quart, n_virtual, p_lo, p_hi, dominated, mts, dts, gst, ng):
     """SkyAlign's per-point work (Algorithm 1, lines 14-24, all levels at once)
     for the sorted points p_lo..p_hi, in chunks of 32 (§7.1).
 
     Each point is tested against the points of every non-empty cell whose
     median mask is a proper subset of its own (Eq. 1; the candidates of cell c
     are starts[c]..ends[c]), then against its own cell.  Fills dominated,
-    mts (mask tests) and dts (dominance tests).  Runs the virtual workers
-    [w0, w1) (:func:`_run_workers`)."""
+    mts (mask tests) and dts (dominance tests)."""
     d = P.shape[1]
     nchunks = (p_hi - p_lo + CHUNK - 1) // CHUNK
-    for w in range(w0, w1):
+    for w in prange(n_virtual):
         flags, fw, needq = _worker_scratch(Q, starts)
         for r in range((nchunks - w + n_virtual - 1) // n_virtual):
             lo_i = p_lo + (w + r * n_virtual) * CHUNK
@@ -286,13 +285,12 @@ def group_starts(Q, starts, ng):
     return gst
 
 
-@njit(cache=NUMBA_CACHE, nogil=True)
+@njit(cache=NUMBA_CACHE, parallel=True)
 def compact_cells(P, L, Q, idx, dominated, starts, ends, c_lo, c_hi):
     """Repack the survivors of cells c_lo..c_hi to the front of each cell
-    (§5.2's repacking, per cell so that start indexes stay valid); sets ends.
-    Sequential: one pass over the cells' points."""
+    (§5.2's repacking, per cell so that start indexes stay valid); sets ends."""
     d = P.shape[1]
-    for cc in range(c_lo, c_hi):
+    for cc in prange(c_lo, c_hi):
         w = starts[cc]
         for r in range(starts[cc], starts[cc + 1]):
             if dominated[r] == 0:
@@ -308,16 +306,19 @@ def compact_cells(P, L, Q, idx, dominated, starts, ends, c_lo, c_hi):
         ends[cc] = w
 
 
-@njit(cache=NUMBA_CACHE, nogil=True)
+@njit(cache=NUMBA_CACHE, parallel=True)
 def skyalign_round(P, L, M, Q, order, point_cell, starts, cmasks, level, c_lo, c_hi,
-                   use_quart, n_virtual, dominated, mts, dts, w0, w1):
+                   use_quart, n_virtual):
     """One round (iteration l) of Algorithm 1, lines 13-24: points of order > l
     against the cells of order l (cells c_lo..c_hi), points of order l
-    against their own cell; the virtual workers [w0, w1)."""
+    against their own cell."""
     m, d = P.shape
+    dominated = np.zeros(m, dtype=np.uint8)
+    mts = np.zeros(m, dtype=np.int64)
+    dts = np.zeros(m, dtype=np.int64)
     nchunks = (m + CHUNK - 1) // CHUNK
     no_groups = np.empty((0, 2), dtype=np.int64)
-    for w in range(w0, w1):
+    for w in prange(n_virtual):
         flags, fw, needq = _worker_scratch(Q, starts)
         for r in range((nchunks - w + n_virtual - 1) // n_virtual):
             lo_i = (w + r * n_virtual) * CHUNK
@@ -335,6 +336,7 @@ def skyalign_round(P, L, M, Q, order, point_cell, starts, cmasks, level, c_lo, c
                                        needq[1], i, d, flags, fw, True)
                     nm = a * use_quart
                 _record(i, dom, nm, nd, Q, dominated, mts, dts)
+    return dominated, mts, dts
 
 
 @njit(cache=NUMBA_CACHE)
@@ -365,13 +367,6 @@ def _cell_tables(Ms, d):
 def _n_virtual() -> int:
     """Virtual workers for the chunked round-robin schedule."""
     return 16 * max(1, numba.get_num_threads())
-
-
-def _run_workers(kernel, args, nv):
-    """``kernel(*args, w0, w1)`` over the ``nv`` virtual workers, one at a
-    time from a pool of threads (``join.schedule.run_blocks``: the dynamic
-    schedule; the kernels are nogil)."""
-    run_blocks(kernel, args, np.arange(nv + 1, dtype=np.int64))
 
 
 VARIANTS = CPU_VARIANTS
@@ -471,9 +466,9 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     dts = np.zeros(m, dtype=np.int64)
     if variant in ("nosync", "noquart"):
         ends = starts[1:].copy()
-        _run_workers(skyalign_points, (P, L, M, Q, order, point_cell, starts, ends, cmasks,
-                                       cell_of_order, dense, use_quart, nv, 0, m, dominated, mts,
-                                       dts, gst, ng), nv)
+        with numba.parallel_chunksize(1):
+            skyalign_points(P, L, M, Q, order, point_cell, starts, ends, cmasks, cell_of_order,
+                            dense, use_quart, nv, 0, m, dominated, mts, dts, gst, ng)
         sky = idx[dominated == 0]
         stats["mask_tests"] = int(mts.sum())
         stats["dominance_tests"] = int(dts.sum())
@@ -483,15 +478,16 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
         # order-l cells are repacked, so later points never meet dead points.
         ends = starts[1:].copy()
         pstart = np.searchsorted(order, np.arange(d + 2)).astype(np.int64)
-        for level in range(d + 1):
-            p_lo, p_hi = int(pstart[level]), int(pstart[level + 1])
-            if p_hi == p_lo:
-                continue
-            _run_workers(skyalign_points, (P, L, M, Q, order, point_cell, starts, ends, cmasks,
-                                           cell_of_order, dense, use_quart, nv, p_lo, p_hi,
-                                           dominated, mts, dts, gst, 1), nv)
-            compact_cells(P, L, Q, idx, dominated, starts, ends,
-                          int(cell_of_order[level]), int(cell_of_order[level + 1]))
+        with numba.parallel_chunksize(1):
+            for level in range(d + 1):
+                p_lo, p_hi = int(pstart[level]), int(pstart[level + 1])
+                if p_hi == p_lo:
+                    continue
+                skyalign_points(P, L, M, Q, order, point_cell, starts, ends, cmasks,
+                                cell_of_order, dense, use_quart, nv, p_lo, p_hi, dominated,
+                                mts, dts, gst, 1)
+                compact_cells(P, L, Q, idx, dominated, starts, ends,
+                              int(cell_of_order[level]), int(cell_of_order[level + 1]))
         stats["mask_tests"] = int(mts.sum())
         stats["dominance_tests"] = int(dts.sum())
         sky = np.concatenate([idx[starts[c]:ends[c]] for c in range(cmasks.size)]) \
@@ -504,12 +500,9 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
                 break
             starts, cmasks, point_cell, cell_of_order, _ = _cell_tables(M, d)
             c_lo, c_hi = int(cell_of_order[level]), int(cell_of_order[level + 1])
-            m = P.shape[0]
-            dominated = np.zeros(m, dtype=np.uint8)
-            mts = np.zeros(m, dtype=np.int64)
-            dts = np.zeros(m, dtype=np.int64)
-            _run_workers(skyalign_round, (P, L, M, Q, order, point_cell, starts, cmasks, level,
-                                          c_lo, c_hi, use_quart, nv, dominated, mts, dts), nv)
+            with numba.parallel_chunksize(1):
+                dominated, mts, dts = skyalign_round(P, L, M, Q, order, point_cell, starts,
+                                                     cmasks, level, c_lo, c_hi, use_quart, nv)
             nmt += int(mts.sum())
             ndt += int(dts.sum())
             alive = dominated == 0
