@@ -311,18 +311,15 @@ def border_labels(Xs, start, cells, slot_of, close, box_lo, box_hi, core, labels
 class BoxedGrid(FineGrid):
     """The fine grid (``skyjoin.index.fine_grid``) with what DBSCAN adds: each
     non-empty cell's bounding box, and whether all its pairs pass the test
-    (``close``), for the squared radius ``eps2``."""
+    (``close``), for the squared radius ``eps2``; ``weight``, the
+    cumulative point counts over the non-empty cells (length cells + 1,
+    the work weights of ``join.schedule.run_blocks``)."""
 
     eps2: float
     close: np.ndarray
     box_lo: np.ndarray
     box_hi: np.ndarray
-
-
-def cell_weight(g):
-    """Cumulative point counts over the non-empty cells of grid ``g``
-    (length cells + 1): the work weights of ``join.schedule.run_blocks``."""
-    return np.append(g.start[g.cells], g.Xs.shape[0]).astype(np.int64)
+    weight: np.ndarray
 
 
 def fine_grid(X, eps):
@@ -336,9 +333,12 @@ def fine_grid(X, eps):
     close = np.zeros(m, dtype=np.uint8)
     box_lo = np.empty((m, d), dtype=g.Xs.dtype)
     box_hi = np.empty((m, d), dtype=g.Xs.dtype)
-    run_blocks(_cell_boxes, (g.Xs, g.start, g.cells, eps2, close, box_lo, box_hi),
-               cell_weight(g))
-    return BoxedGrid(**vars(g), eps2=eps2, close=close, box_lo=box_lo, box_hi=box_hi)
+    weight = np.empty(m + 1, dtype=np.int64)
+    weight[:m] = g.start[g.cells]
+    weight[m] = g.Xs.shape[0]
+    run_blocks(_cell_boxes, (g.Xs, g.start, g.cells, eps2, close, box_lo, box_hi), weight)
+    return BoxedGrid(**vars(g), eps2=eps2, close=close, box_lo=box_lo, box_hi=box_hi,
+                     weight=weight)
 
 
 def grid_dbscan(X, eps, min_samples):
@@ -376,7 +376,7 @@ def grid_dbscan(X, eps, min_samples):
         g.Xs, g.start, g.cells, g.slot_of, g.close, g.box_lo, g.box_hi, g.radix, g.offsets,
         g.deltas, g.eps2)
     perm, n_adjacent = g.perm, g.n_adjacent
-    weight = cell_weight(g)
+    weight = g.weight
     core = np.zeros(n, dtype=np.uint8)
     run_blocks(core_flags, (Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets,
                             deltas, eps2, min_samples, core), weight)
