@@ -75,6 +75,13 @@ def test_expect_announces_the_sum(fresh_notice, caplog):
     assert "about 8 s" in notices(caplog)[0].getMessage()
 
 
+def test_expect_alongside_announces_the_longer(fresh_notice, caplog):
+    caplog.set_level(logging.WARNING, logger="skyjoin.compile")
+    with compiling.expect(("skyjoin.skyline",), alongside=("skyjoin.join", "skyjoin.dbscan")):
+        probe_kernel("skyjoin.skyline.probe")(1)
+    assert "about 8 s" in notices(caplog)[0].getMessage()
+
+
 def frame_in(module, fn):
     """Call ``fn`` from a function whose frame belongs to ``module``."""
     ns = {"__name__": module}

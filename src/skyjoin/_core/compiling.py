@@ -80,7 +80,7 @@ _noticed = False
 _recorders: list[list[CompileEvent]] = []
 _local = threading.local()
 _estimates: dict[str, float] | None = None
-_expected: list[tuple[str, ...]] = []
+_expected: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
 
 
 def estimate_s(operator: str) -> float:
@@ -128,7 +128,9 @@ def _notice(kernel_module: str) -> None:
         if _noticed:
             return
         if _expected:
-            seconds = sum(estimate_s(op) for op in _expected[-1])
+            here, alongside = _expected[-1]
+            seconds = max(sum(estimate_s(op) for op in here),
+                          sum(estimate_s(op) for op in alongside))
         else:
             op = operator_of(kernel_module)
             seconds = estimate_s(op) if op is not None else 0.0
@@ -187,14 +189,16 @@ def install() -> None:
 
 
 @contextmanager
-def expect(operators: tuple[str, ...]) -> Iterator[None]:
+def expect(operators: tuple[str, ...], alongside: tuple[str, ...] = ()) -> Iterator[None]:
     """Inside the block, a notice announces the compile time of all of
     ``operators`` (package names, as :func:`estimate_s` takes), not only
     the current one's: for a command that calls several operators in a
-    row, so that its one notice covers them all."""
+    row, so that its one notice covers them all.  ``alongside``: operators
+    that another process compiles at the same time (the notice gives the
+    longer of the two sums)."""
     install()
     with _lock:
-        _expected.append(tuple(operators))
+        _expected.append((tuple(operators), tuple(alongside)))
     try:
         yield
     finally:
