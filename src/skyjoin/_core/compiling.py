@@ -44,8 +44,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-__all__ = ["CompileEvent", "install", "record", "expect", "estimate_s", "operator_of",
-           "compile_wall", "NOTICE_MIN_S"]
+__all__ = ["CompileEvent", "install", "record", "expect", "when_compiling", "estimate_s",
+           "operator_of", "compile_wall", "NOTICE_MIN_S"]
 
 log = logging.getLogger("skyjoin.compile")
 
@@ -81,6 +81,7 @@ _recorders: list[list[CompileEvent]] = []
 _local = threading.local()
 _estimates: dict[str, float] | None = None
 _expected: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+_hooks: list[list] = []
 
 
 def estimate_s(operator: str) -> float:
@@ -147,6 +148,13 @@ def _on_start(event) -> None:
         stack = _local.stack = []
     disp = event.data["dispatcher"]
     module = getattr(disp.py_func, "__module__", "") or ""
+    if not stack and _hooks:
+        with _lock:
+            due = [fn for hook in _hooks for fn in hook]
+            for hook in _hooks:
+                hook.clear()
+        for fn in due:
+            fn()
     if not stack and not _noticed and module.startswith("skyjoin."):
         _notice(module)
     stack.append((f"{module}.{disp.py_func.__qualname__}", str(event.data["args"]),
@@ -204,6 +212,22 @@ def expect(operators: tuple[str, ...], alongside: tuple[str, ...] = ()) -> Itera
     finally:
         with _lock:
             _expected.pop()
+
+
+@contextmanager
+def when_compiling(fn) -> Iterator[None]:
+    """Call ``fn()`` once, at the first compile that starts inside the
+    block (before its notice), if one does: work that is worth doing only
+    when kernels are not in the cache."""
+    install()
+    hook = [fn]
+    with _lock:
+        _hooks.append(hook)
+    try:
+        yield
+    finally:
+        with _lock:
+            _hooks.remove(hook)
 
 
 @contextmanager

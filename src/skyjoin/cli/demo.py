@@ -26,7 +26,7 @@ from ..join.plan import auto_pattern
 from .errors import user_errors
 from .options import DEVICE, VERBOSE
 from .plots import plot_clusters, plot_skyline, save_demo
-from .warmup import compile_elsewhere
+from .warmup import can_compile_elsewhere, compile_elsewhere
 from .wording import plural
 
 __all__ = ["demo_cmd", "run_demo", "demo_dbscan", "demo_skyline", "cluster_summary"]
@@ -190,17 +190,20 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
     clump = np.random.default_rng(seed).normal(50.0, 0.05, (2000, 2))
     warm = np.concatenate([X[:2000], clump])
     # the skyline's kernels compile in another process (another core)
-    # meanwhile, when Numba's cache can hand them over (docs/design.md,
-    # "Compile time")
+    # meanwhile, when Numba's cache can hand them over and something
+    # compiles at all (docs/design.md, "Compile time")
     t0 = time.perf_counter()
-    helper = compile_elsewhere(["skyline 2-D"], dev)
-    ops = ("skyjoin.join", "skyjoin.dbscan") + (() if helper else ("skyjoin.skyline",))
-    with compiling.expect(ops, alongside=("skyjoin.skyline",) if helper else ()):
+    aside = can_compile_elsewhere(dev)
+    helper: list = []
+    ops = ("skyjoin.join", "skyjoin.dbscan") + (() if aside else ("skyjoin.skyline",))
+    with compiling.when_compiling(lambda: helper.append(compile_elsewhere(["skyline 2-D"], dev))), \
+            compiling.expect(ops, alongside=("skyjoin.skyline",) if aside else ()):
         sj.self_join(warm, eps, device=dev, pattern=pattern)
         sj.self_join(warm, eps, output="counts", device=dev)
         sj.DBSCAN(eps=eps, min_samples=min_samples, device=dev).fit(warm)
-        if helper is not None:
-            helper.wait()
+        for p in helper:
+            if p is not None:
+                p.wait()
         sj.skyline(X[:20000], device=dev)
     t_compile = time.perf_counter() - t0
     echo(f"kernels ready in {t_compile:.1f} s (compiled on the first run, then loaded from cache)")

@@ -31,8 +31,8 @@ from ..skyline.plan import CPU_VARIANTS, GPU_VARIANTS
 from .errors import user_errors
 from .options import VERBOSE
 
-__all__ = ["warmup_cmd", "run_warmup", "warm_calls", "compile_elsewhere", "run_labels",
-           "WARM_OPERATORS"]
+__all__ = ["warmup_cmd", "run_warmup", "warm_calls", "compile_elsewhere", "can_compile_elsewhere",
+           "run_labels", "WARM_OPERATORS"]
 
 #: the operator packages the warm-up compiles (see skyjoin._core.compiling)
 WARM_OPERATORS = ("skyjoin.join", "skyjoin.dbscan", "skyjoin.dbscan.sweep", "skyjoin.skyline")
@@ -106,6 +106,12 @@ def run_labels(device: str, labels: list[str]) -> None:
             call()
 
 
+def can_compile_elsewhere(device: str) -> bool:
+    """Whether :func:`compile_elsewhere` starts a process: the CPU, more
+    than one core, Numba's cache on."""
+    return device == "cpu" and (os.cpu_count() or 1) >= 2 and numba_cache_enabled()
+
+
 def compile_elsewhere(labels: list[str], device: str = "cpu") -> subprocess.Popen | None:
     """Start a process that runs the warm calls ``labels``, so that their
     kernels compile on another core into Numba's on-disk cache while this
@@ -114,7 +120,7 @@ def compile_elsewhere(labels: list[str], device: str = "cpu") -> subprocess.Pope
     the cache), or None where it would not help: one core, the cache off,
     or the GPU.
     """
-    if device != "cpu" or (os.cpu_count() or 1) < 2 or not numba_cache_enabled() or not labels:
+    if not can_compile_elsewhere(device) or not labels:
         return None
     src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
@@ -166,12 +172,16 @@ def run_warmup(device: str | None = None, echo: Callable[[str], None] = print,
     for label, _ in calls:
         by_op.setdefault(_operator(label), []).append(label)
     others = [labs for op, labs in by_op.items() if op != "join"]
-    helpers = []
-    if jobs > 1:
-        per = [sum(others[i::jobs - 1], []) for i in range(min(jobs - 1, len(others)))]
-        helpers = [p for p in (compile_elsewhere(labs, dev) for labs in per) if p is not None]
-    with compiling.expect(WARM_OPERATORS), compiling.record() as events:
-        order = sorted(calls, key=lambda c: _operator(c[0]) != "join") if helpers else calls
+    helpers: list[subprocess.Popen] = []
+    per = [sum(others[i::jobs - 1], []) for i in range(min(jobs - 1, len(others)))] \
+        if jobs > 1 and can_compile_elsewhere(dev) else []
+
+    def start_helpers():        # only once something compiles: a warm cache needs none
+        helpers.extend(p for p in (compile_elsewhere(labs, dev) for labs in per) if p is not None)
+
+    with compiling.when_compiling(start_helpers), compiling.expect(WARM_OPERATORS), \
+            compiling.record() as events:
+        order = sorted(calls, key=lambda c: _operator(c[0]) != "join") if per else calls
         for label, call in order:
             if helpers and _operator(label) != "join":
                 for p in helpers:       # their kernels are in the cache now
