@@ -15,6 +15,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .._core.memory import alloc_host
 from .cells import _jit
 from .csr import add_caller_order, exclusive_scan_into, release_free_memory
 
@@ -71,7 +72,7 @@ def mirror_table_blocks(order, half_counts, blocks, include_self, idx_dtype):
     grand = exclusive_scan_into(total, indptr)
     del total
     release_free_memory()
-    indices = np.empty(grand, dtype=idx_dtype)
+    indices = alloc_host(grand, idx_dtype)
     fill_pos = indptr[:-1].copy()
     ends = [r0 for r0, _ in blocks[1:]] + [n]
     loc = []
@@ -98,7 +99,7 @@ def mirror_table(order, half_counts, half_indptr, half_indices, include_self, id
     indptr = np.empty(n + 1, dtype=np.int64)
     grand = exclusive_scan_into(total, indptr)
     del total
-    indices = np.empty(grand, dtype=idx_dtype)
+    indices = alloc_host(grand, idx_dtype)
     fill_pos = indptr[:-1].copy()
     # the whole half table is one block starting at reordered row 0
     place_forward_block(order, 0, half_indptr, half_indices, include_self, fill_pos, indices)
