@@ -1,7 +1,7 @@
 """Probe: the CPU join's time and counters, alone or alternated with scipy.
 
     PYTHONPATH=src python scripts/steady_probe.py [--d 2|6] [--rounds 3]
-        [--mode fresh|interleaved] [--pages auto|huge|small] [--no-reuse]
+        [--mode fresh|interleaved] [--no-reuse]
 
 The bench's uniform cases (1M points in [0, 100]^d: 2-D eps 0.5, 6-D eps
 12), a warm-up join, then ``--rounds`` joins, each after a
@@ -10,7 +10,7 @@ call: wall, user and sys CPU seconds, minor faults (getrusage), the
 system-wide /proc/vmstat deltas of huge page faults and compaction stalls,
 and the join's phases.  With ``PERF_CTL_FIFO``/``PERF_ACK_FIFO`` set (the
 fifos of ``perf record -D -1 --control fifo:CTL,ACK``) only our joins are
-profiled.
+profiled.  ``SKYJOIN_HUGE_PAGES=1`` / ``0`` overrides the page rule.
 """
 import argparse
 import gc
@@ -79,19 +79,15 @@ def main():
     ap.add_argument("--d", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--mode", default="interleaved", choices=["fresh", "interleaved"])
-    ap.add_argument("--pages", default="auto", choices=["auto", "huge", "small"],
-                    help="override the page policy of alloc_host (auto: its own rule)")
     ap.add_argument("--no-reuse", action="store_true",
                     help="hand the freed table's pages back after each join")
     a = ap.parse_args()
-    if a.pages != "auto":
-        memory._POLICY[:] = [a.pages == "huge"]
     n, eps, seed = (1_000_000, 0.5, 11) if a.d == 2 else (1_000_000, 12.0, 12)
     X = datasets.uniform(n, a.d, 0.0, 100.0, seed=seed)
     sj.self_join(X, eps)  # compile / load the cache (the bench's warm-up run)
     if hasattr(memory, "huge_pages_pay"):   # absent before the page policy existed
         print(f"huge pages: {memory.huge_pages_pay()}")
-    ours, peer = [], []
+    ours, peer, cpu = [], [], []
     for _ in range(a.rounds):
         if a.mode == "interleaved":
             _, m = measure(lambda: len(cKDTree(X).query_pairs(eps, output_type="ndarray")))
@@ -104,13 +100,16 @@ def main():
             gc.collect()
             memory.release_retained()
         ours.append(m["wall"])
+        cpu.append((m["user"], m["sys"], m["minflt"]))
         print(fmt("ours", m) + "  " + " ".join(f"{k} {v:.3f}" for k, v in tm.items()), flush=True)
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[0]
-    line = f"d={a.d} mode={a.mode} pages={a.pages} reuse={not a.no_reuse} ours best {min(ours):.3f}"
+    pages = os.environ.get("SKYJOIN_HUGE_PAGES", "auto")
+    line = f"d={a.d} mode={a.mode} huge={pages} reuse={not a.no_reuse} ours best {min(ours):.3f}"
     if peer:
         line += f"  query_pairs best {min(peer):.3f}  ratio {min(peer) / min(ours):.2f}x"
-    print(line + f"  load {load}")
+    u, sy, f = (sorted(c)[len(c) // 2] for c in zip(*cpu))
+    print(line + f"  (ours median user {u:.2f} s, sys {sy:.2f} s, {f} minor faults)  load {load}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
 import gc
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -102,3 +105,23 @@ def test_page_policy_reads_the_virtio_balloon_features(tmp_path, monkeypatch):
     device("virtio3", "0x0005", "0110010100" + "0" * 6)
     assert memory._host_takes_free_memory() is True
     assert isinstance(huge_pages_pay(), bool)
+
+
+def test_reuse_false_maps_new_pages(clean_pool):
+    n = MAP_MIN_BYTES // 4
+    a = alloc_host(n, np.int32)
+    addr = a.ctypes.data
+    del a
+    gc.collect()
+    kept = retained_bytes()
+    b = alloc_host(n, np.int32, reuse=False)
+    assert b.ctypes.data != addr and retained_bytes() == kept == n * 4
+
+
+@pytest.mark.parametrize("value, expected", [("1", True), ("0", False)])
+def test_environment_overrides_the_page_rule(value, expected):
+    code = "from skyjoin._core.memory import huge_pages_pay; print(huge_pages_pay())"
+    env = {**os.environ, "SKYJOIN_HUGE_PAGES": value}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == str(expected)

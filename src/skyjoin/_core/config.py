@@ -5,6 +5,10 @@ functions (default on, so that a second process skips compilation).
 
 ``SKYJOIN_NO_SIMD``: "1" makes the CPU join use its portable scalar code
 instead of the explicit vector instructions of ``skyjoin.join._simd``.
+
+``SKYJOIN_HUGE_PAGES``: "1" or "0" puts large host arrays on transparent
+huge pages or not, overriding the rule of ``_core.memory.huge_pages_pay``
+(default "auto": the rule).
 """
 
 import os
@@ -12,3 +16,5 @@ import os
 NUMBA_CACHE = os.environ.get("SKYJOIN_NUMBA_CACHE", "1") not in ("0", "false", "no", "")
 
 NO_SIMD = os.environ.get("SKYJOIN_NO_SIMD", "0") not in ("0", "false", "no", "")
+
+HUGE_PAGES = os.environ.get("SKYJOIN_HUGE_PAGES", "auto").strip().lower() or "auto"

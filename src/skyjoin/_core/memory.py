@@ -43,6 +43,8 @@ import weakref
 
 import numpy as np
 
+from .config import HUGE_PAGES
+
 __all__ = ["alloc_host", "available_host_bytes", "huge_pages_pay", "release_retained",
            "retained_bytes"]
 
@@ -69,8 +71,9 @@ def huge_pages_pay() -> bool:
     ``VIRTIO_BALLOON_F_REPORTING``, read from ``/sys/bus/virtio/devices``):
     there the first touch of a huge page waits for the host to back memory
     it took back, while 4 KB pages come from memory that stays with the
-    guest (module docstring).  Decided once per process (a few small file
-    reads).
+    guest (module docstring).  The environment variable
+    ``SKYJOIN_HUGE_PAGES`` ("1" or "0") overrides the rule.  Decided once
+    per process (a few small file reads).
 
     Examples
     --------
@@ -78,7 +81,10 @@ def huge_pages_pay() -> bool:
     True
     """
     if not _POLICY:
-        _POLICY.append(not _host_takes_free_memory())
+        if HUGE_PAGES in ("1", "0", "true", "false", "yes", "no"):
+            _POLICY.append(HUGE_PAGES in ("1", "true", "yes"))
+        else:
+            _POLICY.append(not _host_takes_free_memory())
     return _POLICY[0]
 
 
@@ -99,15 +105,16 @@ def _host_takes_free_memory() -> bool:
     return False
 
 
-def alloc_host(n: int, dtype=np.int32) -> np.ndarray:
+def alloc_host(n: int, dtype=np.int32, reuse: bool = True) -> np.ndarray:
     """An uninitialised 1-D host array of n items.
 
     Below ``MAP_MIN_BYTES`` a NumPy array.  Larger: the kept mapping of an
-    earlier array when it can hold this one (its pages already faulted in),
-    else a new anonymous mapping on huge pages or on 4 KB pages as
-    ``huge_pages_pay`` says; either way the mapping is kept for reuse once
-    no array uses it (module docstring).  Cost: O(1) system calls, the
-    pages are faulted in when first written.
+    earlier array when it can hold this one (its pages already faulted in;
+    not with ``reuse=False``, which measures a first touch), else a new
+    anonymous mapping on huge pages or on 4 KB pages as ``huge_pages_pay``
+    says; either way the mapping is kept for reuse once no array uses it
+    (module docstring).  Cost: O(1) system calls, the pages are faulted in
+    when first written.
 
     Raises MemoryError, giving the size and the ways to stream a join
     result instead, when the memory cannot be had.
@@ -124,7 +131,7 @@ def alloc_host(n: int, dtype=np.int32) -> np.ndarray:
     try:
         if nbytes < MAP_MIN_BYTES:
             return np.empty(n, dtype=dtype)
-        buf = _take_retained(nbytes)
+        buf = _take_retained(nbytes) if reuse else None
         if buf is None:
             buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
             _advise_pages(buf)
