@@ -162,16 +162,21 @@ def _advise_pages(buf: mmap.mmap) -> None:
 def _take_retained(nbytes: int) -> mmap.mmap | None:
     """The kept mapping if it can hold nbytes and is at most twice that
     (its tail beyond nbytes handed back); else it is released and None."""
-    with _LOCK:
-        kept = _RETAINED[:]
-        _RETAINED.clear()
-    for buf in kept:
+    for buf in _pop_retained():
         if nbytes <= len(buf) <= 2 * nbytes:
             start = -(-nbytes // _PAGE) * _PAGE
             if start < len(buf) and hasattr(mmap, "MADV_DONTNEED"):
                 buf.madvise(mmap.MADV_DONTNEED, start, len(buf) - start)
             return buf
     return None   # the others are unmapped with their last reference, here
+
+
+def _pop_retained() -> list[mmap.mmap]:
+    """The kept mappings, no longer kept (unmapped with their last reference)."""
+    with _LOCK:
+        kept = _RETAINED[:]
+        _RETAINED.clear()
+    return kept
 
 
 def _retain(buf: mmap.mmap) -> None:
@@ -191,10 +196,7 @@ def release_retained() -> int:
     >>> release_retained() >= 0
     True
     """
-    with _LOCK:
-        kept = _RETAINED[:]
-        _RETAINED.clear()
-    return sum(len(b) for b in kept)
+    return sum(len(b) for b in _pop_retained())
 
 
 def retained_bytes() -> int:
