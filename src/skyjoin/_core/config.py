@@ -6,6 +6,10 @@ functions (default on, so that a second process skips compilation).
 ``SKYJOIN_NO_SIMD``: "1" makes the CPU join use its portable scalar code
 instead of the explicit vector instructions of ``skyjoin.join._simd``.
 
+``SKYJOIN_HUGE_PAGES``: "1" or "0" puts large host arrays on transparent
+huge pages or not, overriding the rule of ``_core.memory.huge_pages_pay``
+(default "auto": the rule).
+
 ``NUMBA_CACHE`` is served on first access (a module ``__getattr__``): every
 Numba kernel module reads it for its ``cache=`` argument, so reading it
 also installs the compile listener of :mod:`skyjoin._core.compiling`
@@ -14,11 +18,13 @@ before any kernel compiles, while ``import skyjoin`` imports no Numba.
 
 import os
 
-__all__ = ["NO_SIMD", "numba_cache_enabled"]   # and NUMBA_CACHE, served by __getattr__
+__all__ = ["NO_SIMD", "HUGE_PAGES", "numba_cache_enabled"]   # and NUMBA_CACHE, served by __getattr__
 
 _NUMBA_CACHE = os.environ.get("SKYJOIN_NUMBA_CACHE", "1") not in ("0", "false", "no", "")
 
 NO_SIMD = os.environ.get("SKYJOIN_NO_SIMD", "0") not in ("0", "false", "no", "")
+
+HUGE_PAGES = os.environ.get("SKYJOIN_HUGE_PAGES", "auto").strip().lower() or "auto"
 
 
 def numba_cache_enabled() -> bool:

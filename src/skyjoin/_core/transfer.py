@@ -72,10 +72,9 @@ def d2pinned(cp, D) -> np.ndarray:
 
 
 def d2h(cp, D) -> np.ndarray:
-    """A device array in fresh host memory, through a pinned staging buffer
-    (one DMA at the pinned rate, then a parallel host copy into pages that
-    take huge pages where the kernel allows): a pageable copy of fresh
-    memory runs at a few GB/s."""
+    """A device array in host memory from ``alloc_host`` (its page policy),
+    through a pinned staging buffer (one DMA at the pinned rate, then a
+    parallel host copy): a pageable copy of fresh memory runs at a few GB/s."""
     if D.nbytes < STAGE_MIN_BYTES:
         return cp.asnumpy(D)
     stage = d2pinned(cp, D)

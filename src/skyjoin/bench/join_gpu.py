@@ -132,7 +132,7 @@ def measure_bounds(nbytes: int = 2 << 30) -> dict:
     out["d2h_pageable_fresh_GBps"] = nbytes / (time.perf_counter() - t0) / 1e9
     del page
     t0 = time.perf_counter()
-    fresh = alloc_host(n)
+    fresh = alloc_host(n, reuse=False)
     parallel_copy(fresh, pinned)
     out["host_fresh_parallel_copy_GBps"] = nbytes / (time.perf_counter() - t0) / 1e9
     t0 = time.perf_counter()
@@ -146,7 +146,7 @@ def measure_bounds(nbytes: int = 2 << 30) -> dict:
     del plain
     # pinning fresh host memory in place, then copying straight into it
     try:
-        reg = alloc_host(n)
+        reg = alloc_host(n, reuse=False)
         t0 = time.perf_counter()
         cp.cuda.runtime.hostRegister(reg.ctypes.data, nbytes, 0)
         out["host_register_fresh_GBps"] = nbytes / (time.perf_counter() - t0) / 1e9

@@ -126,7 +126,7 @@ def full_pattern_csr(gq, gs, eps2, self_join, include_self, output, sort, idx_dt
             guard_table(plan, total, gq.n_points, idx_dtype, caller_points[0].dtype)
         gq.points = gs.points = None
         release_free_memory()
-        indices = alloc_host(total, idx_dtype)        # huge pages: fast first touch
+        indices = alloc_host(total, idx_dtype)        # pages of a freed table reused
         fill_full(gq, gs, eps2, self_join, include_self, sort, None, None, indices,
                   indptr=indptr, caller_points=caller_points, tile_min=tile_min)
     return indptr, indices

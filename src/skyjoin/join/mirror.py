@@ -15,6 +15,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .._core.memory import alloc_host
 from .cells import _jit
 from .csr import add_caller_order, exclusive_scan_into, release_free_memory
 
@@ -74,7 +75,7 @@ def mirror_table_blocks(order, half_counts, blocks, include_self, idx_dtype, tri
     del total
     if trim:
         release_free_memory()
-    indices = np.empty(grand, dtype=idx_dtype)
+    indices = alloc_host(grand, idx_dtype)
     fill_pos = indptr[:-1].copy()
     ends = [r0 for r0, _ in blocks[1:]] + [n]
     loc = []
