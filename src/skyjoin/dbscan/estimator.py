@@ -126,9 +126,9 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         Working precision of the distance test (float32 is opt-in: pairs
         within a few float32 ulps of eps may differ from float64).
     memory_limit : int or "auto", default="auto"
-        Bytes the neighbour table of the table paths ("gpu", "hybrid-*")
-        may take in the memory it goes to ("auto": most of the memory free
-        there; see ``skyjoin.self_join``).  A table over the GPU's limit is
+        Bytes the neighbour table of the table paths ("gpu", "hybrid-cpu",
+        "hybrid-gpu") may take in the memory it goes to ("auto": most of the
+        memory free there; see ``skyjoin.self_join``).  A table over the GPU's limit is
         built on the host instead; over the host's, the fit raises
         ``skyjoin.ResultTooLargeError`` before allocating it.
 
