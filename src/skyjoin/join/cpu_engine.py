@@ -92,12 +92,13 @@ def fill_full(gq, gs, eps2, self_join, include_self, sort, row_pos, row_len, ind
                            "counting and filling passes; no result was produced")
 
 
-def guard_table(plan, n_pairs, n_rows, idx_dtype, dtype, extra_bytes=0):
+def guard_table(plan, n_pairs, n_rows, idx_dtype, dtype, extra_bytes=0, at_least=False):
     """``plan.result_size_guard`` for the host table of ``plan`` (its distances
-    included when asked for), before it is allocated."""
+    included when asked for), before it is allocated (``at_least``: n_pairs
+    is a lower bound, found so far)."""
     result_size_guard(n_pairs, n_rows, form="table", index_itemsize=np.dtype(idx_dtype).itemsize,
                       distance_itemsize=np.dtype(dtype).itemsize if plan.return_distance else 0,
-                      memory_limit=plan.memory_limit, extra_bytes=extra_bytes)
+                      memory_limit=plan.memory_limit, extra_bytes=extra_bytes, at_least=at_least)
 
 
 def full_pattern_csr(gq, gs, eps2, self_join, include_self, output, sort, idx_dtype, timings,
@@ -153,11 +154,14 @@ def run_self_join(X, grids, eps, plan, timings=None):
         with phase(timings, "fill"):
             self_pairs = n if plan.include_self else 0
             if code == 2:
-                # no counting pass: the forward half is checked once found
-                half = lid_unicomp_half(g, eps2)
-                half_total = int(half[0].sum())
-                guard_table(plan, 2 * half_total + self_pairs, n, idx_dtype, X.dtype,
-                            extra_bytes=half_total * idx_dtype.itemsize)
+                # no counting pass: the table's lower bound is checked while
+                # the forward half is found, and its size once it is
+                def check(half_total, at_least=True):
+                    guard_table(plan, 2 * half_total + self_pairs, n, idx_dtype, X.dtype,
+                                extra_bytes=half_total * idx_dtype.itemsize, at_least=at_least)
+
+                half = lid_unicomp_half(g, eps2, check)
+                check(int(half[0].sum()), at_least=False)
             else:
                 half = forward_half(g, eps2, code, idx_dtype, before_fill=lambda half_total:
                                     guard_table(plan, 2 * half_total + self_pairs, n, idx_dtype,

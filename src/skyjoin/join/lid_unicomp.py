@@ -14,6 +14,7 @@ pairs) in the block buffers.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
@@ -75,21 +76,44 @@ def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, strid
     return buf[:n].copy()
 
 
-def lid_unicomp_half(g, eps2):
+def lid_unicomp_half(g, eps2, check=None):
     """Forward half of LID-UNICOMP in one pass over blocks of cells run on
     a pool of threads (see ``lid_unicomp_block``).
-    Returns (half_counts, blocks) with blocks a list of (r0, buffer)."""
+    Returns (half_counts, blocks) with blocks a list of (r0, buffer).
+
+    LID-UNICOMP has no counting pass, so the half's size is known only as
+    it is found: ``check(pairs_so_far)``, when given, is called each time
+    the pairs found so far have doubled (O(log pairs) calls).  It raises
+    to stop (the result-size guard, with a lower bound of the table); the
+    blocks not yet started are then skipped, so at most one block per
+    thread runs past the limit."""
     n = g.n_points
     counts = np.empty(n, dtype=np.int64)
     lo, side, slack, lim, _, point_lb, _ = pruning_args(g, half=True)
     threads = max(1, nb.get_num_threads())
     spans = cell_blocks(g.cell_start, max(16 * threads, min(1024, g.n_cells // 256)))
+    lock = threading.Lock()
+    found = [0, 1 << 20, False]         # pairs so far, next check, stopped
 
     def run(span):
         cb0, cb1 = span
-        return lid_unicomp_block(g.points, g.cell_start, g.cell_ids, g.coords, g.coord_off,
-                                 g.radix, g.stride, g.lower_bound, point_lb, g.order, g.k,
-                                 eps2, lo, side, slack, lim, cb0, cb1, counts)
+        if found[2]:
+            return None
+        buf = lid_unicomp_block(g.points, g.cell_start, g.cell_ids, g.coords, g.coord_off,
+                                g.radix, g.stride, g.lower_bound, point_lb, g.order, g.k,
+                                eps2, lo, side, slack, lim, cb0, cb1, counts)
+        if check is not None:
+            with lock:
+                found[0] += int(counts[g.cell_start[cb0]:g.cell_start[cb1]].sum())
+                due = found[0] >= found[1] and not found[2]
+                if due:
+                    found[1] = 2 * found[0]
+                    try:
+                        check(found[0])
+                    except BaseException:
+                        found[2] = True
+                        raise
+        return buf
 
     if threads == 1:
         bufs = [run(sp) for sp in spans]

@@ -424,7 +424,8 @@ def check_memory_limit(memory_limit):
 
 def result_size_guard(n_pairs: int, n_rows: int, *, form: str = "table", index_itemsize: int = 4,
                       distance_itemsize: int = 0, memory_limit="auto", where: str = "host",
-                      free_bytes: int | None = None, extra_bytes: int = 0) -> int:
+                      free_bytes: int | None = None, extra_bytes: int = 0,
+                      at_least: bool = False) -> int:
     """The bytes a result needs, after checking that they fit (the one rule).
 
     Bytes of each form (8-byte ``indptr`` entries, ``n_pairs`` pairs):
@@ -458,6 +459,9 @@ def result_size_guard(n_pairs: int, n_rows: int, *, form: str = "table", index_i
     extra_bytes : int
         Bytes of a temporary the building of the result adds beside it (the
         forward half of a symmetric pattern, say); counted as needed.
+    at_least : bool
+        ``n_pairs`` is a lower bound of the result (found so far by a path
+        with no counting pass); the message says so.
 
     Returns
     -------
@@ -497,7 +501,8 @@ def result_size_guard(n_pairs: int, n_rows: int, *, form: str = "table", index_i
             "scipy": "the scipy sparse matrix"}[form]
     device_hint = "on_device=False (a host table), " if where == "device" else ""
     raise ResultTooLargeError(
-        f"{what} would hold {n_pairs:,} pairs and need {needed:,} bytes of {where} memory, "
+        f"{what} would hold {'at least ' if at_least else ''}{n_pairs:,} pairs and need "
+        f"{'at least ' if at_least else ''}{needed:,} bytes of {where} memory, "
         f"but {source}. Ways out: output='counts' (the neighbour counts alone, O(n) memory), "
         f"{device_hint}skyjoin.self_join_chunks (the pairs in bounded chunks), or on the "
         f"command line --out x.parquet (the pairs streamed to disk); memory_limit=<bytes> "
