@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
-from _cuda_emulation import FakeCupy, Module, compiler
+from _cuda_emulation import FakeCupy, Module, compiler, emulate_reductions
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler")
 
@@ -23,6 +23,7 @@ def emulated(monkeypatch):
     mod = Module(gpu_grid._SOURCE)
     monkeypatch.setattr(gpu_grid, "cupy", lambda: fake)
     monkeypatch.setattr(gpu_grid, "_module", lambda: mod)
+    emulate_reductions(monkeypatch)
     return gpu_grid.gpu_grid_dbscan
 
 
