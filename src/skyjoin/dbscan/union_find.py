@@ -255,25 +255,58 @@ def _number_clusters(root, is_core):
     return labels
 
 
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _roots_by_first_id(root, is_core, order):
+    """The roots of the core points, and the lowest original id
+    (``order[p]``) of each one's component: one pass, then one over the roots."""
+    n = root.shape[0]
+    first = np.full(n, -1, dtype=np.int64)   # lowest original id, kept at the root
+    n_roots = 0
+    for p in range(n):
+        if is_core[p]:
+            r = root[p]
+            o = order[p]
+            if first[r] < 0 or o < first[r]:
+                first[r] = o
+            if r == p:
+                n_roots += 1
+    keys = np.empty(n_roots, dtype=np.int64)
+    ids = np.empty(n_roots, dtype=np.int64)
+    k = 0
+    for p in range(n):
+        if is_core[p] and root[p] == p:
+            keys[k] = first[p]
+            ids[k] = p
+            k += 1
+    return keys, ids
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _labels_by_rank(root, is_core, ids, rank):
+    """Labels of the core points: the rank of their root (root ``ids[rank[c]]``
+    gets label c); -1 elsewhere."""
+    n = root.shape[0]
+    label_of_root = np.empty(n, dtype=np.intp)
+    for c in range(ids.shape[0]):
+        label_of_root[ids[rank[c]]] = c
+    labels = np.full(n, -1, dtype=np.intp)
+    for p in range(n):
+        if is_core[p]:
+            labels[p] = label_of_root[root[p]]
+    return labels
+
+
 def number_clusters_by_order(root, is_core, order):
     """Cluster labels of core points when point p is row ``order[p]`` of the caller.
 
     The union-find ran on the reordered ids, so its roots are the lowest
     *reordered* id of each component; scikit-learn numbers clusters by the
-    lowest *original* id, found here in one pass, then ranked.  NumPy
-    passes (nothing to compile): O(n + r log r) for r clusters.
+    lowest *original* id, found here in one pass, then ranked (NumPy's
+    argsort between two passes: Numba's would compile for longer than it
+    runs).  O(n + r log r) for r clusters.
     """
-    n = root.shape[0]
-    cp = np.flatnonzero(is_core)
-    r = root[cp]
-    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)   # lowest original id, at the root
-    np.minimum.at(first, r, np.asarray(order)[cp].astype(np.int64, copy=False))
-    ids = cp[r == cp]                                  # the roots, ascending
-    label_of_root = np.empty(n, dtype=np.intp)
-    label_of_root[ids[np.argsort(first[ids])]] = np.arange(ids.shape[0], dtype=np.intp)
-    labels = np.full(n, -1, dtype=np.intp)
-    labels[cp] = label_of_root[r]
-    return labels
+    keys, ids = _roots_by_first_id(root, is_core, order)
+    return _labels_by_rank(root, is_core, ids, np.argsort(keys))
 
 
 def labels_from_roots(root, is_core, indptr, indices, order=None):

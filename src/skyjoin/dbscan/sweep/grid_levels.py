@@ -213,13 +213,11 @@ def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delt
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
-def _near_cell(Xs, p, t, t2, cells, box_lo, box_hi, eps2):
-    """How the points of cell slot t2 (a neighbour slot of p's slot t) stand
-    to p, and that cell: (0, -1) none is within eps of p (or t2 is empty or
-    t itself); (1, cell) every one is; (2, cell) each must be tested."""
+def _near_cell(Xs, p, t, t2, box_lo, box_hi, eps2):
+    """0: no point of cell slot t2 is within eps of p; 1: every point is; 2: test each."""
     if t2 < 0 or t2 == t or _gap2(Xs, p, box_lo, box_hi, t2) > eps2:
-        return 0, -1
-    return (1 if _span2(Xs, p, box_lo, box_hi, t2) <= eps2 else 2), cells[t2]
+        return 0
+    return 1 if _span2(Xs, p, box_lo, box_hi, t2) <= eps2 else 2
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
@@ -258,9 +256,10 @@ def _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offs
             mask = np.uint64(0)
             for o in range(n_off):
                 t2 = nb[o]
-                near, c2 = _near_cell(Xs, p, t, t2, cells, box_lo, box_hi, eps2)
+                near = _near_cell(Xs, p, t, t2, box_lo, box_hi, eps2)
                 if near == 0:
                     continue
+                c2 = cells[t2]
                 got = False
                 if near == 1:
                     s += wsum[t2]
@@ -306,9 +305,11 @@ def _weights_near(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, del
                 values[pos] = w[q]
             pos += 1
         for o in range(n_off):
-            near, c2 = _near_cell(Xs, p, t, nb[o], cells, box_lo, box_hi, eps2)
+            t2 = nb[o]
+            near = _near_cell(Xs, p, t, t2, box_lo, box_hi, eps2)
             if near == 0:
                 continue
+            c2 = cells[t2]
             for q in range(start[c2], start[c2 + 1]):
                 if near == 1 or d2(Xs, p, q) <= eps2:
                     if not count_only:
