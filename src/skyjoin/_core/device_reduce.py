@@ -1,10 +1,10 @@
-"""Whole-array reductions on the GPU that compile in a fraction of a second.
+"""Whole-array reductions on the GPU that compile fast.
 
 CuPy's reductions of a whole array (``.all()``, ``.sum()``, ``.mean()``, and
 ``ReductionKernel``) go through CUB while CuPy's reduction accelerator is on
 (its default); each new routine and dtype then compiles CUB's headers with
-NVRTC, about 2-3 s a kernel on a first call (docs/design.md, "First calls on
-the GPU").  Here one small module of plain kernels (``kernels/reduce.cu``,
+NVRTC on its first call, the largest compile cost of a first GPU call
+(docs/design.md, "First calls on the GPU").  Here one small module of plain kernels (``kernels/reduce.cu``,
 compiled once per process for the few dtypes used) reduces a fixed grid of
 blocks with a grid-stride loop: per-block partial sums, summed on the host,
 so a sum is the same on every run; flags set by any thread that sees a
