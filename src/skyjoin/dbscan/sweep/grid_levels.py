@@ -293,7 +293,6 @@ def _weights_near(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, del
     as CSR rows: with ``values`` empty, only the row lengths into ``indptr[1:]``.
     ``slots[r]`` is the cell slot of point ``points[r]``."""
     count_only = values.shape[0] == 0
-    n_off = offsets.shape[0]
     for r in prange(points.shape[0]):
         p = points[r]
         t = slots[r]
@@ -304,13 +303,11 @@ def _weights_near(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, del
             if not count_only:
                 values[pos] = w[q]
             pos += 1
-        for o in range(n_off):
-            t2 = nb[o]
+        for t2 in nb:
             near = _near_cell(Xs, p, t, t2, box_lo, box_hi, eps2)
             if near == 0:
                 continue
-            c2 = cells[t2]
-            for q in range(start[c2], start[c2 + 1]):
+            for q in range(start[cells[t2]], start[cells[t2] + 1]):
                 if near == 1 or d2(Xs, p, q) <= eps2:
                     if not count_only:
                         values[pos] = w[q]
