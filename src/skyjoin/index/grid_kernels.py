@@ -1,12 +1,10 @@
 """Numba kernels behind ``skyjoin.index.grid.build_grid``."""
 
-import concurrent.futures as cf
-import os
-
 import numba as nb
 import numpy as np
 
 from .._core.config import NUMBA_CACHE
+from .._core.pool import map_dynamic
 from .._core.validate import all_finite
 
 
@@ -58,8 +56,7 @@ def parallel_column_bounds(X, k, chunk_rows: int = 1 << 20, check_finite: bool =
     if n <= chunk_rows:
         return part(0)
     cuts = range(0, n, chunk_rows)
-    with cf.ThreadPoolExecutor(max_workers=max(1, min(len(cuts), os.cpu_count() or 1))) as ex:
-        parts = list(ex.map(part, cuts))
+    parts = map_dynamic(part, cuts, len(cuts))
     out = (np.min([p[0] for p in parts], axis=0), np.max([p[1] for p in parts], axis=0))
     return out + ((all(p[2] for p in parts),) if check_finite else ())
 

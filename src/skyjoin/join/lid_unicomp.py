@@ -15,11 +15,11 @@ pairs) in the block buffers.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
 import numpy as np
 
+from .._core.pool import map_dynamic
 from .cells import _decode_cell, _jit
 from .point_scan import _cell_gaps, _point_scan, pruning_args
 from .schedule import cell_blocks
@@ -115,10 +115,6 @@ def lid_unicomp_half(g, eps2, check=None):
                         raise
         return buf
 
-    if threads == 1:
-        bufs = [run(sp) for sp in spans]
-    else:
-        with ThreadPoolExecutor(max_workers=threads) as ex:
-            bufs = list(ex.map(run, spans))
+    bufs = map_dynamic(run, spans, threads)
     blocks = [(int(g.cell_start[cb0]), b) for (cb0, _), b in zip(spans, bufs)]
     return counts, blocks

@@ -1,16 +1,17 @@
 """Dynamic scheduling of the CPU join's kernels on a pool of threads.
 
 The kernels are sequential and nogil; the host runs them on blocks of
-cells from a pool of threads: dynamic scheduling, since dense cells cost
-far more than sparse ones, and no parfor to compile.
+cells on the process's host pool (``_core.pool.map_dynamic``): dynamic
+scheduling, since dense cells cost far more than sparse ones, and no
+parfor to compile.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numba as nb
 import numpy as np
+
+from .._core.pool import map_dynamic
 
 
 def run_blocks(kernel, args, weight):
@@ -40,13 +41,7 @@ def run_blocks(kernel, args, weight):
     else:
         bounds = np.array([0, n_items])
     spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
-    if threads == 1 or len(spans) == 1:
-        for b0, b1 in spans:
-            kernel(*args, b0, b1)
-        return
-    with ThreadPoolExecutor(max_workers=threads) as ex:
-        for _ in ex.map(lambda sp: kernel(*args, sp[0], sp[1]), spans):
-            pass
+    map_dynamic(lambda sp: kernel(*args, sp[0], sp[1]), spans, threads)
 
 
 def cell_blocks(cell_start, n_blocks):
