@@ -32,10 +32,9 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 from .._core.config import NUMBA_CACHE
-from ..join.schedule import run_blocks
 
 _U1 = np.uint64(1)
 
@@ -281,14 +280,21 @@ def rowmax_and_pivot_candidates(X, block, k):
     of rows, the k rows of smallest coordinate sum (candidates for the pivot
     filter of §7.1), kept sorted by an insertion step that rarely runs.
     Returns (rowmax, cand (n_blocks, k) row ids or -1, candsum).  Blocks run
-    on the host's threads (:func:`_rowmax_blocks`)."""
+    on Numba's threads (:func:`_rowmax_blocks`)."""
     n = X.shape[0]
     nb = max(1, (n + block - 1) // block)
     rowmax = np.empty(n, dtype=np.float64)
     cand = np.full((nb, k), -1, dtype=np.int64)
     csum = np.full((nb, k), np.inf, dtype=np.float64)
-    run_blocks(_rowmax_blocks, (X, block, k, rowmax, cand, csum), nb)
+    _rowmax_parallel(X, block, k, rowmax, cand, csum, nb)
     return rowmax, cand, csum
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def _rowmax_parallel(X, block, k, rowmax, cand, csum, nb):
+    """The blocks of :func:`_rowmax_blocks` on Numba's threads."""
+    for b in prange(nb):
+        _rowmax_blocks(X, block, k, rowmax, cand, csum, b, b + 1)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -340,14 +346,21 @@ def prefilter_keep(X, tau, s, PT, block):
     The pivot test is branch-free over the pivots (worse/better flags per
     pivot, one sweep per dimension), so it vectorises.  Returns
     (keep flags, kept count per block, tau survivors per block); blocks run
-    on the host's threads (:func:`_prefilter_blocks`)."""
+    on Numba's threads (:func:`_prefilter_blocks`)."""
     n = X.shape[0]
     nb = max(1, (n + block - 1) // block)
     keep = np.empty(n, dtype=np.uint8)
     counts = np.zeros(nb, dtype=np.int64)
     tcounts = np.zeros(nb, dtype=np.int64)
-    run_blocks(_prefilter_blocks, (X, float(tau), int(s), PT, block, keep, counts, tcounts), nb)
+    _prefilter_parallel(X, float(tau), int(s), PT, block, keep, counts, tcounts, nb)
     return keep, counts, tcounts
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def _prefilter_parallel(X, tau, s, PT, block, keep, counts, tcounts, nb):
+    """The blocks of :func:`_prefilter_blocks` on Numba's threads."""
+    for b in prange(nb):
+        _prefilter_blocks(X, tau, s, PT, block, keep, counts, tcounts, b, b + 1)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -391,14 +404,35 @@ def _prefilter_blocks(X, tau, s, PT, block, keep, counts, tcounts, b0, b1):
         tcounts[blk] = tcnt
 
 
+@njit(cache=NUMBA_CACHE, parallel=True)
 def compact_kept(keep, counts, block):
-    """Indices of the kept rows, in increasing order (NumPy: one pass)."""
-    return np.flatnonzero(keep).astype(np.int64, copy=False)
+    """Indices of the kept rows, in increasing order: each block of rows
+    writes its kept rows at the offset its count gives (parallel)."""
+    nb = counts.shape[0]
+    off = np.zeros(nb + 1, dtype=np.int64)
+    for b in range(nb):
+        off[b + 1] = off[b] + counts[b]
+    idx = np.empty(off[nb], dtype=np.int64)
+    n = keep.shape[0]
+    for b in prange(nb):
+        w = off[b]
+        for i in range(b * block, min(n, (b + 1) * block)):
+            if keep[i]:
+                idx[w] = i
+                w += 1
+    return idx
 
 
 def sorted_sample(X, rows):
     """X[rows] with every column sorted (NumPy: O(m d log m) for m rows)."""
     return np.sort(np.asarray(X, dtype=np.float64)[rows], axis=0)
+
+
+def row_spans(m: int, min_rows: int = 4096) -> np.ndarray:
+    """Bounds of the row spans of a parallel pass over m rows: about four per
+    Numba thread (for balance), each of at least ``min_rows`` rows."""
+    k = max(1, min(4 * get_num_threads(), -(-m // min_rows)))
+    return (np.arange(k + 1, dtype=np.int64) * m) // k
 
 
 def level_bounds(S: np.ndarray, n_levels: int = 128) -> np.ndarray:
@@ -418,7 +452,7 @@ def masks_and_levels(X, idx, quart, bounds):
     """For the rows X[idx]: median-level and quartile-level masks and |M|
     (§4.2.2, Algorithm 1 lines 6-9) and the packed 7-bit fine levels (the
     count of bounds below each value, see :func:`fine_levels`), in one pass
-    (spans of rows on the host's threads, :func:`_masks_and_levels_rows`).
+    (spans of rows on Numba's threads, :func:`_masks_and_levels_rows`).
     bounds has 128 entries per dimension (+inf padded); the search is
     branch-free (7 halvings)."""
     m = idx.shape[0]
@@ -427,8 +461,15 @@ def masks_and_levels(X, idx, quart, bounds):
     Q = np.empty(m, dtype=np.uint64)
     order = np.empty(m, dtype=np.int64)
     L = np.zeros((m, W), dtype=np.uint64)
-    run_blocks(_masks_and_levels_rows, (X, idx, quart, bounds, M, Q, order, L), m)
+    _masks_and_levels_parallel(X, idx, quart, bounds, M, Q, order, L, row_spans(m))
     return M, Q, order, L
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def _masks_and_levels_parallel(X, idx, quart, bounds, M, Q, order, L, spans):
+    """The row spans of :func:`_masks_and_levels_rows` on Numba's threads."""
+    for r in prange(spans.shape[0] - 1):
+        _masks_and_levels_rows(X, idx, quart, bounds, M, Q, order, L, spans[r], spans[r + 1])
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -456,7 +497,7 @@ def _masks_and_levels_rows(X, idx, quart, bounds, M, Q, order, L, t0, t1):
 
 def gather_sorted(X, idx, perm, M, Q, order, L, Qout):
     """Apply the sort permutation: rows X[idx[perm]] and the masks, levels and
-    indices in the same order, in one pass over spans of rows on the host's
+    indices in the same order, in one pass over spans of rows on Numba's
     threads (Q cast to Qout's word)."""
     m = perm.shape[0]
     P = np.empty((m, X.shape[1]), dtype=np.float64)
@@ -464,8 +505,17 @@ def gather_sorted(X, idx, perm, M, Q, order, L, Qout):
     Ms = np.empty(m, dtype=np.uint64)
     os_ = np.empty(m, dtype=np.int64)
     ids = np.empty(m, dtype=np.int64)
-    run_blocks(_gather_sorted_rows, (X, idx, perm, M, Q, order, L, Qout, P, Ls, Ms, os_, ids), m)
+    _gather_sorted_parallel(X, idx, perm, M, Q, order, L, Qout, P, Ls, Ms, os_, ids,
+                            row_spans(m))
     return P, Ls, Ms, os_, ids
+
+
+@njit(cache=NUMBA_CACHE, parallel=True)
+def _gather_sorted_parallel(X, idx, perm, M, Q, order, L, Qout, P, Ls, Ms, os_, ids, spans):
+    """The row spans of :func:`_gather_sorted_rows` on Numba's threads."""
+    for r in prange(spans.shape[0] - 1):
+        _gather_sorted_rows(X, idx, perm, M, Q, order, L, Qout, P, Ls, Ms, os_, ids, spans[r],
+                            spans[r + 1])
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
