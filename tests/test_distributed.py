@@ -586,7 +586,8 @@ def test_partitions_in_process(seed):
     from skyjoin.distributed.halo_dbscan import merge_partitions as merge_local_clusters
     from skyjoin.distributed.halo_dbscan import owned_labels as _final_labels
     from skyjoin.distributed.halo_dbscan import partition_dbscan as local_clusters
-    from skyjoin.distributed.join import assemble_table, partition_rows
+    from skyjoin.distributed.join import partition_rows
+    from skyjoin.distributed.owned_rows import assemble_table
     from _partition_reference import route_block
     from skyjoin.distributed.partition import halo_width, plan_partitions
 

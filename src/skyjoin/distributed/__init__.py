@@ -14,13 +14,18 @@ identical to the single-machine operators'.
 ...     front = sd.skyline(X, client=client)
 
 Several GPUs of one host: one worker per GPU (:func:`local_gpu_cluster`),
-each worker running the GPU engine (``device="gpu"``).
+each worker running the GPU engine (``device="gpu"``).  Each GPU receives
+only its partition and halo; results that need not meet on the driver
+stay partitioned: ``out="dir/"`` (a Parquet file per partition, written
+by its worker) and ``on_device=True`` (each partition's table on its GPU,
+as a ``dask.bag.Bag`` of :class:`OwnedRows`).
 """
 
 from .join import PartitionedPairs, self_join
+from .owned_rows import OwnedRows
 from .dbscan import DBSCAN
 from .skyline import skyline
 from .workers import local_cluster, local_gpu_cluster
 
-__all__ = ["self_join", "DBSCAN", "skyline", "PartitionedPairs", "local_cluster",
+__all__ = ["self_join", "DBSCAN", "skyline", "PartitionedPairs", "OwnedRows", "local_cluster",
            "local_gpu_cluster"]

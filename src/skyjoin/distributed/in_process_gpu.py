@@ -7,11 +7,13 @@ need: scattering, routing and block summaries, and the assembly of the
 partitions' rows into one table (docs/design.md has the
 measurement):
 
-* **input**: the caller's array is neither scattered nor routed: every
-  partition task reads it in place, copies it to its GPU whole, and
-  selects there its owned points and its halo, with the boxes of
-  :mod:`.partition` (``owned_by``, ``in_widened_box``): O(n) device
-  memory and one O(n) host-to-device copy per partition;
+* **input**: the caller's array is not scattered: the driver routes it
+  once (:func:`route_shared`: one parallel pass, ``routing.route_pieces``)
+  into each partition's owned points and halo, in host memory shared with
+  the workers, and each partition task copies only its own piece to its
+  GPU: O(n) host work and memory for the routing, then O(points of the
+  partition and its halo) host-to-device bytes and device memory per
+  partition, so that the GPUs together hold more points than one could;
 * **output**, in two phases: each partition counts its owned rows on its
   GPU and keeps its engine (grids, ranges, counts) in this process; the
   count tasks write the counts into one array; the driver turns them into
@@ -34,16 +36,19 @@ import numpy as np
 
 from .._core.device import cupy
 from .._core.threads import threadsafe_numba
-from .._core.transfer import d2h, d2pinned, to_device
+from .._core.transfer import d2h, d2pinned, h2d
 from ..dbscan.table_gpu import component_lows
 from ..dbscan.grid_gpu import grid_components, grid_labels
+from ..join.gpu import gpu_self_join
 from ..join.gpu_pipeline import count_rows, fill_rows
 from ._kernels import place_rows, scatter_into
 from .halo_dbscan import owned_labels, partition_dbscan
-from .partition import deep_inside, in_widened_box, owned_by
+from .owned_rows import OwnedRows
+from .partition import deep_inside, in_widened_box
+from .routing import route_pieces
 
-__all__ = ["in_process", "select_on_gpu", "publish", "lookup", "take", "drop", "numba_lock",
-           "count_task", "fill_task", "dbscan_local_task", "dbscan_labels_task"]
+__all__ = ["in_process", "route_shared", "partition_on_gpu", "publish", "lookup", "take", "drop", "numba_lock",
+           "count_task", "fill_task", "device_table_task", "dbscan_local_task", "dbscan_labels_task"]
 
 _REGISTRY: dict = {}
 _LOCK = threading.Lock()
@@ -78,8 +83,24 @@ def drop(token: str) -> None:
         _REGISTRY.pop(token, None)
 
 
-def select_on_gpu(cp, Xd, plan, p: int, width: float):
-    """Owned points of partition p first, then its halo, on the device.
+def route_shared(token: str, X: np.ndarray, plan, width: float) -> None:
+    """Route the caller's (checked) array once, on the driver, and share the pieces.
+
+    Partition p's piece is (owned ids, owned points, halo ids, halo points)
+    with the halo ``width`` wide (:func:`.routing.route_pieces`, the rule
+    of :mod:`.partition`), ids ascending in each.  O(n) work on the
+    driver's cores; O(n + halo points) host memory, freed when the call
+    ends.
+    """
+    with numba_lock():      # other calls' workers may be running Numba's threads
+        publish(token, pieces=route_pieces(X, 0, plan, width))
+
+
+def partition_on_gpu(cp, token: str, p: int):
+    """Partition p's owned points then its halo, copied to this thread's GPU.
+
+    Only the partition's piece crosses to the device: O(points of the
+    partition and its halo) bytes and device memory.
 
     Returns
     -------
@@ -89,30 +110,29 @@ def select_on_gpu(cp, Xd, plan, p: int, width: float):
         Global id of each row of S.
     n_own : int
     """
-    own = owned_by(plan, p, Xd)
-    halo = in_widened_box(plan, p, Xd, width) & ~own
-    ids = cp.concatenate([cp.flatnonzero(own), cp.flatnonzero(halo)])
-    n_own = int(own.sum())
-    return Xd[ids], ids, n_own
+    pieces = lookup(token, "pieces")
+    if pieces is None:
+        raise RuntimeError(f"{token}: the shared points are gone (the call ended or failed)")
+    own_ids, own_X, halo_ids, halo_X = pieces[p]
+    n_own, m = len(own_ids), len(own_ids) + len(halo_ids)
+    S = cp.empty((m, own_X.shape[1]), dtype=own_X.dtype)
+    ids = cp.empty(m, dtype=cp.int64)
+    if n_own:
+        h2d(cp, own_X, S[:n_own])
+        h2d(cp, own_ids, ids[:n_own])
+    if m > n_own:
+        h2d(cp, halo_X, S[n_own:])
+        h2d(cp, halo_ids, ids[n_own:])
+    return S, ids, n_own
 
 
 # --------------------------------------------------------------------------
 # the join
 # --------------------------------------------------------------------------
-def _points(token):
-    """The caller's array, shared by the driver for this call."""
-    X = lookup(token, "X")
-    if X is None:
-        raise RuntimeError(f"{token}: the shared points are gone (the call ended or failed)")
-    return X
-
-
 def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, d, dtype, blocks):
     """Partition p's engine with the counts of its owned rows (on this thread's GPU)."""
     cp = cupy()
-    Xd = to_device(cp, _points(token), "X", dtype)
-    S, ids, n_own = select_on_gpu(cp, Xd, plan, p, h)
-    del Xd
+    S, ids, n_own = partition_on_gpu(cp, token, p)
     c = count_rows(None, S, eps, include_self=include_self, precision=precision,
                    query_rows=n_own, column_ids=ids.astype(cp.int32), n_columns=n,
                    counts_only=counts_only)
@@ -162,6 +182,17 @@ def fill_task(token, p, plan, h, eps, include_self, precision, sort, n, d, dtype
     return written[0], tm
 
 
+def device_table_task(token, p, eps, include_self, precision, sort, n):
+    """Partition p's owned rows as a table kept on this thread's GPU: ``[OwnedRows]``
+    (global row ids and a CSR table with global column ids, CuPy arrays)."""
+    cp = cupy()
+    S, ids, n_own = partition_on_gpu(cp, token, p)
+    nt = gpu_self_join(S, eps, include_self=include_self, sort=sort, precision=precision,
+                       query_rows=n_own, column_ids=ids.astype(cp.int32), n_columns=n,
+                       on_device=True)
+    return [OwnedRows(ids[:n_own].copy(), nt)]
+
+
 _SERIAL = threading.Lock()
 
 
@@ -185,9 +216,7 @@ def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
     runs on the partition's points instead.
     """
     cp = cupy()
-    Xd = to_device(cp, _points(token), "X", dtype)
-    S, ids, n_own = select_on_gpu(cp, Xd, plan, p, 2 * h)
-    del Xd
+    S, ids, n_own = partition_on_gpu(cp, token, p)       # routed 2 h wide
     g = grid_components(S, eps, min_samples) if n_own else None
     if g is None:
         own_ids, halo_ids = cp.asnumpy(ids[:n_own]), cp.asnumpy(ids[n_own:])

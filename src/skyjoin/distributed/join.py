@@ -33,8 +33,10 @@ from typing import TYPE_CHECKING, Hashable, Sequence
 import numpy as np
 
 if TYPE_CHECKING:
+    import dask.bag
     import distributed
 
+from .._core.device import cupy
 from .._core.memory import alloc_host
 from .._core.validate import check_eps, check_precision, working_dtype
 from ..io import ParquetPairWriter
@@ -42,13 +44,14 @@ from ..join.api import self_join as single_self_join
 from ..join.gpu import gpu_self_join
 from ..join.result import NeighborTable, index_dtype
 from . import in_process_gpu
-from ._kernels import place_rows, prefix_sum, select_rows
+from ._kernels import prefix_sum, select_rows
 from .blocks import Points, get_client, new_token, reruns_on_lost_input, stacked
 from .plan import (check_n_partitions, in_process_gpu_path, load_blocks, on_gpu, plan_run,
                    worker_of_partition)
+from .owned_rows import OwnedRows, as_bag, assemble_table
 from .routing import concat_pieces, route_blocks
 
-__all__ = ["self_join", "PartitionedPairs", "partition_rows", "assemble_table"]
+__all__ = ["self_join", "PartitionedPairs", "partition_rows"]
 
 log = logging.getLogger("skyjoin")
 
@@ -117,9 +120,40 @@ def _n_pairs(rows):
     return len(rows[2])
 
 
+def _n_pairs_owned(parts):
+    """Number of pairs in a partition's ``[OwnedRows]``."""
+    return sum(part.n_pairs for part in parts)
+
+
 def _cat(a, b):
     """a followed by b (no copy when b is empty)."""
     return a if len(b) == 0 else np.concatenate([a, b])
+
+
+def _needs_gpu(device) -> None:
+    """on_device=True keeps tables on the workers' GPUs: refuse CPU workers."""
+    if not on_gpu(device):
+        raise ValueError("on_device=True keeps each partition's table on its worker's GPU, but "
+                         "this worker's device is the CPU; use GPU workers "
+                         "(skyjoin.distributed.local_gpu_cluster) or device='gpu'")
+
+
+def device_rows(own_ids, own_X, halo_ids, halo_X, eps, *, include_self, sort, precision,
+                n_total):
+    """A partition's owned rows as a table kept on this worker's GPU: ``[OwnedRows]``.
+
+    The engine computes the owned rows alone and names their columns by
+    global id on the GPU (as :func:`partition_rows`); nothing comes back
+    to the host.
+    """
+    if n_total >= 2**31:
+        raise ValueError(f"on_device=True names columns with int32 ids: at most 2**31 - 1 "
+                         f"points, got {n_total}")
+    nt = gpu_self_join(_cat(own_X, halo_X), eps, include_self=include_self, sort=sort,
+                       precision=precision, query_rows=len(own_ids),
+                       column_ids=_cat(own_ids, halo_ids).astype(np.int32), n_columns=n_total,
+                       on_device=True)
+    return [OwnedRows(cupy().asarray(own_ids, dtype=np.int64), nt)]
 
 
 def partition_rows(own_ids, own_X, halo_ids, halo_X, eps, *, include_self, sort, device,
@@ -157,6 +191,10 @@ def _partition_join(p, eps, include_self, output, sort, device, precision, out_d
                     dtype, *pieces):
     """Join of one partition (runs on a worker); returns its owned rows or writes them."""
     own_ids, own_X, halo_ids, halo_X = concat_pieces(pieces, d, dtype)
+    if output == "device":
+        _needs_gpu(device)
+        return device_rows(own_ids, own_X, halo_ids, halo_X, eps, include_self=include_self,
+                           sort=sort, precision=precision, n_total=shape[0])
     if output == "counts":
         if on_gpu(device):
             c = gpu_self_join(_cat(own_X, halo_X), eps, output="counts",
@@ -188,6 +226,11 @@ def _whole_join(eps, include_self, output, sort, device, precision, out_dir, n, 
                 *blocks):
     """The join of all the points as one partition (one worker, no halo, no routing)."""
     X = stacked(blocks, d, dtype)
+    if output == "device":
+        _needs_gpu(device)
+        nt = single_self_join(X, eps, include_self=include_self, sort=sort, device="gpu",
+                              precision=precision, on_device=True)
+        return [OwnedRows(cupy().arange(n, dtype=np.int64), nt)]
     res = single_self_join(X, eps, include_self=include_self, output=output, sort=sort,
                            device=device, precision=precision)
     if output == "counts":
@@ -221,12 +264,13 @@ def _check_fits(n_pairs: int, n: int) -> None:
 @reruns_on_lost_input
 def self_join(X: Points, eps: float, *, client: distributed.Client | None = None,
               include_self: bool = False, output: str = "table", sort: bool = True,
-              out: str | os.PathLike[str] | None = None, device: str | None = None,
+              out: str | os.PathLike[str] | None = None, on_device: bool = False,
+              device: str | None = None,
               precision: str = "float64", columns: Sequence[Hashable] | None = None,
               n_partitions: int | None = None, block_rows: int | None = None,
               replicas: int | None = None, retries: int = 2,
               timings: dict[str, float] | None = None,
-              ) -> NeighborTable | np.ndarray | PartitionedPairs:
+              ) -> NeighborTable | np.ndarray | PartitionedPairs | dask.bag.Bag:
     """All pairs of points within distance eps, computed on a Dask cluster.
 
     The same result as :func:`skyjoin.self_join` (pairs (i, j) and (j, i),
@@ -255,6 +299,15 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
         A folder: the workers write the pairs there as one Parquet file per
         partition and a :class:`PartitionedPairs` is returned (for results
         larger than the driver's memory).  Only with ``output="table"``.
+    on_device : bool
+        Keep each partition's rows on the GPU of the worker that computed
+        them, as CuPy arrays, and return them as a ``dask.bag.Bag`` of
+        :class:`~skyjoin.distributed.owned_rows.OwnedRows` (one bag
+        partition per spatial partition), for a next GPU step that maps
+        over it on the workers; nothing is gathered.  GPU workers only;
+        only with ``output="table"`` and no ``out``; at most 2**31 - 1
+        points.  The tables live as long as the bag, and are lost with
+        their worker.
     device : {"auto", "cpu", "gpu"}, optional
         Device of the workers' engine, resolved on each worker (default:
         the worker's ``SKYJOIN_DEVICE``, else "auto").
@@ -281,13 +334,15 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
 
     Returns
     -------
-    NeighborTable, ndarray of int64, or PartitionedPairs
+    NeighborTable, ndarray of int64, PartitionedPairs, or dask.bag.Bag
+        The bag with ``on_device=True``.
 
     Raises
     ------
     ValueError
         As :func:`skyjoin.self_join`; no Dask client.
         A folder ``out`` that already holds ``part-*.parquet`` files.
+        ``on_device=True`` with CPU workers, ``output="counts"`` or ``out``.
     MemoryError
         ``output="table"`` without ``out`` for a result the driver cannot
         hold (the message says how large it is).
@@ -323,6 +378,10 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
     if out is not None and output != "table":
         raise ValueError("out= writes the pairs; it cannot be combined with output='counts'")
+    if on_device and (output != "table" or out is not None):
+        raise ValueError("on_device=True keeps the table on the GPUs; it cannot be combined "
+                         "with output='counts' or out=")
+    kind = "device" if on_device else output
     n_partitions = check_n_partitions(n_partitions)
     client = get_client(client)
     tm = {} if timings is None else timings
@@ -340,7 +399,7 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
     out_dir = None
     if run.path == "in_process_gpu":
         t2 = time.perf_counter()
-        result = _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, output,
+        result = _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, kind,
                                       sort, precision, dtype, retries, phases=tm)
         t3 = time.perf_counter()
         del blocks
@@ -358,10 +417,10 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
                              "write to an empty folder so that old parts are not mixed in")
     t2 = time.perf_counter()
     if run.path == "whole":
-        fut = client.submit(_whole_join, eps, include_self, output, sort, device, precision,
+        fut = client.submit(_whole_join, eps, include_self, kind, sort, device, precision,
                             out_dir, n, blocks.d, dtype, *blocks.futures, retries=retries,
                             key=f"{token}-join-whole")
-        res = fut.result()
+        res = _kept_on_device(client, [fut], token) if kind == "device" else fut.result()
         t3 = time.perf_counter()
         if out_dir is not None:
             files = [res[0]] if res[0] is not None else []
@@ -373,14 +432,17 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
                   n_partitions=1)
         return result
     where = worker_of_partition(client, plan.n_partitions)
-    futs = [client.submit(_partition_join, p, eps, include_self, output, sort, device, precision,
+    futs = [client.submit(_partition_join, p, eps, include_self, kind, sort, device, precision,
                           out_dir, (n, n), blocks.d, dtype,
                           *pieces[p],  # type: ignore[index]  # set on this path
                           retries=retries,
                           key=f"{token}-join-partition-{p}", workers=where[p],
                           allow_other_workers=True)
             for p in range(plan.n_partitions)]
-    if output == "counts":
+    if kind == "device":
+        result = _kept_on_device(client, futs, token)
+        t3 = time.perf_counter()
+    elif output == "counts":
         res = client.gather(futs)
         t3 = time.perf_counter()
         counts = np.zeros(n, dtype=np.int64)
@@ -405,16 +467,34 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
     return result
 
 
+def _kept_on_device(client, futs, token):
+    """The bag of the partitions' ``[OwnedRows]`` futures, once every one is computed
+    (their errors raised here); the tables stay on the workers."""
+    client.gather([client.submit(_n_pairs_owned, f, key=f"{token}-kept-{p}")
+                   for p, f in enumerate(futs)])
+    return as_bag(futs)
+
+
 def _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, output, sort,
                          precision, dtype, retries, phases=None):
     """The partitioned join on in-process GPU workers (:mod:`.in_process_gpu`): count,
     allocate, fill in place.  O(n) host memory for the counts and row pointers, plus
-    the table."""
+    the table.  ``output="device"``: each partition's table stays on its GPU."""
     n, P, d = blocks.n, plan.n_partitions, blocks.d
     where = worker_of_partition(client, P)
+    if output == "device":
+        try:
+            in_process_gpu.route_shared(token, blocks.array, plan, h)
+            futs = [client.submit(in_process_gpu.device_table_task, token, p, eps, include_self,
+                                  precision, sort, n, retries=retries, key=f"{token}-device-{p}",
+                                  workers=where[p], allow_other_workers=True) for p in range(P)]
+            return _kept_on_device(client, futs, token)
+        finally:
+            in_process_gpu.drop(token)     # the pieces; the tables stay with the futures
     counts = alloc_host(n, np.int64)      # every row is written by its one owner (checked)
-    in_process_gpu.publish(token, X=blocks.array, counts=counts)
+    in_process_gpu.publish(token, counts=counts)
     try:
+        in_process_gpu.route_shared(token, blocks.array, plan, h)
         futs = [client.submit(in_process_gpu.count_task, token, p, plan, h, eps, include_self,
                               precision, output, n, d, dtype, *blocks.futures, retries=retries,
                               key=f"{token}-count-{p}", workers=where[p],
@@ -447,17 +527,3 @@ def _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, outp
         return NeighborTable(indptr, indices, (n, n), sorted=bool(sort))
     finally:
         in_process_gpu.drop(token)
-
-
-def assemble_table(rows, n: int, sort: bool) -> NeighborTable:
-    """One CSR table from the partitions' owned rows (ids, counts, columns)."""
-    counts = np.zeros(n, dtype=np.int64)
-    for ids, c, _ in rows:
-        counts[ids] = c
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    indices = np.empty(int(indptr[-1]), dtype=index_dtype(n))
-    for ids, c, cols in rows:
-        if len(cols):
-            place_rows(indptr, ids, c, cols.astype(indices.dtype, copy=False), indices)
-    return NeighborTable(indptr, indices, (n, n), sorted=bool(sort))

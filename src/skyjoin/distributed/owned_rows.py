@@ -1,0 +1,89 @@
+"""The rows of a distributed join that each partition owns, and one table from them.
+
+With ``on_device=True`` a join stays where it was computed: each
+partition's rows as a CSR table on its worker's GPU, gathered by nobody.
+
+``skyjoin.distributed.self_join(..., on_device=True)`` returns a
+``dask.bag.Bag`` with one partition per spatial partition; the partition's
+one item is an :class:`OwnedRows`, whose arrays are CuPy arrays on the GPU
+of the worker that made them.  The next GPU step maps over the bag
+(``bag.map(fn)``), and Dask runs ``fn`` on the worker that holds the rows;
+``to_host_table`` brings everything to one host table when it fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..join.result import NeighborTable, index_dtype
+from ._kernels import place_rows
+
+__all__ = ["OwnedRows", "as_bag", "to_host_table", "assemble_table"]
+
+
+@dataclass
+class OwnedRows:
+    """The rows of a distributed join that one partition owns.
+
+    Attributes
+    ----------
+    rows : cupy.ndarray or ndarray of int64, shape (m,)
+        Global ids of the partition's points (its rows), ascending.
+    table : NeighborTable, shape (m, n)
+        Row r holds the neighbours of point ``rows[r]``, as global ids;
+        on the partition's GPU (``table.on_device``) or in host memory.
+    """
+
+    rows: Any
+    table: NeighborTable
+
+    @property
+    def n_pairs(self) -> int:
+        return self.table.n_pairs
+
+    def to_host(self) -> "OwnedRows":
+        """The same rows in host memory (a copy when on a GPU): O(m + pairs) bytes."""
+        rows = self.rows.get() if hasattr(self.rows, "get") else np.asarray(self.rows)
+        return OwnedRows(rows.astype(np.int64, copy=False), self.table.to_host())
+
+
+def as_bag(futures: Sequence) -> Any:
+    """A ``dask.bag.Bag`` over the futures of the partitions' ``[OwnedRows]`` lists
+    (one bag partition each); the futures stay alive as long as the bag."""
+    import dask.bag as db
+    from dask import delayed
+
+    return db.from_delayed([delayed(f) for f in futures])
+
+
+def to_host_table(parts: Sequence[OwnedRows], n: int, sort: bool) -> NeighborTable:
+    """One host NeighborTable of shape (n, n) from every partition's rows.
+
+    Every point must be owned by exactly one partition.  O(n + pairs)
+    host memory and time.
+    """
+    rows = []
+    for part in parts:
+        h = part.to_host()
+        rows.append((h.rows, h.table.counts(), h.table.indices))
+    return assemble_table(rows, n, sort)
+
+
+def assemble_table(rows, n: int, sort: bool) -> NeighborTable:
+    """One CSR table from the partitions' owned rows (ids, counts, columns).
+
+    Every point must be owned by exactly one partition.  O(n + pairs).
+    """
+    counts = np.zeros(n, dtype=np.int64)
+    for ids, c, _ in rows:
+        counts[ids] = c
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.empty(int(indptr[-1]), dtype=index_dtype(n))
+    for ids, c, cols in rows:
+        if len(cols):
+            place_rows(indptr, ids, c, cols.astype(indices.dtype, copy=False), indices)
+    return NeighborTable(indptr, indices, (n, n), sorted=bool(sort))
