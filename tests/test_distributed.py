@@ -711,11 +711,13 @@ def test_bench_large_cases_keep_the_neighbours_per_point():
 
     base = {op: (n, eps, m) for _, op, n, _, eps, m in case_specs("gpu", False)}
     large = case_specs("gpu", False, large=True)
-    assert [op for _, op, *_ in large] == ["join", "dbscan"]
+    assert [op for _, op, *_ in large] == ["counts", "device", "parquet", "dbscan", "join"]
     for name, op, n, d, eps, m in large:
-        n0, eps0, m0 = base[op]
+        n0, eps0, m0 = base["join" if op in ("device", "parquet") else op]
         assert n == 10 * n0 and d == 2 and m == m0 and name.endswith("-200M")
-        assert n * eps ** 2 == pytest.approx(n0 * eps0 ** 2, rel=1e-12)
+        # the Parquet case: a fortieth of the neighbours, so that its files fit a disk
+        share = 1 / 40 if op == "parquet" else 1.0
+        assert n * eps ** 2 == pytest.approx(share * n0 * eps0 ** 2, rel=1e-12)
     with pytest.raises(ValueError, match="GPU"):
         case_specs("cpu", False, large=True)
 
@@ -736,3 +738,17 @@ def test_local_cluster_device_follows_auto(monkeypatch):
     monkeypatch.setattr(device_mod, "_probe_gpu", lambda: (False, "no GPU"))
     monkeypatch.delenv("SKYJOIN_DEVICE")
     assert local_cluster_device("auto") == "cpu"
+
+
+def test_bench_gpu_counts():
+    """The GPU counts the distributed bench runs: 1, 2, 4, 8 up to the host's, or those
+    asked for, never more than the host has."""
+    from skyjoin.bench.distributed import gpu_counts
+
+    assert gpu_counts(1) == [1]
+    assert gpu_counts(2) == [1, 2]
+    assert gpu_counts(6) == [1, 2, 4]
+    assert gpu_counts(8) == [1, 2, 4, 8]
+    assert gpu_counts(4, [2, 1, 2]) == [1, 2]
+    with pytest.raises(ValueError, match="has 2 GPU"):
+        gpu_counts(2, [4])
