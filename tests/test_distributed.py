@@ -22,24 +22,6 @@ import skyjoin.distributed as sd  # noqa: E402
 from skyjoin.skyline.api import skyline as single_skyline  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    # compile the single-machine engines here first: the workers then load them from
-    # Numba's disk cache instead of both compiling them at once on the same cores
-    W = np.random.default_rng(0).uniform(0, 3, (300, 2))
-    sj.self_join(W, 0.5, device="cpu")
-    sj.join(W, W, 0.5, device="cpu", output="counts")
-    sj.DBSCAN(eps=0.5, min_samples=3, device="cpu").fit(W)
-    single_skyline(W, device="cpu")
-    cluster = sd.local_cluster(2, numba_threads=1, silence_logs=40)
-    c = distributed.Client(cluster)
-    try:
-        yield c
-    finally:
-        c.close()
-        cluster.close()
-
-
 def lattice(rng, n, d, side=12):
     """Integer points: many exact ties at eps = 1 and duplicates; cuts fall on points."""
     return rng.integers(0, side, size=(n, d)).astype(np.float64)
