@@ -26,3 +26,26 @@ def cp():
     if not skyjoin.gpu_available():
         pytest.skip("no usable GPU")
     return cupy
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A Dask client of 2 CPU worker processes (1 Numba thread each), one per test module."""
+    distributed = pytest.importorskip("distributed")
+    import skyjoin.distributed as sd
+    from skyjoin.skyline.api import skyline as single_skyline
+
+    # compile the single-machine engines here first: the workers then load them from
+    # Numba's disk cache instead of both compiling them at once on the same cores
+    W = np.random.default_rng(0).uniform(0, 3, (300, 2))
+    skyjoin.self_join(W, 0.5, device="cpu")
+    skyjoin.join(W, W, 0.5, device="cpu", output="counts")
+    skyjoin.DBSCAN(eps=0.5, min_samples=3, device="cpu").fit(W)
+    single_skyline(W, device="cpu")
+    cluster = sd.local_cluster(2, numba_threads=1, silence_logs=40)
+    c = distributed.Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()

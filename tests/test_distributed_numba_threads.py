@@ -45,7 +45,7 @@ def main(data, out):
             distributed.Client(cluster) as client:
         pairs = sd.self_join(X, 0.4, client=client, device="cpu", n_partitions=4)
         counts = sd.self_join(X, 0.4, client=client, device="cpu", output="counts",
-                              n_partitions=4)
+                              n_partitions=4).compute()
         workers = sorted(client.run(numba.get_num_threads))
         threads = {
             "pool": list(client.run(lambda: numba.config.NUMBA_NUM_THREADS).values()),

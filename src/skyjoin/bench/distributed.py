@@ -22,7 +22,10 @@ cluster holds memory (or GPU memory) while another runs:
 
 Times include moving the data to the workers and the result back (an
 in-memory NumPy array in, a NeighborTable / labels / row ids out), which is
-what a user of the API waits for.  The report gives the scaling
+what a user of the API waits for.  The counts stay on the workers (a Dask
+array): their time runs until every chunk exists there (``self_join``
+returns once they do), plus their sum brought back as the case's size,
+not their gather.  The report gives the scaling
 (1 worker / N workers) and the distributed overhead (1 worker / single
 machine).  The GPU figure, 20M 2-D points on 1 GPU against 2 GPUs and
 against the single machine, is the ``device="gpu"`` run of this file on a

@@ -15,8 +15,6 @@ import contextlib
 import sys
 import time
 
-import numpy as np
-
 from .. import distributed as sd
 from .._core.device import resolve_device
 from .options import distributed_options
@@ -113,10 +111,11 @@ def run_join(client, data, eps, *, out=None, counts=False, include_self=False, s
     kw = dict(client=client, include_self=include_self, device=device, precision=precision,
               columns=columns)
     if kind in ("counts", "summary"):
-        c = sd.self_join(data, eps, output="counts", **kw)
-        n, n_pairs = len(c), int(np.sum(c))
+        c = sd.self_join(data, eps, output="counts", **kw)     # a Dask array on the workers
         if out:
+            c = c.compute()          # to the one file written here
             write_counts(out, c)
+        n, n_pairs = int(c.shape[0]), int(c.sum())      # the sum alone comes back
     elif kind == "folder":
         res = sd.self_join(data, eps, sort=sort, out=out, **kw)
         n, n_pairs = res.shape[0], res.n_pairs

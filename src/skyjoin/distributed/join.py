@@ -15,8 +15,10 @@
    of an owned point is in the partition's owned points or halo, so every
    row is complete.
 5. The rows come back to the driver as one NeighborTable (``output="table"``,
-   when it fits in memory), as counts, or are written by the workers as one
-   Parquet file per partition (``out="dir/"``).
+   when it fits in memory), or stay on the workers: counts as a Dask array
+   whose chunks the workers build (:mod:`.count_chunks`), or pairs written
+   by the workers as one Parquet file per partition (``out="dir/"``,
+   :mod:`.part_files`).
 
 The distance test is the single-machine one (the same engine, the same
 working precision), so the result is identical to ``skyjoin.self_join``.
@@ -24,6 +26,7 @@ working precision), so the result is identical to ``skyjoin.self_join``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Hashable, Sequence
 import numpy as np
 
 if TYPE_CHECKING:
+    import dask.array
     import dask.bag
     import distributed
 
@@ -45,7 +49,9 @@ from ..join.gpu import gpu_self_join
 from ..join.result import NeighborTable, index_dtype
 from . import in_process_gpu
 from ._kernels import prefix_sum, select_rows
+from .count_chunks import partition_counts, whole_counts
 from .blocks import Points, get_client, new_token, reruns_on_lost_input, stacked
+from .part_files import check_folder, part_name, publish, staging
 from .plan import (check_n_partitions, in_process_gpu_path, load_blocks, on_gpu, plan_run,
                    worker_of_partition)
 from .owned_rows import OwnedRows, as_bag, assemble_table
@@ -213,10 +219,11 @@ def _partition_join(p, eps, include_self, output, sort, device, precision, out_d
 
 
 def write_rows(out_dir, p, shape, sort, row_ids, counts, cols):
-    """Write a partition's rows as ``part-<p>.parquet``; (path, pairs), or (None, 0)."""
+    """Write a partition's rows as ``part-<p>.parquet`` (atomically); (path, pairs),
+    or (None, 0) without pairs."""
     if len(cols) == 0:
         return None, 0
-    path = os.path.join(out_dir, f"part-{p:05d}.parquet")
+    path = os.path.join(out_dir, part_name(p))
     with ParquetPairWriter(path, shape=shape, sorted=sort) as w:
         w.write(np.repeat(row_ids, counts), cols.astype(np.int64))
     return path, int(len(cols))
@@ -270,7 +277,7 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
               n_partitions: int | None = None, block_rows: int | None = None,
               replicas: int | None = None, retries: int = 2,
               timings: dict[str, float] | None = None,
-              ) -> NeighborTable | np.ndarray | PartitionedPairs | dask.bag.Bag:
+              ) -> NeighborTable | dask.array.Array | PartitionedPairs | dask.bag.Bag:
     """All pairs of points within distance eps, computed on a Dask cluster.
 
     The same result as :func:`skyjoin.self_join` (pairs (i, j) and (j, i),
@@ -292,13 +299,18 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
         Also report (i, i).
     output : {"table", "counts"}
         A :class:`~skyjoin.NeighborTable` assembled on the driver, or the
-        int64 neighbour count of each point.
+        int64 neighbour count of each point as a ``dask.array.Array`` whose
+        chunks are built and held by the workers (nothing is gathered on the
+        driver; ``.compute()`` brings them).
     sort : bool
         Columns ascending within each row.
     out : str or os.PathLike, optional
         A folder: the workers write the pairs there as one Parquet file per
         partition and a :class:`PartitionedPairs` is returned (for results
         larger than the driver's memory).  Only with ``output="table"``.
+        The folder receives every part once all are written, or none
+        (:mod:`skyjoin.distributed.part_files`): no partial file, even when
+        a worker is killed in the middle of a write.
     on_device : bool
         Keep each partition's rows on the GPU of the worker that computed
         them, as CuPy arrays, and return them as a ``dask.bag.Bag`` of
@@ -334,8 +346,13 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
 
     Returns
     -------
-    NeighborTable, ndarray of int64, PartitionedPairs, or dask.bag.Bag
-        The bag with ``on_device=True``.
+    NeighborTable, dask.array.Array, PartitionedPairs, or dask.bag.Bag
+        The table (``output="table"``); the counts (``output="counts"``):
+        int64, shape (n,), chunks of consecutive rows (one per partition's
+        share of the rows, at most 2**24 rows), already computed on the
+        workers when the call returns, kept there as long as the array
+        lives (compute it while the client is open); the written files
+        (``out=``); the bag with ``on_device=True``.
 
     Raises
     ------
@@ -359,9 +376,11 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
     for n points in P partitions: O(n) to route the blocks (one parallel
     pass per block), then each partition's single-machine join over its
     owned and halo points, on its worker; the driver holds the O(n +
-    pairs) table (``output="table"``), O(n) counts, or only the file list
-    (``out=``).  A point is in the halo of at most 3 boxes per split
-    dimension, so at most 9 partitions hold it.
+    pairs) table (``output="table"``), or only the futures of the count
+    chunks (``output="counts"``: O(n) bytes moved between workers, P x R
+    small tasks for R chunks) or the file list (``out=``: O(P) renames).
+    A point is in the halo of at most 3 boxes per split dimension, so at
+    most 9 partitions hold it.
 
     Examples
     --------
@@ -396,7 +415,6 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
     log.info("self_join: %s", run.describe())
     plan, h = run.boxes, run.halo
     token = new_token("join")
-    out_dir = None
     if run.path == "in_process_gpu":
         t2 = time.perf_counter()
         result = _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, kind,
@@ -406,64 +424,51 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
         tm.update(load=t1 - t0, plan=t2 - t1, join=t3 - t2, assemble=0.0,
                   n_partitions=plan.n_partitions)
         return result
-    pieces = route_blocks(client, blocks, plan, h, token, retries) \
-        if run.path == "partitions" else None
-    if out is not None:
-        out_dir = os.path.abspath(os.fspath(out))
-        os.makedirs(out_dir, exist_ok=True)
-        stale = [f for f in os.listdir(out_dir) if f.startswith("part-") and f.endswith(".parquet")]
-        if stale:
-            raise ValueError(f"{out_dir!r} already holds part-*.parquet files (e.g. {stale[0]}); "
-                             "write to an empty folder so that old parts are not mixed in")
-    t2 = time.perf_counter()
-    if run.path == "whole":
-        fut = client.submit(_whole_join, eps, include_self, kind, sort, device, precision,
-                            out_dir, n, blocks.d, dtype, *blocks.futures, retries=retries,
-                            key=f"{token}-join-whole")
-        res = _kept_on_device(client, [fut], token) if kind == "device" else fut.result()
-        t3 = time.perf_counter()
-        if out_dir is not None:
-            files = [res[0]] if res[0] is not None else []
-            result = PartitionedPairs(out_dir, files, int(res[1]), (n, n), bool(sort))
+    whole = run.path == "whole"
+    pieces = None if whole else route_blocks(client, blocks, plan, h, token, retries)
+    out_dir = None if out is None else check_folder(out)
+    with contextlib.ExitStack() as stack:
+        # the workers write into this call's hidden folder; the parts move into out_dir
+        # once all are written, and the folder goes with any leftover of a killed writer
+        stage = None if out_dir is None else stack.enter_context(staging(out_dir, token))
+        t2 = time.perf_counter()
+        if whole:
+            futs = [client.submit(_whole_join, eps, include_self, kind, sort, device,
+                                  precision, stage, n, blocks.d, dtype, *blocks.futures,
+                                  retries=retries, key=f"{token}-join-whole")]
         else:
-            result = res
-        del fut, blocks
-        tm.update(load=t1 - t0, plan=t2 - t1, join=t3 - t2, assemble=time.perf_counter() - t3,
-                  n_partitions=1)
-        return result
-    where = worker_of_partition(client, plan.n_partitions)
-    futs = [client.submit(_partition_join, p, eps, include_self, kind, sort, device, precision,
-                          out_dir, (n, n), blocks.d, dtype,
-                          *pieces[p],  # type: ignore[index]  # set on this path
-                          retries=retries,
-                          key=f"{token}-join-partition-{p}", workers=where[p],
-                          allow_other_workers=True)
-            for p in range(plan.n_partitions)]
-    if kind == "device":
-        result = _kept_on_device(client, futs, token)
-        t3 = time.perf_counter()
-    elif output == "counts":
-        res = client.gather(futs)
-        t3 = time.perf_counter()
-        counts = np.zeros(n, dtype=np.int64)
-        for ids, c in res:
-            counts[ids] = c
-        result = counts
-    elif out_dir is not None:
-        res = client.gather(futs)
-        t3 = time.perf_counter()
-        files = [r[0] for r in res if r[0] is not None]
-        result = PartitionedPairs(out_dir, files, int(sum(r[1] for r in res)), (n, n), bool(sort))
-    else:
-        sizes = client.gather([client.submit(_n_pairs, f, key=f"{token}-size-{p}")
-                              for p, f in enumerate(futs)])
-        _check_fits(int(sum(sizes)), n)
-        res = client.gather(futs)
-        t3 = time.perf_counter()
-        result = assemble_table(res, n, sort)
+            where = worker_of_partition(client, plan.n_partitions)
+            futs = [client.submit(_partition_join, p, eps, include_self, kind, sort, device,
+                                  precision, stage, (n, n), blocks.d, dtype,
+                                  *pieces[p],  # type: ignore[index]  # set on this path
+                                  retries=retries, key=f"{token}-join-partition-{p}",
+                                  workers=where[p], allow_other_workers=True)
+                    for p in range(plan.n_partitions)]
+        if kind == "device":        # each partition's table stays on its GPU
+            result = _kept_on_device(client, futs, token)
+            t3 = time.perf_counter()
+        elif output == "counts":    # stays on the workers: no gather
+            result = whole_counts(client, futs[0], n, token, retries) if whole else \
+                partition_counts(client, futs, n, token, retries)
+            t3 = time.perf_counter()
+        elif stage is not None:
+            res = client.gather(futs)
+            t3 = time.perf_counter()
+            result = PartitionedPairs(os.path.dirname(stage), publish(stage, res),
+                                      int(sum(r[1] for r in res)), (n, n), bool(sort))
+        elif whole:
+            result = futs[0].result()
+            t3 = time.perf_counter()
+        else:
+            sizes = client.gather([client.submit(_n_pairs, f, key=f"{token}-size-{p}")
+                                   for p, f in enumerate(futs)])
+            _check_fits(int(sum(sizes)), n)
+            res = client.gather(futs)
+            t3 = time.perf_counter()
+            result = assemble_table(res, n, sort)
     del futs, pieces, blocks
     tm.update(load=t1 - t0, plan=t2 - t1, join=t3 - t2, assemble=time.perf_counter() - t3,
-              n_partitions=plan.n_partitions)
+              n_partitions=1 if whole else plan.n_partitions)
     return result
 
 
