@@ -49,7 +49,7 @@ from ..join.gpu import gpu_self_join
 from ..join.result import NeighborTable, index_dtype
 from . import in_process_gpu
 from ._kernels import prefix_sum, select_rows
-from .count_chunks import partition_counts, whole_counts
+from .count_chunks import host_counts, partition_counts, whole_counts
 from .blocks import Points, get_client, new_token, reruns_on_lost_input, stacked
 from .part_files import check_folder, part_name, publish, staging
 from .plan import (check_n_partitions, in_process_gpu_path, load_blocks, on_gpu, plan_run,
@@ -419,6 +419,8 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
         t2 = time.perf_counter()
         result = _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, kind,
                                       sort, precision, dtype, retries, phases=tm)
+        if kind == "counts":        # the shared host array, as the other paths' Dask array
+            result = host_counts(result, plan.n_partitions)
         t3 = time.perf_counter()
         del blocks
         tm.update(load=t1 - t0, plan=t2 - t1, join=t3 - t2, assemble=0.0,
