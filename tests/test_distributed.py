@@ -735,3 +735,39 @@ def test_bench_gpu_counts():
     assert gpu_counts(4, [2, 1, 2]) == [1, 2]
     with pytest.raises(ValueError, match="has 2 GPU"):
         gpu_counts(2, [4])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_box_selection_matches_the_partition_rule(dtype):
+    """What a GPU partition task copies (``_kernels.box_counts``/``box_fill``): the
+    points its box owns, then those in its widened box it does not own, each in
+    row order, against ``partition.owned_by`` / ``in_widened_box`` in NumPy, with
+    points on the cuts and on the widened edges."""
+    from skyjoin.distributed._kernels import box_counts, box_fill
+    from skyjoin.distributed.partition import in_widened_box, owned_by, plan_partitions
+
+    rng = np.random.default_rng(8)
+    X = rng.uniform(0, 10, (20000, 3)).astype(dtype)
+    plan = plan_partitions(X[::7].astype(np.float64), X.min(0), X.max(0), 6, 0.3,
+                           n_points=len(X))
+    for p in range(plan.n_partitions):       # put points exactly on the cuts and edges
+        lo, hi = plan.box(p)
+        for k, dim in enumerate(plan.dims):
+            for v in (lo[k], hi[k], lo[k] - 0.3, hi[k] + 0.3):
+                if np.isfinite(v):
+                    X[rng.integers(0, len(X), 20), dim] = v
+    dims = np.asarray(plan.dims, dtype=np.int64)
+    for p in range(plan.n_partitions):
+        own_ref = np.flatnonzero(owned_by(plan, p, X))
+        halo_ref = np.flatnonzero(in_widened_box(plan, p, X, 0.3) & ~owned_by(plan, p, X))
+        lo, hi = (np.asarray(a, np.float64) for a in plan.box(p))
+        for chunks in (1, 7):
+            own, halo = box_counts(X, dims, lo, hi, 0.3, chunks)
+            assert own.sum() == len(own_ref) and halo.sum() == len(halo_ref)
+            n_own, m = int(own.sum()), int(own.sum() + halo.sum())
+            own_at = np.concatenate([[0], np.cumsum(own)[:-1]]).astype(np.int64)
+            halo_at = (n_own + np.concatenate([[0], np.cumsum(halo)[:-1]])).astype(np.int64)
+            out_X, out_ids = np.empty((m, 3), dtype), np.empty(m, np.int64)
+            box_fill(X, dims, lo, hi, 0.3, own_at, halo_at, out_X, out_ids)
+            np.testing.assert_array_equal(out_ids, np.concatenate([own_ref, halo_ref]))
+            np.testing.assert_array_equal(out_X, X[out_ids])

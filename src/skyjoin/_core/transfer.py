@@ -48,24 +48,15 @@ def to_device(cp, X, name: str, dtype):
     return cp.ascontiguousarray(D.astype(dtype, copy=False))
 
 
-def h2d(cp, A: np.ndarray, out=None):
-    """Copy a host array to the device through a pinned staging buffer (parallel host copy).
-
-    ``out``, when given, is a C-contiguous device array of A's shape and
-    dtype (a run of rows of a larger array, say) that receives the copy.
-    """
-    A = np.ascontiguousarray(A)
-    if out is None:
-        if A.nbytes < STAGE_MIN_BYTES:
-            return cp.asarray(A)
-        out = cp.empty(A.shape, dtype=A.dtype)
+def h2d(cp, A: np.ndarray):
+    """Copy a host array to the device through a pinned staging buffer (parallel host copy)."""
     if A.nbytes < STAGE_MIN_BYTES:
-        out.set(A)
-        return out
+        return cp.asarray(A)
     import cupyx
 
     stage = cupyx.empty_pinned(A.shape, dtype=A.dtype)     # from CuPy's pinned pool (cached)
     parallel_copy(stage.reshape(-1), A.reshape(-1))
+    out = cp.empty(A.shape, dtype=A.dtype)
     out.set(stage)
     return out
 

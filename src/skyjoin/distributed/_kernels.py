@@ -13,7 +13,7 @@ from .._core.config import NUMBA_CACHE
 from .._core.search import lower_bound, upper_bound
 
 __all__ = ["select_rows", "place_rows", "route_points", "scatter_into", "prefix_sum",
-           "true_indices"]
+           "true_indices", "box_counts", "box_fill"]
 
 _jit = dict(cache=NUMBA_CACHE, nogil=True)
 
@@ -239,3 +239,67 @@ def route_points(X, base, dim0, dim1, two, cuts1, cuts2, cptr, offset, w, n_chun
             _visit(X, i, dim0, dim1, two, cuts1, cuts2, cptr, offset, w, own_cnt[c],
                    halo_cnt[c], own_rows, own_X, halo_rows, halo_X, oa, ha, True, base)
     return own_ptr, own_rows, own_X, halo_ptr, halo_rows, halo_X
+
+
+# --------------------------------------------------------------------------
+# one partition's points, selected from the whole array by its box
+# --------------------------------------------------------------------------
+@nb.njit(inline="always")
+def _in_box(X, i, dims, lo, hi, w, widened):
+    """Point i in the box [lo, hi) of the split dimensions, or (widened) in
+    [lo - w, hi + w]: ``partition.owned_by`` and ``partition.in_widened_box``."""
+    for k in range(dims.shape[0]):
+        x = np.float64(X[i, dims[k]])
+        if widened:
+            if x < lo[k] - w or x > hi[k] + w:
+                return False
+        elif x < lo[k] or x >= hi[k]:
+            return False
+    return True
+
+
+@nb.njit(parallel=True, **_jit)
+def box_counts(X, dims, lo, hi, w, n_chunks):
+    """Owned and halo points of one box, per chunk of rows: (own, halo) int64
+    arrays of n_chunks.  One parallel pass, O(rows x split dimensions)."""
+    n = X.shape[0]
+    step = (n + n_chunks - 1) // n_chunks
+    own = np.zeros(n_chunks, dtype=np.int64)
+    halo = np.zeros(n_chunks, dtype=np.int64)
+    for c in nb.prange(n_chunks):
+        a = 0
+        b = 0
+        for i in range(c * step, min(n, (c + 1) * step)):
+            if _in_box(X, i, dims, lo, hi, w, False):
+                a += 1
+            elif _in_box(X, i, dims, lo, hi, w, True):
+                b += 1
+        own[c] = a
+        halo[c] = b
+    return own, halo
+
+
+@nb.njit(parallel=True, **_jit)
+def box_fill(X, dims, lo, hi, w, own_at, halo_at, out_X, out_ids):
+    """Write the box's owned points (from ``own_at[c]`` per chunk) then its halo
+    points (from ``halo_at[c]``) and their row ids, in row order: the counts of
+    :func:`box_counts` turned into start offsets, halo offsets after the owned."""
+    n = X.shape[0]
+    n_chunks = own_at.shape[0]
+    step = (n + n_chunks - 1) // n_chunks
+    d = X.shape[1]
+    for c in nb.prange(n_chunks):
+        a = own_at[c]
+        b = halo_at[c]
+        for i in range(c * step, min(n, (c + 1) * step)):
+            if _in_box(X, i, dims, lo, hi, w, False):
+                k = a
+                a += 1
+            elif _in_box(X, i, dims, lo, hi, w, True):
+                k = b
+                b += 1
+            else:
+                continue
+            for j in range(d):
+                out_X[k, j] = X[i, j]
+            out_ids[k] = i

@@ -62,8 +62,8 @@ def _in_process_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, dty
     n, P, d = blocks.n, plan.n_partitions, blocks.d
     where = worker_of_partition(client, P)
     t0 = time.perf_counter()
+    in_process_gpu.publish(token, X=blocks.array)
     try:
-        in_process_gpu.route_shared(token, blocks.array, plan, 2 * h)
         futs = [client.submit(in_process_gpu.dbscan_local_task, token, p, plan, h, eps,
                               min_samples, n, d, dtype, *blocks.futures, retries=retries,
                               key=f"{token}-local-{p}", workers=where[p],

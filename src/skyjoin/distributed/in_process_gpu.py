@@ -7,13 +7,15 @@ need: scattering, routing and block summaries, and the assembly of the
 partitions' rows into one table (docs/design.md has the
 measurement):
 
-* **input**: the caller's array is not scattered: the driver routes it
-  once (:func:`route_shared`: one parallel pass, ``routing.route_pieces``)
-  into each partition's owned points and halo, in host memory shared with
-  the workers, and each partition task copies only its own piece to its
-  GPU: O(n) host work and memory for the routing, then O(points of the
-  partition and its halo) host-to-device bytes and device memory per
-  partition, so that the GPUs together hold more points than one could;
+* **input**: the caller's array is neither scattered nor copied: each
+  partition task reads it in place, selects its owned points and its halo
+  by its box (:func:`partition_on_gpu`: two parallel passes on the
+  worker's cores, ``_kernels.box_counts`` and ``box_fill``, the rule of
+  :mod:`.partition`) straight into pinned buffers from CuPy's pool, and
+  copies only them to its GPU.  O(n) host reads per partition, O(points of
+  the partition and its halo) host writes, host-to-device bytes and device
+  memory, and no fresh host memory once the pool holds the buffers: the
+  GPUs together hold more points than one could;
 * **output**, in two phases: each partition counts its owned rows on its
   GPU and keeps its engine (grids, ranges, counts) in this process; the
   count tasks write the counts into one array; the driver turns them into
@@ -32,22 +34,22 @@ from __future__ import annotations
 import contextlib
 import threading
 
+import numba
 import numpy as np
 
 from .._core.device import cupy
 from .._core.threads import threadsafe_numba
-from .._core.transfer import d2h, d2pinned, h2d
+from .._core.transfer import d2h, d2pinned
 from ..dbscan.table_gpu import component_lows
 from ..dbscan.grid_gpu import grid_components, grid_labels
 from ..join.gpu import gpu_self_join
 from ..join.gpu_pipeline import count_rows, fill_rows
-from ._kernels import place_rows, scatter_into
+from ._kernels import box_counts, box_fill, place_rows, scatter_into
 from .halo_dbscan import owned_labels, partition_dbscan
 from .owned_rows import OwnedRows
 from .partition import deep_inside, in_widened_box
-from .routing import route_pieces
 
-__all__ = ["in_process", "route_shared", "partition_on_gpu", "publish", "lookup", "take", "drop", "numba_lock",
+__all__ = ["in_process", "partition_on_gpu", "publish", "lookup", "take", "drop", "numba_lock",
            "count_task", "fill_task", "device_table_task", "dbscan_local_task", "dbscan_labels_task"]
 
 _REGISTRY: dict = {}
@@ -83,24 +85,14 @@ def drop(token: str) -> None:
         _REGISTRY.pop(token, None)
 
 
-def route_shared(token: str, X: np.ndarray, plan, width: float) -> None:
-    """Route the caller's (checked) array once, on the driver, and share the pieces.
+def partition_on_gpu(cp, token: str, p: int, plan, width: float):
+    """Partition p's owned points then its halo (``width`` wide), copied to this
+    thread's GPU from the caller's array (shared by the driver as "X").
 
-    Partition p's piece is (owned ids, owned points, halo ids, halo points)
-    with the halo ``width`` wide (:func:`.routing.route_pieces`, the rule
-    of :mod:`.partition`), ids ascending in each.  O(n) work on the
-    driver's cores; O(n + halo points) host memory, freed when the call
-    ends.
-    """
-    with numba_lock():      # other calls' workers may be running Numba's threads
-        publish(token, pieces=route_pieces(X, 0, plan, width))
-
-
-def partition_on_gpu(cp, token: str, p: int):
-    """Partition p's owned points then its halo, copied to this thread's GPU.
-
-    Only the partition's piece crosses to the device: O(points of the
-    partition and its halo) bytes and device memory.
+    Two parallel passes over the array select the box's points straight into
+    pinned buffers (CuPy's pinned pool keeps them for the next call); only
+    those cross to the device.  O(n) reads, O(m) writes for the m points of
+    the partition and its halo.
 
     Returns
     -------
@@ -110,19 +102,29 @@ def partition_on_gpu(cp, token: str, p: int):
         Global id of each row of S.
     n_own : int
     """
-    pieces = lookup(token, "pieces")
-    if pieces is None:
+    import cupyx
+
+    X = lookup(token, "X")
+    if X is None:
         raise RuntimeError(f"{token}: the shared points are gone (the call ended or failed)")
-    own_ids, own_X, halo_ids, halo_X = pieces[p]
-    n_own, m = len(own_ids), len(own_ids) + len(halo_ids)
-    S = cp.empty((m, own_X.shape[1]), dtype=own_X.dtype)
+    lo, hi = plan.box(p)
+    dims = np.asarray(plan.dims, dtype=np.int64)
+    lo, hi, w = np.asarray(lo, np.float64), np.asarray(hi, np.float64), float(width)
+    chunks = int(min(max(1, len(X) // 65536), 8 * numba.get_num_threads()))
+    with numba_lock():
+        own, halo = box_counts(X, dims, lo, hi, w, chunks)
+    n_own, m = int(own.sum()), int(own.sum() + halo.sum())
+    own_at = np.concatenate([[0], np.cumsum(own)[:-1]]).astype(np.int64)
+    halo_at = (n_own + np.concatenate([[0], np.cumsum(halo)[:-1]])).astype(np.int64)
+    hX = cupyx.empty_pinned((m, X.shape[1]), dtype=X.dtype)
+    hids = cupyx.empty_pinned((m,), dtype=np.int64)
+    with numba_lock():
+        box_fill(X, dims, lo, hi, w, own_at, halo_at, hX, hids)
+    S = cp.empty((m, X.shape[1]), dtype=X.dtype)
     ids = cp.empty(m, dtype=cp.int64)
-    if n_own:
-        h2d(cp, own_X, S[:n_own])
-        h2d(cp, own_ids, ids[:n_own])
-    if m > n_own:
-        h2d(cp, halo_X, S[n_own:])
-        h2d(cp, halo_ids, ids[n_own:])
+    if m:
+        S.set(hX)
+        ids.set(hids)
     return S, ids, n_own
 
 
@@ -132,7 +134,7 @@ def partition_on_gpu(cp, token: str, p: int):
 def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, d, dtype, blocks):
     """Partition p's engine with the counts of its owned rows (on this thread's GPU)."""
     cp = cupy()
-    S, ids, n_own = partition_on_gpu(cp, token, p)
+    S, ids, n_own = partition_on_gpu(cp, token, p, plan, h)
     c = count_rows(None, S, eps, include_self=include_self, precision=precision,
                    query_rows=n_own, column_ids=ids.astype(cp.int32), n_columns=n,
                    counts_only=counts_only)
@@ -182,11 +184,11 @@ def fill_task(token, p, plan, h, eps, include_self, precision, sort, n, d, dtype
     return written[0], tm
 
 
-def device_table_task(token, p, eps, include_self, precision, sort, n):
+def device_table_task(token, p, plan, h, eps, include_self, precision, sort, n):
     """Partition p's owned rows as a table kept on this thread's GPU: ``[OwnedRows]``
     (global row ids and a CSR table with global column ids, CuPy arrays)."""
     cp = cupy()
-    S, ids, n_own = partition_on_gpu(cp, token, p)
+    S, ids, n_own = partition_on_gpu(cp, token, p, plan, h)
     nt = gpu_self_join(S, eps, include_self=include_self, sort=sort, precision=precision,
                        query_rows=n_own, column_ids=ids.astype(cp.int32), n_columns=n,
                        on_device=True)
@@ -216,7 +218,7 @@ def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
     runs on the partition's points instead.
     """
     cp = cupy()
-    S, ids, n_own = partition_on_gpu(cp, token, p)       # routed 2 h wide
+    S, ids, n_own = partition_on_gpu(cp, token, p, plan, 2 * h)
     g = grid_components(S, eps, min_samples) if n_own else None
     if g is None:
         own_ids, halo_ids = cp.asnumpy(ids[:n_own]), cp.asnumpy(ids[n_own:])

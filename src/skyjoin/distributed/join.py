@@ -490,18 +490,18 @@ def _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, outp
     n, P, d = blocks.n, plan.n_partitions, blocks.d
     where = worker_of_partition(client, P)
     if output == "device":
+        in_process_gpu.publish(token, X=blocks.array)
         try:
-            in_process_gpu.route_shared(token, blocks.array, plan, h)
-            futs = [client.submit(in_process_gpu.device_table_task, token, p, eps, include_self,
-                                  precision, sort, n, retries=retries, key=f"{token}-device-{p}",
-                                  workers=where[p], allow_other_workers=True) for p in range(P)]
+            futs = [client.submit(in_process_gpu.device_table_task, token, p, plan, h, eps,
+                                  include_self, precision, sort, n, retries=retries,
+                                  key=f"{token}-device-{p}", workers=where[p],
+                                  allow_other_workers=True) for p in range(P)]
             return _kept_on_device(client, futs, token)
         finally:
-            in_process_gpu.drop(token)     # the pieces; the tables stay with the futures
+            in_process_gpu.drop(token)     # the shared points; the tables stay with the futures
     counts = alloc_host(n, np.int64)      # every row is written by its one owner (checked)
-    in_process_gpu.publish(token, counts=counts)
+    in_process_gpu.publish(token, X=blocks.array, counts=counts)
     try:
-        in_process_gpu.route_shared(token, blocks.array, plan, h)
         futs = [client.submit(in_process_gpu.count_task, token, p, plan, h, eps, include_self,
                               precision, output, n, d, dtype, *blocks.futures, retries=retries,
                               key=f"{token}-count-{p}", workers=where[p],
