@@ -771,3 +771,18 @@ def test_box_selection_matches_the_partition_rule(dtype):
             box_fill(X, dims, lo, hi, 0.3, own_at, halo_at, out_X, out_ids)
             np.testing.assert_array_equal(out_ids, np.concatenate([own_ref, halo_ref]))
             np.testing.assert_array_equal(out_X, X[out_ids])
+
+
+def test_bench_task_seconds_groups_keys():
+    """The bench's per-task seconds: skyjoin's keys by their kind, Dask's own (and a
+    collection's chunk keys, tuples) by their name prefix, transfers apart."""
+    from skyjoin.bench.distributed import task_seconds
+
+    def rec(key, action, t):
+        return {"key": key, "startstops": [{"action": action, "start": 0.0, "stop": t}]}
+
+    stream = [rec(("array-sum-394a26c027585db8d05d51715400dc0b", 5), "compute", 1.0),
+              rec(("array-sum-394a26c027585db8d05d51715400dc0b", 6), "compute", 2.0),
+              rec("skyjoin-join-0123456789-route-3", "compute", 0.5),
+              rec("skyjoin-join-0123456789-route-4", "transfer", 0.25)]
+    assert task_seconds(stream) == {"array-sum": 3.0, "route": 0.5, "route (transfer)": 0.25}

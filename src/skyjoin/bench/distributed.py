@@ -176,11 +176,14 @@ def task_seconds(stream) -> dict:
     """Seconds of compute (and of transfers) per kind of task, from a Dask task stream.
 
     Keys like ``skyjoin-join-<token>-route-3`` count as "route";
-    Dask's own tasks under their name prefix.
+    Dask's own tasks (a collection's chunks too) under their name prefix.
     """
     out: dict = {}
     for rec in stream:
-        key = rec["key"] if isinstance(rec["key"], str) else str(rec["key"])
+        key = rec["key"]
+        if isinstance(key, tuple):          # a Dask collection's chunk: (name, index...)
+            key = key[0]
+        key = str(key)
         kind = _KEY.sub("", key)
         kind = re.sub(r"-[0-9a-f]{32}$", "", kind)         # Dask's own keys: name-hash
         kind = re.sub(r"(-\d+)+$", "", kind) or key
