@@ -68,8 +68,9 @@ def assemble_chunk(lo: int, hi: int, *pieces) -> np.ndarray:
 
 
 def _slice(counts: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """Rows ``[lo, hi)`` of a whole counts array (a copy, so that the chunk owns its data)."""
-    return np.array(counts[lo:hi], dtype=np.int64)
+    """Rows ``[lo, hi)`` of a whole int64 counts array: a view, O(1), not an O(n)
+    copy (the chunks together cover the array, which they keep alive)."""
+    return counts[lo:hi]
 
 
 def _as_array(futures, ranges) -> dask.array.Array:
