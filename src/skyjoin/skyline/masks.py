@@ -294,7 +294,8 @@ def rowmax_and_pivot_candidates(X, block, k):
 def _rowmax_parallel(X, block, k, rowmax, cand, csum, nb):
     """The blocks of :func:`_rowmax_blocks` on Numba's threads."""
     for b in prange(nb):
-        _rowmax_blocks(X, block, k, rowmax, cand, csum, b, b + 1)
+        b0 = np.int64(b)        # one signature of the range kernel, not one per index type
+        _rowmax_blocks(X, block, k, rowmax, cand, csum, b0, b0 + 1)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -360,7 +361,8 @@ def prefilter_keep(X, tau, s, PT, block):
 def _prefilter_parallel(X, tau, s, PT, block, keep, counts, tcounts, nb):
     """The blocks of :func:`_prefilter_blocks` on Numba's threads."""
     for b in prange(nb):
-        _prefilter_blocks(X, tau, s, PT, block, keep, counts, tcounts, b, b + 1)
+        b0 = np.int64(b)
+        _prefilter_blocks(X, tau, s, PT, block, keep, counts, tcounts, b0, b0 + 1)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
