@@ -160,7 +160,7 @@ def _single_fn(op, get, eps, m, device, scratch):
             path = os.path.join(_parquet_dir(scratch), "pairs.parquet")
             return sj.self_join(get(), eps, device=device, out=path).n_pairs
         if op == "device":
-            return sj.self_join(get(), eps, device="gpu", on_device=True).n_pairs
+            return sj.self_join(get(), eps, device=device, on_device=True).n_pairs
         if op == "dbscan":
             est = sj.DBSCAN(eps=eps, min_samples=m, device=device).fit(get())
             return int(est.labels_.max() + 1)
@@ -321,17 +321,20 @@ def run(quick: bool = False, out_dir: str = "bench-results", device: str = "cpu"
     for name, op, n, d, eps, m in specs:
         log(f"  {name}: {n:,} points, {d}-D, eps {eps}; result: {OUTPUTS[op]}")
     rows = []
-    if single:
-        rows += run_suite("distributed", _cases(specs, device, None, "single machine", scratch,
-                                                repeat), log=log)
-    for k in counts:
-        label = _label(k, device)
-        t0 = time.perf_counter()
-        with _cluster(k, device) as cluster, Client(cluster) as client:
-            log(f"  cluster of {k} worker(s) up in {time.perf_counter() - t0:.1f} s, "
-                f"dashboard {client.dashboard_link}")
-            rows += run_suite("distributed", _cases(specs, device, client, label, scratch,
-                                                    repeat), log=log)
+    try:
+        if single:
+            rows += run_suite("distributed", _cases(specs, device, None, "single machine",
+                                                    scratch, repeat), log=log)
+        for k in counts:
+            label = _label(k, device)
+            t0 = time.perf_counter()
+            with _cluster(k, device) as cluster, Client(cluster) as client:
+                log(f"  cluster of {k} worker(s) up in {time.perf_counter() - t0:.1f} s, "
+                    f"dashboard {client.dashboard_link}")
+                rows += run_suite("distributed", _cases(specs, device, client, label, scratch,
+                                                        repeat), log=log)
+    finally:
+        _LAST.clear()       # the points shared by the cases go with the run
     summary = scaling(rows, [_label(k, device) for k in counts])
     json_path, png = write_report("distributed", rows, out_dir,
                                   title=f"skyjoin.distributed ({device})")
