@@ -119,6 +119,16 @@ class ReduceModule:
         kind = name.split("<")[0]
 
         def run(grid, block, args):
+            if kind == "column_bounds":
+                a, n, d, j0, lo, hi, flag = args
+                rows = np.asarray(a).reshape(-1)[:int(n) * int(d)].reshape(int(n), int(d))
+                cols = rows[:, int(j0):int(j0) + 8].astype(np.float64)
+                k = slice(int(j0), int(j0) + cols.shape[1])
+                lo[:, k], hi[:, k] = np.inf, -np.inf
+                with np.errstate(invalid="ignore"):
+                    lo[0, k], hi[0, k] = np.fmin.reduce(cols, axis=0), np.fmax.reduce(cols, axis=0)
+                flag[0] |= int(not np.isfinite(cols).all())
+                return
             a, n, out = args
             a = np.asarray(a)[:int(n)]
             if kind == "block_sum":

@@ -39,3 +39,50 @@ __global__ void flag_zero(const T* x, long long n, int* flag) {
          i += (long long)gridDim.x * blockDim.x)
         if (x[i] == T(0)) { *flag = 1; return; }
 }
+
+// Column bounds of a C-contiguous (n, d) array, columns j0 .. j0 + 7 (a pass per 8
+// columns): per-block minima and maxima into lo[block * d + j], hi[...]; flag set when
+// a value is NaN or inf.  A block without rows leaves +inf / -inf.
+template <typename T>
+__global__ void column_bounds(const T* x, long long n, int d, int j0, double* lo, double* hi,
+                              int* flag) {
+    __shared__ double slo[8][256];
+    __shared__ double shi[8][256];
+    double a[8], b[8];
+    const int m = min(8, d - j0);
+    const double inf = __longlong_as_double(0x7ff0000000000000LL);   // NVRTC has no INFINITY
+    #pragma unroll
+    for (int k = 0; k < 8; ++k) { a[k] = inf; b[k] = -inf; }
+    int bad = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const T* row = x + i * d + j0;
+        #pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            if (k < m) {
+                double v = (double)row[k];
+                bad |= !isfinite(v);
+                a[k] = fmin(a[k], v);
+                b[k] = fmax(b[k], v);
+            }
+        }
+    }
+    if (bad) *flag = 1;
+    #pragma unroll
+    for (int k = 0; k < 8; ++k) { slo[k][threadIdx.x] = a[k]; shi[k][threadIdx.x] = b[k]; }
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) {
+            #pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                slo[k][threadIdx.x] = fmin(slo[k][threadIdx.x], slo[k][threadIdx.x + w]);
+                shi[k][threadIdx.x] = fmax(shi[k][threadIdx.x], shi[k][threadIdx.x + w]);
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x < m) {
+        lo[blockIdx.x * (long long)d + j0 + threadIdx.x] = slo[threadIdx.x][0];
+        hi[blockIdx.x * (long long)d + j0 + threadIdx.x] = shi[threadIdx.x][0];
+    }
+}

@@ -1,0 +1,50 @@
+"""Column bounds on the GPU (skyjoin._core.device_reduce.column_bounds) against NumPy:
+on the GPU where there is one, and through the NumPy stand-in of its kernel
+(tests/_cuda_emulation.py) for the wrapper everywhere."""
+
+import numpy as np
+import pytest
+
+from _cuda_emulation import FakeCupy, emulate_reductions
+
+SHAPES = [(1, 1), (5, 2), (1000, 3), (300001, 2), (4097, 8), (777, 9), (2000, 17)]
+
+
+def _cases(seed=0):
+    rng = np.random.default_rng(seed)
+    for n, d in SHAPES:
+        for dtype in (np.float64, np.float32):
+            X = (rng.normal(size=(n, d)) * 10.0 ** rng.integers(-3, 6, size=d)).astype(dtype)
+            yield X
+
+
+def _check(cp, X):
+    from skyjoin._core.device_reduce import column_bounds
+
+    lo, hi, finite = column_bounds(cp, cp.asarray(X))
+    assert finite
+    np.testing.assert_array_equal(lo, X.min(axis=0).astype(np.float64))
+    np.testing.assert_array_equal(hi, X.max(axis=0).astype(np.float64))
+    for bad in (np.nan, np.inf, -np.inf):
+        Y = X.copy()
+        Y[len(Y) // 2, Y.shape[1] - 1] = bad
+        assert not column_bounds(cp, cp.asarray(Y))[2]
+
+
+def test_column_bounds_wrapper_equals_numpy(monkeypatch):
+    emulate_reductions(monkeypatch)
+    for X in _cases(1):
+        _check(FakeCupy(), X)
+
+
+@pytest.mark.gpu
+def test_column_bounds_on_the_gpu_equal_numpy():
+    from skyjoin._core.device import cupy
+
+    cp = cupy()
+    for X in _cases(2):
+        _check(cp, X)
+    with pytest.raises(ValueError, match="at least one row"):
+        from skyjoin._core.device_reduce import column_bounds
+
+        column_bounds(cp, cp.zeros((0, 2)))
