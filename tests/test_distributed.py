@@ -786,3 +786,18 @@ def test_bench_task_seconds_groups_keys():
               rec("skyjoin-join-0123456789-route-3", "compute", 0.5),
               rec("skyjoin-join-0123456789-route-4", "transfer", 0.25)]
     assert task_seconds(stream) == {"array-sum": 3.0, "route": 0.5, "route (transfer)": 0.25}
+
+
+def test_host_counts_views_the_array(client):
+    """The in-process GPU path's counts: a Dask array of views of the host array,
+    chunked by row_ranges, equal to it when computed on the cluster."""
+    from skyjoin.distributed.count_chunks import CHUNK_ROWS, host_counts, row_ranges
+
+    for n, parts in ((0, 2), (7, 3), (1000, 2), (CHUNK_ROWS + 5, 2)):
+        counts = np.random.default_rng(n).integers(0, 100, n).astype(np.int64)
+        arr = host_counts(counts, parts)
+        assert type(arr).__module__.startswith("dask.array") and arr.dtype == np.int64
+        assert arr.chunks == (tuple(hi - lo for lo, hi in row_ranges(n, parts)),)
+        np.testing.assert_array_equal(client.compute(arr).result(), counts)
+        assert int(arr.sum().compute()) == int(counts.sum())
+    assert host_counts(counts, 2).name != host_counts(counts, 2).name      # never hashed

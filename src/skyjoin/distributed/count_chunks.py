@@ -13,6 +13,7 @@ and R chunks.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -122,9 +123,12 @@ def whole_counts(client: distributed.Client, result, n: int, token: str,
 def host_counts(counts: np.ndarray, n_partitions: int) -> dask.array.Array:
     """The counts array over an array in this process's memory (workers that are
     threads of this process read its chunks in place): chunks of
-    :func:`row_ranges`, no copy, no hashing of the data (a random name)."""
+    :func:`row_ranges`, each a view of ``counts`` in the graph, no copy, no
+    hashing of the data (a random name).  O(chunks); ``dask.array.from_array``
+    took seconds on such an array (docs/design.md)."""
     import dask.array as da
 
     ranges = row_ranges(len(counts), n_partitions)
-    return da.from_array(counts, chunks=(tuple(hi - lo for lo, hi in ranges),), name=False,
-                         asarray=False, lock=False)
+    name = f"skyjoin-counts-{uuid.uuid4().hex}"
+    graph = {(name, i): counts[lo:hi] for i, (lo, hi) in enumerate(ranges)}
+    return da.Array(graph, name, (tuple(hi - lo for lo, hi in ranges),), dtype=counts.dtype)
