@@ -105,6 +105,10 @@ class Blocks:
         That array, checked, when it was not scattered (``scatter=False``:
         for workers that share this process, see :mod:`.shared`); futures
         is then empty.
+    slices : ndarray of int64 or None
+        Row bounds of the array's slices held by the GPU worker threads of
+        this process (slice t on the t-th worker in sorted order), when
+        :mod:`.gpu_slices` loaded them; None otherwise.
     """
 
     futures: list
@@ -115,6 +119,7 @@ class Blocks:
     sample: np.ndarray
     from_array: bool = False
     array: np.ndarray | None = None
+    slices: np.ndarray | None = None
 
     @property
     def n(self) -> int:

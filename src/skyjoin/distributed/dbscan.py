@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 from .._core.memory import alloc_host
 from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
-from . import in_process_gpu
+from ..dbscan.plan import grid_applies
+from . import gpu_slices, in_process_gpu
 from ._kernels import true_indices
 from .blocks import Points, get_client, new_token, reruns_on_lost_input, stacked
 from .halo_dbscan import merge_part, merge_partitions, owned_labels, partition_dbscan
@@ -55,17 +56,22 @@ def _whole_dbscan(eps, min_samples, device, precision, d, dtype, *blocks):
 # --------------------------------------------------------------------------
 # driver side
 # --------------------------------------------------------------------------
-def _in_process_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, dtype, retries):
+def _in_process_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, precision,
+                           retries):
     """Steps 1 to 3 on in-process GPU workers (see :mod:`.in_process_gpu`): the local
     clusterings stay on the GPUs between steps, and the labels are written
-    straight into the result.  Returns (labels, core_sample_indices, phases)."""
-    n, P, d = blocks.n, plan.n_partitions, blocks.d
+    straight into the result.  The partitions take the single machine's
+    path rule (grid or points, :func:`skyjoin.dbscan.plan.grid_applies`).
+    Returns (labels, core_sample_indices, phases)."""
+    n, P = blocks.n, plan.n_partitions
+    grid = grid_applies("gpu", precision, False, blocks.d)
     where = worker_of_partition(client, P)
     t0 = time.perf_counter()
     in_process_gpu.publish(token, X=blocks.array)
     try:
+        routed = gpu_slices.route(client, token, blocks, plan, 2 * h)
         futs = [client.submit(in_process_gpu.dbscan_local_task, token, p, plan, h, eps,
-                              min_samples, n, d, dtype, *blocks.futures, retries=retries,
+                              min_samples, n, precision, grid, *routed, retries=retries,
                               key=f"{token}-local-{p}", workers=where[p],
                               allow_other_workers=True) for p in range(P)]
         parts = client.gather(futs)
@@ -78,7 +84,7 @@ def _in_process_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, dty
         core = alloc_host(n, np.bool_)
         in_process_gpu.publish(token, labels=labels, core=core)
         futs = [client.submit(in_process_gpu.dbscan_labels_task, token, p, comp_labels[p], plan,
-                              h, eps, min_samples, n, d, dtype, *blocks.futures, retries=retries,
+                              h, eps, min_samples, n, precision, grid, retries=retries,
                               key=f"{token}-labels-{p}", workers=where[p],
                               allow_other_workers=True) for p in range(P)]
         done = sum(client.gather(futs))
@@ -196,23 +202,27 @@ class DBSCAN:
         client = get_client(self.client)
         dtype = working_dtype(precision)
         tm: dict[str, float] = {}
+        token = new_token("dbscan")
         t0 = time.perf_counter()
         blocks = load_blocks(client, X, n_partitions, dtype=dtype, columns=columns,
                              block_rows=self.block_rows, replicas=self.replicas,
-                             retries=self.retries,
+                             retries=self.retries, token=token,
                              shared=in_process_gpu_path(client, self.device))
         n = blocks.n
         if n == 0:
             raise ValueError("X is empty: DBSCAN needs at least one point")
         t1 = time.perf_counter()
-        run = plan_run(blocks, eps, precision, n_partitions, client, self.device,
-                       halo_factor=2)
+        try:
+            run = plan_run(blocks, eps, precision, n_partitions, client, self.device,
+                           halo_factor=2)
+        except BaseException:
+            in_process_gpu.drop(token)      # what a load onto the GPUs left there
+            raise
         log.info("DBSCAN: %s", run.describe())
         plan, h = run.boxes, run.halo
-        token = new_token("dbscan")
         if run.path == "in_process_gpu":
             self.labels_, self.core_sample_indices_, phases = _in_process_gpu_dbscan(
-                client, blocks, plan, h, token, eps, min_samples, dtype, self.retries)
+                client, blocks, plan, h, token, eps, min_samples, precision, self.retries)
             del blocks
             self.n_partitions_ = plan.n_partitions
             tm.update(load=t1 - t0, **phases)

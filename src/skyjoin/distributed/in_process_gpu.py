@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 
 import numba
 import numpy as np
@@ -45,44 +46,20 @@ from ..dbscan.grid_gpu import grid_components, grid_labels
 from ..join.gpu import gpu_self_join
 from ..join.gpu_pipeline import count_rows, fill_rows
 from ._kernels import box_counts, box_fill, place_rows, scatter_into
+from .gpu_slices import gather
 from .halo_dbscan import owned_labels, partition_dbscan
 from .owned_rows import OwnedRows
 from .partition import deep_inside, in_widened_box
+from .registry import drop, lookup, publish, take
 
-__all__ = ["in_process", "partition_on_gpu", "publish", "lookup", "take", "drop", "numba_lock",
+__all__ = ["in_process", "partition_on_gpu", "partition_points", "publish", "lookup", "take", "drop", "numba_lock",
            "count_task", "fill_task", "device_table_task", "dbscan_local_task", "dbscan_labels_task"]
-
-_REGISTRY: dict = {}
-_LOCK = threading.Lock()
 
 
 def in_process(client) -> bool:
     """Whether every worker of ``client`` is a thread of this process (Dask's inproc transport)."""
     workers = client.scheduler_info(n_workers=-1)["workers"]
     return bool(workers) and all(str(a).startswith("inproc://") for a in workers)
-
-
-def publish(token: str, **objs) -> None:
-    """Share objects of one call with its worker threads."""
-    with _LOCK:
-        _REGISTRY.setdefault(token, {}).update(objs)
-
-
-def lookup(token: str, name: str, default=None):
-    with _LOCK:
-        return _REGISTRY.get(token, {}).get(name, default)
-
-
-def take(token: str, name: str):
-    """Remove and return a shared object (None when absent)."""
-    with _LOCK:
-        return _REGISTRY.get(token, {}).pop(name, None)
-
-
-def drop(token: str) -> None:
-    """Forget everything one call shared (its engines free their GPU memory)."""
-    with _LOCK:
-        _REGISTRY.pop(token, None)
 
 
 def partition_on_gpu(cp, token: str, p: int, plan, width: float):
@@ -131,41 +108,73 @@ def partition_on_gpu(cp, token: str, p: int, plan, width: float):
 # --------------------------------------------------------------------------
 # the join
 # --------------------------------------------------------------------------
-def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, d, dtype, blocks):
-    """Partition p's engine with the counts of its owned rows (on this thread's GPU)."""
+def partition_points(cp, token: str, p: int, plan, width: float):
+    """Partition p's owned points then its halo on this thread's GPU, as
+    :func:`partition_on_gpu` returns them: gathered from the GPUs' routed
+    slices when this call sliced the array (:func:`.gpu_slices.gather`),
+    else selected from the shared array on the host (:func:`partition_on_gpu`;
+    also a retried task, whose first attempt took the routed parts)."""
+    got = gather(cp, token, p, width)
+    return got if got is not None else partition_on_gpu(cp, token, p, plan, width)
+
+
+def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, steps=None):
+    """Partition p's engine with the counts of its owned rows (on this thread's GPU);
+    ``steps`` gets the seconds of "points", "count" and "to_host"."""
     cp = cupy()
-    S, ids, n_own = partition_on_gpu(cp, token, p, plan, h)
+    tick = _ticker(cp, steps)
+    S, ids, n_own = partition_points(cp, token, p, plan, h)
+    tick("points")
     c = count_rows(None, S, eps, include_self=include_self, precision=precision,
                    query_rows=n_own, column_ids=ids.astype(cp.int32), n_columns=n,
                    counts_only=counts_only)
+    tick("count")
     own_ids = d2h(cp, ids[:n_own])
     counts = d2h(cp, c.counts.astype(cp.int64)) if c.counts is not None \
         else np.zeros(n_own, dtype=np.int64)
+    tick("to_host")
     return c, own_ids, counts
 
 
-def count_task(token, p, plan, h, eps, include_self, precision, output, n, d, dtype, *blocks):
+def _ticker(cp, steps):
+    """tick(name): the seconds since the last tick (the device synchronised) into steps."""
+    last = [time.perf_counter()]
+
+    def tick(name):
+        if steps is not None:
+            cp.cuda.get_current_stream().synchronize()
+            now = time.perf_counter()
+            steps[name] = steps.get(name, 0.0) + now - last[0]
+            last[0] = now
+    return tick
+
+
+def count_task(token, p, plan, h, eps, include_self, precision, output, n, *after):
     """Phase 1 on a worker: the counts of partition p's owned rows, written into the
-    shared counts; the engine is kept for phase 2.  Returns the number of rows."""
+    shared counts; the engine is kept for phase 2.  Returns the number of rows and
+    the seconds of its steps ("points", "count", "to_host", "scatter").
+    ``after``: the futures of the routing it waits for (:func:`.gpu_slices.route`)."""
+    steps: dict = {}
     c, own_ids, counts = _counted(token, p, plan, h, eps, include_self, precision,
-                                  output == "counts", n, d, dtype, blocks)
+                                  output == "counts", n, steps)
     out = lookup(token, "counts")
     if out is None:
         raise RuntimeError(f"{token}: the shared counts are gone (the call ended or failed)")
+    t = time.perf_counter()
     with numba_lock():
         scatter_into(own_ids, counts, out)
+    steps["scatter"] = time.perf_counter() - t
     if output != "counts":
         publish(token, **{f"part-{p}": (c, own_ids, counts)})
-    return len(own_ids)
+    return len(own_ids), steps
 
 
-def fill_task(token, p, plan, h, eps, include_self, precision, sort, n, d, dtype, *blocks):
+def fill_task(token, p, plan, h, eps, include_self, precision, sort, n):
     """Phase 2 on a worker: partition p's rows, written into the shared table; returns
     the number of pairs written and the engine's phase times."""
     kept = take(token, f"part-{p}")
     if kept is None:        # retried elsewhere: count again
-        kept = _counted(token, p, plan, h, eps, include_self, precision, False, n, d, dtype,
-                        blocks)
+        kept = _counted(token, p, plan, h, eps, include_self, precision, False, n)
     c, own_ids, counts = kept
     indptr, indices = lookup(token, "indptr"), lookup(token, "indices")
     if indptr is None:
@@ -184,11 +193,12 @@ def fill_task(token, p, plan, h, eps, include_self, precision, sort, n, d, dtype
     return written[0], tm
 
 
-def device_table_task(token, p, plan, h, eps, include_self, precision, sort, n):
+def device_table_task(token, p, plan, h, eps, include_self, precision, sort, n, *after):
     """Partition p's owned rows as a table kept on this thread's GPU: ``[OwnedRows]``
-    (global row ids and a CSR table with global column ids, CuPy arrays)."""
+    (global row ids and a CSR table with global column ids, CuPy arrays).
+    ``after``: the futures of the routing it waits for."""
     cp = cupy()
-    S, ids, n_own = partition_on_gpu(cp, token, p, plan, h)
+    S, ids, n_own = partition_points(cp, token, p, plan, h)
     nt = gpu_self_join(S, eps, include_self=include_self, sort=sort, precision=precision,
                        query_rows=n_own, column_ids=ids.astype(cp.int32), n_columns=n,
                        on_device=True)
@@ -207,24 +217,26 @@ def numba_lock():
 # --------------------------------------------------------------------------
 # DBSCAN
 # --------------------------------------------------------------------------
-def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
+def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid):
     """Partition p's local clustering on this thread's GPU (see :mod:`.halo_dbscan`).
 
     Returns (kept, merge part): ``kept`` is what the labelling needs later,
     the merge part is (reps, is_node, edge_rep, edge_id) as in
-    ``partition_dbscan``.  The grid DBSCAN of :mod:`skyjoin.dbscan.grid_gpu`
-    runs its first three stages on the partition and stays on the GPU;
-    where it does not apply (d > 4, too many cells), ``partition_dbscan``
-    runs on the partition's points instead.
+    ``partition_dbscan``.  With ``grid`` (the driver's
+    :func:`skyjoin.dbscan.plan.grid_applies`: float64, d <= 4), the grid
+    DBSCAN of :mod:`skyjoin.dbscan.grid_gpu` runs its first three stages on
+    the partition and stays on the GPU; without, or when its grid would
+    hold too many cells, ``partition_dbscan`` runs on the partition's
+    points in ``precision``.
     """
     cp = cupy()
-    S, ids, n_own = partition_on_gpu(cp, token, p, plan, 2 * h)
-    g = grid_components(S, eps, min_samples) if n_own else None
+    S, ids, n_own = partition_points(cp, token, p, plan, 2 * h)
+    g = grid_components(S, eps, min_samples) if grid and n_own else None
     if g is None:
         own_ids, halo_ids = cp.asnumpy(ids[:n_own]), cp.asnumpy(ids[n_own:])
         state = partition_dbscan(own_ids, cp.asnumpy(S[:n_own]), halo_ids,
                                  cp.asnumpy(S[n_own:]), plan, p, h, eps, min_samples, "gpu",
-                                 "float64")
+                                 precision)
         return ("points", state), (state["reps"], state["is_node"], state["edge_rep"],
                                    state["edge_id"])
     del S
@@ -246,19 +258,20 @@ def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, d, dtype, blocks):
     return ("grid", (g, gid, own, roots)), part
 
 
-def dbscan_local_task(token, p, plan, h, eps, min_samples, n, d, dtype, *blocks):
-    """Step 1 on a worker: the merge part of partition p; the rest is kept for step 3."""
-    kept, part = _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, d, dtype, blocks)
+def dbscan_local_task(token, p, plan, h, eps, min_samples, n, precision, grid, *after):
+    """Step 1 on a worker: the merge part of partition p; the rest is kept for step 3.
+    ``after``: the futures of the routing it waits for."""
+    kept, part = _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid)
     publish(token, **{f"dbscan-{p}": kept})
     return part
 
 
-def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, d, dtype, *blocks):
+def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, precision, grid):
     """Step 3 on a worker: labels and core flags of partition p's owned points,
     written into the shared arrays; returns the number of points labelled."""
     kept = take(token, f"dbscan-{p}")
     if kept is None:        # retried elsewhere: cluster again (the same components)
-        kept, _ = _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, d, dtype, blocks)
+        kept, _ = _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid)
     labels_out, core_out = lookup(token, "labels"), lookup(token, "core")
     if labels_out is None:
         raise RuntimeError(f"{token}: the shared labels are gone (the call ended or failed)")

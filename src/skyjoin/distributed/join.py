@@ -47,7 +47,7 @@ from ..io import ParquetPairWriter
 from ..join.api import self_join as single_self_join
 from ..join.gpu import gpu_self_join
 from ..join.result import NeighborTable, index_dtype
-from . import in_process_gpu
+from . import gpu_slices, in_process_gpu
 from ._kernels import prefix_sum, select_rows
 from .count_chunks import host_counts, partition_counts, whole_counts
 from .blocks import Points, get_client, new_token, reruns_on_lost_input, stacked
@@ -405,20 +405,24 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
     client = get_client(client)
     tm = {} if timings is None else timings
     dtype = working_dtype(precision)
+    token = new_token("join")
     t0 = time.perf_counter()
     blocks = load_blocks(client, X, n_partitions, dtype=dtype, columns=columns,
-                         block_rows=block_rows, replicas=replicas, retries=retries,
+                         block_rows=block_rows, replicas=replicas, retries=retries, token=token,
                          shared=out is None and in_process_gpu_path(client, device))
     n = blocks.n
     t1 = time.perf_counter()
-    run = plan_run(blocks, eps, precision, n_partitions, client, device)
+    try:
+        run = plan_run(blocks, eps, precision, n_partitions, client, device)
+    except BaseException:
+        in_process_gpu.drop(token)      # what a load onto the GPUs left there
+        raise
     log.info("self_join: %s", run.describe())
     plan, h = run.boxes, run.halo
-    token = new_token("join")
     if run.path == "in_process_gpu":
         t2 = time.perf_counter()
         result = _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, kind,
-                                      sort, precision, dtype, retries, phases=tm)
+                                      sort, precision, retries, phases=tm)
         if kind == "counts":        # the shared host array, as the other paths' Dask array
             result = host_counts(result, plan.n_partitions)
         t3 = time.perf_counter()
@@ -482,18 +486,27 @@ def _kept_on_device(client, futs, token):
     return as_bag(futs)
 
 
+def _slowest_steps(phases, steps, prefix):
+    """Each step's seconds in the slowest partition, into ``phases`` as prefix_step."""
+    if phases is not None:
+        for t in steps:
+            for k, v in t.items():
+                phases[f"{prefix}_{k}"] = max(phases.get(f"{prefix}_{k}", 0.0), v)
+
+
 def _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, output, sort,
-                         precision, dtype, retries, phases=None):
+                         precision, retries, phases=None):
     """The partitioned join on in-process GPU workers (:mod:`.in_process_gpu`): count,
     allocate, fill in place.  O(n) host memory for the counts and row pointers, plus
     the table.  ``output="device"``: each partition's table stays on its GPU."""
-    n, P, d = blocks.n, plan.n_partitions, blocks.d
+    n, P = blocks.n, plan.n_partitions
     where = worker_of_partition(client, P)
     if output == "device":
         in_process_gpu.publish(token, X=blocks.array)
         try:
+            routed = gpu_slices.route(client, token, blocks, plan, h)
             futs = [client.submit(in_process_gpu.device_table_task, token, p, plan, h, eps,
-                                  include_self, precision, sort, n, retries=retries,
+                                  include_self, precision, sort, n, *routed, retries=retries,
                                   key=f"{token}-device-{p}", workers=where[p],
                                   allow_other_workers=True) for p in range(P)]
             return _kept_on_device(client, futs, token)
@@ -502,12 +515,15 @@ def _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, outp
     counts = alloc_host(n, np.int64)      # every row is written by its one owner (checked)
     in_process_gpu.publish(token, X=blocks.array, counts=counts)
     try:
+        routed = gpu_slices.route(client, token, blocks, plan, h)
         futs = [client.submit(in_process_gpu.count_task, token, p, plan, h, eps, include_self,
-                              precision, output, n, d, dtype, *blocks.futures, retries=retries,
+                              precision, output, n, *routed, retries=retries,
                               key=f"{token}-count-{p}", workers=where[p],
                               allow_other_workers=True) for p in range(P)]
-        rows = sum(client.gather(futs))
+        counted = client.gather(futs)
         del futs
+        rows = sum(r for r, _ in counted)
+        _slowest_steps(phases, [t for _, t in counted], "count")
         if rows != n:       # every point has exactly one owner
             raise RuntimeError(f"the partitions counted the rows of {rows} points of {n}")
         if output == "counts":
@@ -520,17 +536,14 @@ def _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, outp
         indices = alloc_host(total, index_dtype(n))
         in_process_gpu.publish(token, indptr=indptr, indices=indices)
         futs = [client.submit(in_process_gpu.fill_task, token, p, plan, h, eps, include_self,
-                              precision, sort, n, d, dtype, *blocks.futures, retries=retries,
+                              precision, sort, n, retries=retries,
                               key=f"{token}-fill-{p}", workers=where[p],
                               allow_other_workers=True) for p in range(P)]
         filled = client.gather(futs)
         written = sum(w for w, _ in filled)
         if written != total:     # never expected: each row is written by its one owner
             raise RuntimeError(f"the partitions wrote {written} pairs for a table of {total}")
-        if phases is not None:   # the slowest partition's engine phases
-            for _, t in filled:
-                for k, v in t.items():
-                    phases[f"gpu_{k}"] = max(phases.get(f"gpu_{k}", 0.0), v)
+        _slowest_steps(phases, [t for _, t in filled], "gpu")
         return NeighborTable(indptr, indices, (n, n), sorted=bool(sort))
     finally:
         in_process_gpu.drop(token)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._core.device import resolve_device
+from . import gpu_slices
 from .blocks import as_blocks, is_dask_array, is_dask_frame
 from .in_process_gpu import in_process
 from .partition import Boxes, halo_width, plan_partitions
@@ -128,13 +129,16 @@ def worker_of_partition(client, n_partitions: int) -> list:
     return [workers[p % len(workers)] for p in range(n_partitions)]
 
 
-def load_blocks(client, X, n_partitions, *, shared: bool = False, **kw):
+def load_blocks(client, X, n_partitions, *, shared: bool = False, token: str | None = None,
+                **kw):
     """Rule 3: the input as blocks; not summarised when it will be one partition anyway.
 
     A NumPy array whose default plan (or ``n_partitions``) is one partition
     skips the bounds and sample, which only a plan of several needs.  With
-    ``shared`` (rule 1 holds), a NumPy array of several partitions is not
-    scattered: the workers read it in place (``Blocks.array``).
+    ``shared`` (rule 1 holds), a non-empty NumPy array of several partitions
+    is not scattered: it goes to the GPU workers as one slice each, checked
+    and summarised there (:mod:`.gpu_slices`, under the call's ``token``),
+    and stays readable in place (``Blocks.array``).
     """
     single = False
     if isinstance(X, np.ndarray) and X.ndim == 2:
@@ -148,6 +152,8 @@ def load_blocks(client, X, n_partitions, *, shared: bool = False, **kw):
     # the GPU partitions name their columns with int32 ids
     in_place = shared and array_input and not single and np.ndim(X) >= 1 \
         and np.shape(X)[0] < 2**31
+    if in_place and token is not None and np.shape(X)[0] > 0:
+        return gpu_slices.load(client, X, token, dtype=kw["dtype"], columns=kw.get("columns"))
     # one partition runs the single-machine operator on a worker, which checks
     # the points itself: no second pass over them here
     return as_blocks(client, X, summarise=not single, scatter=not in_place, check=not single,
