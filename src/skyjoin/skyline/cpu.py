@@ -372,6 +372,8 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     "noquart" (NoSync without the quartile-level masks, §6.2.3).
     ``prefilter``: "tau" (§5.1) or "tau+sum" (tau, then the Hybrid-style test
     against the ``n_pivots`` points of smallest sum, §7.1).
+    ``groups``: split each cell into 2**groups quartile groups (0-6, d <= 16,
+    "nosync" only; other variants ignore it).
     ``distinct``: keep only the lowest index of each group of equal points.
 
     Equal points: the survivors of the pre-filters (which hold every copy of
@@ -431,9 +433,10 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     times["masks"] = t2 - t1
     # Optional quartile groups inside each cell (a second index level on the
     # Q bits of the first g dimensions, skipping whole groups by Eq. 4): off
-    # unless asked for (docs/design.md, "Skyline: quartile groups").
+    # unless asked for (docs/design.md, "Skyline: quartile groups").  NoSync
+    # only: NoQuart's masks are all zero, so no group may be skipped.
     g = 0
-    if groups is not None and d <= 16 and variant in ("nosync", "noquart"):
+    if groups is not None and d <= 16 and variant == "nosync":
         g = int(np.clip(groups, 0, 6))
     ng = 1 << g
     perm = sort_by_order_and_mask(M, order, d, Q if g else None, g)
