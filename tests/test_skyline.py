@@ -85,9 +85,11 @@ def test_quartile_groups():
 
     for name, X in cases()[::3]:
         want = want_for(name, X, False)
-        for g in (1, 3):
-            got, st = skyalign_cpu(np.asarray(X, dtype=np.float64), groups=g)
-            np.testing.assert_array_equal(got, want, err_msg=f"groups={g} on {name}")
+        for variant in ("nosync", "noquart"):
+            for g in (1, 3):
+                got, st = skyalign_cpu(np.asarray(X, dtype=np.float64), variant=variant, groups=g)
+                np.testing.assert_array_equal(got, want,
+                                              err_msg=f"{variant}, groups={g} on {name}")
 
 
 @pytest.mark.parametrize("algorithm,variant", ALGS[:4])

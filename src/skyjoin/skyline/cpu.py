@@ -31,8 +31,8 @@ from numba import njit, prange
 from .._core.config import NUMBA_CACHE
 from .._core.search import lower_bound
 from .groups import expand_groups, group_candidates
-from .masks import (cell_boundaries, compact_kept, dominates, gather_sorted, level_bounds,
-                    levels_no_worse, masks_and_levels, pick_pivots, popcount64, prefilter_keep,
+from .masks import (cell_boundaries, compact_kept, gather_sorted, level_bounds, levels_no_worse,
+                    masks_and_levels, no_worse, pick_pivots, popcount64, prefilter_keep,
                     rowmax_and_pivot_candidates, sort_by_order_and_mask, sorted_sample)
 from .plan import CPU_VARIANTS
 
@@ -56,24 +56,14 @@ def quartile_dtype(d: int):
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
-def _dominates_distinct(P, L, j, i, d):
-    """p_j <_distinct p_i of Definition 1: p_j no worse on every dimension
-    (refuted first on the packed 7-bit levels L, then checked in float64)."""
+def _dominates_in(P, L, j, i, d, own):
+    """Whether p_j dominates p_i, refuted first on the packed 7-bit levels L.
+    In p_i's own cell (``own``) the full test p_j < p_i (ties are possible
+    there); in the cell of a proper submask, p_j <_distinct p_i of
+    Definition 1 (no worse everywhere).  O(d)."""
     if not levels_no_worse(L, j, i):
         return False
-    for k in range(d):
-        if P[j, k] > P[i, k]:
-            return False
-    return True
-
-
-@njit(cache=NUMBA_CACHE, inline="always")
-def _dominates(P, L, j, i, d):
-    """Full dominance p_j < p_i: no worse everywhere, strictly better once
-    (refuted first on the packed levels L)."""
-    if not levels_no_worse(L, j, i):
-        return False
-    return dominates(P, j, i, d)
+    return no_worse(P, j, i, d, own)
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
@@ -128,28 +118,29 @@ def _scan_cell(P, L, Q, lo, hi, need, i, d, flags, fw, own):
             if own and j == i:
                 continue
             nd += 1
-            if own:
-                if _dominates(P, L, j, i, d):
-                    return True, hi - lo, nd
-            elif _dominates_distinct(P, L, j, i, d):
+            if _dominates_in(P, L, j, i, d, own):
                 return True, hi - lo, nd
     return False, hi - lo, nd
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
-def _scan_groups(P, L, Q, gst, c, ng, need, i, d, flags, fw, own):
-    """_scan_cell over the quartile groups of cell c: a group whose group
-    bits (the Q bits of the first log2(ng) dimensions) meet ``need`` fails
-    Eq. 4 (Eq. 5 in the own cell) for every one of its points and is
-    skipped whole."""
+def _scan(P, L, Q, gst, ng, lo, hi, c, need, i, d, flags, fw, own):
+    """Compare p_i with cell c (points lo..hi) by _scan_cell.  When the cells
+    are split into ng > 1 quartile groups (group g is gst[c, g]..gst[c, g + 1]),
+    group by group: a group whose group bits (the Q bits of the first
+    log2(ng) dimensions) meet ``need`` fails Eq. 4 (Eq. 5 in the own cell)
+    for every one of its points and is skipped whole.  One _scan_cell site,
+    so that the kernels inline one copy of it.  Returns (dominated?, mask
+    tests, dominance tests)."""
     nm = 0
     nd = 0
     needg = np.int64(need) & (ng - 1)
     for g in range(ng):
-        if (g & needg) != 0:
-            continue
-        lo = gst[c, g]
-        hi = gst[c, g + 1]
+        if ng > 1:
+            if (g & needg) != 0:
+                continue
+            lo = gst[c, g]
+            hi = gst[c, g + 1]
         if hi > lo:
             dom, a, b = _scan_cell(P, L, Q, lo, hi, need, i, d, flags, fw, own)
             nm += a
@@ -160,47 +151,75 @@ def _scan_groups(P, L, Q, gst, c, ng, need, i, d, flags, fw, own):
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
-def _scan(P, L, Q, gst, ng, lo, hi, c, need, i, d, flags, fw, own):
-    """Compare p_i with cell c (points lo..hi): group by group when the
-    cells are split into ng > 1 quartile groups, else the whole cell."""
-    if ng > 1:
-        return _scan_groups(P, L, Q, gst, c, ng, need, i, d, flags, fw, own)
-    return _scan_cell(P, L, Q, lo, hi, need, i, d, flags, fw, own)
+def _test_point(P, L, Q, gst, ng, starts, ends, cmasks, cell_of_order, dense, i, Mi, submasks,
+                c_lo, c_hi, own_cell, d, flags, fw, needq, use_quart):
+    """Compare p_i (median mask Mi) with its dominating-candidate cells, then
+    with its own cell, one cell at a time, stopping at the first dominator.
 
+    The candidate cells: with ``submasks``, the proper submasks of Mi in
+    increasing order, looked up one by one (Eq. 1 by construction, one mask
+    test per submask); else the cells c_lo..c_hi, each kept by Eq. 1 on its
+    median mask (one mask test per cell).  A candidate cell c holds the points
+    starts[c]..ends[c].  Then, unless ``own_cell`` < 0, p_i's own cell
+    (starts[own_cell]..starts[own_cell + 1]).  Every cell goes through one
+    _scan site (one inlined copy of the scans in the kernels).
 
-@njit(cache=NUMBA_CACHE, inline="always")
-def _scan_cells(P, L, Q, gst, ng, starts, ends, cmasks, c_lo, c_hi, nMi, nQi, needq, i, d,
-                flags, fw, use_quart):
-    """Compare p_i with every cell c_lo..c_hi whose median mask is a subset
-    of M_i (Eq. 1 on median masks, one mask test per cell).  Returns
-    (dominated?, mask tests, dominance tests)."""
+    Returns (dominated?, mask tests, dominance tests).  O(cells + tests * d)."""
+    nMi = ~Mi
+    nQi = ~np.uint64(Q[i])
     nm = 0
     nd = 0
-    for cc in range(c_lo, c_hi):
-        nm += 1
-        Mj = cmasks[cc]
-        if (Mj & nMi) != np.uint64(0):
-            continue
-        needq[0] = (Mj | nMi) & nQi
-        dom, a, b = _scan(P, L, Q, gst, ng, starts[cc], ends[cc], cc, needq[0], i, d, flags, fw,
-                          False)
+    s = np.uint64(0)            # the next submask (with ``submasks``)
+    cc = c_lo                   # the next cell of c_lo..c_hi (without)
+    phase = 0 if submasks else 1
+    while True:
+        own = False
+        if phase == 0:
+            if s == Mi:
+                phase = 2
+                continue
+            c = _find_cell(s, dense, cmasks, cell_of_order)
+            s = ((s | nMi) + np.uint64(1)) & Mi
+            nm += 1
+            if c < 0:
+                continue
+        elif phase == 1:
+            if cc >= c_hi:
+                phase = 2
+                continue
+            c = cc
+            cc += 1
+            nm += 1
+            if (cmasks[c] & nMi) != np.uint64(0):
+                continue
+        else:
+            if own_cell < 0:
+                return False, nm, nd
+            c = own_cell
+            own = True
+        if own:
+            needq[0] = nQi
+            hi = starts[c + 1]
+        else:
+            needq[0] = (cmasks[c] | nMi) & nQi
+            hi = ends[c]
+        dom, a, b = _scan(P, L, Q, gst, ng, starts[c], hi, c, needq[0], i, d, flags, fw, own)
         nm += a * use_quart
         nd += b
-        if dom:
-            return True, nm, nd
-    return False, nm, nd
+        if dom or own:
+            return dom, nm, nd
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
 def _worker_scratch(Q, starts):
     """One worker's scratch: the flags of the largest cell's mask tests
     (zero-padded to whole words; ``fw`` the same bytes as uint64 words) and
-    ``needq``, two masks cast to Q's width."""
+    ``needq``, one word of Q's width (a cell's ``need`` mask cast to it)."""
     maxcell = 1
     for c0 in range(starts.shape[0] - 1):
         maxcell = max(maxcell, starts[c0 + 1] - starts[c0])
     flags = np.zeros((maxcell // 8 + 2) * 8, dtype=np.uint8)
-    return flags, flags.view(np.uint64), np.empty_like(Q[:2])
+    return flags, flags.view(np.uint64), np.empty_like(Q[:1])
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
@@ -231,39 +250,14 @@ def skyalign_points(P, L, M, Q, order, point_cell, starts, ends, cmasks, cell_of
         for r in range((nchunks - w + n_virtual - 1) // n_virtual):
             lo_i = p_lo + (w + r * n_virtual) * CHUNK
             for i in range(lo_i, min(p_hi, lo_i + CHUNK)):
-                Mi = M[i]
-                nMi = ~Mi
-                nQi = ~np.uint64(Q[i])
-                needq[1] = nQi
                 ci = point_cell[i]
                 oi = order[i]
-                if oi < 40 and (np.int64(1) << oi) <= ci:
-                    # enumerate the proper submasks of M_i in increasing order (Eq. 1)
-                    dom = False
-                    nm = 0
-                    nd = 0
-                    s = np.uint64(0)
-                    while s != Mi:
-                        cc = _find_cell(s, dense, cmasks, cell_of_order)
-                        nm += 1
-                        if cc >= 0:
-                            needq[0] = (cmasks[cc] | nMi) & nQi
-                            dom, a, b = _scan(P, L, Q, gst, ng, starts[cc], ends[cc], cc,
-                                              needq[0], i, d, flags, fw, False)
-                            nm += a * use_quart
-                            nd += b
-                            if dom:
-                                break
-                        s = ((s | nMi) + np.uint64(1)) & Mi
-                else:
-                    # scan every cell before our own, Eq. 1 on median masks
-                    dom, nm, nd = _scan_cells(P, L, Q, gst, ng, starts, ends, cmasks, 0, ci, nMi,
-                                              nQi, needq, i, d, flags, fw, use_quart)
-                if not dom:
-                    dom, a, b = _scan(P, L, Q, gst, ng, starts[ci], starts[ci + 1], ci, needq[1],
-                                      i, d, flags, fw, True)
-                    nm += a * use_quart
-                    nd += b
+                # submask enumeration where it takes fewer lookups (2^o_i) than
+                # the cells before p_i's own (ci)
+                sub = oi < 40 and (np.int64(1) << oi) <= ci
+                dom, nm, nd = _test_point(P, L, Q, gst, ng, starts, ends, cmasks, cell_of_order,
+                                          dense, i, M[i], sub, np.int64(0), ci, ci, d, flags, fw,
+                                          needq, use_quart)
                 _record(i, dom, nm, nd, Q, dominated, mts, dts)
 
 
@@ -318,23 +312,20 @@ def skyalign_round(P, L, M, Q, order, point_cell, starts, cmasks, level, c_lo, c
     dts = np.zeros(m, dtype=np.int64)
     nchunks = (m + CHUNK - 1) // CHUNK
     no_groups = np.empty((0, 2), dtype=np.int64)
+    no_table = np.zeros(0, dtype=np.int64)     # no submask lookups here
+    ends = starts[1:]
     for w in prange(n_virtual):
         flags, fw, needq = _worker_scratch(Q, starts)
         for r in range((nchunks - w + n_virtual - 1) // n_virtual):
             lo_i = (w + r * n_virtual) * CHUNK
             for i in range(lo_i, min(m, lo_i + CHUNK)):
-                nMi = ~M[i]
-                nQi = ~np.uint64(Q[i])
-                needq[1] = nQi
-                if order[i] > level:
-                    dom, nm, nd = _scan_cells(P, L, Q, no_groups, 1, starts, starts[1:], cmasks,
-                                              c_lo, c_hi, nMi, nQi, needq, i, d, flags, fw,
-                                              use_quart)
-                else:
-                    ci = point_cell[i]
-                    dom, a, nd = _scan(P, L, Q, no_groups, 1, starts[ci], starts[ci + 1], ci,
-                                       needq[1], i, d, flags, fw, True)
-                    nm = a * use_quart
+                if order[i] > level:    # against the cells of order l
+                    hi_c, own_cell = c_hi, np.int64(-1)
+                else:                   # against its own cell
+                    hi_c, own_cell = c_lo, point_cell[i]
+                dom, nm, nd = _test_point(P, L, Q, no_groups, 1, starts, ends, cmasks, no_table,
+                                          no_table, i, M[i], False, c_lo, hi_c, own_cell, d,
+                                          flags, fw, needq, use_quart)
                 _record(i, dom, nm, nd, Q, dominated, mts, dts)
     return dominated, mts, dts
 
@@ -381,6 +372,8 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     "noquart" (NoSync without the quartile-level masks, §6.2.3).
     ``prefilter``: "tau" (§5.1) or "tau+sum" (tau, then the Hybrid-style test
     against the ``n_pivots`` points of smallest sum, §7.1).
+    ``groups``: split each cell into 2**groups quartile groups (0-6, d <= 16,
+    "nosync" only; other variants ignore it).
     ``distinct``: keep only the lowest index of each group of equal points.
 
     Equal points: the survivors of the pre-filters (which hold every copy of
@@ -440,9 +433,10 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     times["masks"] = t2 - t1
     # Optional quartile groups inside each cell (a second index level on the
     # Q bits of the first g dimensions, skipping whole groups by Eq. 4): off
-    # unless asked for (docs/design.md, "Skyline: quartile groups").
+    # unless asked for (docs/design.md, "Skyline: quartile groups").  NoSync
+    # only: NoQuart's masks are all zero, so no group may be skipped.
     g = 0
-    if groups is not None and d <= 16 and variant in ("nosync", "noquart"):
+    if groups is not None and d <= 16 and variant == "nosync":
         g = int(np.clip(groups, 0, 6))
     ng = 1 << g
     perm = sort_by_order_and_mask(M, order, d, Q if g else None, g)

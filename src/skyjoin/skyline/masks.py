@@ -189,11 +189,13 @@ def levels_no_worse(Lw, j, i):
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
-def dominates(X, j, i, d):
-    """Full dominance X[j] < X[i] under minimisation: no worse on every one
-    of the d dimensions and strictly better on one.  O(d), exits at the first
-    dimension where X[j] is worse."""
-    lt = False
+def no_worse(X, j, i, d, strict):
+    """Whether X[j] is no worse than X[i] on every one of the d dimensions
+    (under minimisation) and, with ``strict``, strictly better on one: with
+    ``strict`` the full dominance X[j] < X[i], without it Definition 1's
+    X[j] <_distinct X[i] for points known to differ.  O(d), exits at the
+    first dimension where X[j] is worse."""
+    lt = not strict
     for k in range(d):
         a = X[j, k]
         b = X[i, k]
@@ -202,6 +204,14 @@ def dominates(X, j, i, d):
         if a < b:
             lt = True
     return lt
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def dominates(X, j, i, d):
+    """Full dominance X[j] < X[i] under minimisation: no worse on every one
+    of the d dimensions and strictly better on one.  O(d); see
+    :func:`no_worse`."""
+    return no_worse(X, j, i, d, True)
 
 
 @njit(cache=NUMBA_CACHE)
