@@ -87,7 +87,11 @@ def _in_process_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, pre
                               h, eps, min_samples, n, precision, grid, retries=retries,
                               key=f"{token}-labels-{p}", workers=where[p],
                               allow_other_workers=True) for p in range(P)]
-        done = sum(client.gather(futs))
+        if blocks.slices is not None:     # each GPU writes its slice's rows
+            done = gpu_slices.receive(client, token, P, {"labels": "labels", "core": "core"},
+                                      futs)
+        else:
+            done = sum(client.gather(futs))
         if done != n:       # every point has exactly one owner
             raise RuntimeError(f"the partitions labelled {done} points of {n}")
         with in_process_gpu.numba_lock():

@@ -19,6 +19,12 @@ the array is not read on the host at all:
    CuPy's ``copy_from_device_async``), owned rows then halo rows, each in
    ascending global id: the order of :func:`.in_process_gpu.partition_on_gpu`.
 
+Results per point go the other way (:func:`send_back` in each partition's
+task, :func:`receive` on each slice's worker): each GPU receives the
+values of its slice's rows, places them on the GPU, and copies them into
+rows ``offsets[t]:offsets[t + 1]`` of the caller's host arrays: the host
+writes each output row once, in order, and reads nothing.
+
 Costs, for n points of d dimensions on W GPUs and P partitions: each point
 crosses from the host once (n d values in all, W copies in parallel);
 each GPU makes O(P) passes over its n/W rows; the rows that change GPU
@@ -33,13 +39,14 @@ import numpy as np
 
 from .._core.device import cupy
 from .._core.device_reduce import column_bounds
-from .._core.transfer import h2d
+from .._core.transfer import d2pinned, h2d, parallel_copy
 from .._core.validate import check_points
 from .blocks import Blocks
 from .partition import in_widened_box, owned_by
 from .registry import drop, lookup, publish, take
 
-__all__ = ["load", "load_task", "route", "route_task", "gather"]
+__all__ = ["load", "load_task", "route", "route_task", "gather", "send_back", "receive",
+           "receive_task"]
 
 
 def _workers(client) -> list:
@@ -207,3 +214,64 @@ def gather(cp, token: str, p: int, width: float):
             at += c
     stream.synchronize()             # before the parts go back to their GPUs' pools
     return S, ids, n_own
+
+
+def send_back(cp, token: str, p: int, ids, **values) -> None:
+    """In partition p's task: the values of its owned rows (device arrays on this
+    GPU, one per name; ``ids`` their global ids) split by the slice holding each
+    row, kept on this GPU as ``back-p-t`` until slice t's worker takes them.
+    O(W) passes over the rows for W slices."""
+    offsets = lookup(token, "slices")
+    for t in range(len(offsets) - 1):
+        a, b = int(offsets[t]), int(offsets[t + 1])
+        sel = cp.flatnonzero((ids >= a) & (ids < b))
+        publish(token, **{f"back-{p}-{t}": ((ids[sel] - a).astype(cp.int64),
+                                            {k: v[sel] for k, v in values.items()})})
+    cp.cuda.get_current_stream().synchronize()    # read from other GPUs
+
+
+def receive(client, token: str, n_partitions: int, outputs: dict, after: list) -> int:
+    """Submit the slices' :func:`receive_task` (after the futures ``after``) and
+    wait for them.  ``outputs`` maps each value's name to the registry name of
+    its host array.  Returns the rows written (n when every row had its owner)."""
+    futs = [client.submit(receive_task, token, t, n_partitions, outputs, *after,
+                          key=f"{token}-receive-{t}", workers=[w], allow_other_workers=False,
+                          pure=False)
+            for t, w in enumerate(_workers(client))]
+    return int(sum(client.gather(futs)))
+
+
+def receive_task(token: str, t: int, n_partitions: int, outputs: dict, *after) -> int:
+    """On worker t: every partition's values of slice t's rows, copied to this GPU
+    (peer copies), placed by row, and copied into the shared host arrays
+    (pinned staging, then one parallel host copy into their rows a..b).
+    Returns the rows received.  O(rows of the slice) device and host work."""
+    cp = cupy()
+    offsets = lookup(token, "slices")
+    a, b = int(offsets[t]), int(offsets[t + 1])
+    parts = [lookup(token, f"back-{p}-{t}") for p in range(n_partitions)]
+    if any(x is None for x in parts):
+        raise RuntimeError(f"{token}: a partition's values of slice {t} are missing")
+    stream = cp.cuda.get_current_stream()
+    placed: dict = {}
+    rows = 0
+    for rid, vals in parts:
+        k = int(rid.size)
+        rows += k
+        if not k:
+            continue
+        here = cp.empty(k, dtype=cp.int64)
+        here.data.copy_from_device_async(rid.data, rid.nbytes, stream)
+        for name, v in vals.items():
+            if name not in placed:
+                placed[name] = cp.zeros(b - a, dtype=v.dtype)
+            w = cp.empty(k, dtype=v.dtype)
+            w.data.copy_from_device_async(v.data, v.nbytes, stream)
+            placed[name][here] = w
+    stream.synchronize()
+    for name, dev in placed.items():
+        out = lookup(token, outputs[name])
+        if out is None:
+            raise RuntimeError(f"{token}: the shared {name} are gone (the call ended or failed)")
+        parallel_copy(out[a:b], d2pinned(cp, dev))
+    return rows

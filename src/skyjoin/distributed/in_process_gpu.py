@@ -46,7 +46,7 @@ from ..dbscan.grid_gpu import grid_components, grid_labels
 from ..join.gpu import gpu_self_join
 from ..join.gpu_pipeline import count_rows, fill_rows
 from ._kernels import box_counts, box_fill, place_rows, scatter_into
-from .gpu_slices import gather
+from .gpu_slices import gather, send_back
 from .halo_dbscan import owned_labels, partition_dbscan
 from .owned_rows import OwnedRows
 from .partition import deep_inside, in_widened_box
@@ -118,9 +118,12 @@ def partition_points(cp, token: str, p: int, plan, width: float):
     return got if got is not None else partition_on_gpu(cp, token, p, plan, width)
 
 
-def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, steps=None):
-    """Partition p's engine with the counts of its owned rows (on this thread's GPU);
-    ``steps`` gets the seconds of "points", "count" and "to_host"."""
+def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, steps=None,
+             to_host=True):
+    """Partition p's engine with the global ids and counts of its owned rows (on this
+    thread's GPU); ``steps`` gets the seconds of "points", "count" and "to_host".
+    The ids (int64) and counts come as host arrays, or as device arrays (the
+    counts in their engine's dtype) without ``to_host``."""
     cp = cupy()
     tick = _ticker(cp, steps)
     S, ids, n_own = partition_points(cp, token, p, plan, h)
@@ -129,9 +132,11 @@ def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, st
                    query_rows=n_own, column_ids=ids.astype(cp.int32), n_columns=n,
                    counts_only=counts_only)
     tick("count")
+    counts = c.counts if c.counts is not None else cp.zeros(n_own, dtype=cp.int64)
+    if not to_host:
+        return c, ids[:n_own], counts
     own_ids = d2h(cp, ids[:n_own])
-    counts = d2h(cp, c.counts.astype(cp.int64)) if c.counts is not None \
-        else np.zeros(n_own, dtype=np.int64)
+    counts = d2h(cp, counts.astype(cp.int64))
     tick("to_host")
     return c, own_ids, counts
 
@@ -151,10 +156,21 @@ def _ticker(cp, steps):
 
 def count_task(token, p, plan, h, eps, include_self, precision, output, n, *after):
     """Phase 1 on a worker: the counts of partition p's owned rows, written into the
-    shared counts; the engine is kept for phase 2.  Returns the number of rows and
-    the seconds of its steps ("points", "count", "to_host", "scatter").
+    shared counts (or, for ``output="counts"`` when this call sliced the array
+    over the GPUs, sent back to the GPU of each row's slice, which writes
+    them); the engine is kept for phase 2.  Returns the number of rows and the
+    seconds of its steps ("points", "count", "to_host", "scatter", "send_back").
     ``after``: the futures of the routing it waits for (:func:`.gpu_slices.route`)."""
     steps: dict = {}
+    if output == "counts" and lookup(token, "slices") is not None:
+        # each GPU writes its slice's rows of the counts (gpu_slices.receive)
+        cp = cupy()
+        _, own_ids, counts = _counted(token, p, plan, h, eps, include_self, precision, True, n,
+                                      steps, to_host=False)
+        t = time.perf_counter()
+        send_back(cp, token, p, own_ids, counts=counts)
+        steps["send_back"] = time.perf_counter() - t
+        return int(own_ids.size), steps
     c, own_ids, counts = _counted(token, p, plan, h, eps, include_self, precision,
                                   output == "counts", n, steps)
     out = lookup(token, "counts")
@@ -268,28 +284,39 @@ def dbscan_local_task(token, p, plan, h, eps, min_samples, n, precision, grid, *
 
 def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, precision, grid):
     """Step 3 on a worker: labels and core flags of partition p's owned points,
-    written into the shared arrays; returns the number of points labelled."""
+    written into the shared arrays, or, when this call sliced the array over the
+    GPUs, sent back to the GPU of each point's slice (:func:`.gpu_slices.send_back`,
+    which writes them).  Returns the number of points labelled."""
     kept = take(token, f"dbscan-{p}")
     if kept is None:        # retried elsewhere: cluster again (the same components)
         kept, _ = _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid)
     labels_out, core_out = lookup(token, "labels"), lookup(token, "core")
     if labels_out is None:
         raise RuntimeError(f"{token}: the shared labels are gone (the call ended or failed)")
+    sliced = lookup(token, "slices") is not None
     kind, st = kept
+    cp = cupy()
+    it = cp.int32 if n < 2**31 else cp.int64       # ids and labels are < n
     if kind == "points":
         ids, lab, core_ids = owned_labels(st, comp_labels)
         core = np.zeros(len(ids), dtype=np.bool_)
         core[np.searchsorted(ids, core_ids)] = True
+        if sliced:
+            send_back(cp, token, p, cp.asarray(ids),
+                      labels=cp.asarray(lab).astype(it), core=cp.asarray(core))
+            return len(ids)
     else:
-        cp = cupy()
         g, gid, own, roots = st
         with cp.cuda.Device(g.Xs.device.id):
             root_label = cp.full(g.n, -1, dtype=cp.int64)
             root_label[roots] = cp.asarray(comp_labels, dtype=cp.int64)
             labels = grid_labels(g, root_label)
-            # ids and labels (both < n) cross as int32 into pinned buffers and are
-            # scattered from there: half the bytes, and no fresh host memory
-            it = cp.int32 if n < 2**31 else cp.int64
+            if sliced:
+                send_back(cp, token, p, gid[own], labels=labels[own].astype(it),
+                          core=g.core[own].astype(cp.bool_))
+                return int(own.sum())
+            # ids and labels cross as int32 into pinned buffers and are scattered from
+            # there: half the bytes, and no fresh host memory
             ids = d2pinned(cp, gid[own].astype(it))
             lab = d2pinned(cp, labels[own].astype(it))
             core = d2pinned(cp, g.core[own].astype(cp.bool_))
