@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.unique import sorted_unique
 from ..dbscan.union_find import union_find_core_components
 from ..join.api import join
 from .partition import deep_inside, in_widened_box
@@ -136,9 +137,9 @@ def near_some(B, A, h, max_dims: int = 3):
     stride = np.ones(k, dtype=np.int64)
     for j in range(k - 2, -1, -1):
         stride[j] = stride[j + 1] * radix[j + 1]
-    keys_a = np.unique((ca + 1) @ stride)
+    keys_a = sorted_unique((ca + 1) @ stride)
     shifts = np.array(np.meshgrid(*[[-1, 0, 1]] * k, indexing="ij")).reshape(k, -1).T @ stride
-    around = np.unique((keys_a[:, None] + shifts[None, :]).ravel())
+    around = sorted_unique((keys_a[:, None] + shifts[None, :]).ravel())
     return np.isin((cb + 1) @ stride, around, assume_unique=False)
 
 
@@ -190,7 +191,7 @@ def merge_partitions(parts):
     """
     pieces = [r[m] for r, m, _, _ in parts] + [a for _, _, a, _ in parts] + \
         [b for _, _, _, b in parts]
-    nodes = np.unique(np.concatenate(pieces)) if pieces else np.zeros(0, np.int64)
+    nodes = sorted_unique(np.concatenate(pieces)) if pieces else np.zeros(0, np.int64)
     m = len(nodes)
     out = [np.full(len(r), -1, dtype=np.int64) for r, _, _, _ in parts]
     if m == 0:
@@ -205,7 +206,7 @@ def merge_partitions(parts):
     # nodes are sorted by global id, so each root is a cluster's lowest core id
     root = union_find_core_components(indptr, np.ascontiguousarray(dst[order]),
                                       np.ones(m, dtype=np.uint8))
-    label_of_node = np.searchsorted(np.unique(root), root)
+    label_of_node = np.searchsorted(sorted_unique(root), root)
     for k, (r, _, _, _) in enumerate(parts):
         pos = np.minimum(np.searchsorted(nodes, r), m - 1)
         hit = nodes[pos] == r

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._core.unique import sorted_unique
+
 __all__ = ["Grid", "build_grid", "cell_sides", "CellOrder", "sort_cells", "DEFAULT_INDEX_DIMS",
            "MAX_INDEX_DIMS"]
 
@@ -398,7 +400,7 @@ def build_grid(X: np.ndarray, eps: float, index_dims: int | None = None, precisi
             rank = rank_of[raw]
             del occ, rank_of
         else:
-            cj = np.unique(raw)
+            cj = sorted_unique(raw)
             rank = np.searchsorted(cj, raw).astype(np.int64)
         r = max(len(cj), 1)
         if volume * r > _I63:
