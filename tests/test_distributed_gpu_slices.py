@@ -114,3 +114,22 @@ def test_other_layouts_and_precisions_equal_single_machine(gpu_client, precision
     est = sd.DBSCAN(eps=0.05, min_samples=4, client=gpu_client, device="gpu",
                     precision=precision).fit(X)
     np.testing.assert_array_equal(est.labels_, one.labels_)
+
+
+@pytest.mark.parametrize("sort", [True, False])
+def test_parts_written_by_the_gpu_threads_read_back_equal(gpu_client, tmp_path, sort):
+    """out= on the in-process GPU path: each partition writes its part from its
+    GPU's thread; the folder holds the parts only, equal to the single machine's
+    table once read back."""
+    import os
+
+    X = _points(50000, seed=9)
+    ref = sj.self_join(X, 0.05, device="cpu")
+    tm = {}
+    res = sd.self_join(X, 0.05, client=gpu_client, device="gpu", out=tmp_path / "o",
+                       sort=sort, timings=tm)
+    assert isinstance(res, sd.PartitionedPairs) and res.n_pairs == ref.n_pairs
+    assert tm["n_partitions"] == 2
+    assert sorted(os.listdir(tmp_path / "o")) == sorted(os.path.basename(f) for f in res.files)
+    got = res.to_table()
+    assert (got if sort else got.sort_rows()) == ref

@@ -65,12 +65,15 @@ def test_pair_rows_equals_repeat(threaded):
         start = int(rng.integers(0, m + 1))
         stop = int(rng.integers(start, m + 1))
         out = np.full(stop - start, -1, dtype=np.int32)
-        pair_rows(ptr, 7, start, out)
+        pair_rows(ptr, 7, np.zeros(0, np.int64), start, out)
         assert out.tolist() == want[start:stop].tolist()
         block = np.full((stop - start, 2), -1, dtype=np.int64)  # a strided column
-        pair_rows(ptr, 7, start, block[:, 0])
+        pair_rows(ptr, 7, np.zeros(0, np.int64), start, block[:, 0])
         assert block[:, 0].tolist() == want[start:stop].tolist()
         assert (block[:, 1] == -1).all()
+        ids = np.sort(rng.choice(1000, size=n, replace=False)).astype(np.int64)   # named rows
+        pair_rows(ptr, 7, ids, start, out)
+        assert out.tolist() == np.repeat(ids, np.diff(indptr))[start:stop].tolist()
 
 
 @pytest.mark.parametrize("ext", [".parquet", ".csv", ".npy"])
@@ -98,6 +101,28 @@ def test_write_csr_equals_expanded_pairs(tmp_path, ext, block, background, copy)
     if ext == ".parquet":
         nt = io.read_neighbor_table(path)
         assert nt == NeighborTable(indptr, indices, (n, n)) and nt.sorted
+
+
+@pytest.mark.parametrize("ext", [".parquet", ".csv", ".npy"])
+@pytest.mark.parametrize("block", [1, 7, 1 << 20])
+@pytest.mark.parametrize("copy", [True, False])
+def test_write_csr_with_row_ids(tmp_path, ext, block, copy):
+    """Rows named by row_ids (a partition's global ids) instead of first_row + r."""
+    rng = np.random.default_rng(block + 3)
+    n, m = 90, 400
+    indptr, indices = _random_csr(rng, n, m)
+    ids = np.sort(rng.choice(m, size=n, replace=False))
+    path = str(tmp_path / f"r{ext}")
+    with _writer(path, (m, m), block, True) as w:
+        w.write_csr(0, indptr[:41], indices[:indptr[40]], copy=copy, row_ids=ids[:40])
+        w.write_csr(0, indptr[40:], indices[indptr[40]:], copy=copy, row_ids=ids[40:])
+    i, j = _read(path)
+    assert np.array_equal(i, np.repeat(ids, np.diff(indptr))) and np.array_equal(j, indices)
+    with _writer(str(tmp_path / f"bad{ext}"), (m, m), block, True) as w:
+        with pytest.raises(ValueError, match="one id per row"):
+            w.write_csr(0, indptr, indices, row_ids=ids[:-1])
+        with pytest.raises(ValueError, match="outside"):
+            w.write_csr(0, indptr[:2], indices[:indptr[1]], row_ids=[2**40])
 
 
 @pytest.mark.parametrize("background", [True, False])

@@ -43,17 +43,17 @@ from .._core.threads import threadsafe_numba
 from .._core.transfer import d2h, d2pinned
 from ..dbscan.table_gpu import component_lows
 from ..dbscan.grid_gpu import grid_components, grid_labels
-from ..join.gpu import gpu_self_join
 from ..join.gpu_pipeline import count_rows, fill_rows
 from ._kernels import box_counts, box_fill, place_rows, scatter_into
 from .gpu_slices import gather, send_back
 from .halo_dbscan import owned_labels, partition_dbscan
-from .owned_rows import OwnedRows
+from .owned_rows import OwnedRows, owned_table
+from .part_files import write_rows
 from .partition import deep_inside, in_widened_box
 from .registry import drop, lookup, publish, take
 
 __all__ = ["in_process", "partition_on_gpu", "partition_points", "publish", "lookup", "take", "drop", "numba_lock",
-           "count_task", "fill_task", "device_table_task", "dbscan_local_task", "dbscan_labels_task"]
+           "count_task", "fill_task", "device_table_task", "parquet_task", "dbscan_local_task", "dbscan_labels_task"]
 
 
 def in_process(client) -> bool:
@@ -215,10 +215,21 @@ def device_table_task(token, p, plan, h, eps, include_self, precision, sort, n, 
     ``after``: the futures of the routing it waits for."""
     cp = cupy()
     S, ids, n_own = partition_points(cp, token, p, plan, h)
-    nt = gpu_self_join(S, eps, include_self=include_self, sort=sort, precision=precision,
-                       query_rows=n_own, column_ids=ids.astype(cp.int32), n_columns=n,
-                       on_device=True)
+    nt = owned_table(S, ids, n_own, eps, include_self=include_self, sort=sort,
+                     precision=precision, n_columns=n, on_device=True)
     return [OwnedRows(ids[:n_own].copy(), nt)]
+
+
+def parquet_task(token, p, plan, h, eps, include_self, precision, sort, n, stage, *after):
+    """Partition p's owned rows written by this worker as its Parquet part in the
+    call's staging folder ``stage`` (:mod:`.part_files`); returns (path, pairs).
+    ``after``: the futures of the routing it waits for."""
+    cp = cupy()
+    S, ids, n_own = partition_points(cp, token, p, plan, h)
+    nt = owned_table(S, ids, n_own, eps, include_self=include_self, sort=sort,
+                     precision=precision, n_columns=n)
+    del S
+    return write_rows(stage, p, (n, n), sort, d2h(cp, ids[:n_own]), nt.indptr, nt.indices)
 
 
 _SERIAL = threading.Lock()

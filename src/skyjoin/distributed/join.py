@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 from .._core.device import cupy
 from .._core.memory import alloc_host
 from .._core.validate import check_eps, check_precision, working_dtype
-from ..io import ParquetPairWriter
 from ..join.api import self_join as single_self_join
 from ..join.gpu import gpu_self_join
 from ..join.result import NeighborTable, index_dtype
@@ -51,10 +50,10 @@ from . import gpu_slices, in_process_gpu
 from ._kernels import prefix_sum, select_rows
 from .count_chunks import host_counts, partition_counts, whole_counts
 from .blocks import Points, get_client, new_token, reruns_on_lost_input, stacked
-from .part_files import check_folder, part_name, publish, staging
+from .part_files import check_folder, publish, staging, write_rows
 from .plan import (check_n_partitions, in_process_gpu_path, load_blocks, on_gpu, plan_run,
                    worker_of_partition)
-from .owned_rows import OwnedRows, as_bag, assemble_table
+from .owned_rows import OwnedRows, as_bag, assemble_table, owned_table
 from .routing import concat_pieces, route_blocks
 
 __all__ = ["self_join", "PartitionedPairs", "partition_rows"]
@@ -155,10 +154,9 @@ def device_rows(own_ids, own_X, halo_ids, halo_X, eps, *, include_self, sort, pr
     if n_total >= 2**31:
         raise ValueError(f"on_device=True names columns with int32 ids: at most 2**31 - 1 "
                          f"points, got {n_total}")
-    nt = gpu_self_join(_cat(own_X, halo_X), eps, include_self=include_self, sort=sort,
-                       precision=precision, query_rows=len(own_ids),
-                       column_ids=_cat(own_ids, halo_ids).astype(np.int32), n_columns=n_total,
-                       on_device=True)
+    nt = owned_table(_cat(own_X, halo_X), _cat(own_ids, halo_ids), len(own_ids), eps,
+                     include_self=include_self, sort=sort, precision=precision,
+                     n_columns=n_total, on_device=True)
     return [OwnedRows(cupy().asarray(own_ids, dtype=np.int64), nt)]
 
 
@@ -178,10 +176,9 @@ def partition_rows(own_ids, own_X, halo_ids, halo_X, eps, *, include_self, sort,
     if on_gpu(device) and n_total < 2**31:
         # owned points first: the GPU computes only their rows and renames the
         # columns to global ids before sorting them, so nothing is left to do here
-        nt = gpu_self_join(_cat(own_X, halo_X), eps, include_self=include_self, sort=sort,
-                           precision=precision, query_rows=len(own_ids),
-                           column_ids=_cat(own_ids, halo_ids).astype(np.int32),
-                           n_columns=n_total)
+        nt = owned_table(_cat(own_X, halo_X), _cat(own_ids, halo_ids), len(own_ids), eps,
+                         include_self=include_self, sort=sort, precision=precision,
+                         n_columns=n_total)
         return np.diff(nt.indptr).astype(np.int64), nt.indices
     S_ids = np.concatenate([own_ids, halo_ids])
     order = np.argsort(S_ids, kind="stable")
@@ -215,18 +212,9 @@ def _partition_join(p, eps, include_self, output, sort, device, precision, out_d
                                   n_total=shape[0])
     if out_dir is None:
         return own_ids, counts, cols
-    return write_rows(out_dir, p, shape, sort, own_ids, counts, cols)
-
-
-def write_rows(out_dir, p, shape, sort, row_ids, counts, cols):
-    """Write a partition's rows as ``part-<p>.parquet`` (atomically); (path, pairs),
-    or (None, 0) without pairs."""
-    if len(cols) == 0:
-        return None, 0
-    path = os.path.join(out_dir, part_name(p))
-    with ParquetPairWriter(path, shape=shape, sorted=sort) as w:
-        w.write(np.repeat(row_ids, counts), cols.astype(np.int64))
-    return path, int(len(cols))
+    indptr = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return write_rows(out_dir, p, shape, sort, own_ids, indptr, cols)
 
 
 def _whole_join(eps, include_self, output, sort, device, precision, out_dir, n, d, dtype,
@@ -245,8 +233,7 @@ def _whole_join(eps, include_self, output, sort, device, precision, out_dir, n, 
     nt = res.to_host()
     if out_dir is None:
         return nt
-    return write_rows(out_dir, 0, (n, n), sort, np.arange(n, dtype=np.int64), nt.counts(),
-                      nt.indices)
+    return write_rows(out_dir, 0, (n, n), sort, None, nt.indptr, nt.indices)
 
 
 # --------------------------------------------------------------------------
@@ -406,10 +393,11 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
     tm = {} if timings is None else timings
     dtype = working_dtype(precision)
     token = new_token("join")
+    out_dir = None if out is None else check_folder(out)
     t0 = time.perf_counter()
     blocks = load_blocks(client, X, n_partitions, dtype=dtype, columns=columns,
                          block_rows=block_rows, replicas=replicas, retries=retries, token=token,
-                         shared=out is None and in_process_gpu_path(client, device))
+                         shared=in_process_gpu_path(client, device))
     n = blocks.n
     t1 = time.perf_counter()
     try:
@@ -421,6 +409,17 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
     plan, h = run.boxes, run.halo
     if run.path == "in_process_gpu":
         t2 = time.perf_counter()
+        if out_dir is not None:     # each partition writes its part on its GPU's thread
+            with staging(out_dir, token) as hidden:
+                res = _in_process_gpu_parts(client, blocks, plan, h, token, eps, include_self,
+                                            sort, precision, retries, hidden)
+                t3 = time.perf_counter()
+                parts = PartitionedPairs(out_dir, publish(hidden, res),
+                                         int(sum(r[1] for r in res)), (n, n), bool(sort))
+            del blocks
+            tm.update(load=t1 - t0, plan=t2 - t1, join=t3 - t2,
+                      assemble=time.perf_counter() - t3, n_partitions=plan.n_partitions)
+            return parts
         result = _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, kind,
                                       sort, precision, retries, phases=tm)
         if kind == "counts":        # the shared host array, as the other paths' Dask array
@@ -432,7 +431,6 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
         return result
     whole = run.path == "whole"
     pieces = None if whole else route_blocks(client, blocks, plan, h, token, retries)
-    out_dir = None if out is None else check_folder(out)
     with contextlib.ExitStack() as stack:
         # the workers write into this call's hidden folder; the parts move into out_dir
         # once all are written, and the folder goes with any leftover of a killed writer
@@ -484,6 +482,25 @@ def _kept_on_device(client, futs, token):
     client.gather([client.submit(_n_pairs_owned, f, key=f"{token}-kept-{p}")
                    for p, f in enumerate(futs)])
     return as_bag(futs)
+
+
+def _in_process_gpu_parts(client, blocks, plan, h, token, eps, include_self, sort, precision,
+                          retries, stage):
+    """The partitioned join on in-process GPU workers, each partition's rows written
+    by its worker thread as its Parquet part in ``stage``; returns the (path, pairs)
+    of the parts.  Nothing but the file names comes back."""
+    n, P = blocks.n, plan.n_partitions
+    where = worker_of_partition(client, P)
+    in_process_gpu.publish(token, X=blocks.array)
+    try:
+        routed = gpu_slices.route(client, token, blocks, plan, h)
+        futs = [client.submit(in_process_gpu.parquet_task, token, p, plan, h, eps, include_self,
+                              precision, sort, n, stage, *routed, retries=retries,
+                              key=f"{token}-parquet-{p}", workers=where[p],
+                              allow_other_workers=True) for p in range(P)]
+        return client.gather(futs)
+    finally:
+        in_process_gpu.drop(token)
 
 
 def _slowest_steps(phases, steps, prefix):

@@ -18,10 +18,25 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..join.gpu import gpu_self_join
 from ..join.result import NeighborTable, index_dtype
 from ._kernels import place_rows
 
-__all__ = ["OwnedRows", "as_bag", "to_host_table", "assemble_table"]
+__all__ = ["OwnedRows", "owned_table", "as_bag", "to_host_table", "assemble_table"]
+
+
+def owned_table(points, ids, n_own: int, eps: float, *, include_self: bool, sort: bool,
+                precision: str, n_columns: int, on_device: bool = False) -> NeighborTable:
+    """A partition's owned rows on the GPU: the join of its points (the owned ones
+    first, then its halo) computed for the first ``n_own`` rows only, with the
+    columns renamed to the global ``ids`` (int32, so ``n_columns`` < 2**31)
+    before the rows are sorted.  ``points`` and ``ids`` on the host or on this
+    thread's GPU; the table in host memory, or on the GPU with ``on_device``.
+    Cost: the single-machine GPU join of the partition's points, the halo's
+    rows not computed."""
+    return gpu_self_join(points, eps, include_self=include_self, sort=sort, precision=precision,
+                         query_rows=n_own, column_ids=ids.astype(np.int32), n_columns=n_columns,
+                         on_device=on_device)
 
 
 @dataclass

@@ -20,7 +20,9 @@ import os
 import shutil
 from typing import Iterator
 
-__all__ = ["part_name", "check_folder", "staging", "publish"]
+from ..io import ParquetPairWriter
+
+__all__ = ["part_name", "check_folder", "staging", "publish", "write_rows"]
 
 log = logging.getLogger("skyjoin")
 
@@ -82,3 +84,17 @@ def publish(stage: str, written: list[tuple[str | None, int]]) -> list[str]:
         os.replace(path, final)
         files.append(final)
     return files
+
+
+def write_rows(out_dir, p, shape, sort, row_ids, indptr, cols):
+    """Write a partition's rows as ``part-<p>.parquet`` (atomically): row r, of id
+    ``row_ids[r]`` (``r`` when None), holds ``cols[indptr[r]:indptr[r + 1]]``.
+    Returns (path, pairs), or (None, 0) without pairs.  The writer's thread
+    expands the row ids block by block from the arrays (no per-pair
+    temporary here): O(pairs), mostly the Parquet encoding."""
+    if len(cols) == 0:
+        return None, 0
+    path = os.path.join(out_dir, part_name(p))
+    with ParquetPairWriter(path, shape=shape, sorted=sort) as w:
+        w.write_csr(0, indptr, cols, copy=False, row_ids=row_ids)
+    return path, int(len(cols))

@@ -35,6 +35,8 @@ BLOCK_PAIRS = 1 << 22
 #: Blocks that wait or are being written, besides the one being filled.
 DEPTH = 2
 
+_NO_IDS = np.zeros(0, dtype=np.int64)   # pair_rows: rows numbered from first_row
+
 
 def int_vector(name: str, a) -> np.ndarray:
     """A 1-D int64 array from integer input (a CuPy array is copied to the host).
@@ -207,7 +209,8 @@ class PairWriter:
         if block.n:
             self._encode(block, block.j[:block.n])
 
-    def _write_csr_now(self, first_row: int, ptr: np.ndarray, cols: np.ndarray) -> None:
+    def _write_csr_now(self, first_row: int, ptr: np.ndarray, cols: np.ndarray,
+                       row_ids: np.ndarray) -> None:
         """Write CSR rows block by block from the caller's arrays (on the
         background thread): row ids into the thread's block (in spans on the
         host pool), column ids sliced from ``cols`` where the format
@@ -226,7 +229,7 @@ class PairWriter:
             out = blk.i
 
             def rows(a: int, b: int, p: int = p) -> None:
-                pair_rows(ptr, first_row, p + a, out[a:b])
+                pair_rows(ptr, first_row, row_ids, p + a, out[a:b])
 
             map_spans(rows, take)                     # nogil: the host pool's threads
             if direct:
@@ -272,9 +275,9 @@ class PairWriter:
             self._hand_over_if_full(blk)
 
     def write_csr(self, first_row: int, indptr: ArrayLike, indices: ArrayLike, *,
-                  copy: bool = True) -> None:
-        """Append CSR rows: row ``first_row + r`` holds the columns
-        ``indices[indptr[r] - indptr[0]:indptr[r + 1] - indptr[0]]``.
+                  copy: bool = True, row_ids: ArrayLike | None = None) -> None:
+        """Append CSR rows: row ``first_row + r`` (or ``row_ids[r]``) holds the
+        columns ``indices[indptr[r] - indptr[0]:indptr[r + 1] - indptr[0]]``.
 
         The row ids are written straight into a block (no per-pair
         temporary).  With ``copy`` (default) the pairs are copied into
@@ -293,6 +296,9 @@ class PairWriter:
             The column ids, row after row.
         copy : bool
             Copy now (default), or write from the caller's arrays.
+        row_ids : array_like of int, shape (n_rows,), optional
+            The id of each row, instead of ``first_row + r`` (the rows of a
+            partition, for instance); kept, like the arrays, with ``copy=False``.
 
         Raises
         ------
@@ -314,20 +320,28 @@ class PairWriter:
         if len(ptr) > 1 and np.any(ptr[1:] < ptr[:-1]):
             raise ValueError("indptr must be non-decreasing")
         _check_fits("j", cols, self.dtype)
-        _check_fits("i", np.array([first_row, first_row + len(ptr) - 2]), self.dtype)
+        if row_ids is None:
+            ids = _NO_IDS
+            _check_fits("i", np.array([first_row, first_row + len(ptr) - 2]), self.dtype)
+        else:
+            ids = int_vector("row_ids", row_ids)
+            if len(ids) != len(ptr) - 1:
+                raise ValueError(f"row_ids must hold one id per row ({len(ptr) - 1}), "
+                                 f"got {len(ids)}")
+            _check_fits("i", ids, self.dtype)
         if not copy:
             if m:
                 if self._block is not None and self._block.n:
                     blk, self._block = self._block, None      # earlier pairs first
                     self._blocks.submit(blk)
-                self._blocks.submit_call(lambda: self._write_csr_now(first_row, ptr, cols))
+                self._blocks.submit_call(lambda: self._write_csr_now(first_row, ptr, cols, ids))
                 self.n_pairs += m
             return
         p = 0
         while p < m:
             blk = self._current()
             take = min(m - p, blk.room)
-            pair_rows(ptr, first_row, p, blk.i[blk.n:blk.n + take])
+            pair_rows(ptr, first_row, ids, p, blk.i[blk.n:blk.n + take])
             blk.j[blk.n:blk.n + take] = cols[p:p + take]
             blk.n += take
             p += take

@@ -108,11 +108,12 @@ def exclusive_scan_into(counts, indptr):
 
 
 @nb.njit(**_jit)
-def pair_rows(indptr, first_row, start, out):
-    """The row ids of a run of CSR pairs: ``out[k]`` is ``first_row + r`` for
-    the row r that holds pair ``start + k`` (pairs counted from
-    ``indptr[0]``: ``indptr`` may be a slice of a larger table's).  ``out``
-    may be a strided view (a column of an (m, 2) block).
+def pair_rows(indptr, first_row, row_ids, start, out):
+    """The row ids of a run of CSR pairs: ``out[k]`` is the id of the row r that
+    holds pair ``start + k`` (pairs counted from ``indptr[0]``: ``indptr`` may
+    be a slice of a larger table's): ``first_row + r``, or ``row_ids[r]`` when
+    ``row_ids`` (int64) is not empty.  ``out`` may be a strided view (a column
+    of an (m, 2) block).
 
     The expansion that ``np.repeat(rows, counts)`` makes, without its int64
     temporary and into any integer dtype.  O(log rows + len(out)), one
@@ -124,9 +125,10 @@ def pair_rows(indptr, first_row, start, out):
     r = np.searchsorted(indptr, p, side="right") - 1
     k = 0
     last = indptr.shape[0] - 1
+    named = row_ids.shape[0] > 0
     while k < m and r < last:
         end = min(indptr[r + 1] - p, m)
-        v = first_row + r
+        v = row_ids[r] if named else first_row + r
         while k < end:
             out[k] = v
             k += 1
