@@ -7,16 +7,21 @@ need: scattering, routing and block summaries, and the assembly of the
 partitions' rows into one table (docs/design.md has the
 measurement):
 
-* **input**: the caller's array is neither scattered nor copied: each
-  partition task reads it in place, selects its owned points and its halo
-  by its box (:func:`partition_on_gpu`: two parallel passes on the
-  worker's cores, ``_kernels.box_counts`` and ``box_fill``, the rule of
-  :mod:`.partition`) straight into pinned buffers from CuPy's pool, and
-  copies only them to its GPU.  O(n) host reads per partition, O(points of
-  the partition and its halo) host writes, host-to-device bytes and device
-  memory, and no fresh host memory once the pool holds the buffers: the
-  GPUs together hold more points than one could;
-* **output**, in two phases: each partition counts its owned rows on its
+* **input**: the caller's array is neither scattered nor read on the
+  host: with several partitions each GPU loads one slice of it, checks,
+  summarises and routes it on the GPU, and each partition gathers its
+  owned points and halo from the GPUs (:mod:`.gpu_slices`; every point
+  crosses from the host once).  A task retried after its routed parts
+  were taken selects its box from the array on the host instead
+  (:func:`partition_on_gpu`: two parallel passes, ``_kernels.box_counts``
+  and ``box_fill``, straight into pinned buffers): O(n) host reads, O(points
+  of the partition and its halo) writes and host-to-device bytes;
+* **results per point** (the counts of ``output="counts"``, DBSCAN's labels
+  and core flags) go back to the GPU of each row's slice, which writes its
+  rows of the host arrays in order (:func:`.gpu_slices.send_back`);
+* **files** (``out=``): each partition's worker thread writes its part
+  (:func:`parquet_task`) into the call's staging folder;
+* **table**, in two phases: each partition counts its owned rows on its
   GPU and keeps its engine (grids, ranges, counts) in this process; the
   count tasks write the counts into one array; the driver turns them into
   the global row pointers and allocates the
@@ -25,8 +30,9 @@ measurement):
   (``place_rows``), so the table is never assembled a second time.
 
 A partition whose kept engine is gone (a task retried) recomputes it.  The
-objects shared between the driver and its worker threads live in a
-registry keyed by the call's token, and are dropped when the call ends.
+objects shared between the driver and its worker threads live in
+:mod:`.registry`, keyed by the call's token, and are dropped when the call
+ends.
 """
 
 from __future__ import annotations
