@@ -57,20 +57,18 @@ def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, strid
                      hi_r, own_r)  # a self-join cell always has itself in reach
         for i in range(c0, c1):
             _cell_gaps(pts, i, k, lo, side, slack, gl2, gh2)
-            room = buf.shape[0] - n
-            f = _point_scan(pts, i, i, pts, no_map, -1, eps2, lim, early, k, craw, lo_r, hi_r,
-                            own_r, True, coords, coord_off, stride, cell_ids, lower_bound,
-                            cell_start, point_lb, gl2, gh2, cur, partial, eqp, order, buf, n,
-                            room)
-            if f > room:
+            while True:   # one call site: the scan's code is compiled once
+                room = buf.shape[0] - n
+                f = _point_scan(pts, i, i, pts, no_map, -1, eps2, lim, early, k, craw, lo_r,
+                                hi_r, own_r, True, coords, coord_off, stride, cell_ids,
+                                lower_bound, cell_start, point_lb, gl2, gh2, cur, partial, eqp,
+                                order, buf, n, room)
+                if f <= room:
+                    break
                 grown = np.empty(max(2 * buf.shape[0], n + f), dtype=buf.dtype)
                 for t in range(n):   # a loop: a slice copy compiles Numba's error text
                     grown[t] = buf[t]
                 buf = grown
-                f = _point_scan(pts, i, i, pts, no_map, -1, eps2, lim, early, k, craw, lo_r,
-                                hi_r, own_r, True, coords, coord_off, stride, cell_ids,
-                                lower_bound, cell_start, point_lb, gl2, gh2, cur, partial, eqp,
-                                order, buf, n, f)
             counts[i] = f
             n += f
     return buf[:n].copy()
