@@ -19,6 +19,7 @@ import numba as nb
 import numpy as np
 
 from .._core.config import NUMBA_CACHE
+from .._core.search import lower_bound as _lower_bound
 
 #: Options of every CPU join kernel: cached, and nogil (the kernels run on
 #: a pool of threads, ``schedule.run_blocks``).
@@ -36,7 +37,7 @@ def _find_cell(cell_ids, lower_bound, lid):
         if lid >= lower_bound.shape[0]:
             return cell_ids.shape[0]
         return lower_bound[lid]
-    return np.searchsorted(cell_ids, lid)
+    return _lower_bound(cell_ids, 0, cell_ids.shape[0], lid)
 
 
 @nb.njit(**_jit)
@@ -46,7 +47,7 @@ def _rank_interval(coords, off0, off1, c):
     Returns (lo, hi) with lo > hi when none is occupied (the mask test of
     self-join paper §IV-D: O_j intersected with M_j).
     """
-    lo = off0 + np.searchsorted(coords[off0:off1], c - 1)
+    lo = _lower_bound(coords, off0, off1, c - 1)
     hi = lo - 1
     j = lo
     while j < off1 and coords[j] <= c + 1:

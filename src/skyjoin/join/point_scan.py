@@ -18,6 +18,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .._core.search import lower_bound
 from .cells import _U64, _jit
 from .plan import TILE_MIN_POINTS
 
@@ -77,8 +78,8 @@ def _row_bounds(s_cell_ids, s_lower_bound, s_cell_start, point_lb, lid0, lid1):
     if point_lb.shape[0] > 0:
         top = point_lb.shape[0] - 1
         return point_lb[min(lid0, top)], point_lb[min(lid1, top)]
-    a = np.searchsorted(s_cell_ids, lid0)
-    b = np.searchsorted(s_cell_ids, lid1)
+    a = lower_bound(s_cell_ids, 0, s_cell_ids.shape[0], lid0)
+    b = lower_bound(s_cell_ids, a, s_cell_ids.shape[0], lid1)
     return s_cell_start[a], s_cell_start[b]
 
 
