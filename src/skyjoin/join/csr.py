@@ -87,12 +87,18 @@ def _sift_down(a, lo, root, n):
     a[lo + root] = v
 
 
-@nb.njit(parallel=True, **_jit)
-def sort_csr_rows(indptr, indices):
-    """Sort the columns of every CSR row in place, in parallel."""
-    n = indptr.shape[0] - 1
-    for i in nb.prange(n):
+@nb.njit(**_jit)
+def _sort_rows_block(indptr, indices, b0, b1):
+    """Sort the columns of CSR rows [b0, b1) in place (sequential, nogil)."""
+    for i in range(b0, b1):
         _sort_range(indices, indptr[i], indptr[i + 1])
+
+
+def sort_csr_rows(indptr, indices):
+    """Sort the columns of every CSR row in place: blocks of rows of
+    similar sizes on the pool of threads (``schedule.run_blocks``, no
+    parfor to compile).  O(m log m) per row of m entries."""
+    run_blocks(_sort_rows_block, (indptr, indices), indptr)
 
 
 @nb.njit(**_jit)
