@@ -40,7 +40,7 @@ def _find_cell(cell_ids, lower_bound, lid):
     return _lower_bound(cell_ids, 0, cell_ids.shape[0], lid)
 
 
-@nb.njit(**_jit)
+@nb.njit(inline="always", **_jit)
 def _rank_interval(coords, off0, off1, c):
     """Ranks of the occupied coordinates within [c - 1, c + 1] of one dimension.
 
@@ -165,7 +165,7 @@ def _emit(out, n_out, cell_start, a, b):
     return n_out
 
 
-@nb.njit(**_jit)
+@nb.njit(inline="always", **_jit)
 def _decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw, lo_r, hi_r,
                  own_r):
     """Per-dimension coordinate of query cell qc, its rank in the query grid

@@ -23,7 +23,7 @@ from .cells import _U64, _jit
 from .plan import TILE_MIN_POINTS
 
 
-@nb.njit(**_jit)
+@nb.njit(inline="always", **_jit)
 def _cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2):
     """Squared lower bounds on |q_ij - y_j| for y in the cell below
     (``gl2[j]``) and above (``gh2[j]``) the query's cell in dimension j.
