@@ -149,19 +149,13 @@ def _point_scan(q_pts, qi, i, s_pts, s_map, excl, eps2, lim, early, k, craw, lo_
                                  base + r0, base + r1 + 1)
             if own_row:
                 p0 = i + 1  # r0 is the own cell: only its points after i
-            if mapped:
-                # points in the caller's order (the fill)
-                for jj in range(p0, p1):
-                    if jj != excl and _test(q_pts, qi, s_pts, s_map[jj], d, eps2, early):
-                        if n_found < cap:
-                            out[out_start + n_found] = s_order[jj]
-                        n_found += 1
-            else:
-                for jj in range(p0, p1):
-                    if jj != excl and _test(q_pts, qi, s_pts, jj, d, eps2, early):
-                        if n_found < cap:
-                            out[out_start + n_found] = s_order[jj]
-                        n_found += 1
+            for jj in range(p0, p1):
+                # with a map: points in the caller's order (the fill)
+                sj = s_map[jj] if mapped else jj
+                if jj != excl and _test(q_pts, qi, s_pts, sj, d, eps2, early):
+                    if n_found < cap:
+                        out[out_start + n_found] = s_order[jj]
+                    n_found += 1
         if last == 0:
             break
         cur[j] += 1
