@@ -41,7 +41,7 @@ def add_caller_order(order, values_reordered, out):
     run_blocks(_scatter_block, (order, values_reordered, out, True), order.shape[0])
 
 
-@nb.njit(**_jit)
+@nb.njit(inline="always", **_jit)
 def _insertion_sort(a, lo, hi):
     for i in range(lo + 1, hi):
         v = a[i]
@@ -52,7 +52,7 @@ def _insertion_sort(a, lo, hi):
         a[j + 1] = v
 
 
-@nb.njit(**_jit)
+@nb.njit(inline="always", **_jit)
 def _sort_range(a, lo, hi):
     """Sort a[lo:hi] in place: insertion sort for short ranges, else an
     in-place heapsort (small code: NumPy's sort adds seconds of compilation
