@@ -1,4 +1,10 @@
-"""Numba kernels behind ``skyjoin.index.grid.build_grid``."""
+"""Numba kernels behind ``skyjoin.index.grid.build_grid``.
+
+The passes over every point are sequential nogil kernels over a block of
+rows, run on blocks by the host pool (``_blocks``), not parfors: a parfor
+costs several times its body to compile, on the first call of every
+operator that builds a grid.
+"""
 
 import numba as nb
 import numpy as np
@@ -8,11 +14,26 @@ from .._core.pool import map_dynamic
 from .._core.validate import all_finite
 
 
-@nb.njit(parallel=True, cache=NUMBA_CACHE)
-def raw_coords(X, j, lo, side, out):
-    """Cell coordinate floor((x_j - lo) / side) of every point (§IV-B)."""
-    for i in nb.prange(X.shape[0]):
+def _blocks(kernel, args, n, min_block=1 << 16):
+    """``kernel(*args, b0, b1)`` over blocks [b0, b1) of range(n), one per
+    Numba thread (``numba.get_num_threads()``) and at least ``min_block``
+    items each, on the host pool (inline for one block)."""
+    n_blocks = max(1, min(nb.get_num_threads(), n // min_block))
+    cuts = [n * b // n_blocks for b in range(n_blocks + 1)]
+    map_dynamic(lambda b: kernel(*args, cuts[b], cuts[b + 1]), range(n_blocks), n_blocks)
+
+
+@nb.njit(cache=NUMBA_CACHE, nogil=True)
+def _raw_coords_block(X, j, lo, side, out, b0, b1):
+    for i in range(b0, b1):
         out[i] = np.int64(np.floor((np.float64(X[i, j]) - lo) / side))
+
+
+def raw_coords(X, j, lo, side, out):
+    """Cell coordinate floor((x_j - lo) / side) of every point (§IV-B), into
+    ``out`` (int64).  O(n), on the host pool."""
+    _blocks(_raw_coords_block, (X, np.int64(j), np.float64(lo), np.float64(side), out),
+            X.shape[0])
 
 
 @nb.njit(cache=NUMBA_CACHE, nogil=True)
@@ -61,11 +82,16 @@ def parallel_column_bounds(X, k, chunk_rows: int = 1 << 20, check_finite: bool =
     return out + ((all(p[2] for p in parts),) if check_finite else ())
 
 
-@nb.njit(parallel=True, cache=NUMBA_CACHE)
-def horner_step(lid, rank, radix):
-    """lid = lid * radix + rank: append one dimension to the linear ids."""
-    for i in nb.prange(lid.shape[0]):
+@nb.njit(cache=NUMBA_CACHE, nogil=True)
+def _horner_block(lid, rank, radix, b0, b1):
+    for i in range(b0, b1):
         lid[i] = lid[i] * radix + rank[i]
+
+
+def horner_step(lid, rank, radix):
+    """lid = lid * radix + rank: append one dimension to the linear ids.
+    O(n), on the host pool."""
+    _blocks(_horner_block, (lid, rank, np.int64(radix)), lid.shape[0])
 
 
 @nb.njit(cache=NUMBA_CACHE)
@@ -101,13 +127,18 @@ def counting_sort(key, counts, order_zero):
     return order, point_start
 
 
-@nb.njit(parallel=True, cache=NUMBA_CACHE)
-def gather_rows(X, order):
-    """X[order] into a new C-contiguous array, in parallel (order: any row ids)."""
-    m, d = order.shape[0], X.shape[1]
-    out = np.empty((m, d), dtype=X.dtype)
-    for r in nb.prange(m):
+@nb.njit(cache=NUMBA_CACHE, nogil=True)
+def _gather_block(X, order, out, b0, b1):
+    d = X.shape[1]
+    for r in range(b0, b1):
         src = order[r]
         for t in range(d):
             out[r, t] = X[src, t]
+
+
+def gather_rows(X, order):
+    """X[order] into a new C-contiguous array (order: any row ids).  O(m d),
+    on the host pool."""
+    out = np.empty((order.shape[0], X.shape[1]), dtype=X.dtype)
+    _blocks(_gather_block, (X, order, out), order.shape[0])
     return out
