@@ -182,18 +182,18 @@ def link_cells(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, of
                 break
         if first_core[t] < 0:
             continue
-        if close[t]:
-            for p in range(first_core[t] + 1, b):
-                if core[p]:
-                    union(parent, first_core[t], p)
-        else:
-            for p in range(a, b):
-                if not core[p]:
-                    continue
-                for q in range(p + 1, b):
-                    if core[q] and find(parent, p) != find(parent, q) \
-                            and d2(Xs, p, q) <= eps2:
-                        union(parent, p, q)
+        # a close cell: its first core point joins every other one, no test
+        # (one loop for both cases: union and the test are compiled once)
+        close_t = close[t] != 0
+        for p in range(first_core[t], b):
+            if not core[p]:
+                continue
+            for q in range(p + 1, b):
+                if core[q] and (close_t or (find(parent, p) != find(parent, q)
+                                            and d2(Xs, p, q) <= eps2)):
+                    union(parent, p, q)
+            if close_t:
+                break
     # between cells: offsets listed once per unordered pair of cells (o > 0);
     # the adjacent cells first, over the whole grid, so that by the time the
     # farther offsets are tried most of their cell pairs are already joined
@@ -227,27 +227,21 @@ def _link_cell(Xs, start, cells, slot_of, close, box_lo, box_hi, core, radix, of
             continue
         c2 = cells[t2]
         a2, b2 = start[c2], start[c2 + 1]
-        if both_close:
-            # one set per cell: one pair within eps joins them
-            found = False
-            for p in range(a, b):
-                if not core[p]:
-                    continue
-                for q in range(a2, b2):
-                    if core[q] and d2(Xs, p, q) <= eps2:
-                        union(parent, p, q)
-                        found = True
+        # both close: one set per cell, so one pair within eps joins them
+        # (one loop for both cases: the distance test is compiled once)
+        for p in range(a, b):
+            if not core[p]:
+                continue
+            joined = False
+            for q in range(a2, b2):
+                if core[q] and (both_close or find(parent, p) != find(parent, q)) \
+                        and d2(Xs, p, q) <= eps2:
+                    union(parent, p, q)
+                    if both_close:
+                        joined = True
                         break
-                if found:
-                    break
-        else:
-            for p in range(a, b):
-                if not core[p]:
-                    continue
-                for q in range(a2, b2):
-                    if core[q] and find(parent, p) != find(parent, q) \
-                            and d2(Xs, p, q) <= eps2:
-                        union(parent, p, q)
+            if joined:
+                break
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
