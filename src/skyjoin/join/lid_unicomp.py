@@ -50,6 +50,10 @@ def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, strid
     cur = np.empty(k, dtype=np.int64)
     partial = np.empty(k)
     no_map = np.empty(0, dtype=order.dtype)
+    # typed, not the literals -1 and True: the full pattern's kernels call
+    # the scan with an int64 and a bool there, and share its one compile
+    no_excl = np.int64(-1)
+    half = np.bool_(True)
     for c in range(cb0, cb1):
         c0 = cell_start[c]
         c1 = cell_start[c + 1]
@@ -59,8 +63,8 @@ def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, strid
             _cell_gaps(pts, i, k, lo, side, slack, gl2, gh2)
             while True:   # one call site: the scan's code is compiled once
                 room = buf.shape[0] - n
-                f = _point_scan(pts, i, i, pts, no_map, -1, eps2, lim, early, k, craw, lo_r,
-                                hi_r, own_r, True, coords, coord_off, stride, cell_ids,
+                f = _point_scan(pts, i, i, pts, no_map, no_excl, eps2, lim, early, k, craw,
+                                lo_r, hi_r, own_r, half, coords, coord_off, stride, cell_ids,
                                 lower_bound, cell_start, point_lb, gl2, gh2, cur, partial, eqp,
                                 order, buf, n, room)
                 if f <= room:
