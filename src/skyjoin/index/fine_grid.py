@@ -52,7 +52,7 @@ def fine_grid_shape(lo, hi, n, eps):
 def fine_cell_keys(X, lo, side, radix):
     """Linear cell key of every point, ``floor((x_k - lo_k) / side)`` clamped into
     [0, radix_k), last dimension fastest, and the keys' histogram
-    (``grid_kernels.count_keys``), counted in the same pass.  O(n d + volume)."""
+    (``counts[v + 1]`` points have key v), counted in the same pass.  O(n d + volume)."""
     n, d = X.shape
     total = 1
     for k in range(d):

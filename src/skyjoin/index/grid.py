@@ -243,9 +243,9 @@ def sort_cells(key, volume: int, dense: bool, order_dtype=None,
     empty_slot : bool
         Table flavour, see :class:`CellOrder`.
     counts : ndarray of int64, shape (volume + 1,), optional
-        Dense only: the keys' histogram (``grid_kernels.count_keys``), when
-        the caller counted while computing the keys; consumed (it becomes
-        ``point_start``).
+        Dense only: the keys' histogram shifted by one (``counts[v + 1]``
+        points have key v), when the caller counted while computing the
+        keys; consumed (it becomes ``point_start``).
 
     Returns
     -------
@@ -262,7 +262,9 @@ def sort_cells(key, volume: int, dense: bool, order_dtype=None,
         order_dtype = np.int32 if n < 2**31 else np.int64
     if dense:
         if counts is None:
-            counts = gk.count_keys(key, volume)
+            # NumPy's histogram: no kernel to compile for it
+            counts = np.zeros(volume + 1, dtype=np.int64)
+            counts[1:] = np.bincount(key, minlength=volume)
         cell_ids = np.flatnonzero(counts[1:]).astype(np.int64, copy=False)
         order, point_start = gk.counting_sort(key, counts, order_dtype(0))
         cell_start = np.empty(len(cell_ids) + 1, dtype=np.int64)

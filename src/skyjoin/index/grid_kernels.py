@@ -95,21 +95,11 @@ def horner_step(lid, rank, radix):
 
 
 @nb.njit(cache=NUMBA_CACHE)
-def count_keys(key, volume):
-    """Histogram of the cell keys (in [0, volume)), shifted by one:
-    ``counts[v + 1]`` points have key v (the input of ``counting_sort``).  O(n + volume)."""
-    counts = np.zeros(volume + 1, dtype=np.int64)
-    for i in range(key.shape[0]):
-        counts[key[i] + 1] += 1
-    return counts
-
-
-@nb.njit(cache=NUMBA_CACHE)
 def counting_sort(key, counts, order_zero):
     """Stable counting sort of the points by cell key, given the keys' histogram.
 
-    ``counts`` (from ``count_keys``, or counted while computing the keys)
-    becomes, in place, ``point_start``: cell v holds the sorted points
+    ``counts`` (``counts[v + 1]`` points have key v: ``np.bincount``, or
+    counted while computing the keys) becomes, in place, ``point_start``: cell v holds the sorted points
     ``point_start[v]:point_start[v + 1]`` (length volume + 1, empty cells
     included).  Returns (order, point_start), ``order[p]`` the row of sorted
     point p (dtype of ``order_zero``).  O(n + volume).
