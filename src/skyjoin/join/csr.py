@@ -101,16 +101,12 @@ def sort_csr_rows(indptr, indices):
     run_blocks(_sort_rows_block, (indptr, indices), indptr)
 
 
-@nb.njit(**_jit)
 def exclusive_scan_into(counts, indptr):
-    """indptr[0] = 0, indptr[i + 1] = sum(counts[:i + 1]) (sequential scan,
-    parallel conversion)."""
-    total = 0
+    """indptr[0] = 0, indptr[i + 1] = sum(counts[:i + 1]); returns the total.
+    NumPy's cumsum (sequential, O(n)): no kernel to compile."""
     indptr[0] = 0
-    for i in range(counts.shape[0]):
-        total += counts[i]
-        indptr[i + 1] = total
-    return total
+    np.cumsum(counts, out=indptr[1:])
+    return int(indptr[-1])
 
 
 @nb.njit(**_jit)
