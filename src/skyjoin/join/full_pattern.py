@@ -286,6 +286,7 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
     # helpers other signatures than the fill's, one more compile each
     zero = np.int64(0)
     no_cap = np.int64(-1)
+    no_ids = np.bool_(False)   # typed too: the fill passes True to the same helpers
     for c in range(cb0, cb1):
         c0 = q_cell_start[c]
         c1 = q_cell_start[c + 1]
@@ -308,8 +309,8 @@ def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
         rows, n_rows = adjacent_rows(c, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids,
                                      s_lower_bound, s_cell_start, s_coords, s_coord_off,
                                      s_stride, k, 0, False)
-        cid, cj, m = _candidates(rows, n_rows, s_order, False, 0)
-        cp = _coords(s_pts, cid, cj, m, False)
+        cid, cj, m = _candidates(rows, n_rows, s_order, no_ids, zero)
+        cp = _coords(s_pts, cid, cj, m, no_ids)
         db = np.empty(m, dtype=cp.dtype)
         qorder = np.empty(c1 - c0, dtype=np.int64)
         goff = _subtiles(q_pts, c0, c1, k, lo, side, SUBTILE_POINTS, qorder)
@@ -390,6 +391,8 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
     line = max(1, 64 // indices.itemsize)  # items per cache line
     qrow = np.empty((1, d), dtype=q_pts.dtype)
     zero = np.int64(0)   # not the literal 0: the helpers keep the count's signatures
+    with_ids = np.bool_(True)   # nor True and 16 (the count passes False and 0)
+    pad = np.int64(16)
     all_cells = cell_list.shape[0] == 0
     for ci in range(cb0, cb1):
         c = ci if all_cells else cell_list[ci]
@@ -447,7 +450,7 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
         # their writes (the first ones before the candidates are gathered)
         for x in range(min(ROW_LOOKAHEAD, n_c)):
             _prefetch_row(indices, r_start[qorder[x]], r_len[qorder[x]], line)
-        cid, cj, m = _candidates(rows, n_rows, s_order, True, 16)
+        cid, cj, m = _candidates(rows, n_rows, s_order, with_ids, pad)
         # the candidates' rows of the caller's array are scattered: their
         # loads are started here, to overlap the merge
         for p in range(m):
@@ -456,7 +459,7 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
         # costs less than sorting the rows, so sorted rows come for free
         if sort:
             cid, cj = _merge_runs(cid, cj, m)
-        cp = _coords(s_pts, cid, cj, m, True)
+        cp = _coords(s_pts, cid, cj, m, with_ids)
         # distances padded to a multiple of 16 with NaN (never passes)
         db = np.empty(m + 16, dtype=cp.dtype)
         buf = np.empty(m + 16, dtype=cid.dtype)
