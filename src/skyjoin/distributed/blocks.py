@@ -54,7 +54,8 @@ Points = Union[ArrayLike, "dask.array.Array", "dask.dataframe.DataFrame", str, "
 _Op = TypeVar("_Op", bound=Callable[..., Any])
 
 __all__ = ["Blocks", "get_client", "as_blocks", "stacked", "reruns_on_lost_input",
-           "is_dask_array", "is_dask_frame", "DEFAULT_BLOCK_ROWS"]
+           "is_dask_array", "is_dask_frame", "sample_rows", "in_working_layout",
+           "DEFAULT_BLOCK_ROWS"]
 
 log = logging.getLogger("skyjoin")
 
@@ -179,11 +180,24 @@ def _summary(block, seed):
     n, d = block.shape
     if n == 0:
         return n, d, None, None, block[:0]
-    rng = np.random.default_rng(seed)
-    m = min(n, SAMPLE_PER_BLOCK)
-    pick = np.sort(rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
     lo, hi = column_bounds(block, d)
-    return n, d, lo, hi, block[pick]
+    return n, d, lo, hi, block[sample_rows(n, SAMPLE_PER_BLOCK, seed)]
+
+
+def sample_rows(n: int, size: int, seed: int) -> np.ndarray:
+    """Ascending positions of a uniform sample of ``min(n, size)`` of n rows,
+    without repeats (all rows when n <= size).  O(size log size)."""
+    m = min(n, size)
+    if m >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
+
+
+def in_working_layout(X, dtype) -> bool:
+    """Whether X is a 2-D NumPy array with columns, of ``dtype``, C-contiguous:
+    usable in place, with only its values left to check."""
+    return isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] > 0 \
+        and X.dtype == dtype and X.flags.c_contiguous
 
 
 def _combine_samples(summaries, target: int, seed: int) -> np.ndarray:
@@ -342,8 +356,7 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
         if columns is not None:
             raise TypeError("columns= selects columns of files and data frames; "
                             "slice the array instead")
-        plain = isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] > 0 \
-            and X.dtype == dtype and X.flags.c_contiguous
+        plain = in_working_layout(X, dtype)
         # an array to summarise is tested for NaN and inf in the bounds' parallel pass
         deferred = plain and check and summarise and X.shape[0] > 0
         arr = X if plain and (deferred or not check) else check_points(X, name=name,
@@ -383,11 +396,9 @@ def as_blocks(client, X, *, dtype=np.float64, columns=None, block_rows: int | No
                           hi=np.zeros(d), sample=np.zeros((0, d)), from_array=True, array=kept)
         if not deferred:
             lo, hi = parallel_column_bounds(arr, d)
-        m = min(n, sample_target)
-        pick = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False)) \
-            if m < n else np.arange(n)
         return Blocks(futures=list(futures), offsets=offsets, d=d, lo=lo, hi=hi,
-                      sample=arr[pick], from_array=True, array=kept)
+                      sample=arr[sample_rows(n, sample_target, seed)], from_array=True,
+                      array=kept)
     summaries = client.gather([client.submit(_summary, f, seed + k, retries=retries)
                                for k, f in enumerate(futures)])
     widths = {s[1] for s in summaries}

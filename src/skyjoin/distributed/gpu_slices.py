@@ -41,7 +41,7 @@ from .._core.device import cupy
 from .._core.device_reduce import column_bounds
 from .._core.transfer import d2pinned, h2d, parallel_copy
 from .._core.validate import check_points
-from .blocks import Blocks
+from .blocks import Blocks, in_working_layout, sample_rows
 from .partition import in_widened_box, owned_by
 from .registry import drop, lookup, publish, take
 
@@ -94,15 +94,11 @@ def load(client, X, token: str, *, dtype, name: str = "X", columns=None, seed: i
         raise TypeError("columns= selects columns of files and data frames; slice the array "
                         "instead")
     dtype = np.dtype(dtype)
-    plain = isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] > 0 \
-        and X.dtype == dtype and X.flags.c_contiguous
-    arr = X if plain else check_points(X, name=name, dtype=dtype)
+    arr = X if in_working_layout(X, dtype) else check_points(X, name=name, dtype=dtype)
     n, d = arr.shape
     workers = _workers(client)
     offsets = np.linspace(0, n, len(workers) + 1).astype(np.int64)
-    m = min(n, sample_target)
-    pick = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False)) \
-        if m < n else np.arange(n)
+    pick = sample_rows(n, sample_target, seed)
     publish(token, X=arr, slices=offsets)
     try:
         futs = [client.submit(load_task, token, t, int(offsets[t]), int(offsets[t + 1]),

@@ -58,8 +58,9 @@ from .part_files import write_rows
 from .partition import deep_inside, in_widened_box
 from .registry import drop, lookup, publish, take
 
-__all__ = ["in_process", "partition_on_gpu", "partition_points", "publish", "lookup", "take", "drop", "numba_lock",
-           "count_task", "fill_task", "device_table_task", "parquet_task", "dbscan_local_task", "dbscan_labels_task"]
+__all__ = ["in_process", "partition_on_gpu", "partition_points", "publish", "lookup", "take",
+           "drop", "numba_lock", "count_task", "fill_task", "device_table_task", "parquet_task",
+           "dbscan_local_task", "dbscan_labels_task"]
 
 
 def in_process(client) -> bool:

@@ -489,18 +489,24 @@ def _in_process_gpu_parts(client, blocks, plan, h, token, eps, include_self, sor
     """The partitioned join on in-process GPU workers, each partition's rows written
     by its worker thread as its Parquet part in ``stage``; returns the (path, pairs)
     of the parts.  Nothing but the file names comes back."""
-    n, P = blocks.n, plan.n_partitions
-    where = worker_of_partition(client, P)
     in_process_gpu.publish(token, X=blocks.array)
     try:
-        routed = gpu_slices.route(client, token, blocks, plan, h)
-        futs = [client.submit(in_process_gpu.parquet_task, token, p, plan, h, eps, include_self,
-                              precision, sort, n, stage, *routed, retries=retries,
-                              key=f"{token}-parquet-{p}", workers=where[p],
-                              allow_other_workers=True) for p in range(P)]
-        return client.gather(futs)
+        return client.gather(_routed_tasks(client, blocks, plan, h, token, retries, "parquet",
+                                           in_process_gpu.parquet_task, eps, include_self,
+                                           precision, sort, blocks.n, stage))
     finally:
         in_process_gpu.drop(token)
+
+
+def _routed_tasks(client, blocks, plan, h, token, retries, name, task, *args) -> list:
+    """Route the GPU slices (when the array was sliced), then one
+    ``task(token, p, plan, h, *args, *routing)`` per partition on its worker;
+    the futures."""
+    where = worker_of_partition(client, plan.n_partitions)
+    routed = gpu_slices.route(client, token, blocks, plan, h)
+    return [client.submit(task, token, p, plan, h, *args, *routed, retries=retries,
+                          key=f"{token}-{name}-{p}", workers=where[p], allow_other_workers=True)
+            for p in range(plan.n_partitions)]
 
 
 def _slowest_steps(phases, steps, prefix):
@@ -521,22 +527,17 @@ def _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, outp
     if output == "device":
         in_process_gpu.publish(token, X=blocks.array)
         try:
-            routed = gpu_slices.route(client, token, blocks, plan, h)
-            futs = [client.submit(in_process_gpu.device_table_task, token, p, plan, h, eps,
-                                  include_self, precision, sort, n, *routed, retries=retries,
-                                  key=f"{token}-device-{p}", workers=where[p],
-                                  allow_other_workers=True) for p in range(P)]
+            futs = _routed_tasks(client, blocks, plan, h, token, retries, "device",
+                                 in_process_gpu.device_table_task, eps, include_self,
+                                 precision, sort, n)
             return _kept_on_device(client, futs, token)
         finally:
             in_process_gpu.drop(token)     # the shared points; the tables stay with the futures
     counts = alloc_host(n, np.int64)      # every row is written by its one owner (checked)
     in_process_gpu.publish(token, X=blocks.array, counts=counts)
     try:
-        routed = gpu_slices.route(client, token, blocks, plan, h)
-        futs = [client.submit(in_process_gpu.count_task, token, p, plan, h, eps, include_self,
-                              precision, output, n, *routed, retries=retries,
-                              key=f"{token}-count-{p}", workers=where[p],
-                              allow_other_workers=True) for p in range(P)]
+        futs = _routed_tasks(client, blocks, plan, h, token, retries, "count",
+                             in_process_gpu.count_task, eps, include_self, precision, output, n)
         counted = client.gather(futs)
         del futs
         rows = sum(r for r, _ in counted)
