@@ -336,3 +336,26 @@ def test_row_ids_written_in_spans(tmp_path, monkeypatch, ext):
     i, j = _read(path)
     assert np.array_equal(i, np.repeat(np.arange(n), np.diff(indptr)))
     assert np.array_equal(j, indices)
+
+
+@pytest.mark.parametrize("ext", [".parquet", ".csv", ".npy"])
+def test_unchecked_csr_rows_write_the_same_pairs(tmp_path, ext):
+    """write_csr(check=False), as the partitions' writers call it, writes the
+    same pairs as the checked call, over many blocks (the thread fills the
+    next block while it encodes one); lengths are still checked."""
+    rng = np.random.default_rng(21)
+    n = 500
+    indptr, indices = _random_csr(rng, n, n)
+    ids = rng.permutation(n).astype(np.int64)
+    out = []
+    for check in (True, False):
+        path = str(tmp_path / f"{check}{ext}")
+        with _writer(path, (n, n), 37) as w:
+            w.write_csr(0, indptr, indices.astype(np.int64), copy=False, row_ids=ids, check=check)
+        out.append(_read(path))
+    assert np.array_equal(out[0][0], np.repeat(ids, np.diff(indptr)))
+    assert np.array_equal(out[0][1], indices)
+    assert np.array_equal(out[1][0], out[0][0]) and np.array_equal(out[1][1], out[0][1])
+    with _writer(str(tmp_path / f"bad{ext}"), (n, n), 37) as w:
+        with pytest.raises(ValueError, match="indices must hold"):
+            w.write_csr(0, indptr, indices[:-1], check=False)

@@ -91,10 +91,11 @@ def write_rows(out_dir, p, shape, sort, row_ids, indptr, cols):
     ``row_ids[r]`` (``r`` when None), holds ``cols[indptr[r]:indptr[r + 1]]``.
     Returns (path, pairs), or (None, 0) without pairs.  The writer's thread
     expands the row ids block by block from the arrays (no per-pair
-    temporary here): O(pairs), mostly the Parquet encoding."""
+    temporary here), which a join made: they are not checked again.
+    O(pairs), mostly the Parquet encoding."""
     if len(cols) == 0:
         return None, 0
     path = os.path.join(out_dir, part_name(p))
     with ParquetPairWriter(path, shape=shape, sorted=sort) as w:
-        w.write_csr(0, indptr, cols, copy=False, row_ids=row_ids)
+        w.write_csr(0, indptr, cols, copy=False, row_ids=row_ids, check=False)
     return path, int(len(cols))

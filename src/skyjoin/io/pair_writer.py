@@ -16,6 +16,7 @@ narrowing cast is checked, never silent.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import os
 from types import TracebackType
 from typing import Any, Iterable
@@ -132,9 +133,9 @@ class PairWriter:
 
     Notes
     -----
-    Memory, whatever the number of pairs written: at most ``DEPTH + 2``
+    Memory, whatever the number of pairs written: at most ``DEPTH + 3``
     blocks of ``block_pairs`` pairs (two ids each: ``DEPTH + 1`` filled by
-    the caller, one by the thread for CSR rows written without a copy),
+    the caller, two by the thread for CSR rows written without a copy),
     what the format's encoder holds for one block, and at most one chunk
     of the caller's held until written (:meth:`write_csr` with
     ``copy=False``, :meth:`write_chunk`).  Time: :meth:`write` and
@@ -212,23 +213,24 @@ class PairWriter:
     def _write_csr_now(self, first_row: int, ptr: np.ndarray, cols: np.ndarray,
                        row_ids: np.ndarray) -> None:
         """Write CSR rows block by block from the caller's arrays (on the
-        background thread): row ids into the thread's block (in spans on the
-        host pool), column ids sliced from ``cols`` where the format
-        allows, else copied."""
+        background thread): row ids into one of two blocks of the thread's
+        (in spans on the host pool), column ids sliced from ``cols`` where
+        the format allows, else copied.  A helper thread fills the next
+        block while this one encodes the current one, so the expansion of
+        the row ids costs no time beside the encoding."""
         from ..join.csr import pair_rows  # Numba: loaded on first use
 
         if self._scratch is None:
-            self._scratch = self._new_block()
-        blk = self._scratch
-        size = blk.i.shape[0]
+            self._scratch = (self._new_block(), self._new_block())
+        size = self._scratch[0].i.shape[0]
         direct = self._J_FROM_ANY and cols.dtype == self.dtype
-        for p in range(0, cols.shape[0], size):
-            if self._blocks.stopped:                  # abandoned: stop between blocks
-                return
+        starts = range(0, cols.shape[0], size)
+
+        def fill(p: int, blk: Block) -> tuple[Block, np.ndarray]:
             take = min(size, cols.shape[0] - p)
             out = blk.i
 
-            def rows(a: int, b: int, p: int = p) -> None:
+            def rows(a: int, b: int) -> None:
                 pair_rows(ptr, first_row, row_ids, p + a, out[a:b])
 
             map_spans(rows, take)                     # nogil: the host pool's threads
@@ -238,7 +240,19 @@ class PairWriter:
                 blk.j[:take] = cols[p:p + take]
                 j = blk.j[:take]
             blk.n = take
-            self._encode(blk, j)
+            return blk, j
+
+        if len(starts) == 0:
+            return
+        with cf.ThreadPoolExecutor(1, thread_name_prefix="skyjoin-fill") as ahead:
+            nxt = ahead.submit(fill, starts[0], self._scratch[0])
+            for k in range(len(starts)):
+                blk, j = nxt.result()
+                if self._blocks.stopped:              # abandoned: stop between blocks
+                    return
+                if k + 1 < len(starts):
+                    nxt = ahead.submit(fill, starts[k + 1], self._scratch[(k + 1) % 2])
+                self._encode(blk, j)
 
     def _hand_over_if_full(self, block: Block) -> None:
         if block.room == 0:
@@ -275,7 +289,8 @@ class PairWriter:
             self._hand_over_if_full(blk)
 
     def write_csr(self, first_row: int, indptr: ArrayLike, indices: ArrayLike, *,
-                  copy: bool = True, row_ids: ArrayLike | None = None) -> None:
+                  copy: bool = True, row_ids: ArrayLike | None = None,
+                  check: bool = True) -> None:
         """Append CSR rows: row ``first_row + r`` (or ``row_ids[r]``) holds the
         columns ``indices[indptr[r] - indptr[0]:indptr[r + 1] - indptr[0]]``.
 
@@ -299,6 +314,12 @@ class PairWriter:
         row_ids : array_like of int, shape (n_rows,), optional
             The id of each row, instead of ``first_row + r`` (the rows of a
             partition, for instance); kept, like the arrays, with ``copy=False``.
+        check : bool
+            Check that ``indptr`` is non-decreasing and that every id fits
+            the file's id dtype (default): O(rows + pairs) in the caller's
+            thread.  False skips both, for a table that a skyjoin join made
+            (its offsets and ids are right by construction); wrong arrays
+            then make a wrong file.  Lengths are checked either way.
 
         Raises
         ------
@@ -317,9 +338,10 @@ class PairWriter:
         if len(cols) != m:
             raise ValueError(f"indices must hold indptr[-1] - indptr[0] = {m} ids, "
                              f"got {len(cols)}")
-        if len(ptr) > 1 and np.any(ptr[1:] < ptr[:-1]):
+        if check and len(ptr) > 1 and np.any(ptr[1:] < ptr[:-1]):
             raise ValueError("indptr must be non-decreasing")
-        _check_fits("j", cols, self.dtype)
+        if check:
+            _check_fits("j", cols, self.dtype)
         if row_ids is None:
             ids = _NO_IDS
             _check_fits("i", np.array([first_row, first_row + len(ptr) - 2]), self.dtype)
@@ -328,7 +350,8 @@ class PairWriter:
             if len(ids) != len(ptr) - 1:
                 raise ValueError(f"row_ids must hold one id per row ({len(ptr) - 1}), "
                                  f"got {len(ids)}")
-            _check_fits("i", ids, self.dtype)
+            if check:
+                _check_fits("i", ids, self.dtype)
         if not copy:
             if m:
                 if self._block is not None and self._block.n:
