@@ -116,13 +116,19 @@ def test_other_layouts_and_precisions_equal_single_machine(gpu_client, precision
     np.testing.assert_array_equal(est.labels_, one.labels_)
 
 
-@pytest.mark.parametrize("sort", [True, False])
-def test_parts_written_by_the_gpu_threads_read_back_equal(gpu_client, tmp_path, sort):
+@pytest.mark.parametrize("sort,batch", [(True, None), (False, None), (True, 4096)])
+def test_parts_written_by_the_gpu_threads_read_back_equal(gpu_client, tmp_path, sort, batch,
+                                                           monkeypatch):
     """out= on the in-process GPU path: each partition writes its part from its
-    GPU's thread; the folder holds the parts only, equal to the single machine's
-    table once read back."""
+    GPU's thread, batch by batch as the GPU fills them (``batch``: pairs a
+    batch, so that a part takes many); the folder holds the parts only, equal
+    to the single machine's table once read back."""
     import os
 
+    from skyjoin.distributed import in_process_gpu
+
+    if batch is not None:
+        monkeypatch.setattr(in_process_gpu, "STREAM_BATCH_PAIRS", batch)
     X = _points(50000, seed=9)
     ref = sj.self_join(X, 0.05, device="cpu")
     tm = {}
@@ -133,3 +139,17 @@ def test_parts_written_by_the_gpu_threads_read_back_equal(gpu_client, tmp_path, 
     assert sorted(os.listdir(tmp_path / "o")) == sorted(os.path.basename(f) for f in res.files)
     got = res.to_table()
     assert (got if sort else got.sort_rows()) == ref
+
+
+def test_one_gpu_writes_its_part_batch_by_batch(tmp_path, monkeypatch):
+    """One GPU worker: the whole join as one part, written batch by batch as
+    the GPU fills it (many batches here), equal to the single machine's."""
+    from skyjoin.distributed import join as djoin
+
+    monkeypatch.setattr(djoin, "STREAM_BATCH_PAIRS", 4096)
+    X = _points(30000, seed=10)
+    ref = sj.self_join(X, 0.05, device="cpu")
+    with sd.local_gpu_cluster(1, processes=False) as cluster, distributed.Client(cluster) as c:
+        res = sd.self_join(X, 0.05, client=c, device="gpu", out=tmp_path / "o")
+    assert res.n_pairs == ref.n_pairs and len(res.files) == 1
+    assert res.to_table() == ref

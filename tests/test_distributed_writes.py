@@ -16,6 +16,7 @@ import threading
 import time
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 distributed = pytest.importorskip("distributed")
@@ -24,7 +25,7 @@ import skyjoin as sj  # noqa: E402
 import skyjoin.distributed as sd  # noqa: E402
 from skyjoin.distributed.count_chunks import (CHUNK_ROWS, assemble_chunk,  # noqa: E402
                                               row_ranges)
-from skyjoin.distributed.part_files import check_folder, publish, staging  # noqa: E402
+from skyjoin.distributed.part_files import PartWriter, check_folder, publish, staging  # noqa: E402
 
 
 def blobs(rng, n, d=2):
@@ -241,3 +242,31 @@ def test_killed_worker_during_a_partitioned_write(client, tmp_path, source):
     assert all(f.startswith("part-") and f.endswith(".parquet") for f in part_names(out))
     assert sum(pq.read_table(f).num_rows for f in res.files) == res.n_pairs == ref.n_pairs
     assert res.to_table() == ref
+
+
+def test_part_written_batch_by_batch_reads_back_equal(tmp_path):
+    """A part written as a join hands over its row batches (PartWriter.rows,
+    the GPU join's rows_ready) holds every pair once, in order, with the
+    rows' global ids; without pairs, or on an error, no file is left."""
+    rng = np.random.default_rng(5)
+    X = blobs(rng, 3000)
+    eps = 0.2
+    nt = sj.self_join(X, eps, device="cpu")
+    ids = rng.permutation(10_000)[:3000].astype(np.int64)
+    cuts = [0, 1, 700, 700, 2999, 3000]
+    with PartWriter(str(tmp_path), 3, (10_000, 10_000), True, ids) as w:
+        for r0, r1 in zip(cuts[:-1], cuts[1:]):
+            w.rows(r0, r1, nt.indptr, nt.indices)
+        path, pairs = w.close()
+    assert os.path.basename(path) == "part-00003.parquet" and pairs == nt.n_pairs
+    t = pq.read_table(path)
+    assert np.array_equal(t["i"].to_numpy(), np.repeat(ids, np.diff(nt.indptr)))
+    assert np.array_equal(t["j"].to_numpy(), nt.indices)
+    with PartWriter(str(tmp_path), 4, (10, 10), True) as w:
+        w.rows(0, 2, np.zeros(3, dtype=np.int64), np.zeros(0, dtype=np.int32))
+        assert w.close() == (None, 0)
+    with pytest.raises(RuntimeError):
+        with PartWriter(str(tmp_path), 5, (10_000, 10_000), True, ids) as w:
+            w.rows(0, 700, nt.indptr, nt.indices)
+            raise RuntimeError("the join failed")
+    assert sorted(os.listdir(tmp_path)) == ["part-00003.parquet"]

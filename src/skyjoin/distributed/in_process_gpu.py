@@ -54,7 +54,7 @@ from ._kernels import box_counts, box_fill, place_rows, scatter_into
 from .gpu_slices import gather, send_back
 from .halo_dbscan import owned_labels, partition_dbscan
 from .owned_rows import OwnedRows, owned_table
-from .part_files import write_rows
+from .part_files import STREAM_BATCH_PAIRS, PartWriter
 from .partition import deep_inside, in_widened_box
 from .registry import drop, lookup, publish, take
 
@@ -229,14 +229,18 @@ def device_table_task(token, p, plan, h, eps, include_self, precision, sort, n, 
 
 def parquet_task(token, p, plan, h, eps, include_self, precision, sort, n, stage, *after):
     """Partition p's owned rows written by this worker as its Parquet part in the
-    call's staging folder ``stage`` (:mod:`.part_files`); returns (path, pairs).
-    ``after``: the futures of the routing it waits for."""
+    call's staging folder ``stage`` (:mod:`.part_files`), batch by batch as
+    the GPU fills them (the writer encodes one while the GPU fills the
+    next); returns (path, pairs).  ``after``: the futures of the routing it
+    waits for."""
     cp = cupy()
     S, ids, n_own = partition_points(cp, token, p, plan, h)
-    nt = owned_table(S, ids, n_own, eps, include_self=include_self, sort=sort,
-                     precision=precision, n_columns=n)
-    del S
-    return write_rows(stage, p, (n, n), sort, d2h(cp, ids[:n_own]), nt.indptr, nt.indices)
+    with PartWriter(stage, p, (n, n), sort, d2h(cp, ids[:n_own])) as w:
+        owned_table(S, ids, n_own, eps, include_self=include_self, sort=sort,
+                    precision=precision, n_columns=n, rows_ready=w.rows,
+                    batch_pairs=STREAM_BATCH_PAIRS)
+        del S
+        return w.close()
 
 
 _SERIAL = threading.Lock()

@@ -50,7 +50,8 @@ from . import gpu_slices, in_process_gpu
 from ._kernels import prefix_sum, select_rows
 from .count_chunks import host_counts, partition_counts, whole_counts
 from .blocks import Points, get_client, new_token, reruns_on_lost_input, stacked
-from .part_files import check_folder, publish, staging, write_rows
+from .part_files import STREAM_BATCH_PAIRS, PartWriter, check_folder, publish, staging, \
+    write_rows
 from .plan import (check_n_partitions, in_process_gpu_path, load_blocks, on_gpu, plan_run,
                    worker_of_partition)
 from .owned_rows import OwnedRows, as_bag, assemble_table, owned_table
@@ -226,6 +227,12 @@ def _whole_join(eps, include_self, output, sort, device, precision, out_dir, n, 
         nt = single_self_join(X, eps, include_self=include_self, sort=sort, device="gpu",
                               precision=precision, on_device=True)
         return [OwnedRows(cupy().arange(n, dtype=np.int64), nt)]
+    if out_dir is not None and on_gpu(device):
+        # the part is encoded batch by batch while the GPU fills the next
+        with PartWriter(out_dir, 0, (n, n), sort) as w:
+            gpu_self_join(X, eps, include_self=include_self, sort=sort, precision=precision,
+                          rows_ready=w.rows, batch_pairs=STREAM_BATCH_PAIRS)
+            return w.close()
     res = single_self_join(X, eps, include_self=include_self, output=output, sort=sort,
                            device=device, precision=precision)
     if output == "counts":

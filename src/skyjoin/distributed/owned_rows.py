@@ -26,17 +26,20 @@ __all__ = ["OwnedRows", "owned_table", "as_bag", "to_host_table", "assemble_tabl
 
 
 def owned_table(points, ids, n_own: int, eps: float, *, include_self: bool, sort: bool,
-                precision: str, n_columns: int, on_device: bool = False) -> NeighborTable:
+                precision: str, n_columns: int, on_device: bool = False,
+                rows_ready=None, batch_pairs=None) -> NeighborTable:
     """A partition's owned rows on the GPU: the join of its points (the owned ones
     first, then its halo) computed for the first ``n_own`` rows only, with the
     columns renamed to the global ``ids`` (int32, so ``n_columns`` < 2**31)
     before the rows are sorted.  ``points`` and ``ids`` on the host or on this
     thread's GPU; the table in host memory, or on the GPU with ``on_device``.
+    ``rows_ready`` and ``batch_pairs``: as for
+    :func:`skyjoin.join.gpu.gpu_self_join` (a part written as it is filled).
     Cost: the single-machine GPU join of the partition's points, the halo's
     rows not computed."""
     return gpu_self_join(points, eps, include_self=include_self, sort=sort, precision=precision,
                          query_rows=n_own, column_ids=ids.astype(np.int32), n_columns=n_columns,
-                         on_device=on_device)
+                         on_device=on_device, rows_ready=rows_ready, batch_pairs=batch_pairs)
 
 
 @dataclass

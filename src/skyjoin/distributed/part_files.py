@@ -22,7 +22,8 @@ from typing import Iterator
 
 from ..io import ParquetPairWriter
 
-__all__ = ["part_name", "check_folder", "staging", "publish", "write_rows"]
+__all__ = ["part_name", "check_folder", "staging", "publish", "write_rows", "PartWriter",
+           "STREAM_BATCH_PAIRS"]
 
 log = logging.getLogger("skyjoin")
 
@@ -86,16 +87,67 @@ def publish(stage: str, written: list[tuple[str | None, int]]) -> list[str]:
     return files
 
 
+#: Pairs per GPU batch when a part is written as the GPU fills it: the
+#: writer encodes one batch while the GPU fills the next (a few batches a
+#: part; docs/design.md, "Parquet parts written as they are filled").
+STREAM_BATCH_PAIRS = 1 << 24
+
+
+class PartWriter:
+    """Partition p's part ``part-<p>.parquet`` in ``out_dir``, written row batch
+    by row batch as a join fills its host table (atomically: the file
+    appears when :meth:`close` succeeds, not at all on :meth:`discard` or
+    without pairs).
+
+    :meth:`rows` is the ``rows_ready`` callback of
+    :func:`skyjoin.join.gpu.gpu_self_join`: rows [r0, r1) of the table, of
+    ids ``row_ids[r0:r1]`` (``r0...`` when None), are handed to the
+    writer's thread without a copy and without being checked again (a join
+    made them).  O(pairs), mostly the Parquet encoding, on the writer's
+    thread.
+    """
+
+    def __init__(self, out_dir: str, p: int, shape, sort: bool, row_ids=None) -> None:
+        self.path = os.path.join(out_dir, part_name(p))
+        self._ids = row_ids
+        self._w = ParquetPairWriter(self.path, shape=shape, sorted=sort)
+
+    def rows(self, r0: int, r1: int, indptr, indices) -> None:
+        """Write rows [r0, r1) of the table (indptr, indices)."""
+        a, b = int(indptr[r0]), int(indptr[r1])
+        if b == a:
+            return
+        ids = None if self._ids is None else self._ids[r0:r1]
+        self._w.write_csr(r0, indptr[r0:r1 + 1], indices[a:b], copy=False, row_ids=ids,
+                          check=False)
+
+    def close(self) -> tuple[str | None, int]:
+        """Finish the part: (path, pairs), or (None, 0) and no file without pairs."""
+        if self._w.n_pairs == 0:
+            self._w.discard()
+            return None, 0
+        self._w.close()
+        return self.path, int(self._w.n_pairs)
+
+    def discard(self) -> None:
+        """Abandon the part: no file is left (idempotent)."""
+        self._w.discard()
+
+    def __enter__(self) -> "PartWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.discard()
+
+
 def write_rows(out_dir, p, shape, sort, row_ids, indptr, cols):
     """Write a partition's rows as ``part-<p>.parquet`` (atomically): row r, of id
     ``row_ids[r]`` (``r`` when None), holds ``cols[indptr[r]:indptr[r + 1]]``.
-    Returns (path, pairs), or (None, 0) without pairs.  The writer's thread
-    expands the row ids block by block from the arrays (no per-pair
-    temporary here), which a join made: they are not checked again.
-    O(pairs), mostly the Parquet encoding."""
+    Returns (path, pairs), or (None, 0) without pairs.  One
+    :class:`PartWriter` batch: O(pairs), mostly the Parquet encoding."""
     if len(cols) == 0:
         return None, 0
-    path = os.path.join(out_dir, part_name(p))
-    with ParquetPairWriter(path, shape=shape, sorted=sort) as w:
-        w.write_csr(0, indptr, cols, copy=False, row_ids=row_ids, check=False)
-    return path, int(len(cols))
+    with PartWriter(out_dir, p, shape, sort, row_ids) as w:
+        w.rows(0, len(indptr) - 1, indptr, cols)
+        return w.close()

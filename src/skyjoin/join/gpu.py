@@ -38,7 +38,7 @@ def gpu_self_join(X, eps, *, include_self=False, output="table", sort=True, prec
                   index_dims=None, on_device=False, pattern="auto", kernel="auto",
                   threads_per_point="auto", schedule="auto", batch_pairs=None,
                   device_memory_limit=None, progress=None, timings=None, query_rows=None,
-                  column_ids=None, n_columns=None, memory_limit="auto"):
+                  column_ids=None, n_columns=None, memory_limit="auto", rows_ready=None):
     """Epsilon self-join of X on the GPU.
 
     Parameters
@@ -88,6 +88,12 @@ def gpu_self_join(X, eps, *, include_self=False, output="table", sort=True, prec
     memory_limit : int or "auto"
         Bytes the table may take where it goes ("auto": the memory free
         there; ``plan.result_size_guard``).
+    rows_ready : callable, optional
+        A host table only: called as ``rows_ready(r0, r1, indptr, indices)``
+        once each batch's rows [r0, r1) are in the host table's arrays (final
+        there: later batches do not change them), from the calling thread,
+        in row order; a writer can encode them while the GPU fills the next
+        batch (``batch_pairs`` sets how many batches there are).
 
     Returns
     -------
@@ -117,7 +123,8 @@ def gpu_self_join(X, eps, *, include_self=False, output="table", sort=True, prec
                           batch_pairs=batch_pairs, memory_limit=memory_limit)
     return run(None, X, eps, request, on_device=on_device,
                device_memory_limit=device_memory_limit, progress=progress, timings=timings,
-               query_rows=query_rows, column_ids=column_ids, n_columns=n_columns)
+               query_rows=query_rows, column_ids=column_ids, n_columns=n_columns,
+               rows_ready=rows_ready)
 
 
 def gpu_join(R, S, eps, *, output="table", sort=True, precision="float64", index_dims=None,

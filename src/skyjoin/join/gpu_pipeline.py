@@ -181,14 +181,18 @@ def count_rows(R, S, eps, *, include_self=False, precision="float64", index_dims
 
 
 def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
-              device_memory_limit=None, progress=None, timings=None, sink=None):
+              device_memory_limit=None, progress=None, timings=None, sink=None,
+              rows_ready=None):
     """Fill the counted rows: a NeighborTable (host or device), or, with ``sink``,
     hand each batch to ``sink(r0, r1, chunk)`` and return None.
 
     ``sink`` receives the rows [r0, r1) as one host array (a pinned buffer,
     valid only during the call) laid out by the row counts; the distributed
     join copies the rows from there straight to their places in the global
-    table.
+    table.  ``rows_ready(r0, r1, indptr, indices)`` (a host table only) is
+    called once the rows [r0, r1) of each batch are in the host table's
+    arrays, which later batches do not change there: a caller may write
+    them while the GPU fills the next batch.
     """
     cp, eng, stats, counts, n_rows, n_cols = c.cp, c.eng, c.stats, c.counts, c.n_rows, c.n_cols
     if eng.empty:
@@ -243,7 +247,7 @@ def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
         report(timings, stats)
         return NeighborTable(indptr, out[:total], (n_rows, n_cols), sorted=bool(sort))
     indices = _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
-                            progress, stats, sink)
+                            progress, stats, sink, rows_ready)
     stats["total_s"] = time.perf_counter() - c.t_start
     report(timings, stats)
     if sink is not None:
@@ -252,7 +256,7 @@ def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
 
 
 def run(R, S, eps, plan: JoinPlan, *, on_device=False, device_memory_limit=None, progress=None,
-        timings=None, query_rows=None, column_ids=None, n_columns=None):
+        timings=None, query_rows=None, column_ids=None, n_columns=None, rows_ready=None):
     """Execute the GPU join ``plan`` (a request of ``plan.gpu_request``, eps and
     the plan validated by the caller): count, then fill.  R None: the
     self-join of S."""
@@ -269,11 +273,11 @@ def run(R, S, eps, plan: JoinPlan, *, on_device=False, device_memory_limit=None,
         return res
     return fill_rows(c, sort=plan.sort, on_device=on_device, batch_pairs=plan.batch_pairs,
                      device_memory_limit=device_memory_limit, progress=progress,
-                     timings=timings)
+                     timings=timings, rows_ready=rows_ready)
 
 
 def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort, progress, stats,
-                  sink=None):
+                  sink=None, rows_ready=None):
     """Fill every batch on the GPU (``fill_batches``) and assemble the host
     CSR column array: each batch is copied by parallel host threads from its
     pinned buffer into the final array while the GPU computes the next one.
@@ -299,6 +303,8 @@ def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
             base = int(indptr_h[r0])
             parallel_copy(final[base:base + m], chunk)
         copy_s += time.perf_counter() - tc
+        if rows_ready is not None and sink is None:
+            rows_ready(r0, r1, indptr_h, final)
         if progress is not None:
             progress(r1, n_rows)
     stats["fill_pipeline_s"] = time.perf_counter() - t_fill
