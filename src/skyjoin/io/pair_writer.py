@@ -161,7 +161,7 @@ class PairWriter:
         self.dtype = pair_dtype(shape)
         self._block_pairs = int(block_pairs)
         self._block: Block | None = None
-        self._scratch: Block | None = None           # the thread's block for CSR rows
+        self._scratch: tuple[Block, Block] | None = None   # the thread's blocks for CSR rows
         self._pending = PendingFile(self.path)
         self._open(self._pending.tmp)
         self._open_now = True
@@ -222,7 +222,8 @@ class PairWriter:
 
         if self._scratch is None:
             self._scratch = (self._new_block(), self._new_block())
-        size = self._scratch[0].i.shape[0]
+        blocks = self._scratch
+        size = blocks[0].i.shape[0]
         direct = self._J_FROM_ANY and cols.dtype == self.dtype
         starts = range(0, cols.shape[0], size)
 
@@ -245,13 +246,13 @@ class PairWriter:
         if len(starts) == 0:
             return
         with cf.ThreadPoolExecutor(1, thread_name_prefix="skyjoin-fill") as ahead:
-            nxt = ahead.submit(fill, starts[0], self._scratch[0])
+            nxt = ahead.submit(fill, starts[0], blocks[0])
             for k in range(len(starts)):
                 blk, j = nxt.result()
                 if self._blocks.stopped:              # abandoned: stop between blocks
                     return
                 if k + 1 < len(starts):
-                    nxt = ahead.submit(fill, starts[k + 1], self._scratch[(k + 1) % 2])
+                    nxt = ahead.submit(fill, starts[k + 1], blocks[(k + 1) % 2])
                 self._encode(blk, j)
 
     def _hand_over_if_full(self, block: Block) -> None:
