@@ -269,4 +269,8 @@ def test_part_written_batch_by_batch_reads_back_equal(tmp_path):
         with PartWriter(str(tmp_path), 5, (10_000, 10_000), True, ids) as w:
             w.rows(0, 700, nt.indptr, nt.indices)
             raise RuntimeError("the join failed")
+    w = PartWriter(str(tmp_path), 6, (10_000, 10_000), True, ids)
+    w.rows(0, 700, nt.indptr, nt.indices[:5])          # the writer's error comes back
+    with pytest.raises(ValueError, match="indices must hold"):
+        w.close()
     assert sorted(os.listdir(tmp_path)) == ["part-00003.parquet"]

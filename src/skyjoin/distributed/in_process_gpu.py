@@ -37,6 +37,7 @@ ends.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import contextlib
 import threading
 import time
@@ -231,16 +232,36 @@ def parquet_task(token, p, plan, h, eps, include_self, precision, sort, n, stage
     """Partition p's owned rows written by this worker as its Parquet part in the
     call's staging folder ``stage`` (:mod:`.part_files`), batch by batch as
     the GPU fills them (the writer encodes one while the GPU fills the
-    next); returns (path, pairs).  ``after``: the futures of the routing it
-    waits for."""
+    next).  Returns when the GPU's work is done, so that this thread's GPU
+    can join its next partition while the part is encoded: a
+    ``concurrent.futures.Future`` of (path, pairs), set once the part is
+    written (its error raised there).  ``after``: the futures of the
+    routing it waits for."""
     cp = cupy()
     S, ids, n_own = partition_points(cp, token, p, plan, h)
-    with PartWriter(stage, p, (n, n), sort, d2h(cp, ids[:n_own])) as w:
+    w = PartWriter(stage, p, (n, n), sort, d2h(cp, ids[:n_own]))
+    try:
         owned_table(S, ids, n_own, eps, include_self=include_self, sort=sort,
                     precision=precision, n_columns=n, rows_ready=w.rows,
                     batch_pairs=STREAM_BATCH_PAIRS)
-        del S
-        return w.close()
+    except BaseException:
+        w.discard()
+        raise
+    return _in_background(w.close, f"skyjoin-part-{p}")
+
+
+def _in_background(fn, name: str) -> cf.Future:
+    """``fn()`` on a thread of its own; its result (or error) as a Future."""
+    fut: cf.Future = cf.Future()
+
+    def run():
+        try:
+            fut.set_result(fn())
+        except BaseException as exc:   # handed to whoever waits on the future
+            fut.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return fut
 
 
 _SERIAL = threading.Lock()

@@ -26,6 +26,7 @@ working precision), so the result is identical to ``skyjoin.self_join``.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import contextlib
 import logging
 import os
@@ -404,11 +405,12 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
     t0 = time.perf_counter()
     blocks = load_blocks(client, X, n_partitions, dtype=dtype, columns=columns,
                          block_rows=block_rows, replicas=replicas, retries=retries, token=token,
-                         shared=in_process_gpu_path(client, device))
+                         shared=in_process_gpu_path(client, device), writes_parts=out is not None)
     n = blocks.n
     t1 = time.perf_counter()
     try:
-        run = plan_run(blocks, eps, precision, n_partitions, client, device)
+        run = plan_run(blocks, eps, precision, n_partitions, client, device,
+                       writes_parts=out is not None)
     except BaseException:
         in_process_gpu.drop(token)      # what a load onto the GPUs left there
         raise
@@ -495,14 +497,17 @@ def _in_process_gpu_parts(client, blocks, plan, h, token, eps, include_self, sor
                           retries, stage):
     """The partitioned join on in-process GPU workers, each partition's rows written
     by its worker thread as its Parquet part in ``stage``; returns the (path, pairs)
-    of the parts.  Nothing but the file names comes back."""
+    of the parts, once every part is written (a task returns when its GPU is done,
+    its writer still encoding).  Nothing but the file names comes back."""
     in_process_gpu.publish(token, X=blocks.array)
     try:
-        return client.gather(_routed_tasks(client, blocks, plan, h, token, retries, "parquet",
-                                           in_process_gpu.parquet_task, eps, include_self,
-                                           precision, sort, blocks.n, stage))
+        writing = client.gather(_routed_tasks(client, blocks, plan, h, token, retries, "parquet",
+                                              in_process_gpu.parquet_task, eps, include_self,
+                                              precision, sort, blocks.n, stage))
     finally:
         in_process_gpu.drop(token)
+    cf.wait(writing)                # every writer done before a failure removes the folder
+    return [w.result() for w in writing]
 
 
 def _routed_tasks(client, blocks, plan, h, token, retries, name, task, *args) -> list:

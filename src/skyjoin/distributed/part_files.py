@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import shutil
+import threading
 from typing import Iterator
 
 from ..io import ParquetPairWriter
@@ -101,28 +103,63 @@ class PartWriter:
 
     :meth:`rows` is the ``rows_ready`` callback of
     :func:`skyjoin.join.gpu.gpu_self_join`: rows [r0, r1) of the table, of
-    ids ``row_ids[r0:r1]`` (``r0...`` when None), are handed to the
-    writer's thread without a copy and without being checked again (a join
-    made them).  O(pairs), mostly the Parquet encoding, on the writer's
-    thread.
+    ids ``row_ids[r0:r1]`` (``r0...`` when None), are queued for the writer
+    without a copy and without being checked again (a join made them), and
+    the call returns at once: the GPU's thread never waits for the
+    encoding.  A feeding thread hands them to the writer's thread in order.
+    O(pairs), mostly the Parquet encoding, on the writer's thread; memory:
+    the table's own arrays, which the caller keeps until :meth:`close`.
     """
 
     def __init__(self, out_dir: str, p: int, shape, sort: bool, row_ids=None) -> None:
         self.path = os.path.join(out_dir, part_name(p))
         self._ids = row_ids
         self._w = ParquetPairWriter(self.path, shape=shape, sorted=sort)
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._feeder: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._stop = False
 
     def rows(self, r0: int, r1: int, indptr, indices) -> None:
-        """Write rows [r0, r1) of the table (indptr, indices)."""
-        a, b = int(indptr[r0]), int(indptr[r1])
-        if b == a:
+        """Queue rows [r0, r1) of the table (indptr, indices) for writing."""
+        if int(indptr[r1]) == int(indptr[r0]):
             return
-        ids = None if self._ids is None else self._ids[r0:r1]
-        self._w.write_csr(r0, indptr[r0:r1 + 1], indices[a:b], copy=False, row_ids=ids,
-                          check=False)
+        if self._feeder is None:
+            self._feeder = threading.Thread(target=self._feed, name="skyjoin-part-feed",
+                                            daemon=True)
+            self._feeder.start()
+        self._queue.put((r0, r1, indptr, indices))
+
+    def _feed(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._stop or self._error is not None:
+                continue
+            r0, r1, indptr, indices = item
+            a, b = int(indptr[r0]), int(indptr[r1])
+            ids = None if self._ids is None else self._ids[r0:r1]
+            try:
+                self._w.write_csr(r0, indptr[r0:r1 + 1], indices[a:b], copy=False, row_ids=ids,
+                                  check=False)
+            except BaseException as exc:      # raised by close()
+                self._error = exc
+
+    def _join_feeder(self) -> None:
+        if self._feeder is not None:
+            self._queue.put(None)
+            self._feeder.join()
+            self._feeder = None
 
     def close(self) -> tuple[str | None, int]:
-        """Finish the part: (path, pairs), or (None, 0) and no file without pairs."""
+        """Finish the part once every queued row is written: (path, pairs), or
+        (None, 0) and no file without pairs.  Raises the writer's error (and
+        leaves no file)."""
+        self._join_feeder()
+        if self._error is not None:
+            self._w.discard()
+            raise self._error
         if self._w.n_pairs == 0:
             self._w.discard()
             return None, 0
@@ -131,7 +168,9 @@ class PartWriter:
 
     def discard(self) -> None:
         """Abandon the part: no file is left (idempotent)."""
+        self._stop = True
         self._w.discard()
+        self._join_feeder()
 
     def __enter__(self) -> "PartWriter":
         return self

@@ -30,7 +30,7 @@ from .blocks import as_blocks, is_dask_array, is_dask_frame
 from .in_process_gpu import in_process
 from .partition import Boxes, halo_width, plan_partitions
 
-__all__ = ["RunPlan", "PATHS", "PARTITION_POINTS", "check_n_partitions", "on_gpu",
+__all__ = ["RunPlan", "PATHS", "PARTITION_POINTS", "PARTS_PER_WRITING_GPU", "check_n_partitions", "on_gpu",
            "in_process_gpu_path", "default_partitions", "worker_of_partition", "load_blocks",
            "plan_run"]
 
@@ -97,7 +97,11 @@ def in_process_gpu_path(client, device) -> bool:
     return in_process(client) and on_gpu(device)
 
 
-def default_partitions(client, n: int, shared: bool = False) -> int:
+#: partitions per GPU when the GPU worker threads write Parquet parts (rule 2)
+PARTS_PER_WRITING_GPU = 3
+
+
+def default_partitions(client, n: int, shared: bool = False, writes_parts: bool = False) -> int:
     """Rule 2: one partition per worker, more when a worker's share passes PARTITION_POINTS.
 
     A worker's engine already uses all of its cores (Numba's threads) or its
@@ -107,11 +111,15 @@ def default_partitions(client, n: int, shared: bool = False) -> int:
     caller's array, :mod:`.in_process_gpu`) there is no cap either: each
     partition runs the single-machine GPU engine, which batches what does not
     fit, and more partitions per GPU only add halos and rounds
-    (docs/design.md has the measurement).
+    (docs/design.md has the measurement).  Except with ``writes_parts`` (the
+    call writes Parquet parts, ``out=``): a part is encoded by one thread,
+    which takes longer than the GPU's join of it, so each GPU gets
+    ``PARTS_PER_WRITING_GPU`` partitions: the GPU joins its next partition
+    while the writer encodes the last, and the parts encode side by side.
     """
     workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
     if shared:
-        return workers
+        return workers * (PARTS_PER_WRITING_GPU if writes_parts else 1)
     per_worker = -(-max(n, 1) // workers)
     return int(workers * max(1, -(-per_worker // PARTITION_POINTS)))
 
@@ -130,7 +138,7 @@ def worker_of_partition(client, n_partitions: int) -> list:
 
 
 def load_blocks(client, X, n_partitions, *, shared: bool = False, token: str | None = None,
-                **kw):
+                writes_parts: bool = False, **kw):
     """Rule 3: the input as blocks; not summarised when it will be one partition anyway.
 
     A NumPy array whose default plan (or ``n_partitions``) is one partition
@@ -143,7 +151,7 @@ def load_blocks(client, X, n_partitions, *, shared: bool = False, token: str | N
     single = False
     if isinstance(X, np.ndarray) and X.ndim == 2:
         if n_partitions is None:
-            single = default_partitions(client, X.shape[0], shared) == 1
+            single = default_partitions(client, X.shape[0], shared, writes_parts) == 1
         else:
             single = isinstance(n_partitions, (int, np.integer)) and \
                 not isinstance(n_partitions, bool) and int(n_partitions) == 1
@@ -160,7 +168,8 @@ def load_blocks(client, X, n_partitions, *, shared: bool = False, token: str | N
                      **kw)
 
 
-def plan_run(blocks, eps, precision, n_partitions, client, device, halo_factor: int = 1) -> RunPlan:
+def plan_run(blocks, eps, precision, n_partitions, client, device, halo_factor: int = 1,
+             writes_parts: bool = False) -> RunPlan:
     """Rule 4: the partition boxes, at least ``halo_factor`` halo widths wide, and the path.
 
     The path is "in_process_gpu" when the workers read the caller's array in
@@ -175,7 +184,8 @@ def plan_run(blocks, eps, precision, n_partitions, client, device, halo_factor: 
     else:
         h = halo_width(eps, blocks.d, blocks.lo, blocks.hi, precision)
         if n_partitions is None:
-            n_partitions = default_partitions(client, blocks.n, blocks.array is not None)
+            n_partitions = default_partitions(client, blocks.n, blocks.array is not None,
+                                              writes_parts)
         boxes = plan_partitions(blocks.sample, blocks.lo, blocks.hi, int(n_partitions),
                                 halo_factor * h, n_points=blocks.n)
     if blocks.array is not None:
