@@ -88,3 +88,46 @@ def test_emulated_gpu_grid_and_ranges_equal_numpy(grid_gpu, name, R, S, eps, pre
     rptr_b, ranges_b = grid_gpu.bruteforce_ranges(q, g)
     np.testing.assert_array_equal(rptr_b, np.arange(q.n_cells + 1))
     np.testing.assert_array_equal(ranges_b, np.tile([0, g.n_points], (q.n_cells, 1)))
+
+
+def test_emulated_engine_sort_plan_and_work_order(grid_gpu):
+    """The engine's row classes and SORTBYWL order against their NumPy definitions."""
+    from skyjoin.join.gpu_engine import GpuEngine
+
+    rng = np.random.default_rng(5)
+    eng = object.__new__(GpuEngine)
+    eng.cp = FakeCupy()
+    lens = rng.choice([0, 1, 5, 64, 65, 2048, 2049, 9000, 40000], size=500)
+    indptr = np.r_[0, np.cumsum(lens)].astype(np.int64)
+    batches = [(0, 120), (120, 121), (121, 500)]
+    edges = [0, 120, 121, 500]
+    for (lo_len, hi_len, threads), got in zip(GpuEngine._SORT_CLASSES, eng.sort_plan(indptr, batches)):
+        sel = (lens > lo_len) & (True if hi_len is None else lens <= hi_len)
+        rows = np.flatnonzero(sel)
+        assert got[:3] == (lo_len, hi_len, threads)
+        np.testing.assert_array_equal(got[3], rows)
+        assert got[4] == {e: int(np.searchsorted(rows, e)) for e in edges}
+        if hi_len is None:
+            np.testing.assert_array_equal(got[5], rows)
+    # SORTBYWL: most work first, ties in grid order (a stable sort of -work)
+    X = rng.uniform(0, 5, (800, 2))
+    q, g = grid_gpu.build_gpu_grids(None, X, 0.5, "float64")
+    rptr, ranges = grid_gpu.build_cell_ranges(q, g, "full")
+    eng.qgrid = q
+    eng.cell_work = np.array([sum(b - a for a, b in ranges[rptr[c]:rptr[c + 1]])
+                              for c in range(q.n_cells)], dtype=np.int64)
+    w = eng.cell_work[q.point_cell]
+    np.testing.assert_array_equal(eng._most_work_first(q.point_cell), np.argsort(-w, kind="stable"))
+    pos = rng.permutation(q.n_points)[:300].astype(np.int32)
+    np.testing.assert_array_equal(eng._most_work_first(pos), pos[np.argsort(-w[pos], kind="stable")])
+    # the engine's work statistics: range lengths per cell, mean and spread, candidates
+    from skyjoin._core.device_kernels import launch
+    from skyjoin._core.device_reduce import weighted_span_sum, work_sums
+
+    got = np.empty(q.n_cells, dtype=np.int64)
+    launch(eng.cp, "range_lengths", q.n_cells, (rptr, ranges, np.int64(q.n_cells), got))
+    np.testing.assert_array_equal(got, eng.cell_work)
+    mean, sd = work_sums(eng.cp, got, q.point_cell)
+    assert mean == w.astype(np.float64).sum() / w.size
+    assert sd == np.sqrt(((w - mean) ** 2).sum() / w.size)
+    assert weighted_span_sum(eng.cp, got, q.cell_start) == int((got * np.diff(q.cell_start)).sum())
