@@ -4,8 +4,9 @@ CuPy's reductions of a whole array (``.all()``, ``.sum()``, ``.mean()``, and
 ``ReductionKernel``) go through CUB while CuPy's reduction accelerator is on
 (its default); each new routine and dtype then compiles CUB's headers with
 NVRTC on its first call, the largest compile cost of a first GPU call
-(docs/design.md, "First calls on the GPU").  Here one small module of plain kernels (``kernels/reduce.cu``,
-compiled once per process for the few dtypes used) reduces a fixed grid of
+(docs/design.md, "First calls on the GPU").  Here plain kernels
+(``kernels/reduce.cu``, compiled once per process with the device
+primitives: :mod:`skyjoin._core.device_kernels`) reduce a fixed grid of
 blocks with a grid-stride loop: per-block partial sums, summed on the host,
 so a sum is the same on every run; flags set by any thread that sees a
 match.  CuPy is passed in, never imported here.  Each call is one pass over
@@ -14,36 +15,22 @@ the array, O(n), and one small device-to-host copy.
 
 from __future__ import annotations
 
-from pathlib import Path
+import math
 
 import numpy as np
 
-__all__ = ["all_finite", "all_true", "any_true", "total", "row_sums", "column_bounds"]
+from . import device_kernels
 
-_SOURCE = Path(__file__).with_name("kernels") / "reduce.cu"
-_TYPES = {"float64": "double", "float32": "float", "int64": "long long", "int32": "int",
-          "uint64": "unsigned long long", "uint32": "unsigned int", "uint8": "unsigned char",
-          "bool": "bool", "int8": "signed char", "int16": "short", "uint16": "unsigned short"}
-_KERNELS = ("block_sum<{t}, long long>", "block_sum<{t}, double>", "flag_nonfinite<{t}>",
-            "flag_nonzero<{t}>", "flag_zero<{t}>")
+__all__ = ["all_finite", "all_true", "any_true", "total", "row_sums", "column_bounds",
+           "work_sums", "weighted_span_sum", "flag_differ"]
+
 _BLOCKS, _THREADS = 512, 256
-_MODULE = None
-
-
-def _module(cp):
-    global _MODULE
-    if _MODULE is None:
-        names = [k.format(t=t) for k in _KERNELS for t in _TYPES.values()] + \
-            [f"column_bounds<{t}>" for t in ("double", "float")]
-        _MODULE = cp.RawModule(code=_SOURCE.read_text(), options=("--std=c++14",),
-                               name_expressions=names)
-    return _MODULE
 
 
 def _launch(cp, kernel: str, A, out):
-    """Run ``kernel`` (a name of ``_KERNELS``) over A's values into ``out``."""
+    """Run ``kernel`` (a name pattern with ``{t}``) over A's values into ``out``."""
     a = cp.ascontiguousarray(A).reshape(-1)
-    fn = _module(cp).get_function(kernel.format(t=_TYPES[a.dtype.name]))
+    fn = device_kernels.function(cp, kernel.format(t=device_kernels.c_type(a.dtype)))
     fn((_BLOCKS,), (_THREADS,), (a, np.int64(a.size), out))
     return out
 
@@ -92,24 +79,68 @@ def row_sums(cp, X):
     return out
 
 
-def column_bounds(cp, X):
-    """Minimum and maximum of each column of the (n, d) device array X (n >= 1,
-    float32 or float64), and whether every value is finite.
+def column_bounds(cp, X, ncols=None):
+    """Minimum and maximum of each of the first ``ncols`` columns (default
+    all) of the (n, d) device array X (n >= 1, float32 or float64), and
+    whether every value of those columns is finite.
 
     One pass over X per 8 columns (row-wise reads, per-block partials in a
     fixed grid, finished on the host): CuPy's ``X.min(axis=0)`` reduces each
     column with one block.  Returns (lo, hi, finite): two float64 host
-    arrays of shape (d,) and a bool; the bounds mean nothing when a value is
-    not finite.
+    arrays of shape (ncols,) and a bool; the bounds mean nothing when a
+    value is not finite.
     """
     a = cp.ascontiguousarray(X)
     n, d = a.shape
+    m = d if ncols is None else int(ncols)
     if n == 0:
         raise ValueError("column_bounds needs at least one row")
+    if not 1 <= m <= d:
+        raise ValueError(f"column_bounds: ncols must be between 1 and {d}, got {ncols}")
     lo = cp.empty((_BLOCKS, d), dtype=cp.float64)
     hi = cp.empty((_BLOCKS, d), dtype=cp.float64)
     flag = cp.zeros(1, dtype=cp.int32)
-    fn = _module(cp).get_function(f"column_bounds<{_TYPES[a.dtype.name]}>")
-    for j0 in range(0, d, 8):
+    fn = device_kernels.function(cp, f"column_bounds<{device_kernels.c_type(a.dtype)}>")
+    for j0 in range(0, m, 8):
         fn((_BLOCKS,), (_THREADS,), (a, np.int64(n), np.int32(d), np.int32(j0), lo, hi, flag))
-    return cp.asnumpy(lo).min(axis=0), cp.asnumpy(hi).max(axis=0), not int(cp.asnumpy(flag)[0])
+    return (cp.asnumpy(lo).min(axis=0)[:m], cp.asnumpy(hi).max(axis=0)[:m],
+            not int(cp.asnumpy(flag)[0]))
+
+
+def work_sums(cp, w, idx):
+    """Mean and standard deviation of v_i = w[idx[i]] in float64 (w int64,
+    idx int32 device arrays, idx not empty), without materialising v.
+
+    Both sums are the ones ``total`` gives on the materialised float64
+    arrays v and (v - mean)^2 (the same fixed grid, each term rounded the
+    same way).  Two passes over idx, O(n).
+    """
+    n = int(idx.size)
+    fn = device_kernels.function(cp, "gathered_sum")
+    part = cp.zeros(_BLOCKS, dtype=cp.float64)
+    fn((_BLOCKS,), (_THREADS,), (w, idx, np.int64(n), np.float64(0.0), np.int32(0), part))
+    mean = float(cp.asnumpy(part).sum()) / n
+    fn((_BLOCKS,), (_THREADS,), (w, idx, np.int64(n), np.float64(mean), np.int32(1), part))
+    return mean, math.sqrt(float(cp.asnumpy(part).sum()) / n)
+
+
+def weighted_span_sum(cp, w, start) -> int:
+    """Sum over c of w[c] * (start[c + 1] - start[c]) (w int64 (m,), start
+    int32 (m + 1,) device arrays), in int64.  O(m)."""
+    m = int(w.size)
+    if not m:
+        return 0
+    part = cp.zeros(_BLOCKS, dtype=cp.int64)
+    device_kernels.function(cp, "weighted_spans")((_BLOCKS,), (_THREADS,),
+                                                  (w, start, np.int64(m), part))
+    return int(cp.asnumpy(part).sum())
+
+
+def flag_differ(cp, a, b, flag) -> None:
+    """Set the int32 device flag ``flag[0]`` to 1 when the int32 device
+    arrays a and b (same size) differ somewhere; leave it alone otherwise
+    (no synchronisation).  O(n)."""
+    if a.size:
+        device_kernels.function(cp, "flag_differ<int>")(
+            (_BLOCKS,), (_THREADS,), (cp.ascontiguousarray(a), cp.ascontiguousarray(b),
+                                      np.int64(a.size), flag))

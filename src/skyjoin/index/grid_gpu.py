@@ -3,8 +3,11 @@
 Same grid as ``skyjoin.index.grid`` (Gowanlock & Karsin 2018, §IV): cells of side
 ``skyjoin.index.grid.cell_sides`` in the first k dimensions, only non-empty cells
 stored, points reordered by cell, sorted linear ids.  Everything is built on
-the device with CuPy's sort / unique / scan: no point crosses back to the host
-(only a few scalars do: the bounds, the number of cells, the radices).
+the device with Thrust's sort (CuPy's) and the project's own device
+primitives (``skyjoin._core.device_prims``: gathers, scans, run starts, and
+the grid kernels of the same module), so that a first call compiles one
+module rather than a CuPy routine per step: no point crosses back to the
+host (only a few scalars do: the bounds, the number of cells, the radices).
 
 Linear ids never wrap around: each indexed dimension's coordinate is replaced
 by its rank among the occupied coordinates of that dimension (the masks M_j
@@ -29,6 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._core import device_prims as dp
+from .._core.device_kernels import c_type, launch
+from .._core.device_reduce import column_bounds
 from .grid import DEFAULT_INDEX_DIMS, MAX_INDEX_DIMS, cell_sides
 
 __all__ = ["GpuGrid", "build_gpu_grids", "build_cell_ranges", "bruteforce_ranges",
@@ -40,6 +46,8 @@ PATTERNS = {"full": 0, "unicomp": 1, "lid_unicomp": 2}
 _KERNEL_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "join", "kernels",
                             "join.cu")
 _MAX_LINEAR = 2 ** 62
+#: The row-sort kernels of join.cu, compiled with every instance set.
+SORT_KERNELS = ("sort_rows_small", "sort_rows_bitonic")
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,10 +62,13 @@ def compile_module(names: tuple):
     """Compile (once per process and set of instantiations) the join kernels.
 
     ``names`` are the template instantiations wanted (NVRTC name expressions);
-    the module is cached per tuple, i.e. per (d, k, dtype, options).
+    the module is cached per tuple, i.e. per (d, k, dtype, options).  The
+    row sorts (``SORT_KERNELS``) are compiled into every module, so that the
+    join's kernels and its row sorts come from one compile.
     """
     import cupy as cp
 
+    names = tuple(names) + tuple(n for n in SORT_KERNELS if n not in names)
     return cp.RawModule(code=_source(), options=("-std=c++17", "--fmad=false"),
                         name_expressions=list(names))
 
@@ -74,9 +85,12 @@ class GpuGrid:
     cell_ids : (n_cells,) int64, sorted linear ids of the non-empty cells (B)
     cell_start : (n_cells + 1,) int32, cell c holds points [start[c], start[c+1])
     cell_coords : (n_cells, k) int64, cell coordinates (not ranks)
-    masks : list of k (m_j,) int64, occupied coordinates per dimension (M_j)
+    masks : list of k (m_j,) int64, occupied coordinates per dimension (M_j),
+        views into ``mask_table``
     stride : tuple of int, linear id = sum rank_j * stride[j]
     k : int, number of indexed dimensions
+    mask_table : (sum m_j,) int64, the masks end to end
+    mask_off : (k + 1,) int64, mask j is ``mask_table[mask_off[j]:mask_off[j + 1]]``
     """
 
     points: object
@@ -88,6 +102,8 @@ class GpuGrid:
     masks: list
     stride: tuple
     k: int
+    mask_table: object
+    mask_off: object
 
     @property
     def n_points(self) -> int:
@@ -98,16 +114,39 @@ class GpuGrid:
         return int(self.cell_ids.shape[0])
 
 
-def _cell_coords(cp, P, lo, side, k):
-    """Integer cell coordinates floor((x_j - lo_j) / side_j) of the first k dims, in float64."""
-    x = P[:, :k].astype(cp.float64)
-    c = cp.floor((x - cp.asarray(lo)) / cp.asarray(side))
-    return c.astype(cp.int64)
+def _cell_coords(cp, P, lo, side, k, rows=None):
+    """Integer cell coordinates floor((x_j - lo_j) / side_j) of the first k
+    dims, in float64 (no fused multiply-add: the CPU grid's coordinates).
+
+    Of every row of P, column by column as a (k, n) int64 array; or of the
+    rows ``rows`` (int32) of P, row by row as a (len(rows), k) one.  O(n k).
+    """
+    n, d = (int(P.shape[0]) if rows is None else int(rows.size)), int(P.shape[1])
+    out = cp.empty((k, n) if rows is None else (n, k), dtype=cp.int64)
+    lo_d = cp.asarray(np.asarray(lo[:k], dtype=np.float64))
+    side_d = cp.asarray(np.asarray(side[:k], dtype=np.float64))
+    launch(cp, f"cell_coords<{c_type(P.dtype)}>", n * k,
+           (P, np.int64(n), np.int32(d), np.int32(k), lo_d, side_d,
+            out if rows is None else rows, np.int32(rows is not None),
+            np.int32(rows is None), out))
+    return out
 
 
-def _masks(cp, coords):
-    """Sorted occupied coordinates of each dimension (the masks M_j)."""
-    return [cp.unique(coords[:, j]) for j in range(coords.shape[1])]
+def _masks(cp, coords_t):
+    """Sorted occupied coordinates of each dimension (the masks M_j), end to
+    end: (table, off), mask j is ``table[off[j]:off[j + 1]]`` (off on the
+    host).  A sort and a run search per dimension, O(k n) plus the sorts."""
+    uniq = []
+    for j in range(coords_t.shape[0]):
+        col = dp.sort(cp, coords_t[j])
+        _, starts = dp.runs(cp, col, cp.int64)
+        uniq.append(dp.take(cp, col, starts[:-1]))
+    off = np.zeros(len(uniq) + 1, dtype=np.int64)
+    off[1:] = np.cumsum([int(u.size) for u in uniq])
+    table = cp.empty(int(off[-1]), dtype=cp.int64)
+    for j, u in enumerate(uniq):
+        dp.astype(cp, u, cp.int64, out=table[int(off[j]):int(off[j + 1])])
+    return table, off
 
 
 def _fits(radix) -> bool:
@@ -118,43 +157,37 @@ def _fits(radix) -> bool:
     return prod < _MAX_LINEAR
 
 
-def _grid_from_coords(cp, P, coords, masks, k) -> GpuGrid:
+def _grid_from_coords(cp, P, coords_t, table, off, k, lo, side) -> GpuGrid:
     """Sort the points by linear id (in rank space) and find the non-empty cells."""
     n = P.shape[0]
-    radix = [int(m.size) for m in masks[:k]]
+    radix = [int(off[j + 1] - off[j]) for j in range(k)]
     stride = [1] * k
     for j in range(k - 2, -1, -1):
         stride[j] = stride[j + 1] * radix[j + 1]
-    lid = cp.zeros(n, dtype=cp.int64)
-    for j in range(k):
-        rank = cp.searchsorted(masks[j], coords[:, j])
-        lid += rank.astype(cp.int64) * stride[j]
+    off_k = off[:k + 1]
+    table_k = table[:int(off_k[-1])]
+    off_d = cp.asarray(off_k)
+    lid = cp.empty(n, dtype=cp.int64)
+    launch(cp, "rank_ids", n, (coords_t, np.int64(n), np.int32(k), table_k, off_d,
+                               cp.asarray(np.asarray(stride, dtype=np.int64)), lid))
     order, points, cell_ids, cell_start, point_cell = sort_cells_gpu(cp, P, lid, cp.int32)
-    first = order[cell_start[:-1]]
-    cell_coords = cp.ascontiguousarray(coords[first][:, :k])
-    return GpuGrid(points=points, order=order.astype(cp.int32), point_cell=point_cell,
+    del lid
+    # the coordinates of each cell, from its first (sorted) point
+    cell_coords = _cell_coords(cp, points, lo, side, k, rows=cell_start[:-1])
+    masks = [table_k[int(off_k[j]):int(off_k[j + 1])] for j in range(k)]
+    return GpuGrid(points=points, order=dp.astype(cp, order, cp.int32), point_cell=point_cell,
                    cell_ids=cell_ids, cell_start=cell_start, cell_coords=cell_coords,
-                   masks=list(masks[:k]), stride=tuple(stride), k=k)
+                   masks=masks, stride=tuple(stride), k=k, mask_table=table_k, mask_off=off_d)
 
 
 def run_starts(cp, keys, dtype):
     """Where each run of equal values of the sorted ``keys`` starts, on the device.
 
-    Returns (flag, starts): ``flag[p]`` whether p starts a run, and the run
-    starts followed by ``len(keys)`` (dtype ``dtype``), so run r is
-    ``starts[r]:starts[r + 1]``.  O(n).
+    Returns (run_of, starts): ``run_of[p]`` (int32) the run of position p,
+    and the run starts followed by ``len(keys)`` (dtype ``dtype``), so run r
+    is ``starts[r]:starts[r + 1]``.  O(n), no host copy.
     """
-    n = int(keys.shape[0])
-    flag = cp.empty(n, dtype=cp.bool_)
-    if n:
-        flag[0] = True
-    if n > 1:
-        cp.not_equal(keys[1:], keys[:-1], out=flag[1:])
-    heads = cp.flatnonzero(flag)
-    starts = cp.empty(int(heads.size) + 1, dtype=dtype)
-    starts[:-1] = heads
-    starts[-1] = n
-    return flag, starts
+    return dp.runs(cp, keys, dtype)
 
 
 def sort_cells_gpu(cp, P, key, start_dtype):
@@ -166,14 +199,14 @@ def sort_cells_gpu(cp, P, key, start_dtype):
     ----------
     cp : module
         CuPy (or a stand-in with its API).
-    P : cupy.ndarray, shape (n, d), n >= 1
-    key : cupy.ndarray of integers, shape (n,)
+    P : cupy.ndarray, shape (n, d), n >= 1, C-contiguous
+    key : cupy.ndarray of int32 or int64, shape (n,)
         Cell key of every point.
-    start_dtype : dtype of ``cell_start``
+    start_dtype : int32 or int64, dtype of ``cell_start``
 
     Returns
     -------
-    order : (n,) the row of each sorted point (stable: CuPy's radix argsort)
+    order : (n,) int64, the row of each sorted point (stable: Thrust's radix argsort)
     points : (n, d) ``P[order]``, C-contiguous
     cell_ids : (n_cells,) int64, sorted keys of the non-empty cells
     cell_start : (n_cells + 1,) cell c holds sorted points [start[c], start[c + 1])
@@ -181,16 +214,17 @@ def sort_cells_gpu(cp, P, key, start_dtype):
 
     Notes
     -----
-    O(n d) work plus the radix sort of the keys.
+    O(n d) work plus the radix sort of the keys; the project's own
+    kernels (``skyjoin._core.device_prims``), no CuPy routine that compiles.
     """
-    order = cp.argsort(key)
-    key_s = key[order]
-    flag, cell_start = run_starts(cp, key_s, start_dtype)
-    cell_ids = key_s[cell_start[:-1]].astype(cp.int64, copy=False)
+    order = dp.argsort(cp, key)
+    key_s = dp.take(cp, key, order)
+    point_cell, cell_start = dp.runs(cp, key_s, start_dtype)
+    cell_ids = dp.take(cp, key_s, cell_start[:-1])
+    if cell_ids.dtype != np.int64:
+        cell_ids = dp.astype(cp, cell_ids, cp.int64)
     del key_s
-    point_cell = (cp.cumsum(flag, dtype=cp.int32) - 1).astype(cp.int32, copy=False)
-    del flag
-    points = cp.ascontiguousarray(P[order])
+    points = dp.take(cp, cp.ascontiguousarray(P), order)
     return order, points, cell_ids, cell_start, point_cell
 
 
@@ -222,14 +256,16 @@ def build_gpu_grids(R, S, eps: float, precision: str, index_dims=None):
         if not 1 <= k <= min(d, MAX_INDEX_DIMS):
             raise ValueError(f"index_dims must be between 1 and {min(d, MAX_INDEX_DIMS)}, got {index_dims}")
     sets = [S] if R is None else [S, R]
-    lo = np.min(np.stack([cp.asnumpy(P[:, :k].min(axis=0)) for P in sets]), axis=0).astype(np.float64)
-    hi = np.max(np.stack([cp.asnumpy(P[:, :k].max(axis=0)) for P in sets]), axis=0).astype(np.float64)
+    bounds = [column_bounds(cp, P, k) for P in sets]
+    lo = np.min(np.stack([b[0] for b in bounds]), axis=0)
+    hi = np.max(np.stack([b[1] for b in bounds]), axis=0)
     side = cell_sides(lo, hi, eps, d, precision)
     coords = [_cell_coords(cp, P, lo, side, k) for P in sets]
     masks = [_masks(cp, c) for c in coords]
-    while k > 1 and not all(_fits([m.size for m in ms[:k]]) for ms in masks):
+    while k > 1 and not all(_fits(np.diff(off[:k + 1])) for _, off in masks):
         k -= 1                                   # index fewer dims: ids must not wrap
-    grids = [_grid_from_coords(cp, P, c, m, k) for P, c, m in zip(sets, coords, masks)]
+    grids = [_grid_from_coords(cp, P, c, table, off, k, lo, side)
+             for P, c, (table, off) in zip(sets, coords, masks)]
     data = grids[0]
     query = data if R is None else grids[1]
     return query, data
@@ -238,17 +274,12 @@ def build_gpu_grids(R, S, eps: float, precision: str, index_dims=None):
 def _rank_ranges(cp, qgrid: GpuGrid, dgrid: GpuGrid):
     """Per query cell and dimension: ranks in the data masks of coordinates c-1..c+1."""
     k = dgrid.k
-    cc = qgrid.cell_coords
-    nqc = cc.shape[0]
+    nqc = qgrid.n_cells
     rlo = cp.empty((nqc, k), dtype=cp.int32)
     rhi = cp.empty((nqc, k), dtype=cp.int32)
     own = cp.empty((nqc, k), dtype=cp.int32)
-    for j in range(k):
-        m = dgrid.masks[j]
-        c = cc[:, j]
-        rlo[:, j] = cp.searchsorted(m, c - 1, side="left")
-        rhi[:, j] = cp.searchsorted(m, c + 1, side="right") - 1
-        own[:, j] = cp.searchsorted(m, c, side="left")
+    launch(cp, "window_ranks", nqc * k, (qgrid.cell_coords, np.int64(nqc), np.int32(k),
+                                         dgrid.mask_table, dgrid.mask_off, rlo, rhi, own))
     return rlo, rhi, own
 
 
@@ -284,7 +315,7 @@ def build_cell_ranges(qgrid: GpuGrid, dgrid: GpuGrid, pattern: str = "full"):
     args_common = (np.int32(nqc), rlo, rhi, own, qgrid.cell_coords, dgrid.cell_ids,
                    np.int32(dgrid.n_cells), dgrid.cell_start, strides)
     f_count((blocks,), (threads,), args_common + (nr, null_i64, ranges_dummy))
-    cp.cumsum(nr, dtype=cp.int64, out=rptr[1:])
+    dp.scan(cp, nr, cp.int64, out=rptr[1:])
     total = int(rptr[-1])
     ranges = cp.empty((max(total, 1), 2), dtype=cp.int32)
     f_fill((blocks,), (threads,), args_common + (dummy, rptr, ranges))
@@ -296,8 +327,8 @@ def bruteforce_ranges(qgrid: GpuGrid, dgrid: GpuGrid):
     import cupy as cp
 
     nqc = qgrid.n_cells
-    rptr = cp.arange(nqc + 1, dtype=cp.int64)
+    rptr = dp.arange(cp, nqc + 1, cp.int64)
     ranges = cp.empty((nqc, 2), dtype=cp.int32)
-    ranges[:, 0] = 0
-    ranges[:, 1] = dgrid.n_points
+    dp.fill(cp, ranges[:, 0], 0)
+    dp.fill(cp, ranges[:, 1], dgrid.n_points)
     return rptr, ranges

@@ -21,12 +21,13 @@ pass: O(candidates x d) distance work on the device.
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
 
-from .._core.device_reduce import any_true, total
+from .._core import device_prims as dp
+from .._core.device_kernels import launch
+from .._core.device_reduce import flag_differ, weighted_span_sum, work_sums
 from .._core.transfer import to_device
 from .._core.validate import working_dtype
 from ..index import grid_gpu
@@ -94,21 +95,17 @@ class GpuEngine:
             range_pattern = "unicomp" if pattern == "unicomp" else "full"
             self.rptr, self.ranges = grid_gpu.build_cell_ranges(self.qgrid, self.dgrid, range_pattern)
         # work per query cell = number of candidate points (SORTBYWL's workload)
-        lens = (self.ranges[:, 1] - self.ranges[:, 0]).astype(cp.int64)
-        cs = cp.zeros(lens.size + 1, dtype=cp.int64)
-        if lens.size:
-            cp.cumsum(lens, out=cs[1:])
-        self.cell_work = cs[self.rptr[1:]] - cs[self.rptr[:-1]]
-        q_work = self.cell_work[self.qgrid.point_cell]
-        q_work = q_work.astype(cp.float64)
-        mean = total(cp, q_work) / q_work.size if q_work.size else 0.0
-        cv = math.sqrt(total(cp, (q_work - mean) ** 2) / q_work.size) / mean if mean > 0 else 0.0
+        nqc = self.qgrid.n_cells
+        self.cell_work = cp.empty(nqc, dtype=cp.int64)
+        launch(cp, "range_lengths", nqc, (self.rptr, self.ranges, np.int64(nqc), self.cell_work))
+        mean, sd = work_sums(cp, self.cell_work, self.qgrid.point_cell)
+        cv = sd / mean if mean > 0 else 0.0
         cp.cuda.Device().synchronize()
         stats["grid_s"] = time.perf_counter() - t0
         stats["n_cells"] = self.dgrid.n_cells
         stats["index_dims"] = self.dgrid.k
         stats["n_ranges"] = int(self.ranges.shape[0])
-        stats["candidates"] = total(cp, self.cell_work * cp.diff(self.qgrid.cell_start))
+        stats["candidates"] = weighted_span_sum(cp, self.cell_work, self.qgrid.cell_start)
         self.mean_work, self.work_cv = mean, cv
         self.range_pattern = range_pattern
         self.cfg = None
@@ -125,13 +122,26 @@ class GpuEngine:
         self._prepare_kernels()
         nq = self.qgrid.n_points
         # position of each original row in the query grid
-        self.inv_order = cp.empty(nq, dtype=cp.int32)
-        self.inv_order[self.qgrid.order] = cp.arange(nq, dtype=cp.int32)
+        self.inv_order = dp.inverse_permutation(cp, self.qgrid.order, cp.int32)
         if self.cfg.schedule != "grid":
-            w = self.cell_work[self.qgrid.point_cell]
-            self.all_queries = cp.argsort(-w).astype(cp.int32)      # most work first (SORTBYWL)
+            self.all_queries = self._most_work_first(self.qgrid.point_cell)    # SORTBYWL
         else:
-            self.all_queries = cp.arange(nq, dtype=cp.int32)
+            self.all_queries = dp.arange(cp, nq, cp.int32)
+
+    def _most_work_first(self, pos):
+        """The grid positions ``pos`` (int32) ordered by decreasing work of
+        their cell, ties in their order (a stable sort): SORTBYWL's order of
+        the queries.  Returns int32 grid positions when ``pos`` is the
+        whole ``point_cell`` (then positions are 0 .. n-1), else ``pos``
+        reordered.  O(n) plus the radix sort."""
+        cp = self.cp
+        cells = pos if pos is self.qgrid.point_cell else dp.take(cp, self.qgrid.point_cell, pos)
+        w = dp.take(cp, self.cell_work, cells)
+        dp.negate(cp, w)
+        order = dp.argsort(cp, w)
+        if pos is self.qgrid.point_cell:
+            return dp.astype(cp, order, cp.int32)
+        return dp.take(cp, pos, order)
 
     # -- kernels ---------------------------------------------------------
     def _prepare_kernels(self):
@@ -145,12 +155,11 @@ class GpuEngine:
             kt = self.cfg.threads_per_point
             names = tuple(f"gpucalc_global<{D},{T},{pat},{kt},{fill},{wq}>"
                           for fill in ("false", "true"))
-        mod = grid_gpu.compile_module(names)
+        mod = grid_gpu.compile_module(names)      # the row sorts come with it
         self.k_count = mod.get_function(names[0])
         self.k_fill = mod.get_function(names[1])
-        smod = grid_gpu.compile_module(("sort_rows_small", "sort_rows_bitonic"))
-        self.k_sort_small = smod.get_function("sort_rows_small")
-        self.k_sort_bitonic = smod.get_function("sort_rows_bitonic")
+        self.k_sort_small = mod.get_function(grid_gpu.SORT_KERNELS[0])
+        self.k_sort_bitonic = mod.get_function(grid_gpu.SORT_KERNELS[1])
         dev = self.cp.cuda.Device()
         self.n_sm = int(dev.attributes["MultiProcessorCount"])
         self.max_threads_sm = int(dev.attributes["MaxThreadsPerMultiProcessor"])
@@ -174,7 +183,7 @@ class GpuEngine:
         fn = self.k_fill if fill else self.k_count
         if self.cfg.kernel == "shared":
             # segments of consecutive queries of one cell (qlist is in grid order)
-            _, seg_start = grid_gpu.run_starts(cp, q.point_cell[qlist], cp.int32)
+            _, seg_start = grid_gpu.run_starts(cp, dp.take(cp, q.point_cell, qlist), cp.int32)
             nseg = int(seg_start.size) - 1
             threads = 128 if self.d <= 24 else 32
             smem = threads * self.d * self.dtype.itemsize
@@ -215,25 +224,23 @@ class GpuEngine:
             return self.all_queries
         pos = self.inv_order[r0:r1]
         if self.cfg.schedule == "grid":
-            return cp.sort(pos)
-        w = self.cell_work[self.qgrid.point_cell[pos]]
-        return pos[cp.argsort(-w)]
+            return dp.sort(cp, pos)
+        return self._most_work_first(pos)
 
     def fill(self, r0, r1, counts, indptr, out, out_base, cursor, overflow, sort_plan, indptr_h):
         """Write the rows [r0, r1) into out (at indptr[row] - out_base), sorted if a plan is given."""
         cp = self.cp
         qlist = self.batch_queries(r0, r1)
         if self.cfg.pattern != "full":
-            cursor[r0:r1] = 0
+            cursor[r0:r1].fill(0)                  # a memset
         self._launch(True, qlist, counts, indptr, out_base, out, cursor, r0, r1, overflow)
         if self.cfg.pattern != "full":
             # a row that came up short is flagged too: no pair may be lost
-            bad = any_true(cp, cursor[r0:r1] != counts[r0:r1])
-            cp.bitwise_or(overflow, bad.astype(cp.int32), out=overflow)
+            flag_differ(cp, cursor[r0:r1], counts[r0:r1], overflow)
         if self.column_ids is not None:
             # columns renamed before the sort, so rows come out sorted by the new ids
             seg = out[int(indptr_h[r0]) - out_base:int(indptr_h[r1]) - out_base]
-            cp.take(self.column_ids, seg, out=seg)
+            dp.take(cp, self.column_ids, seg, out=seg)
         if sort_plan is not None:
             self.sort_rows(r0, r1, sort_plan, indptr, indptr_h, out, out_base)
 
@@ -252,14 +259,18 @@ class GpuEngine:
         over every row.  Cost: O(n_rows) on the device per class.
         """
         cp = self.cp
-        lens = cp.diff(indptr)
+        n = int(indptr.size) - 1
         edges = sorted({r for b in batches for r in b})
-        edges_d = cp.asarray(np.asarray(edges, dtype=np.int32))
+        # at[e], the class's rows before row e: its flags' inclusive scan at e - 1, plus one
+        before = cp.asarray(np.asarray([max(e - 1, 0) for e in edges], dtype=np.int32))
         plan = []
         for lo_len, hi_len, threads in self._SORT_CLASSES:
-            sel = lens > lo_len if hi_len is None else (lens > lo_len) & (lens <= hi_len)
-            rows_d = cp.flatnonzero(sel).astype(cp.int32)
-            at = dict(zip(edges, cp.asnumpy(cp.searchsorted(rows_d, edges_d)).tolist()))
+            flags = cp.empty(n, dtype=cp.int32)
+            launch(cp, "length_flags", n, (indptr, np.int64(n), np.int64(lo_len),
+                                           np.int64(-1 if hi_len is None else hi_len), flags))
+            rows_d, pos = dp.compact(cp, flags, cp.int32)
+            got = cp.asnumpy(dp.take(cp, pos, before)).tolist() if n else [0] * len(edges)
+            at = {e: (int(g) + 1 if e > 0 else 0) for e, g in zip(edges, got)}
             rows_h = cp.asnumpy(rows_d) if hi_len is None else None
             plan.append((lo_len, hi_len, threads, rows_d, at, rows_h))
         return plan

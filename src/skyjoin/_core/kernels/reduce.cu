@@ -2,14 +2,10 @@
 // Every kernel runs on a fixed grid with a grid-stride loop, so the partial
 // sum of each block, and hence the host's total, is the same on every run.
 
-// Acc: long long for integer sums, double for floating ones.
-template <typename T, typename Acc>
-__global__ void block_sum(const T* x, long long n, Acc* part) {
+// The sum of every thread's acc in the block into part[blockIdx.x] (blockDim 256).
+template <typename Acc>
+__device__ __forceinline__ void block_partial(Acc acc, Acc* part) {
     __shared__ Acc s[256];
-    Acc acc = 0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x)
-        acc += (Acc)x[i];
     s[threadIdx.x] = acc;
     __syncthreads();
     for (int w = blockDim.x / 2; w > 0; w >>= 1) {
@@ -17,6 +13,47 @@ __global__ void block_sum(const T* x, long long n, Acc* part) {
         __syncthreads();
     }
     if (threadIdx.x == 0) part[blockIdx.x] = s[0];
+}
+
+// Acc: long long for integer sums, double for floating ones.
+template <typename T, typename Acc>
+__global__ void block_sum(const T* x, long long n, Acc* part) {
+    Acc acc = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        acc += (Acc)x[i];
+    block_partial<Acc>(acc, part);
+}
+
+// Per-block sums of v_i = (double)w[idx[i]] (squared = 0) or of (v_i - mean)^2,
+// each term rounded as block_sum over the materialised terms would see it.
+__global__ void gathered_sum(const long long* w, const int* idx, long long n, double mean,
+                             int squared, double* part) {
+    double acc = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        double v = (double)w[idx[i]];
+        if (squared) { v = __dsub_rn(v, mean); v = __dmul_rn(v, v); }
+        acc = __dadd_rn(acc, v);
+    }
+    block_partial<double>(acc, part);
+}
+
+// Per-block sums of w[c] * (start[c + 1] - start[c]) over c < n.
+__global__ void weighted_spans(const long long* w, const int* start, long long n, long long* part) {
+    long long acc = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        acc += w[i] * (long long)(start[i + 1] - start[i]);
+    block_partial<long long>(acc, part);
+}
+
+// flag set to 1 when a[i] != b[i] for some i (left alone otherwise).
+template <typename T>
+__global__ void flag_differ(const T* a, const T* b, long long n, int* flag) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        if (a[i] != b[i]) { *flag = 1; return; }
 }
 
 template <typename T>

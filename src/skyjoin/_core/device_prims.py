@@ -1,0 +1,194 @@
+"""Device primitives of the GPU first-call paths, on the project's own kernels.
+
+Rule: a first-call path on the GPU (the grids, ranges and plans of the join,
+DBSCAN and skyline) uses these primitives, not CuPy's elementwise, indexing,
+scan or ``unique`` routines: each of those compiles a kernel with NVRTC on
+its first call per routine and dtype, whereas these are instances of the one
+module of :mod:`skyjoin._core.device_kernels`, compiled once per process
+(docs/design.md, "First calls on the GPU").  CuPy's sorts (Thrust, compiled
+ahead) are kept, called so that CuPy makes no copy of its own.
+
+Arrays are CuPy arrays, 1-D and C-contiguous unless a function says
+otherwise; CuPy is passed in, never imported here.  Every function is one
+or a few launches of O(n) work (``sort`` and ``argsort``: Thrust's radix
+sort), with no synchronisation unless it returns a host value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .device_kernels import c_type, function, item_type, launch
+
+__all__ = ["astype", "fill", "arange", "negate", "take", "scatter", "inverse_permutation",
+           "scan", "runs", "compact", "sort", "argsort", "searchsorted"]
+
+_SCAN_CHUNKS = 1024        # most chunks of a scan (one block scans their sums)
+_SCAN_TILE = 256           # items per tile of a chunk (the scan's block size)
+
+
+def astype(cp, a, dtype, out=None):
+    """A C-contiguous copy of ``a`` (any shape) as ``dtype``, new or into
+    ``out`` (C-contiguous, a's size): a bit copy when the dtype is a's,
+    else a cast (int64 <-> int32)."""
+    dtype = np.dtype(dtype)
+    if out is None:
+        out = cp.empty(a.shape, dtype=dtype)
+    src = cp.ascontiguousarray(a)
+    name = (f"cast<{item_type(dtype)}, {item_type(dtype)}>" if dtype == src.dtype
+            else f"cast<{c_type(src.dtype)}, {c_type(dtype)}>")
+    launch(cp, name, src.size, (src, np.int64(src.size), out))
+    return out
+
+
+def _bits(dtype, value):
+    """``value`` as a scalar of the unsigned type of the dtype's item size."""
+    return np.asarray(value, dtype=dtype).reshape(1).view(f"u{np.dtype(dtype).itemsize}")[0]
+
+
+def fill(cp, out, value) -> None:
+    """out[:] = value for a 1-D array ``out`` (a strided view is fine)."""
+    n = int(out.size)
+    if n:
+        step = out.strides[0] // out.itemsize
+        launch(cp, f"fill<{item_type(out.dtype)}>", n,
+               (out, np.int64(n), np.int64(step), _bits(out.dtype, value)))
+
+
+def arange(cp, n: int, dtype, start: int = 0):
+    """[start, start + n) as int32 or int64."""
+    dtype = np.dtype(dtype)
+    out = cp.empty(int(n), dtype=dtype)
+    launch(cp, f"iota<{c_type(dtype)}>", n, (out, np.int64(n), dtype.type(start)))
+    return out
+
+
+def negate(cp, a) -> None:
+    """a[:] = -a[:] in place (int64)."""
+    launch(cp, "negate<long long>", a.size, (a, np.int64(a.size)))
+
+
+def take(cp, src, idx, out=None):
+    """src[idx]: items of a 1-D ``src`` or rows of a C-contiguous 2-D one
+    (idx int32 or int64, in range).  ``out`` may be ``idx`` itself when src
+    is 1-D of idx's item size (the in-place renaming ``idx[:] = src[idx]``)."""
+    n = int(idx.size)
+    d = 1 if src.ndim == 1 else int(src.shape[1])
+    if out is None:
+        out = cp.empty((n,) + tuple(src.shape[1:]), dtype=src.dtype)
+    launch(cp, f"gather_rows<{item_type(src.dtype)}, {c_type(idx.dtype)}>", n * d,
+           (src, idx, np.int64(n), np.int32(d), out))
+    return out
+
+
+def scatter(cp, dst, idx, src) -> None:
+    """dst[idx] = src, items of 1-D or rows of C-contiguous 2-D arrays
+    (idx int32 or int64 without repeats, in range; same dtype)."""
+    n = int(idx.size)
+    d = 1 if dst.ndim == 1 else int(dst.shape[1])
+    launch(cp, f"scatter_rows<{item_type(dst.dtype)}, {c_type(idx.dtype)}>", n * d,
+           (src, idx, np.int64(n), np.int32(d), dst))
+
+
+def inverse_permutation(cp, perm, dtype, out=None):
+    """inv with inv[perm[i]] = i (perm a permutation of 0 .. n-1, int32 or int64)."""
+    n = int(perm.size)
+    if out is None:
+        out = cp.empty(n, dtype=dtype)
+    launch(cp, f"scatter_iota<{c_type(perm.dtype)}, {c_type(out.dtype)}>", n,
+           (perm, np.int64(n), out))
+    return out
+
+
+def scan(cp, a, dtype, inclusive: bool = True, init: int = 0, out=None):
+    """Prefix sums of the int32 or int64 array ``a`` into ``dtype`` (int32 or
+    int64, not narrower than a): out[i] = init + sum of a[:i + 1]
+    (``inclusive``) or of a[:i].  Exact (integers); ``out`` may be ``a``.
+
+    Three launches over fixed chunks (chunk sums, their scan by one block,
+    the chunks scanned in tiles from their offsets): O(n).
+    """
+    dtype = np.dtype(dtype)
+    n = int(a.size)
+    if out is None:
+        out = cp.empty(n, dtype=dtype)
+    if not n:
+        return out
+    ti, to = c_type(a.dtype), c_type(dtype)
+    tiles = -(-n // _SCAN_TILE)
+    chunk = -(-tiles // min(tiles, _SCAN_CHUNKS)) * _SCAN_TILE
+    nb = -(-n // chunk)
+    part = cp.empty(nb, dtype=dtype)
+    function(cp, f"scan_chunk_sums<{ti}, {to}>")((nb,), (_SCAN_TILE,), (a, np.int64(n), np.int64(chunk), part))
+    function(cp, f"scan_chunk_offsets<{to}>")((1,), (1024,), (part, np.int32(nb)))
+    function(cp, f"scan_chunks<{ti}, {to}>")((nb,), (_SCAN_TILE,),
+                                             (a, np.int64(n), np.int64(chunk), part, dtype.type(init),
+                                              np.int32(1 if inclusive else 0), out))
+    return out
+
+
+def runs(cp, keys, start_dtype):
+    """The runs of equal items (bitwise) of ``keys`` (any dtype; sorted keys
+    give one run per distinct key).
+
+    Returns (run_of, starts): ``run_of`` (n,) int32, the run of each
+    position, and ``starts`` (n_runs + 1,) of ``start_dtype``, where run r
+    is ``starts[r]:starts[r + 1]`` (the last entry is n).  Four launches and
+    no host copy, O(n).
+    """
+    n = int(keys.size)
+    run_of = cp.empty(n, dtype=cp.int32)
+    if n:
+        launch(cp, f"run_flags<{item_type(keys.dtype)}>", n, (keys, np.int64(n), run_of))
+        scan(cp, run_of, cp.int32, inclusive=True, init=-1, out=run_of)
+        n_runs = int(run_of[-1]) + 1
+    else:
+        n_runs = 0
+    starts = cp.empty(n_runs + 1, dtype=start_dtype)
+    launch(cp, f"compact_from_scan<int, {c_type(start_dtype)}>", n,
+           (run_of, np.int64(n), starts, np.int32(1)))
+    return run_of, starts
+
+
+def compact(cp, flags, dtype):
+    """The positions of the non-zero items of the 0/1 int32 array ``flags``
+    (overwritten by its inclusive scan minus one), in order, as ``dtype``.
+
+    Returns (positions, pos): ``pos[i]`` is the number of flags set in
+    ``flags[:i + 1]`` minus one (``flags`` itself, rewritten).  O(n), one
+    small host copy (the count).
+    """
+    n = int(flags.size)
+    pos = scan(cp, flags, cp.int32, inclusive=True, init=-1, out=flags)
+    count = int(pos[-1]) + 1 if n else 0
+    out = cp.empty(count, dtype=dtype)
+    if count:
+        launch(cp, f"compact_from_scan<int, {c_type(dtype)}>", n,
+               (pos, np.int64(n), out, np.int32(0)))
+    return out, pos
+
+
+def sort(cp, a):
+    """A sorted copy of ``a`` (Thrust's sort, in place on our own copy)."""
+    out = astype(cp, a, a.dtype)
+    out.sort()
+    return out
+
+
+def argsort(cp, keys):
+    """The stable ascending order of ``keys`` as int64 (Thrust's radix
+    argsort, the one behind ``cupy.argsort``, on our own copy of the keys)."""
+    work = astype(cp, keys, keys.dtype)
+    idx = cp.empty(int(keys.size), dtype=cp.int64)
+    if keys.size:
+        cp.cuda.thrust.argsort(work.dtype, idx.data.ptr, work.data.ptr, 0, (int(keys.size),))
+    return idx
+
+
+def searchsorted(cp, table, v, side: str = "left", dtype=np.int64):
+    """Index of each item of ``v`` in the sorted ``table`` (both int32 or both
+    int64), like ``numpy.searchsorted``; O(n log m)."""
+    out = cp.empty(int(v.size), dtype=dtype)
+    launch(cp, f"searchsorted<{c_type(table.dtype)}, {c_type(dtype)}>", v.size,
+           (table, np.int64(table.size), v, np.int64(v.size), np.int32(side == "right"), out))
+    return out

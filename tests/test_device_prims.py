@@ -1,0 +1,86 @@
+"""The device primitives (skyjoin._core.device_prims) against NumPy: on the GPU
+where there is one, and everywhere with the kernels run on the host
+(tests/_cuda_emulation.py: each CUDA kernel compiled by the host compiler
+and run thread by thread; the scan phases by their contracts)."""
+
+import numpy as np
+import pytest
+
+from _cuda_emulation import FakeCupy, compiler, emulate_device_kernels
+
+SIZES = [0, 1, 2, 255, 256, 257, 5000, 70001]
+
+
+def _check_prims(cp, sizes, seed=0):
+    from skyjoin._core import device_prims as dp
+
+    rng = np.random.default_rng(seed)
+    for n in sizes:
+        a32 = rng.integers(0, 5, n).astype(np.int32)
+        a64 = rng.integers(-2**40, 2**40, n).astype(np.int64)
+        d32, d64 = cp.asarray(a32), cp.asarray(a64)
+        # scans: exact, inclusive and exclusive, with an initial value, in place
+        for dtype in (np.int32, np.int64):
+            for inclusive in (True, False):
+                got = cp.asnumpy(dp.scan(cp, d32, dtype, inclusive=inclusive, init=-3))
+                want = np.cumsum(a32, dtype=dtype) - (0 if inclusive else a32) - 3
+                np.testing.assert_array_equal(got, want)
+        big = cp.asarray(rng.integers(0, 2**40, n).astype(np.int64))
+        np.testing.assert_array_equal(cp.asnumpy(dp.scan(cp, big, np.int64)),
+                                      np.cumsum(cp.asnumpy(big)))
+        inplace = cp.asarray(a32.copy())
+        dp.scan(cp, inplace, np.int32, out=inplace)
+        np.testing.assert_array_equal(cp.asnumpy(inplace), np.cumsum(a32))
+        # runs of sorted keys, compaction
+        keys = np.sort(a64 % 7)
+        run_of, starts = dp.runs(cp, cp.asarray(keys), np.int32)
+        heads = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if n else np.zeros(0, int)
+        np.testing.assert_array_equal(cp.asnumpy(starts), np.r_[heads, n])
+        np.testing.assert_array_equal(cp.asnumpy(run_of), np.cumsum(np.r_[True, keys[1:] != keys[:-1]])[:n] - 1)
+        flags = (a32 > 2).astype(np.int32)
+        rows, pos = dp.compact(cp, cp.asarray(flags.copy()), np.int64)
+        np.testing.assert_array_equal(cp.asnumpy(rows), np.flatnonzero(flags))
+        np.testing.assert_array_equal(cp.asnumpy(pos), np.cumsum(flags) - 1)
+        # gathers, scatters, permutations, casts, fills
+        perm = rng.permutation(n)
+        for idx in (perm.astype(np.int32), perm.astype(np.int64)):
+            di = cp.asarray(idx)
+            np.testing.assert_array_equal(cp.asnumpy(dp.take(cp, d64, di)), a64[idx])
+            M = rng.normal(size=(n, 3)).astype(np.float32)
+            np.testing.assert_array_equal(cp.asnumpy(dp.take(cp, cp.asarray(M), di)), M[idx])
+            dst = cp.zeros(n, dtype=cp.int64)
+            dp.scatter(cp, dst, di, d64)
+            want = np.zeros(n, np.int64)
+            want[idx] = a64
+            np.testing.assert_array_equal(cp.asnumpy(dst), want)
+            inv = cp.asnumpy(dp.inverse_permutation(cp, di, np.int32))
+            np.testing.assert_array_equal(inv[idx], np.arange(n))
+            assert inv.dtype == np.int32
+        np.testing.assert_array_equal(cp.asnumpy(dp.astype(cp, d64, np.int32)), a64.astype(np.int32))
+        np.testing.assert_array_equal(cp.asnumpy(dp.astype(cp, d32, np.int64)), a32.astype(np.int64))
+        np.testing.assert_array_equal(cp.asnumpy(dp.arange(cp, n, np.int64, start=5)), np.arange(5, n + 5))
+        pairs = cp.zeros((n, 2), dtype=cp.int32)
+        dp.fill(cp, pairs[:, 1], 7)
+        np.testing.assert_array_equal(cp.asnumpy(pairs), np.c_[np.zeros(n, int), np.full(n, 7)])
+        neg = cp.asarray(a64.copy())
+        dp.negate(cp, neg)
+        np.testing.assert_array_equal(cp.asnumpy(neg), -a64)
+        np.testing.assert_array_equal(cp.asnumpy(dp.sort(cp, d64)), np.sort(a64))
+        np.testing.assert_array_equal(cp.asnumpy(dp.argsort(cp, d32)), np.argsort(a32, kind="stable"))
+        table = np.unique(a64 % 1000)
+        for side in ("left", "right"):
+            got = dp.searchsorted(cp, cp.asarray(table), cp.asarray(a64 % 1001), side, np.int32)
+            np.testing.assert_array_equal(cp.asnumpy(got), np.searchsorted(table, a64 % 1001, side))
+
+
+@pytest.mark.skipif(compiler() is None, reason="no host C++ compiler")
+def test_device_prims_emulated_equal_numpy(monkeypatch):
+    emulate_device_kernels(monkeypatch)
+    _check_prims(FakeCupy(), SIZES[:-1])
+
+
+@pytest.mark.gpu
+def test_device_prims_on_the_gpu_equal_numpy():
+    from skyjoin._core.device import cupy
+
+    _check_prims(cupy(), SIZES + [3_000_001], seed=1)
