@@ -3,7 +3,7 @@
 Numba compiles a kernel on its first call with new argument types unless
 its on-disk cache (``cache=True``, switched by ``SKYJOIN_NUMBA_CACHE``)
 already holds it; a cache hit compiles nothing.  A listener on Numba's
-``numba:compile`` event, which fires on real compiles only, does two
+``numba:compile`` event, which fires on real compiles only, does three
 things:
 
 * the **notice**: when a skyjoin kernel starts to compile and the
@@ -14,6 +14,12 @@ things:
   command line prints it there itself).  Silence it with
   ``logging.getLogger("skyjoin.compile").setLevel(logging.ERROR)``.
   :func:`expect` widens N to several operators called in a row.
+* the **pause of the cyclic garbage collector** while a kernel called
+  from Python compiles (callees included): a compile makes many
+  long-lived objects, which set off full collections that walk every
+  object of the process (Numba, LLVM, SciPy included); the collector is
+  switched back on when the compile ends, if it was on.  Numba compiles
+  one kernel at a time per process, under its compile lock.
 * the **record**: inside :func:`record`, every compile (kernel, argument
   types, CPU seconds, nesting depth) is appended to a list; the
   ``skyjoin warmup`` command and ``scripts/compile-times`` read it.
@@ -34,6 +40,7 @@ that it is in place before any kernel compiles.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -157,6 +164,9 @@ def _on_start(event) -> None:
             fn()
     if not stack and not _noticed and module.startswith("skyjoin."):
         _notice(module)
+    if not stack:
+        _local.gc_was_on = gc.isenabled()
+        gc.disable()
     stack.append((f"{module}.{disp.py_func.__qualname__}", str(event.data["args"]),
                   time.thread_time(), time.perf_counter()))
 
@@ -166,6 +176,8 @@ def _on_end(event) -> None:
     if not stack:
         return
     kernel, signature, t0, w0 = stack.pop()
+    if not stack and getattr(_local, "gc_was_on", False):
+        gc.enable()
     if _recorders:
         ev = CompileEvent(kernel, signature, time.thread_time() - t0, time.perf_counter() - w0,
                           len(stack))

@@ -1,9 +1,10 @@
-"""Numba kernels behind ``skyjoin.index.grid.build_grid``.
+"""Numba kernels and NumPy passes behind ``skyjoin.index.grid.build_grid``.
 
-The passes over every point are sequential nogil kernels over a block of
-rows, run on blocks by the host pool (``_blocks``), not parfors: a parfor
-costs several times its body to compile, on the first call of every
-operator that builds a grid.
+The passes over every point run on blocks of rows on the host pool
+(``_blocks``), not as parfors: a parfor costs several times its body to
+compile, on the first call of every operator that builds a grid.  The
+element-wise passes (cell coordinates, the Horner step of the ids) are
+NumPy ufuncs, which release the GIL: no kernel to compile at all.
 """
 
 import numba as nb
@@ -12,6 +13,10 @@ import numpy as np
 from .._core.config import NUMBA_CACHE
 from .._core.pool import map_dynamic
 from .._core.validate import all_finite
+
+
+#: rows per NumPy pass inside a block (its float64 temporary stays in cache)
+_CHUNK = 1 << 14
 
 
 def _blocks(kernel, args, n, min_block=1 << 16):
@@ -23,39 +28,52 @@ def _blocks(kernel, args, n, min_block=1 << 16):
     map_dynamic(lambda b: kernel(*args, cuts[b], cuts[b + 1]), range(n_blocks), n_blocks)
 
 
-@nb.njit(cache=NUMBA_CACHE, nogil=True)
 def _raw_coords_block(X, j, lo, side, out, b0, b1):
-    for i in range(b0, b1):
-        out[i] = np.int64(np.floor((np.float64(X[i, j]) - lo) / side))
+    # NumPy's ufuncs release the GIL; chunks keep the temporary in cache.
+    # The same operations as a loop, element by element: float64(x) - lo,
+    # divided by side, floored, truncated to int64
+    for a in range(b0, b1, _CHUNK):
+        b = min(a + _CHUNK, b1)
+        v = np.subtract(X[a:b, j], lo, dtype=np.float64)
+        v /= side
+        np.floor(v, out=v)
+        out[a:b] = v
 
 
 def raw_coords(X, j, lo, side, out):
     """Cell coordinate floor((x_j - lo) / side) of every point (§IV-B), into
-    ``out`` (int64).  O(n), on the host pool."""
+    ``out`` (int64).  O(n), NumPy on blocks on the host pool: no kernel to
+    compile on an operator's first call."""
     _blocks(_raw_coords_block, (X, np.int64(j), np.float64(lo), np.float64(side), out),
             X.shape[0])
 
 
 @nb.njit(cache=NUMBA_CACHE, nogil=True)
-def column_bounds(X, k):
-    """Minimum and maximum of each of the first k columns, as float64, in one
-    pass (NumPy's axis-0 reduction of a strided (n, k) view is far slower:
-    docs/design.md, "Bounds in one pass").
-    X has at least one row.  Serial, and compiled in a fraction of a second
-    (it is on the join's first call); it releases the GIL, so callers with
-    many rows run it on row chunks in threads (``parallel_column_bounds``)."""
-    lo = np.empty(k)
-    hi = np.empty(k)
-    for j in range(k):
+def _column_bounds_into(X, lo, hi):
+    for j in range(lo.shape[0]):
         lo[j] = np.float64(X[0, j])
         hi[j] = lo[j]
     for i in range(1, X.shape[0]):
-        for j in range(k):
+        for j in range(lo.shape[0]):
             v = np.float64(X[i, j])
             if v < lo[j]:
                 lo[j] = v
             if v > hi[j]:
                 hi[j] = v
+
+
+def column_bounds(X, k):
+    """Minimum and maximum of each of the first k columns, as float64, in one
+    pass (NumPy's axis-0 reduction of a strided (n, k) view is far slower:
+    docs/design.md, "Bounds in one pass").
+    X has at least one row.  Serial, and compiled in a fraction of a second
+    (it is on the join's first call: the kernel fills arrays made here, as
+    allocating and returning them would compile more); it releases the GIL,
+    so callers with many rows run it on row chunks in threads
+    (``parallel_column_bounds``)."""
+    lo = np.empty(k)
+    hi = np.empty(k)
+    _column_bounds_into(X, lo, hi)
     return lo, hi
 
 
@@ -82,19 +100,26 @@ def parallel_column_bounds(X, k, chunk_rows: int = 1 << 20, check_finite: bool =
     return out + ((all(p[2] for p in parts),) if check_finite else ())
 
 
-@nb.njit(cache=NUMBA_CACHE, nogil=True)
 def _horner_block(lid, rank, radix, b0, b1):
-    for i in range(b0, b1):
-        lid[i] = lid[i] * radix + rank[i]
+    part = lid[b0:b1]
+    part *= radix
+    part += rank[b0:b1]
 
 
 def horner_step(lid, rank, radix):
     """lid = lid * radix + rank: append one dimension to the linear ids.
-    O(n), on the host pool."""
+    O(n), NumPy on blocks on the host pool (no kernel to compile)."""
     _blocks(_horner_block, (lid, rank, np.int64(radix)), lid.shape[0])
 
 
 @nb.njit(cache=NUMBA_CACHE)
+def _place_by_key(key, pos, order):
+    for i in range(key.shape[0]):
+        v = key[i]
+        order[pos[v]] = i
+        pos[v] += 1
+
+
 def counting_sort(key, counts, order_zero):
     """Stable counting sort of the points by cell key, given the keys' histogram.
 
@@ -102,18 +127,14 @@ def counting_sort(key, counts, order_zero):
     counted while computing the keys) becomes, in place, ``point_start``: cell v holds the sorted points
     ``point_start[v]:point_start[v + 1]`` (length volume + 1, empty cells
     included).  Returns (order, point_start), ``order[p]`` the row of sorted
-    point p (dtype of ``order_zero``).  O(n + volume).
+    point p (dtype of ``order_zero``).  O(n + volume): NumPy's running sum,
+    then one kernel pass that places the points (it allocates nothing and
+    returns nothing, which keeps its first compile small).
     """
-    n = key.shape[0]
-    point_start = counts
-    for v in range(point_start.shape[0] - 1):
-        point_start[v + 1] += point_start[v]
+    point_start = np.cumsum(counts, out=counts)
     pos = point_start[:-1].copy()
-    order = np.empty(n, dtype=type(order_zero))
-    for i in range(n):
-        v = key[i]
-        order[pos[v]] = i
-        pos[v] += 1
+    order = np.empty(key.shape[0], dtype=type(order_zero))
+    _place_by_key(key, pos, order)
     return order, point_start
 
 

@@ -24,6 +24,10 @@ from .._core.search import lower_bound as _lower_bound
 #: Options of every CPU join kernel: cached, and nogil (the kernels run on
 #: a pool of threads, ``schedule.run_blocks``).
 _jit = dict(cache=NUMBA_CACHE, nogil=True)
+#: Options of a kernel called only from other kernels: no wrappers for calls
+#: from Python or C (their code is compiled for nothing), and not cached on
+#: its own (its callers' cache entries hold its code).
+_inner = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 _U64 = 2.0 ** -53  # unit roundoff of float64
 
 #: Codes of the cell patterns in the kernels.

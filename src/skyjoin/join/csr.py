@@ -19,72 +19,62 @@ from .schedule import run_blocks
 
 
 @nb.njit(**_jit)
-def _scatter_block(order, values_reordered, out, add, b0, b1):
-    """out[order[r]] (+)= values_reordered[r] for r in [b0, b1)."""
+def _scatter_block(order, values_reordered, out, b0, b1):
+    """out[order[r]] = values_reordered[r] for r in [b0, b1)."""
     for r in range(b0, b1):
-        if add:
-            out[order[r]] += values_reordered[r]
-        else:
-            out[order[r]] = values_reordered[r]
+        out[order[r]] = values_reordered[r]
 
 
 def to_caller_order(order, values_reordered, out):
     """out[order[r]] = values_reordered[r] (reordered rows back to caller
     order), in blocks on the thread pool (no prange kernel: its compilation
     would cost more than the pass)."""
-    run_blocks(_scatter_block, (order, values_reordered, out, False), order.shape[0])
-
-
-def add_caller_order(order, values_reordered, out):
-    """out[order[r]] += values_reordered[r] (``order`` is a permutation:
-    blocks never write the same item)."""
-    run_blocks(_scatter_block, (order, values_reordered, out, True), order.shape[0])
-
-
-@nb.njit(inline="always", **_jit)
-def _insertion_sort(a, lo, hi):
-    for i in range(lo + 1, hi):
-        v = a[i]
-        j = i - 1
-        while j >= lo and a[j] > v:
-            a[j + 1] = a[j]
-            j -= 1
-        a[j + 1] = v
+    run_blocks(_scatter_block, (order, values_reordered, out), order.shape[0])
 
 
 @nb.njit(inline="always", **_jit)
 def _sort_range(a, lo, hi):
     """Sort a[lo:hi] in place: insertion sort for short ranges, else an
     in-place heapsort (small code: NumPy's sort adds seconds of compilation
-    to every kernel that calls it)."""
+    to every kernel that calls it).  One function with one sift-down loop:
+    each helper inlined into a kernel costs compile time of its own."""
     n = hi - lo
     if n <= 24:
-        _insertion_sort(a, lo, hi)
+        for i in range(lo + 1, hi):
+            v = a[i]
+            j = i - 1
+            while j >= lo and a[j] > v:
+                a[j + 1] = a[j]
+                j -= 1
+            a[j + 1] = v
         return
-    for start in range(n // 2 - 1, -1, -1):
-        _sift_down(a, lo, start, n)
-    for end in range(n - 1, 0, -1):
-        v = a[lo]
-        a[lo] = a[lo + end]
-        a[lo + end] = v
-        _sift_down(a, lo, 0, end)
-
-
-@nb.njit(inline="always", **_jit)
-def _sift_down(a, lo, root, n):
-    """Restore the max-heap a[lo:lo + n] below ``root``."""
-    v = a[lo + root]
+    # heapsort: first sift the roots n // 2 - 1 .. 0 down into a max-heap
+    # of size n, then move the top to the end and sift the new root down
+    start = n // 2
+    size = n
     while True:
-        child = 2 * root + 1
-        if child >= n:
-            break
-        if child + 1 < n and a[lo + child + 1] > a[lo + child]:
-            child += 1
-        if a[lo + child] <= v:
-            break
-        a[lo + root] = a[lo + child]
-        root = child
-    a[lo + root] = v
+        if start > 0:
+            start -= 1
+        else:
+            size -= 1
+            if size == 0:
+                break
+            v = a[lo]
+            a[lo] = a[lo + size]
+            a[lo + size] = v
+        root = start
+        v = a[lo + root]
+        while True:
+            child = 2 * root + 1
+            if child >= size:
+                break
+            if child + 1 < size and a[lo + child + 1] > a[lo + child]:
+                child += 1
+            if a[lo + child] <= v:
+                break
+            a[lo + root] = a[lo + child]
+            root = child
+        a[lo + root] = v
 
 
 @nb.njit(**_jit)

@@ -17,45 +17,50 @@ import numpy as np
 
 from .._core.memory import alloc_host
 from .cells import _jit
-from .csr import add_caller_order, exclusive_scan_into, release_free_memory
+from .csr import exclusive_scan_into, release_free_memory
 
 
 @nb.njit(**_jit)
-def mirror_counts(half_indices, total):
-    """Every forward pair (i, j) of a symmetric pattern also belongs to row j:
-    add those to the row counts (sequential: the CPU target has no atomics)."""
+def mirror_counts(order, half_counts, r0, r1, half_indices, total):
+    """Add a block of the forward half to the caller-order row counts
+    ``total``: reordered rows [r0, r1) hold their forward pairs (row
+    order[r] gets half_counts[r]), and every forward pair (i, j) in
+    ``half_indices`` also belongs to row j (sequential: the CPU target has
+    no atomics).  One kernel for both: a first call compiles one kernel
+    less."""
+    for r in range(r0, r1):
+        total[order[r]] += half_counts[r]
     for p in range(half_indices.shape[0]):
         total[half_indices[p]] += 1
 
 
 @nb.njit(**_jit)
-def place_forward_block(order, r0, loc_indptr, buf, include_self, fill_pos, indices):
-    """Copy the forward half of reordered row r0 + t, held in
-    ``buf[loc_indptr[t]:loc_indptr[t + 1]]``, to the start of row
-    order[r0 + t] (plus the self pair if asked); advance ``fill_pos``."""
+def fill_block(order, r0, loc_indptr, buf, forward, include_self, fill_pos, indices):
+    """Write a block of the forward half into the table; reordered row
+    r0 + t holds ``buf[loc_indptr[t]:loc_indptr[t + 1]]``.
+
+    ``forward``: copy each row's forward half to the start of row
+    order[r0 + t] (plus the self pair if asked).  Else scatter the mirrored
+    half: for each forward pair (i, j), write i into row j at its next free
+    slot (after every block's forward pass; sequential, blocks taken in
+    order).  Both advance ``fill_pos``.  One kernel for both passes: a first
+    call compiles one kernel less."""
     for t in range(loc_indptr.shape[0] - 1):
         o = order[r0 + t]
-        pos = fill_pos[o]
-        for p in range(loc_indptr[t], loc_indptr[t + 1]):
-            indices[pos] = buf[p]
-            pos += 1
-        if include_self:
-            indices[pos] = o
-            pos += 1
-        fill_pos[o] = pos
-
-
-@nb.njit(**_jit)
-def mirror_fill_block(order, r0, loc_indptr, buf, fill_pos, indices):
-    """Scatter the mirrored half of a block of reordered rows (laid out as
-    for ``place_forward_block``): for each forward pair (i, j), write i into
-    row j at its next free slot.  Sequential; blocks must be taken in order."""
-    for t in range(loc_indptr.shape[0] - 1):
-        o = order[r0 + t]
-        for p in range(loc_indptr[t], loc_indptr[t + 1]):
-            j = buf[p]
-            indices[fill_pos[j]] = o
-            fill_pos[j] += 1
+        if forward:
+            pos = fill_pos[o]
+            for p in range(loc_indptr[t], loc_indptr[t + 1]):
+                indices[pos] = buf[p]
+                pos += 1
+            if include_self:
+                indices[pos] = o
+                pos += 1
+            fill_pos[o] = pos
+        else:
+            for p in range(loc_indptr[t], loc_indptr[t + 1]):
+                j = buf[p]
+                indices[fill_pos[j]] = o
+                fill_pos[j] += 1
 
 
 def mirror_table_blocks(order, half_counts, blocks, include_self, idx_dtype, trim=True):
@@ -65,9 +70,9 @@ def mirror_table_blocks(order, half_counts, blocks, include_self, idx_dtype, tri
     (``csr.release_free_memory``: the blocks' temporaries)."""
     n = order.shape[0]
     total = np.zeros(n, dtype=np.int64)
-    for _, buf in blocks:
-        mirror_counts(buf, total)
-    add_caller_order(order, half_counts, total)
+    ends = [r0 for r0, _ in blocks[1:]] + [n]
+    for (r0, buf), r1 in zip(blocks, ends):
+        mirror_counts(order, half_counts, r0, r1, buf, total)
     if include_self:
         total += 1
     indptr = np.empty(n + 1, dtype=np.int64)
@@ -77,15 +82,14 @@ def mirror_table_blocks(order, half_counts, blocks, include_self, idx_dtype, tri
         release_free_memory()
     indices = alloc_host(grand, idx_dtype)
     fill_pos = indptr[:-1].copy()
-    ends = [r0 for r0, _ in blocks[1:]] + [n]
     loc = []
     for (r0, buf), r1 in zip(blocks, ends):
         li = np.zeros(r1 - r0 + 1, dtype=np.int64)
         np.cumsum(half_counts[r0:r1], out=li[1:])
         loc.append(li)
-        place_forward_block(order, r0, li, buf, include_self, fill_pos, indices)
+        fill_block(order, r0, li, buf, True, include_self, fill_pos, indices)
     for (r0, buf), li in zip(blocks, loc):
-        mirror_fill_block(order, r0, li, buf, fill_pos, indices)
+        fill_block(order, r0, li, buf, False, include_self, fill_pos, indices)
     return indptr, indices
 
 

@@ -19,7 +19,7 @@ import numba as nb
 import numpy as np
 
 from .._core.search import lower_bound
-from .cells import _U64, _jit
+from .cells import _U64, _inner, _jit
 from .plan import TILE_MIN_POINTS
 
 
@@ -83,7 +83,7 @@ def _row_bounds(s_cell_ids, s_lower_bound, s_cell_start, point_lb, lid0, lid1):
     return s_cell_start[a], s_cell_start[b]
 
 
-@nb.njit(**_jit)
+@nb.njit(**_inner)
 def _point_scan(q_pts, qi, i, s_pts, s_map, excl, eps2, lim, early, k, craw, lo_r, hi_r, own_r,
                 half, s_coords, s_coord_off, s_stride, s_cell_ids, s_lower_bound, s_cell_start,
                 point_lb, gl2, gh2, cur, partial, eqp, s_order, out, out_start, cap):
