@@ -191,14 +191,13 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
     # kernels (cached on disk afterwards), which the table should not count.
     # The join warms the pattern that "auto" takes on the whole set (a
     # sparse slice alone would compile the other one too).
-    pattern = auto_pattern(build_grid(X, eps)) if dev == "cpu" else "auto"
     clump = np.random.default_rng(seed).normal(50.0, 0.05, (2000, 2))
     warm = np.concatenate([X[:2000], clump])
     # DBSCAN's kernels compile in another process (another core) while this
-    # one compiles the join's, when Numba's cache can hand them over and
-    # something compiles at all.  The 2-D skyline compiles nothing on the
-    # CPU (sort2d, NumPy alone), so the notice counts it only where its plan
-    # compiles (docs/design.md, "Compile time").
+    # one compiles the join's (the grid's first), when Numba's cache can
+    # hand them over and something compiles at all.  The 2-D skyline
+    # compiles nothing on the CPU (sort2d, NumPy alone), so the notice
+    # counts it only where its plan compiles (docs/design.md, "Compile time").
     t0 = time.perf_counter()
     aside = can_compile_elsewhere(dev)
     helper: list = []
@@ -206,6 +205,7 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
         ("skyjoin.skyline",) if plan_skyline(n, 2, dev).compiles else ())
     with compiling.when_compiling(lambda: helper.append(compile_elsewhere([DBSCAN_WARM], dev))), \
             compiling.expect(ops, alongside=("skyjoin.dbscan",) if aside else ()):
+        pattern = auto_pattern(build_grid(X, eps)) if dev == "cpu" else "auto"
         sj.self_join(warm, eps, device=dev, pattern=pattern)
         sj.self_join(warm, eps, output="counts", device=dev)
         for p in helper:
