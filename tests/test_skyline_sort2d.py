@@ -119,19 +119,24 @@ def test_larger_inputs(kind):
     check_both_ways(np.round(X * 60) / 60, f"{kind} on a grid")
 
 
-def test_staircase_runs_exactly():
-    """Inputs where the tau pre-filter keeps more than STAIRCASE_MIN rows,
-    so that the staircase of the sample runs: anticorrelated points, on a
-    grid too, and a line (every point on the skyline, nothing pruned)."""
+@pytest.mark.parametrize("block", [None, 1000])
+def test_staircase_exact_where_it_prunes_and_where_it_cannot(block, monkeypatch):
+    """Anticorrelated points (tau keeps most, the staircase prunes), on a
+    grid too, and a line (every point on the skyline: nothing may be
+    pruned); in one block and in blocks of 1000 rows."""
     from skyjoin.datasets import skyline_data
 
+    if block is not None:
+        monkeypatch.setattr(sort2d, "BLOCK", block)
     A = skyline_data(10_000, 2, "anticorrelated", seed=5)
-    n = sort2d.STAIRCASE_MIN + 800
-    line = np.column_stack([np.arange(n), -np.arange(n)]).astype(float)
-    for name, X in (("anti", A), ("anti on a grid", np.round(A * 40) / 40), ("line", line),
-                    ("line, copies", np.vstack([line, line[::7]]))):
+    line = np.column_stack([np.arange(5000), -np.arange(5000)]).astype(float)
+    for name, X in (("anti", A), ("anti on a grid", np.round(A * 40) / 40)):
         _, st = sj.skyline(X, device="cpu", return_stats=True)
-        assert st["tau_survivors"] > sort2d.STAIRCASE_MIN, name
+        assert st["prefilter_survivors"] < st["tau_survivors"] // 4, name
+        check_both_ways(X, name)
+    for name, X in (("line", line), ("line, copies", np.vstack([line, line[::7]]))):
+        _, st = sj.skyline(X, device="cpu", return_stats=True)
+        assert st["prefilter_survivors"] == st["tau_survivors"] == len(X), name
         check_both_ways(X, name)
 
 
@@ -144,7 +149,6 @@ def test_staircase_prunes_and_stats():
     got, st = sj.skyline(X, device="cpu", return_stats=True)
     np.testing.assert_array_equal(got, sj.skyline(X, device="cpu", algorithm="skyalign"))
     assert st["algorithm"] == "sort2d" and st["device"] == "cpu" and st["d"] == 2
-    assert st["tau_survivors"] > sort2d.STAIRCASE_MIN
     assert got.size <= st["prefilter_survivors"] < st["tau_survivors"] // 4
     assert st["dominance_tests"] is None and st["mask_tests"] is None
     assert st["skyline_size"] == got.size and st["distinct"] is False
@@ -155,7 +159,7 @@ def test_staircase_skipped_where_bins_cannot_be_made():
     """An x range that overflows float64 (and one x value) leaves the
     pre-filter out; the answer stays exact."""
     rng = np.random.default_rng(6)
-    n = sort2d.STAIRCASE_MIN + 500
+    n = 5000
     a = rng.random(n)
     wide = np.column_stack([np.where(a < 0.5, -1e308, 1e308) * (0.9 + 0.1 * a), 1.0 - a])
     one_x = np.column_stack([np.zeros(n), rng.integers(0, 3, n)]).astype(float)
@@ -163,7 +167,8 @@ def test_staircase_skipped_where_bins_cannot_be_made():
         got, sky = both(X)
         np.testing.assert_array_equal(got, sky)
         np.testing.assert_array_equal(got, block_oracle(X))
-    assert sort2d._staircase_keep(wide[:, 0].copy(), wide[:, 1].copy()) is None
+        _, st = sj.skyline(X, device="cpu", return_stats=True)
+        assert st["prefilter_survivors"] == st["tau_survivors"]      # tau alone
 
 
 def test_exact_columns_and_senses():

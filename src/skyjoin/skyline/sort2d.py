@@ -15,16 +15,19 @@ point of the input dominates, shrink the sort:
 * **tau** (Bøgh, Chester, Assent 2016, §5.1): the point s of least
   max(x, y) = tau dominates every point whose smaller coordinate exceeds
   tau.
-* **the staircase of a sample**: the candidates' x range is cut into
-  :data:`BINS` bins, by a bin number that never decreases as x grows, so
-  that a point of a lower bin has a strictly smaller x.  The least y of a
-  strided sample of the candidates in each bin, taken as a running
-  minimum over the bins below, is a y that a point of strictly smaller x
-  reaches: a candidate whose y is not below it is dominated.
+* **the staircase of a sample**: the x range is cut into :data:`BINS`
+  bins, by a bin number that never decreases as x grows, so that a point
+  of a lower bin has a strictly smaller x.  The least y of a strided
+  sample of the rows in each bin, taken as a running minimum over the bins
+  below, is a y that a point of strictly smaller x reaches: a point whose
+  y is not below it is dominated.  (Left out where the x range is one
+  value or overflows float64.)
 
 Every skyline point survives both, and every dominated survivor is
 dominated by a skyline point (which survives), so the sort and scan of the
-survivors gives the exact skyline.  Values are compared as they are; the
+survivors gives the exact skyline.  The pre-filters read X by blocks of
+:data:`BLOCK` rows, so that their temporaries are reused, not n values
+each.  Values are compared as they are; the
 caller passes the exact float64 matrix of :mod:`skyjoin.skyline.columns`
 (-0.0 is read as +0.0).
 
@@ -44,36 +47,70 @@ import time
 
 import numpy as np
 
-__all__ = ["skyline_2d", "BINS", "SAMPLE", "STAIRCASE_MIN"]
+__all__ = ["skyline_2d", "BINS", "SAMPLE", "BLOCK"]
 
 #: bins of the staircase pre-filter
 BINS = 1024
 #: points of the strided sample that sets each bin's least y
 SAMPLE = 16 * BINS
-#: the staircase pre-filter runs only on more tau survivors than this
-STAIRCASE_MIN = 4 * BINS
+#: rows per block of the pre-filter passes (their temporaries stay in cache
+#: and are reused, instead of arrays of n values touched once)
+BLOCK = 1 << 16
 
 
-def _staircase_keep(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
-    """Positions of the points not refuted by the staircase of a strided
-    sample (see the module's notes), or None where the x range gives no
-    usable bins (one value, or a width that overflows).  O(m)."""
-    lo, hi = x.min(), x.max()
-    with np.errstate(over="ignore"):
-        width = hi - lo
-    if not (np.isfinite(width) and width > 0):
-        return None
-    # (x - lo) <= width, so the ratio lies in [0, 1]; every step is a
-    # non-decreasing function of x
+def _bounds(X: np.ndarray) -> tuple[float, float, float]:
+    """(tau, least x, largest x) of X, one pass by blocks.  O(n)."""
+    n = X.shape[0]
+    buf = np.empty(min(n, BLOCK))
+    tau, lo, hi = np.inf, np.inf, -np.inf
+    for a in range(0, n, BLOCK):
+        xb, yb = X[a:a + BLOCK, 0], X[a:a + BLOCK, 1]
+        tau = min(tau, np.maximum(xb, yb, out=buf[:xb.size]).min())
+        lo, hi = min(lo, xb.min()), max(hi, xb.max())
+    return float(tau), float(lo), float(hi)
+
+
+def _bins(x: np.ndarray, lo: float, width: float) -> np.ndarray:
+    """Bin number of every x in [lo, lo + width]: 0 .. BINS - 1, never
+    decreasing as x grows ((x - lo) <= width, so every step is monotone)."""
     b = ((x - lo) / width * BINS).astype(np.int64)
-    np.minimum(b, BINS - 1, out=b)
-    step = max(1, x.size // SAMPLE)
+    return np.minimum(b, BINS - 1, out=b)
+
+
+def _staircase(X: np.ndarray, lo: float, width: float) -> np.ndarray:
+    """For every bin, the least y of the sampled points (every
+    ``n // SAMPLE``-th row) in the bins below it (inf for the first).
+    O(SAMPLE + BINS)."""
+    step = max(1, X.shape[0] // SAMPLE)
     least = np.full(BINS, np.inf)
-    np.minimum.at(least, b[::step], y[::step])
+    np.minimum.at(least, _bins(X[::step, 0], lo, width), X[::step, 1])
     below = np.empty(BINS)
     below[0] = np.inf
     np.minimum.accumulate(least[:-1], out=below[1:])
-    return np.flatnonzero(y < below[b])
+    return below
+
+
+def _prefilter(X: np.ndarray) -> tuple[np.ndarray, int]:
+    """The rows of X that survive both pre-filters (increasing), and how
+    many survived tau alone.  Two passes by blocks, O(n)."""
+    n = X.shape[0]
+    tau, lo, hi = _bounds(X)
+    with np.errstate(over="ignore"):
+        width = hi - lo
+    # one x value, or a range float64 cannot hold: no bins, tau alone
+    below = _staircase(X, lo, width) if np.isfinite(width) and width > 0 else None
+    buf = np.empty(min(n, BLOCK))
+    flag = np.empty(min(n, BLOCK), dtype=bool)
+    out, n_tau = [], 0
+    for a in range(0, n, BLOCK):
+        xb, yb = X[a:a + BLOCK, 0], X[a:a + BLOCK, 1]
+        k = xb.size
+        rows = np.flatnonzero(np.less_equal(np.minimum(xb, yb, out=buf[:k]), tau, out=flag[:k]))
+        n_tau += rows.size
+        if below is not None and rows.size:
+            rows = rows[yb[rows] < below[_bins(xb[rows], lo, width)]]
+        out.append(rows + a)
+    return np.concatenate(out), n_tau
 
 
 def _sort_scan(x: np.ndarray, y: np.ndarray, distinct: bool) -> np.ndarray:
@@ -143,16 +180,9 @@ def skyline_2d(X: np.ndarray, distinct: bool = False):
     t0 = time.perf_counter()
     if n == 0:
         return np.zeros(0, dtype=np.int64), stats
-    x = X[:, 0] + 0.0                   # contiguous copies; -0.0 + 0.0 == +0.0
-    y = X[:, 1] + 0.0
-    tau = np.maximum(x, y).min()
-    rows = np.flatnonzero(np.minimum(x, y) <= tau)
-    x, y = x[rows], y[rows]
-    stats["tau_survivors"] = int(rows.size)
-    if rows.size > STAIRCASE_MIN:
-        keep = _staircase_keep(x, y)
-        if keep is not None:
-            rows, x, y = rows[keep], x[keep], y[keep]
+    rows, stats["tau_survivors"] = _prefilter(X)
+    x = X[rows, 0] + 0.0                # -0.0 + 0.0 == +0.0, for the sort
+    y = X[rows, 1] + 0.0
     stats["prefilter_survivors"] = int(rows.size)
     t1 = time.perf_counter()
     sky = np.sort(rows[_sort_scan(x, y, distinct)]).astype(np.int64, copy=False)
