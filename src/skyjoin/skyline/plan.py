@@ -45,13 +45,6 @@ class SkylinePlan:
     n: int
     d: int
 
-    @property
-    def compiles(self) -> bool:
-        """Whether the plan runs kernels compiled on a first call (Numba's on
-        the CPU, CuPy's on the GPU): every algorithm but "sort2d", which is
-        NumPy alone."""
-        return self.algorithm != "sort2d"
-
     def describe(self) -> str:
         """One line for ``-v`` logging."""
         v = f" ({self.variant})" if self.variant else ""
