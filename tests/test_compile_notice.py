@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from skyjoin._core import compiling
 from skyjoin._core.device import gpu_available
 from skyjoin.cli import main
+from skyjoin.cli.demo import DBSCAN_WARM
 from skyjoin.cli.options import compile_note, operator_clock
 from skyjoin.cli.warmup import warm_calls
 from skyjoin.skyline.plan import CPU_VARIANTS
@@ -122,7 +123,8 @@ def test_record_and_clock_count_the_compiles():
 
 def test_estimates_cover_the_operators(monkeypatch):
     monkeypatch.setattr(compiling, "_estimates", None)    # read the shipped file again
-    for op in ("skyjoin.join", "skyjoin.dbscan", "skyjoin.skyline", "skyjoin.dbscan.sweep"):
+    for op in ("skyjoin.join", "skyjoin.dbscan", "skyjoin.skyline", "skyjoin.dbscan.sweep",
+               "skyjoin.cli.demo"):
         assert compiling.estimate_s(op) > 0
 
 
@@ -137,6 +139,7 @@ def test_warm_calls_cover_every_path():
         for v in CPU_VARIANTS:
             assert f"skyline {d}-D {v}" in labels
     assert "DBSCAN sweep" in labels and "DBSCAN: weights" in labels
+    assert DBSCAN_WARM in labels              # the demo's helper process runs it
 
 
 @pytest.mark.skipif(gpu_available(), reason="a GPU is present")

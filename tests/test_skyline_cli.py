@@ -58,6 +58,20 @@ def test_cli_all_numeric_npy_out(cars, tmp_path):
     np.testing.assert_array_equal(np.load(out), sj.skyline(X, device="cpu"))
 
 
+def test_cli_counters_of_the_algorithm_that_ran(cars):
+    """Two columns: sort2d, whose stats count no dominance or mask tests, so
+    the line names none; SkyAlign by name prints its counters."""
+    res = run([cars, "--min", "price", "--max", "rating", "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    assert "cpu, sort2d" in res.output
+    assert "pre-filter kept" in res.output and "tests" not in res.output
+    res = run([cars, "--min", "price", "--max", "rating", "--device", "cpu",
+               "--algorithm", "skyalign"])
+    assert res.exit_code == 0, res.output
+    assert "cpu, skyalign" in res.output and "dominance tests" in res.output
+    assert "mask tests" in res.output
+
+
 def test_demo_skyline_draws():
     import matplotlib
 

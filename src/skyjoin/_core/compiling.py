@@ -93,7 +93,8 @@ _hooks: list[list] = []
 
 def estimate_s(operator: str) -> float:
     """Expected first-call compile seconds of ``operator`` (a package name
-    of :data:`_OPERATORS`); the largest known figure for an unknown one.
+    of :data:`_OPERATORS`, or a command's own figure: "skyjoin.cli.demo");
+    the largest known figure for an unknown one.
 
     Reads ``compile_estimates.json`` once (0 when it is missing)."""
     global _estimates

@@ -12,6 +12,7 @@ import skyjoin as sj
 
 from .._core.device import resolve_device
 from ..io import write_rows
+from ..skyline.plan import ALGORITHMS
 from .distributed import client_from_options, run_skyline, uses_cluster
 from .errors import user_errors
 from .inputs import read_input_frame
@@ -47,8 +48,7 @@ def _column_names(df, specs):
                    "every numeric column is minimised; columns not named are ignored.")
 @click.option("--distinct", is_flag=True, help="Keep one row (the first) of equal points.")
 @DEVICE
-@click.option("--algorithm", type=click.Choice(["auto", "skyalign", "bruteforce", "bnl", "sfs",
-                                                "ggs"]), default="auto", show_default=True)
+@click.option("--algorithm", type=click.Choice(ALGORITHMS), default="auto", show_default=True)
 @click.option("--out", "out", default=None,
               help="Write the skyline rows here: .csv or .parquet (a first column 'row', the "
                    "0-based row in DATA, then DATA's columns) or .npy (the row ids alone).")
@@ -98,9 +98,10 @@ def skyline_cmd(data, min_cols, max_cols, distinct, device, algorithm, out, plot
                + f"); {st['device']}, {st['algorithm']}; read {t_read:.3f} s, skyline {t_sky:.3f} s"
                + compile_note(clock["compile"]))
     if st.get("prefilter_survivors") is not None:
-        click.echo(f"pre-filter kept {st['prefilter_survivors']:,} rows; "
-                   f"{st.get('dominance_tests') or 0:,} dominance tests, "
-                   f"{st.get('mask_tests') or 0:,} mask tests")
+        tests = [f"{st[k]:,} {k.replace('_', ' ')}" for k in ("dominance_tests", "mask_tests")
+                 if st.get(k) is not None]          # None: the algorithm counts none
+        click.echo(f"pre-filter kept {st['prefilter_survivors']:,} rows"
+                   + (f"; {', '.join(tests)}" if tests else ""))
     if out:
         with phase(f"write {out}"):
             write_rows(out, df, sky)

@@ -16,6 +16,7 @@ from .._core.device import is_device_array, resolve_device
 from .columns import check_sense, frame_columns, group_columns, is_dataframe, parse_sense, \
     prepare_array, split_diff
 from .plan import ALGORITHMS, MAX_SKYALIGN_D, VARIANTS, SkylinePlan, check_algorithm, plan_skyline
+from .sort2d import skyline_2d
 
 __all__ = ["skyline", "ALGORITHMS", "VARIANTS", "MAX_SKYALIGN_D", "check_sense", "to_minimisation",
            "distinct_first"]
@@ -89,14 +90,22 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
     device : {"auto", "cpu", "gpu"} or None
         Where to compute (None: the ``SKYJOIN_DEVICE`` environment variable,
         else "auto").
-    algorithm : {"auto", "skyalign", "bruteforce", "bnl", "sfs", "ggs"}
-        "auto" is SkyAlign (Bøgh, Chester, Assent 2016) for d <= 64, else SFS
-        on the CPU and GGS on the GPU.  "bruteforce", "bnl" and "sfs" run on
-        the CPU only; "ggs" (sort-based, Bøgh et al. 2013) on both.  (A diff
+    algorithm : {"auto", "skyalign", "sort2d", "bruteforce", "bnl", "sfs", "ggs"}
+        "auto" is "sort2d" for two columns on the CPU (unless a SkyAlign
+        ``variant`` is given), else SkyAlign (Bøgh, Chester, Assent 2016)
+        for d <= 64, else SFS on the CPU and GGS on the GPU.  "sort2d" (the
+        2-D sort and scan of Kung, Luccio, Preparata 1975, NumPy only:
+        nothing to compile), "bruteforce", "bnl" and "sfs" run on the CPU
+        only; "ggs" (sort-based, Bøgh et al. 2013) on both.  (A diff
         grouping adds two dimensions: see :mod:`skyjoin.skyline.columns`.)
     return_stats : bool
-        Also return a dict of work counters (Definition 3: "dominance_tests",
-        "mask_tests"), "prefilter_survivors" and per-phase "times" (s).
+        Also return a dict: "algorithm", "device", "n", "d",
+        "skyline_size", "distinct", "prefilter_survivors" (rows left by the
+        linear pre-filters), work counters and per-phase "times" (s).  The
+        counters are the algorithm's own: SkyAlign's "dominance_tests" and
+        "mask_tests" (Definition 3), the baselines' "dominance_tests"
+        (GGS: None, not counted); "sort2d" compares no two rows, so both
+        are None, and "tau_survivors" is what its first pre-filter kept.
     min, max, diff : column label or list of labels, optional
         DataFrame only: the columns to minimise / maximise / group by.
     variant : {"default", "nosync", "levelwise", "sync", "noquart", "padded"}, optional
@@ -139,6 +148,10 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
     -----
     The algorithm and the SkyAlign variant are chosen by one rule,
     ``skyjoin.skyline.plan.plan_skyline``; ``skyjoin -v`` logs the plan.
+
+    Two columns on the CPU ("sort2d", :mod:`skyjoin.skyline.sort2d`): two
+    linear pre-filters, then a sort of the m rows left by x and one scan of
+    running minima of y: O(n + m log m), memory O(n), no compiled kernel.
 
     SkyAlign (Bøgh, Chester, Assent 2016) drops the points that the
     threshold tau (the least of the points' largest values) rules out,
@@ -232,16 +245,18 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
 def _skyline_cpu(Xm: np.ndarray, plan: SkylinePlan):
     """Run a CPU plan; Xm is float64 under minimisation.
 
-    SkyAlign, SFS and GGS group equal points themselves (and keep the lowest
-    index of each group for ``distinct``); brute force and BNL return every
-    copy and :func:`distinct_first` reduces them, O(s log s) for s skyline
-    points."""
+    Sort2d, SkyAlign, SFS and GGS group equal points themselves (and keep
+    the lowest index of each group for ``distinct``); brute force and BNL
+    return every copy and :func:`distinct_first` reduces them, O(s log s)
+    for s skyline points."""
+    n, d = Xm.shape
+    algorithm, distinct = plan.algorithm, plan.distinct
+    if algorithm == "sort2d":
+        return skyline_2d(Xm, distinct=distinct)
     # the Numba engines load on first use: ``import skyjoin`` binds this module
     from . import baselines
     from .cpu import skyalign_cpu
 
-    n, d = Xm.shape
-    algorithm, distinct = plan.algorithm, plan.distinct
     if n <= 1:
         return np.arange(n, dtype=np.int64), {"algorithm": algorithm, "device": "cpu", "n": n,
                                               "d": d, "dominance_tests": 0, "mask_tests": 0,

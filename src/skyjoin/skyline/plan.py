@@ -3,8 +3,8 @@
 ``plan_skyline`` is the only place that picks the algorithm for
 ``algorithm="auto"``, the SkyAlign variant for ``variant=None``, and refuses
 combinations a device cannot run.  ``skyjoin.skyline`` builds the plan once,
-after resolving the device; the engines (``cpu.skyalign_cpu``,
-``gpu.skyline_gpu``, ``baselines``) run what it says.
+after resolving the device; the engines (``sort2d.skyline_2d``,
+``cpu.skyalign_cpu``, ``gpu.skyline_gpu``, ``baselines``) run what it says.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 __all__ = ["SkylinePlan", "plan_skyline", "ALGORITHMS", "VARIANTS", "CPU_VARIANTS",
            "GPU_VARIANTS", "MAX_SKYALIGN_D"]
 
-ALGORITHMS = ("auto", "skyalign", "bruteforce", "bnl", "sfs", "ggs")
+ALGORITHMS = ("auto", "skyalign", "sort2d", "bruteforce", "bnl", "sfs", "ggs")
 VARIANTS = ("default", "nosync", "levelwise", "sync", "noquart", "padded")
 CPU_VARIANTS = ("nosync", "levelwise", "sync", "noquart")
 GPU_VARIANTS = ("sync", "nosync", "levelwise", "noquart", "padded")
-CPU_ONLY = ("bruteforce", "bnl", "sfs")
+CPU_ONLY = ("sort2d", "bruteforce", "bnl", "sfs")
 MAX_SKYALIGN_D = 64          # SkyAlign's masks are 64-bit words
 #: the default SkyAlign variant of each device (docs/design.md, "Skyline")
 DEFAULT_VARIANT = {"cpu": "levelwise", "gpu": "padded"}
@@ -31,7 +31,7 @@ class SkylinePlan:
     Attributes
     ----------
     device : {"cpu", "gpu"}
-    algorithm : {"skyalign", "bruteforce", "bnl", "sfs", "ggs"}
+    algorithm : {"skyalign", "sort2d", "bruteforce", "bnl", "sfs", "ggs"}
     variant : str or None
         The SkyAlign variant (None for the other algorithms).
     distinct : bool
@@ -69,18 +69,30 @@ def plan_skyline(n: int, d: int, device: str, algorithm: str = "auto",
                  variant: str | None = None, distinct: bool = False) -> SkylinePlan:
     """The rule.
 
-    * ``algorithm="auto"``: SkyAlign (Bøgh, Chester, Assent 2016) for
-      d <= 64, else SFS on the CPU and GGS on the GPU.
+    * ``algorithm="auto"``: on the CPU with d == 2 and no SkyAlign variant
+      asked for, "sort2d" (the sort-and-scan skyline of Kung, Luccio,
+      Preparata 1975: NumPy only, nothing to compile; docs/design.md,
+      "Skyline: 2-D by sort and scan"); else SkyAlign (Bøgh, Chester,
+      Assent 2016) for d <= 64, else SFS on the CPU and GGS on the GPU.
     * ``variant=None``: "levelwise" on the CPU (the NoSync CPU port of §7.1,
       one pass per mask order), "padded" on the GPU (§6.2.3).
-    * Refused: SkyAlign beyond 64 dimensions; "bruteforce", "bnl" and "sfs"
-      on the GPU; a GPU-only variant ("padded") on the CPU.
+    * Refused: SkyAlign beyond 64 dimensions; "sort2d" for d != 2;
+      "sort2d", "bruteforce", "bnl" and "sfs" on the GPU; a GPU-only
+      variant ("padded") on the CPU.
 
     O(1).
     """
     algorithm, variant = check_algorithm(algorithm, variant)
     if algorithm == "auto":
-        algorithm = "skyalign" if d <= MAX_SKYALIGN_D else ("ggs" if device == "gpu" else "sfs")
+        if device == "cpu" and d == 2 and variant is None:
+            algorithm = "sort2d"
+        elif d <= MAX_SKYALIGN_D:
+            algorithm = "skyalign"
+        else:
+            algorithm = "ggs" if device == "gpu" else "sfs"
+    if algorithm == "sort2d" and d != 2:
+        raise ValueError(f"algorithm='sort2d' computes 2-D skylines only, got {d} columns; "
+                         "use algorithm='auto'")
     if algorithm == "skyalign" and d > MAX_SKYALIGN_D:
         raise ValueError(f"SkyAlign supports up to {MAX_SKYALIGN_D} dimensions, got {d}; "
                          "use algorithm='sfs' or 'ggs'")
