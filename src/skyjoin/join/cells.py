@@ -60,7 +60,7 @@ def _rank_interval(coords, off0, off1, c):
     return lo - off0, hi - off0
 
 
-@nb.njit(**_jit)
+@nb.njit(**_inner)
 def cell_rows(qc, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound, s_cell_start,
               s_coords, s_coord_off, s_stride, k, pattern, own_cell, out):
     """Point ranges of the adjacent cells that query cell ``qc`` must scan.
