@@ -383,8 +383,9 @@ def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off,
         # the cell's row slots and query points (copied to a local block,
         # local ids 0..n_c) were prefetched while the previous cell ran;
         # now those of the next cell are (all scattered: caller order)
-        r_start = np.zeros(n_c, dtype=np.int64)
-        r_len = np.zeros(n_c, dtype=np.int64)
+        n_slots = 0 if counting else n_c    # the count writes no rows
+        r_start = np.empty(n_slots, dtype=np.int64)
+        r_len = np.empty(n_slots, dtype=np.int64)
         qloc = np.empty((n_c, d), dtype=q_pts.dtype)
         for x in range(n_c):
             o = c0 + x
@@ -422,19 +423,19 @@ def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off,
         cp = _coords(s_pts, cid, cj, m, with_ids)
         # distances padded to a multiple of 16 with NaN (never passes)
         db = np.empty(m + 16, dtype=cp.dtype)
-        buf = np.empty(m + pad, dtype=cid.dtype)
+        buf = np.empty(m + pad if with_ids else 0, dtype=cid.dtype)
         excl_self = self_join and not include_self
         n_groups = goff.shape[0] - 1
         cp2, cid2, cj2 = _box_buffers(cp, cid, cj, n_groups)
         reach = np.sqrt(lim) * (1.0 + 4.0 * _U64)
-        selfpos = np.empty(n_c, dtype=np.int64)
+        selfpos = np.empty(n_slots, dtype=np.int64)
         for g in range(n_groups):
             if goff[g] == goff[g + 1]:
                 continue
             m2 = _group_candidates(qloc, qorder, goff, g, cp, cid, cj, m, reach, cp2, cid2, cj2)
             for p in range(m2, m2 + 16):
                 db[p] = np.nan
-            if excl_self:
+            if excl_self and not counting:
                 # position of each query point among the candidates: its own
                 # distance is set to NaN so that it never passes the test
                 # (a query point lies in its own box: never filtered out)
@@ -442,23 +443,26 @@ def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off,
                     if c0 <= cj2[p] < c1:
                         selfpos[cj2[p] - c0] = p
             for x in range(goff[g], goff[g + 1]):
-                if x + ahead < n_c:
-                    ia = qorder[x + ahead]
-                    _prefetch_row(indices, r_start[ia], r_len[ia], line)
                 il = qorder[x]
-                start = r_start[il]
-                rl = r_len[il]
-                if start < 0:
-                    continue
+                if not counting:
+                    if x + ROW_LOOKAHEAD < n_c:
+                        ia = qorder[x + ROW_LOOKAHEAD]
+                        _prefetch_row(indices, r_start[ia], r_len[ia], line)
+                    start = r_start[il]
+                    rl = r_len[il]
+                    if start < 0:
+                        continue
                 _distances(qloc, il, cp2, m2, db)
-                if excl_self:
-                    db[selfpos[il]] = np.nan
                 if counting:
                     cnt = 0
                     for p in range(m2):
                         cnt += db[p] <= eps2
+                    if excl_self:
+                        cnt -= 1  # the point itself, at distance 0
                     counts[c0 + il] = cnt
                     continue
+                if excl_self:
+                    db[selfpos[il]] = np.nan
                 # the hits, in candidate order, packed into a local row
                 # 16 candidates at a time, then copied to the output row
                 # (never past its end: a count that differs sets ``bad``)
