@@ -344,6 +344,22 @@ def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off,
     with_ids = np.bool_(not counting)
     pad = np.int64(0 if counting else 16)
     all_cells = cell_list.shape[0] == 0
+    # the tiled path's scratch is allocated once per block, not per cell:
+    # per query point (row slots, local points, sub-tile order, self
+    # positions) for the block's largest cell; per candidate (distances,
+    # local row) grown when a cell needs more (the count writes no rows)
+    cap = 0
+    for ci in range(cb0, cb1):
+        c = ci if all_cells else cell_list[ci]
+        cap = max(cap, q_cell_start[c + 1] - q_cell_start[c])
+    n_slots = 0 if counting else cap
+    r_start = np.empty(n_slots, dtype=np.int64)
+    r_len = np.empty(n_slots, dtype=np.int64)
+    selfpos = np.empty(n_slots, dtype=np.int64)
+    qloc = np.empty((cap, d), dtype=q_pts.dtype)
+    qorder = np.empty(cap, dtype=np.int64)
+    db = np.empty(0, dtype=s_pts.dtype)
+    buf = np.empty(0, dtype=s_order.dtype)
     for ci in range(cb0, cb1):
         c = ci if all_cells else cell_list[ci]
         c0 = q_cell_start[c]
@@ -383,10 +399,6 @@ def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off,
         # the cell's row slots and query points (copied to a local block,
         # local ids 0..n_c) were prefetched while the previous cell ran;
         # now those of the next cell are (all scattered: caller order)
-        n_slots = 0 if counting else n_c    # the count writes no rows
-        r_start = np.empty(n_slots, dtype=np.int64)
-        r_len = np.empty(n_slots, dtype=np.int64)
-        qloc = np.empty((n_c, d), dtype=q_pts.dtype)
         for x in range(n_c):
             o = c0 + x
             if not counting:
@@ -403,7 +415,6 @@ def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off,
                 if row_pos.shape[0] == 0:
                     prefetch_read(indptr, o)
                 prefetch_read(q_pts, np.int64(o) * d)
-        qorder = np.empty(n_c, dtype=np.int64)
         goff = _subtiles(qloc, zero, n_c, k, lo, side, SUBTILE_POINTS, qorder)
         # the output rows are announced to the cache a few points ahead of
         # their writes (the first ones before the candidates are gathered)
@@ -422,13 +433,14 @@ def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off,
                 cid, cj = _merge_runs(cid, cj, m)
         cp = _coords(s_pts, cid, cj, m, with_ids)
         # distances padded to a multiple of 16 with NaN (never passes)
-        db = np.empty(m + 16, dtype=cp.dtype)
-        buf = np.empty(m + pad if with_ids else 0, dtype=cid.dtype)
+        if db.shape[0] < m + 16:
+            db = np.empty(2 * m + 16, dtype=s_pts.dtype)
+        if not counting and buf.shape[0] < m + pad:
+            buf = np.empty(2 * m + pad, dtype=s_order.dtype)
         excl_self = self_join and not include_self
         n_groups = goff.shape[0] - 1
         cp2, cid2, cj2 = _box_buffers(cp, cid, cj, n_groups)
         reach = np.sqrt(lim) * (1.0 + 4.0 * _U64)
-        selfpos = np.empty(n_slots, dtype=np.int64)
         for g in range(n_groups):
             if goff[g] == goff[g + 1]:
                 continue
