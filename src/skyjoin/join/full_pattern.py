@@ -454,25 +454,28 @@ def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off,
                 for p in range(m2):
                     if c0 <= cj2[p] < c1:
                         selfpos[cj2[p] - c0] = p
-            for x in range(goff[g], goff[g + 1]):
-                il = qorder[x]
-                if not counting:
-                    if x + ROW_LOOKAHEAD < n_c:
-                        ia = qorder[x + ROW_LOOKAHEAD]
-                        _prefetch_row(indices, r_start[ia], r_len[ia], line)
-                    start = r_start[il]
-                    rl = r_len[il]
-                    if start < 0:
-                        continue
-                _distances(qloc, il, cp2, m2, db)
-                if counting:
+            if counting:
+                # a loop of its own: the fill's row handling stays out of it
+                for x in range(goff[g], goff[g + 1]):
+                    il = qorder[x]
+                    _distances(qloc, il, cp2, m2, db)
                     cnt = 0
                     for p in range(m2):
                         cnt += db[p] <= eps2
                     if excl_self:
                         cnt -= 1  # the point itself, at distance 0
                     counts[c0 + il] = cnt
+                continue
+            for x in range(goff[g], goff[g + 1]):
+                if x + ROW_LOOKAHEAD < n_c:
+                    ia = qorder[x + ROW_LOOKAHEAD]
+                    _prefetch_row(indices, r_start[ia], r_len[ia], line)
+                il = qorder[x]
+                start = r_start[il]
+                rl = r_len[il]
+                if start < 0:
                     continue
+                _distances(qloc, il, cp2, m2, db)
                 if excl_self:
                     db[selfpos[il]] = np.nan
                 # the hits, in candidate order, packed into a local row
