@@ -60,7 +60,7 @@ def _rank_interval(coords, off0, off1, c):
     return lo - off0, hi - off0
 
 
-@nb.njit(**_jit)
+@nb.njit(**_inner)
 def cell_rows(qc, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound, s_cell_start,
               s_coords, s_coord_off, s_stride, k, pattern, own_cell, out):
     """Point ranges of the adjacent cells that query cell ``qc`` must scan.
@@ -90,20 +90,32 @@ def cell_rows(qc, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound, s_c
     n_out = 0
     last = k - 1
     own_last = own_r[last]
+    # the row's lookups (its bounds; for UNICOMP also the own last
+    # coordinate's cell) and the ranges it emits go through one site each:
+    # every inlined copy of a helper costs compile time
+    keys = np.empty(4, dtype=np.int64)
+    found = np.empty(4, dtype=np.int64)
+    n_keys = 4 if pattern == 1 else 2
     # odometer over the first k-1 dimensions; the last one is a lid range
     cur = lo_r.copy()
     while True:
         base = 0
         for j in range(last):
             base += cur[j] * s_stride[j]
-        a = _find_cell(s_cell_ids, s_lower_bound, base + lo_r[last])
-        b = _find_cell(s_cell_ids, s_lower_bound, base + hi_r[last] + 1)
-        if pattern == 0:
-            n_out = _emit(out, n_out, s_cell_start, a, b)
-        elif pattern == 2:
+        keys[0] = base + lo_r[last]
+        keys[1] = base + hi_r[last] + 1
+        keys[2] = base + own_last
+        keys[3] = base + own_last + 1
+        for w in range(n_keys):
+            found[w] = _find_cell(s_cell_ids, s_lower_bound, keys[w])
+        a = found[0]
+        b = found[1]
+        # up to two ranges [a0, b0), [a1, b1) of cells, in this order
+        a0, b0, a1, b1 = a, b, b, b
+        if pattern == 2:
             # LID-UNICOMP: only cells of higher linear id (= higher index)
-            n_out = _emit(out, n_out, s_cell_start, max(a, own_cell + 1), b)
-        else:
+            a0 = max(a, own_cell + 1)
+        elif pattern == 1:
             # UNICOMP: cell B is compared by the own cell A iff A's coordinate
             # is odd in the last dimension where A and B differ.  In this row
             # the cells other than the one at the own last coordinate differ
@@ -113,17 +125,20 @@ def cell_rows(qc, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound, s_c
                 if cur[j] != own_r[j]:
                     m = j
                     break
-            x = _find_cell(s_cell_ids, s_lower_bound, base + own_last)
-            y = _find_cell(s_cell_ids, s_lower_bound, base + own_last + 1)
+            x = found[2]
+            y = found[3]
             middle = m >= 0 and (craw[m] & 1) == 1
             if (craw[last] & 1) == 1:
-                if middle:
-                    n_out = _emit(out, n_out, s_cell_start, a, b)
-                else:
-                    n_out = _emit(out, n_out, s_cell_start, a, x)
-                    n_out = _emit(out, n_out, s_cell_start, y, b)
+                if not middle:
+                    b0 = x
+                    a1 = y
             elif middle:
-                n_out = _emit(out, n_out, s_cell_start, x, y)
+                a0 = x
+                b0 = y
+            else:
+                b0 = a
+        for r in range(2):
+            n_out = _emit(out, n_out, s_cell_start, a0 if r == 0 else a1, b0 if r == 0 else b1)
         # advance the odometer
         j = last - 1
         while j >= 0:

@@ -23,7 +23,7 @@ from .._core.timing import phase
 from .._core.memory import alloc_host
 from .cells import PATTERN_CODE, data_args, query_args
 from .csr import indptr_from_counts, release_free_memory, sort_csr_rows, to_caller_order
-from .full_pattern import count_full, fill_full_kernel
+from .full_pattern import full_kernel
 from .lid_unicomp import lid_unicomp_half
 from .mirror import mirror_table, mirror_table_blocks
 from .plan import TILE_MIN_POINTS, result_size_guard
@@ -39,6 +39,47 @@ def eps_squared(eps: float, dtype) -> float:
     return e * e
 
 
+def _full_pass(gq, gs, eps2, self_join, include_self, *, counts, caller_points=None,
+               sort=False, row_pos=None, row_len=None, indptr=None, indices=None,
+               cell_list=None, tile_min=TILE_MIN_POINTS):
+    """Run ``full_kernel`` on the cells of ``cell_list`` (every cell when
+    None): the count into ``counts`` (the grids' reordered points), or,
+    with ``counts`` None, the fill of ``indices`` (``caller_points``, read
+    through the grids' orders).  Every argument has the same type in both
+    passes, so that one compile serves both."""
+    empty = np.zeros(0, dtype=np.int64)
+    if cell_list is None:
+        # every cell: no list (and no temporary of the cells' size)
+        cell_list = empty
+        weight = gq.cell_start
+    else:
+        sizes = gq.cell_start[cell_list + 1] - gq.cell_start[cell_list]
+        weight = np.zeros(cell_list.shape[0] + 1, dtype=np.int64)
+        np.cumsum(sizes, out=weight[1:])
+    if counts is None:
+        q_pts, s_pts = caller_points
+        q_order, s_map = gq.order, gs.order
+        counts = empty
+    else:
+        q_pts, s_pts = gq.points, gs.points
+        q_order = np.zeros(0, dtype=gq.order.dtype)
+        s_map = np.zeros(0, dtype=gs.order.dtype)
+        indices = np.zeros(0, dtype=index_dtype(gs.n_points))
+    row_pos = empty if row_pos is None else row_pos
+    row_len = empty if row_len is None else row_len
+    indptr = empty if indptr is None else indptr
+    bad = np.zeros(1, dtype=np.int8)
+    args = (q_pts, q_order, gq.cell_start, gq.cell_ids, gq.coords, gq.coord_off, gq.radix,
+            s_pts, s_map, gs.cell_ids, gs.lower_bound, gs.cell_start, gs.coords, gs.coord_off,
+            gs.stride, gs.k, eps2, self_join, include_self, sort, cell_list, row_pos, row_len,
+            indptr, gs.order, *pruning_args(gs, pts=s_pts, tile_min=tile_min), counts, indices,
+            bad)
+    run_blocks(full_kernel, args, weight)
+    if bad[0]:
+        raise RuntimeError("internal error: a row's neighbour count changed between the "
+                           "counting and filling passes; no result was produced")
+
+
 def counts_reordered(gq, gs, eps2, pattern: int, self_join: bool, include_self: bool,
                      tile_min: int = TILE_MIN_POINTS) -> np.ndarray:
     """Neighbour counts of the query grid's reordered points (forward half
@@ -48,9 +89,7 @@ def counts_reordered(gq, gs, eps2, pattern: int, self_join: bool, include_self: 
     if gq.n_points == 0:
         return counts
     if pattern == 0:
-        args = (*query_args(gq), *data_args(gs), gs.k, eps2, self_join, include_self,
-                gs.order, *pruning_args(gs, tile_min=tile_min), counts)
-        run_blocks(count_full, args, gq.cell_start)
+        _full_pass(gq, gs, eps2, self_join, include_self, counts=counts, tile_min=tile_min)
     else:
         count_rows(gq, gs, eps2, pattern, self_join, include_self, counts)
     return counts
@@ -66,30 +105,11 @@ def fill_full(gq, gs, eps2, self_join, include_self, sort, row_pos, row_len, ind
     are not read (they may have been dropped: ``points`` None)."""
     if gq.n_points == 0:
         return
-    q_pts, s_pts = caller_points
-    if cell_list is None:
-        # every cell: no list (and no temporary of the cells' size)
-        cell_list = np.zeros(0, dtype=np.int64)
-        weight = gq.cell_start
-    else:
-        sizes = gq.cell_start[cell_list + 1] - gq.cell_start[cell_list]
-        weight = np.zeros(cell_list.shape[0] + 1, dtype=np.int64)
-        np.cumsum(sizes, out=weight[1:])
-    empty = np.zeros(0, dtype=np.int64)
-    if row_pos is None:
-        row_pos = row_len = empty
-    else:
-        indptr = empty
-    bad = np.zeros(1, dtype=np.int8)
-    args = (q_pts, gq.cell_start, gq.cell_ids, gq.coords, gq.coord_off, gq.radix,
-            s_pts, gs.cell_ids, gs.lower_bound, gs.cell_start, gs.coords, gs.coord_off,
-            gs.stride, gs.k, eps2, self_join, include_self, sort, cell_list, row_pos,
-            row_len, gq.order, indptr, gs.order, *pruning_args(gs, pts=s_pts, tile_min=tile_min),
-            indices, bad)
-    run_blocks(fill_full_kernel, args, weight)
-    if bad[0]:
-        raise RuntimeError("internal error: a row's neighbour count changed between the "
-                           "counting and filling passes; no result was produced")
+    if row_pos is not None:
+        indptr = None
+    _full_pass(gq, gs, eps2, self_join, include_self, counts=None, caller_points=caller_points,
+               sort=sort, row_pos=row_pos, row_len=row_len, indptr=indptr, indices=indices,
+               cell_list=cell_list, tile_min=tile_min)
 
 
 def guard_table(plan, n_pairs, n_rows, idx_dtype, dtype, extra_bytes=0, at_least=False):

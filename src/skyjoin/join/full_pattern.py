@@ -1,4 +1,4 @@
-"""The full cell pattern, tiled: count and fill passes (Numba kernels).
+"""The full cell pattern, tiled: the count and fill passes (one Numba kernel).
 
 Every point scans all adjacent cells (GPUCALCGLOBAL's pattern, Gowanlock &
 Karsin 2018, §IV-E); rows are independent, so no scatter.  Per query cell
@@ -26,7 +26,7 @@ import numba as nb
 import numpy as np
 
 from ._simd import compress16, prefetch_read, prefetch_write
-from .cells import _U64, _decode_cell, _jit, adjacent_rows
+from .cells import _U64, _decode_cell, _inner, _jit, adjacent_rows
 from .csr import _sort_range
 from .point_scan import _cell_gaps, _point_scan
 
@@ -91,7 +91,7 @@ def _merge_runs(cid, cj, m):
     return a_id, a_j
 
 
-@nb.njit(**_jit)
+@nb.njit(**_inner)
 def _candidates(rows, n_rows, s_order, with_ids, pad):
     """Candidates of a cell, in row order: reordered ids, and with
     ``with_ids`` their caller ids (dtype of ``s_order``, ``pad`` more slots
@@ -114,7 +114,7 @@ def _candidates(rows, n_rows, s_order, with_ids, pad):
     return cid, cj, m
 
 
-@nb.njit(**_jit)
+@nb.njit(**_inner)
 def _coords(s_pts, cid, cj, m, by_caller):
     """Coordinates (d, m) of the candidates: ``s_pts`` holds the points
     reordered (indexed by ``cj``), or with ``by_caller`` in the caller's
@@ -151,7 +151,7 @@ def _distances(q_pts, i, cp, m, db):
 SUBTILE_POINTS = 32
 
 
-@nb.njit(**_jit)
+@nb.njit(**_inner)
 def _subtiles(q_pts, c0, c1, k, lo, side, target, qorder):
     """Group the query points c0..c1 of a cell by sub-cell: writes the
     points in group order to ``qorder`` and returns the group offsets
@@ -189,7 +189,7 @@ def _subtiles(q_pts, c0, c1, k, lo, side, target, qorder):
     return goff
 
 
-@nb.njit(**_jit)
+@nb.njit(**_inner)
 def _filter_box(q_pts, qorder, a, b, cp, cid, cj, m, reach, cp2, cid2, cj2):
     """Candidates within ``reach`` of the bounding box of query points
     qorder[a:b] in every dimension, in their original order; returns how
@@ -268,70 +268,6 @@ def _group_candidates(q_pts, qorder, goff, g, cp, cid, cj, m, reach, cp2, cid2, 
     return m
 
 
-@nb.njit(**_jit)
-def count_full(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
-               s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
-               k, eps2, self_join, include_self, s_order, lo, side, slack, lim, tile_min,
-               point_lb, half, counts, cb0, cb1):
-    """Full-pattern neighbour count of every reordered query point: cells
-    of at least ``tile_min`` points take the tiled path, others the pruned
-    point-by-point path.  With ``half`` (self-join, no tiled path) the
-    forward half of LID-UNICOMP is counted instead (see ``_point_scan``).
-    Query cells [cb0, cb1) only: sequential and nogil, the host runs blocks
-    of cells on a pool of threads (``schedule.run_blocks``)."""
-    early = q_pts.shape[1] > 3
-    dummy = np.empty(0, dtype=np.int32)
-    no_map = np.empty(0, dtype=s_order.dtype)
-    # typed zero and "no output": literal 0 / -1 would give the shared
-    # helpers other signatures than the fill's, one more compile each
-    zero = np.int64(0)
-    no_cap = np.int64(-1)
-    no_ids = np.bool_(False)   # typed too: the fill passes True to the same helpers
-    for c in range(cb0, cb1):
-        c0 = q_cell_start[c]
-        c1 = q_cell_start[c + 1]
-        if c1 - c0 < tile_min:
-            ok, craw, lo_r, hi_r, own_r, eqp, gl2, gh2, cur, partial = _point_path(
-                q_cell_ids[c], q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k)
-            if not ok:
-                for i in range(c0, c1):
-                    counts[i] = 0
-                continue
-            for i in range(c0, c1):
-                _cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2)
-                excl = i if (self_join and not include_self and not half) else -1
-                counts[i] = _point_scan(q_pts, i, i, s_pts, no_map, excl, eps2, lim, early, k,
-                                        craw, lo_r, hi_r, own_r, half, s_coords, s_coord_off,
-                                        s_stride, s_cell_ids, s_lower_bound, s_cell_start,
-                                        point_lb, gl2, gh2, cur, partial, eqp, s_order, dummy,
-                                        zero, no_cap)
-            continue
-        rows, n_rows = adjacent_rows(c, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids,
-                                     s_lower_bound, s_cell_start, s_coords, s_coord_off,
-                                     s_stride, k, 0, False)
-        cid, cj, m = _candidates(rows, n_rows, s_order, no_ids, zero)
-        cp = _coords(s_pts, cid, cj, m, no_ids)
-        db = np.empty(m, dtype=cp.dtype)
-        qorder = np.empty(c1 - c0, dtype=np.int64)
-        goff = _subtiles(q_pts, c0, c1, k, lo, side, SUBTILE_POINTS, qorder)
-        n_groups = goff.shape[0] - 1
-        cp2, cid2, cj2 = _box_buffers(cp, cid, cj, n_groups)
-        reach = np.sqrt(lim) * (1.0 + 4.0 * _U64)
-        for g in range(n_groups):
-            if goff[g] == goff[g + 1]:
-                continue
-            m2 = _group_candidates(q_pts, qorder, goff, g, cp, cid, cj, m, reach, cp2, cid2, cj2)
-            for x in range(goff[g], goff[g + 1]):
-                i = qorder[x]
-                _distances(q_pts, i, cp2, m2, db)
-                cnt = 0
-                for p in range(m2):
-                    cnt += db[p] <= eps2
-                if self_join and not include_self:
-                    cnt -= 1  # the point itself, at distance 0
-                counts[i] = cnt
-
-
 # Output rows are prefetched this many query points ahead of their writes.
 ROW_LOOKAHEAD = 4
 
@@ -356,22 +292,32 @@ def _row_slot(i, row_pos, row_len, q_order, indptr):
 
 
 @nb.njit(**_jit)
-def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
-                     s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off,
-                     s_stride, k, eps2, self_join, include_self, sort, cell_list, row_pos,
-                     row_len, q_order, indptr, s_order, lo, side, slack, lim, tile_min,
-                     point_lb, half, indices, bad, cb0, cb1):
-    """Full-pattern fill: write the caller ids of the neighbours of reordered
-    query point i at ``row_pos[i]`` (skipped if < 0), ``row_len[i]`` of them;
-    or, when ``row_pos`` is empty, at ``indptr[q_order[i]]``, as many as
-    that caller-order CSR row holds (no per-point arrays: less memory).
+def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
+                s_pts, s_map, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off,
+                s_stride, k, eps2, self_join, include_self, sort, cell_list, row_pos, row_len,
+                indptr, s_order, lo, side, slack, lim, tile_min, point_lb, half, counts, indices,
+                bad, cb0, cb1):
+    """Full-pattern count or fill of the query cells ``cell_list[cb0:cb1]``
+    (cells cb0..cb1 when ``cell_list`` is empty): sequential and nogil, run
+    in blocks on a pool of threads (``schedule.run_blocks``).  One kernel
+    for both passes, so that a first table (count, then fill) compiles the
+    shared path once.
 
-    ``q_pts``/``s_pts`` are the caller's arrays, not the grids' reordered
-    copies (reordered query point i is ``q_pts[q_order[i]]``): the memory
-    budget has no room for a copy next to the output.  The tiled path reads
-    them once per cell (gathered candidates, whose loads are prefetched, and
-    query points).
+    Reordered query point i is ``q_pts[q_order[i]]``, reordered data point
+    j is ``s_pts[s_map[j]]``; an empty map is the identity (the grids'
+    reordered copies).  The fill reads the caller's arrays through the
+    grids' orders: the memory budget has no room for a copy next to the
+    output.
 
+    **Count** (``counts`` not empty): ``counts[i]``, the number of
+    neighbours of reordered query point i.  With ``half`` (self-join, no
+    tiled path) the forward half of LID-UNICOMP is counted instead (see
+    ``_point_scan``).
+
+    **Fill** (``counts`` empty): write the caller ids of the neighbours of
+    reordered query point i at ``row_pos[i]`` (skipped if < 0),
+    ``row_len[i]`` of them; or, when ``row_pos`` is empty, at
+    ``indptr[q_order[i]]``, as many as that caller-order CSR row holds.
     With ``sort``, a tiled cell gathers its candidates in caller-id order
     (a merge of the cells' ascending runs), so its rows come out sorted;
     rows of the point-by-point path are sorted in place.  A tiled cell's
@@ -379,21 +325,41 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
     local row, then copied to the output row, whose cache lines were
     prefetched a few points ahead (rows in caller order are scattered over
     the output; so are the next cell's row slots and query points, which
-    are prefetched while a cell runs).  A row whose length differs from the count (which
-    cannot happen with deterministic arithmetic) is not written past its
-    end: ``bad[0]`` is set instead.
-    Cells of fewer than ``tile_min`` points take the pruned point-by-point
-    path, whose rows are sorted in place.  Only cells ``cell_list[cb0:cb1]``
-    (cells cb0..cb1 when ``cell_list`` is empty): sequential and nogil, run
-    in blocks on a pool of threads."""
+    are prefetched while a cell runs).  A row whose length differs from
+    the count (which cannot happen with deterministic arithmetic) is not
+    written past its end: ``bad[0]`` is set instead.
+
+    Cells of at least ``tile_min`` points take the tiled path, others the
+    pruned point-by-point path."""
     d = q_pts.shape[1]
     early = d > 3
+    counting = counts.shape[0] > 0
+    q_mapped = q_order.shape[0] > 0
     line = max(1, 64 // indices.itemsize)  # items per cache line
     qrow = np.empty((1, d), dtype=q_pts.dtype)
-    zero = np.int64(0)   # not the literal 0: the helpers keep the count's signatures
-    with_ids = np.bool_(True)   # nor True and 16 (the count passes False and 0)
-    pad = np.int64(16)
+    # typed values, not literals: a literal gives the helpers a signature
+    # (and a compile) of its own
+    zero = np.int64(0)
+    no_cap = np.int64(-1)
+    with_ids = np.bool_(not counting)
+    pad = np.int64(0 if counting else 16)
     all_cells = cell_list.shape[0] == 0
+    # the tiled path's scratch is allocated once per block, not per cell:
+    # per query point (row slots, local points, sub-tile order, self
+    # positions) for the block's largest cell; per candidate (distances,
+    # local row) grown when a cell needs more (the count writes no rows)
+    cap = 0
+    for ci in range(cb0, cb1):
+        c = ci if all_cells else cell_list[ci]
+        cap = max(cap, q_cell_start[c + 1] - q_cell_start[c])
+    n_slots = 0 if counting else cap
+    r_start = np.empty(n_slots, dtype=np.int64)
+    r_len = np.empty(n_slots, dtype=np.int64)
+    selfpos = np.empty(n_slots, dtype=np.int64)
+    qloc = np.empty((cap, d), dtype=q_pts.dtype)
+    qorder = np.empty(cap, dtype=np.int64)
+    db = np.empty(0, dtype=s_pts.dtype)
+    buf = np.empty(0, dtype=s_order.dtype)
     for ci in range(cb0, cb1):
         c = ci if all_cells else cell_list[ci]
         c0 = q_cell_start[c]
@@ -402,24 +368,29 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
         if n_c < tile_min:
             ok, craw, lo_r, hi_r, own_r, eqp, gl2, gh2, cur, partial = _point_path(
                 q_cell_ids[c], q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k)
-            if not ok:
-                continue
             for i in range(c0, c1):
-                start, rl = _row_slot(i, row_pos, row_len, q_order, indptr)
-                if start < 0:
+                if counting:
+                    start, rl = zero, no_cap
+                else:
+                    start, rl = _row_slot(i, row_pos, row_len, q_order, indptr)
+                if not ok or start < 0:
+                    if counting:
+                        counts[i] = 0
                     continue
+                o = q_order[i] if q_mapped else i
                 for t in range(d):
-                    qrow[0, t] = q_pts[q_order[i], t]
+                    qrow[0, t] = q_pts[o, t]
                 _cell_gaps(qrow, zero, k, lo, side, slack, gl2, gh2)
                 excl = i if (self_join and not include_self and not half) else -1
-                n_found = _point_scan(qrow, zero, i, s_pts, s_order, excl, eps2, lim, early, k, craw,
+                n_found = _point_scan(qrow, zero, i, s_pts, s_map, excl, eps2, lim, early, k, craw,
                                       lo_r, hi_r, own_r, half, s_coords, s_coord_off, s_stride,
                                       s_cell_ids, s_lower_bound, s_cell_start, point_lb, gl2,
                                       gh2, cur, partial, eqp, s_order, indices, start, rl)
-                if n_found != rl:
+                if counting:
+                    counts[i] = n_found
+                elif n_found != rl:
                     bad[0] = 1
-                    continue
-                if sort:
+                elif sort:
                     _sort_range(indices, start, start + n_found)
             continue
         rows, n_rows = adjacent_rows(c, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids,
@@ -428,59 +399,73 @@ def fill_full_kernel(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_r
         # the cell's row slots and query points (copied to a local block,
         # local ids 0..n_c) were prefetched while the previous cell ran;
         # now those of the next cell are (all scattered: caller order)
-        r_start = np.empty(n_c, dtype=np.int64)
-        r_len = np.empty(n_c, dtype=np.int64)
-        qloc = np.empty((n_c, d), dtype=q_pts.dtype)
         for x in range(n_c):
-            start, rl = _row_slot(c0 + x, row_pos, row_len, q_order, indptr)
-            r_start[x] = start
-            r_len[x] = rl
+            o = c0 + x
+            if not counting:
+                start, rl = _row_slot(o, row_pos, row_len, q_order, indptr)
+                r_start[x] = start
+                r_len[x] = rl
+                o = q_order[o]
             for t in range(d):
-                qloc[x, t] = q_pts[q_order[c0 + x], t]
-        if ci + 1 < cb1:
+                qloc[x, t] = q_pts[o, t]
+        if q_mapped and ci + 1 < cb1:
             cn = ci + 1 if all_cells else cell_list[ci + 1]
             for i in range(q_cell_start[cn], q_cell_start[cn + 1]):
                 o = q_order[i]
                 if row_pos.shape[0] == 0:
                     prefetch_read(indptr, o)
                 prefetch_read(q_pts, np.int64(o) * d)
-        qorder = np.empty(n_c, dtype=np.int64)
         goff = _subtiles(qloc, zero, n_c, k, lo, side, SUBTILE_POINTS, qorder)
         # the output rows are announced to the cache a few points ahead of
         # their writes (the first ones before the candidates are gathered)
-        for x in range(min(ROW_LOOKAHEAD, n_c)):
+        ahead = 0 if counting else ROW_LOOKAHEAD
+        for x in range(min(ahead, n_c)):
             _prefetch_row(indices, r_start[qorder[x]], r_len[qorder[x]], line)
         cid, cj, m = _candidates(rows, n_rows, s_order, with_ids, pad)
         # the candidates' rows of the caller's array are scattered: their
         # loads are started here, to overlap the merge
-        for p in range(m):
-            prefetch_read(s_pts, np.int64(cid[p]) * d)
-        # each cell is an ascending run of caller ids: merging the runs
-        # costs less than sorting the rows, so sorted rows come for free
-        if sort:
-            cid, cj = _merge_runs(cid, cj, m)
+        if with_ids:
+            for p in range(m):
+                prefetch_read(s_pts, np.int64(cid[p]) * d)
+            # each cell is an ascending run of caller ids: merging the runs
+            # costs less than sorting the rows, so sorted rows come for free
+            if sort:
+                cid, cj = _merge_runs(cid, cj, m)
         cp = _coords(s_pts, cid, cj, m, with_ids)
         # distances padded to a multiple of 16 with NaN (never passes)
-        db = np.empty(m + 16, dtype=cp.dtype)
-        buf = np.empty(m + 16, dtype=cid.dtype)
+        if db.shape[0] < m + 16:
+            db = np.empty(2 * m + 16, dtype=s_pts.dtype)
+        if not counting and buf.shape[0] < m + pad:
+            buf = np.empty(2 * m + pad, dtype=s_order.dtype)
         excl_self = self_join and not include_self
         n_groups = goff.shape[0] - 1
         cp2, cid2, cj2 = _box_buffers(cp, cid, cj, n_groups)
         reach = np.sqrt(lim) * (1.0 + 4.0 * _U64)
-        selfpos = np.empty(n_c, dtype=np.int64)
         for g in range(n_groups):
             if goff[g] == goff[g + 1]:
                 continue
             m2 = _group_candidates(qloc, qorder, goff, g, cp, cid, cj, m, reach, cp2, cid2, cj2)
             for p in range(m2, m2 + 16):
                 db[p] = np.nan
-            if excl_self:
+            if excl_self and not counting:
                 # position of each query point among the candidates: its own
                 # distance is set to NaN so that it never passes the test
                 # (a query point lies in its own box: never filtered out)
                 for p in range(m2):
                     if c0 <= cj2[p] < c1:
                         selfpos[cj2[p] - c0] = p
+            if counting:
+                # a loop of its own: the fill's row handling stays out of it
+                for x in range(goff[g], goff[g + 1]):
+                    il = qorder[x]
+                    _distances(qloc, il, cp2, m2, db)
+                    cnt = 0
+                    for p in range(m2):
+                        cnt += db[p] <= eps2
+                    if excl_self:
+                        cnt -= 1  # the point itself, at distance 0
+                    counts[c0 + il] = cnt
+                continue
             for x in range(goff[g], goff[g + 1]):
                 if x + ROW_LOOKAHEAD < n_c:
                     ia = qorder[x + ROW_LOOKAHEAD]
