@@ -88,7 +88,6 @@ def function(cp, name: str):
     return module(cp).get_function(name)
 
 
-
 def launch(cp, name: str, n: int, args, threads: int = BLOCK):
     """Run the grid-stride kernel ``name`` over ``n`` items: enough blocks of
     ``threads`` threads for one item each, at most 8192 blocks (at least one)."""

@@ -38,7 +38,7 @@ from .._core.device_reduce import column_bounds
 from .grid import DEFAULT_INDEX_DIMS, MAX_INDEX_DIMS, cell_sides
 
 __all__ = ["GpuGrid", "build_gpu_grids", "build_cell_ranges", "bruteforce_ranges",
-           "run_starts", "sort_cells_gpu", "PATTERNS", "compile_module"]
+           "sort_cells_gpu", "PATTERNS", "compile_module"]
 
 PATTERNS = {"full": 0, "unicomp": 1, "lid_unicomp": 2}
 #: The CUDA source of the range search and of the join kernels (one file: the
@@ -178,16 +178,6 @@ def _grid_from_coords(cp, P, coords_t, table, off, k, lo, side) -> GpuGrid:
     return GpuGrid(points=points, order=dp.astype(cp, order, cp.int32), point_cell=point_cell,
                    cell_ids=cell_ids, cell_start=cell_start, cell_coords=cell_coords,
                    masks=masks, stride=tuple(stride), k=k, mask_table=table_k, mask_off=off_d)
-
-
-def run_starts(cp, keys, dtype):
-    """Where each run of equal values of the sorted ``keys`` starts, on the device.
-
-    Returns (run_of, starts): ``run_of[p]`` (int32) the run of position p,
-    and the run starts followed by ``len(keys)`` (dtype ``dtype``), so run r
-    is ``starts[r]:starts[r + 1]``.  O(n), no host copy.
-    """
-    return dp.runs(cp, keys, dtype)
 
 
 def sort_cells_gpu(cp, P, key, start_dtype):

@@ -183,7 +183,7 @@ class GpuEngine:
         fn = self.k_fill if fill else self.k_count
         if self.cfg.kernel == "shared":
             # segments of consecutive queries of one cell (qlist is in grid order)
-            _, seg_start = grid_gpu.run_starts(cp, dp.take(cp, q.point_cell, qlist), cp.int32)
+            _, seg_start = dp.runs(cp, dp.take(cp, q.point_cell, qlist), cp.int32)
             nseg = int(seg_start.size) - 1
             threads = 128 if self.d <= 24 else 32
             smem = threads * self.d * self.dtype.itemsize
