@@ -257,7 +257,9 @@ def test_part_written_batch_by_batch_reads_back_equal(tmp_path):
     with PartWriter(str(tmp_path), 3, (10_000, 10_000), True, ids) as w:
         for r0, r1 in zip(cuts[:-1], cuts[1:]):
             w.rows(r0, r1, nt.indptr, nt.indices)
-        path, pairs = w.close()
+        done = w.closing()                  # as the GPU threads' parts finish
+        assert w.closing() is done
+        path, pairs = done.result()
     assert os.path.basename(path) == "part-00003.parquet" and pairs == nt.n_pairs
     t = pq.read_table(path)
     assert np.array_equal(t["i"].to_numpy(), np.repeat(ids, np.diff(nt.indptr)))

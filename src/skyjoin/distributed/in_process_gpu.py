@@ -37,7 +37,6 @@ ends.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import contextlib
 import threading
 import time
@@ -247,21 +246,7 @@ def parquet_task(token, p, plan, h, eps, include_self, precision, sort, n, stage
     except BaseException:
         w.discard()
         raise
-    return _in_background(w.close, f"skyjoin-part-{p}")
-
-
-def _in_background(fn, name: str) -> cf.Future:
-    """``fn()`` on a thread of its own; its result (or error) as a Future."""
-    fut: cf.Future = cf.Future()
-
-    def run():
-        try:
-            fut.set_result(fn())
-        except BaseException as exc:   # handed to whoever waits on the future
-            fut.set_exception(exc)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return fut
+    return w.closing()
 
 
 _SERIAL = threading.Lock()

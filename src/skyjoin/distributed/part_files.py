@@ -14,6 +14,7 @@ of other calls are never touched.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import contextlib
 import logging
 import os
@@ -119,21 +120,31 @@ class PartWriter:
         self._feeder: threading.Thread | None = None
         self._error: BaseException | None = None
         self._stop = False
+        self._closed: cf.Future | None = None     # closing()'s future, once asked
 
     def rows(self, r0: int, r1: int, indptr, indices) -> None:
         """Queue rows [r0, r1) of the table (indptr, indices) for writing."""
         if int(indptr[r1]) == int(indptr[r0]):
             return
+        self._start()
+        self._queue.put((r0, r1, indptr, indices))
+
+    def _start(self) -> None:
         if self._feeder is None:
             self._feeder = threading.Thread(target=self._feed, name="skyjoin-part-feed",
                                             daemon=True)
             self._feeder.start()
-        self._queue.put((r0, r1, indptr, indices))
 
     def _feed(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
+                return
+            if isinstance(item, cf.Future):       # closing(): every queued row is written
+                try:
+                    item.set_result(self._finish())
+                except BaseException as exc:      # handed to whoever waits on the future
+                    item.set_exception(exc)
                 return
             if self._stop or self._error is not None:
                 continue
@@ -143,7 +154,7 @@ class PartWriter:
             try:
                 self._w.write_csr(r0, indptr[r0:r1 + 1], indices[a:b], copy=False, row_ids=ids,
                                   check=False)
-            except BaseException as exc:      # raised by close()
+            except BaseException as exc:      # raised by closing()
                 self._error = exc
 
     def _join_feeder(self) -> None:
@@ -152,11 +163,7 @@ class PartWriter:
             self._feeder.join()
             self._feeder = None
 
-    def close(self) -> tuple[str | None, int]:
-        """Finish the part once every queued row is written: (path, pairs), or
-        (None, 0) and no file without pairs.  Raises the writer's error (and
-        leaves no file)."""
-        self._join_feeder()
+    def _finish(self) -> tuple[str | None, int]:
         if self._error is not None:
             self._w.discard()
             raise self._error
@@ -165,6 +172,21 @@ class PartWriter:
             return None, 0
         self._w.close()
         return self.path, int(self._w.n_pairs)
+
+    def closing(self) -> cf.Future:
+        """Finish the part on the feeding thread once every queued row is
+        written, and return at once: a Future of (path, pairs), or of
+        (None, 0) and no file without pairs; the writer's error is raised
+        there (and no file is left).  Asked again, the same Future."""
+        if self._closed is None:
+            self._closed = cf.Future()
+            self._start()
+            self._queue.put(self._closed)
+        return self._closed
+
+    def close(self) -> tuple[str | None, int]:
+        """:meth:`closing`, waited for."""
+        return self.closing().result()
 
     def discard(self) -> None:
         """Abandon the part: no file is left (idempotent)."""
