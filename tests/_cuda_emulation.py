@@ -174,8 +174,8 @@ class ReduceModule:
 
 def emulate_reductions(monkeypatch):
     """Make ``skyjoin._core.device_reduce`` and ``device_prims`` run on the
-    host (``emulate_device_kernels``)."""
-    emulate_device_kernels(monkeypatch)
+    host (``emulate_device_kernels``, whose list it returns)."""
+    return emulate_device_kernels(monkeypatch)
 
 
 def _scan_contract(kind, args):
@@ -245,11 +245,21 @@ _DEVICE_MODULE = []
 def emulate_device_kernels(monkeypatch):
     """Make ``skyjoin._core.device_kernels`` (the reductions and the device
     primitives) run on ``DeviceModule``, and the Thrust argsort on NumPy's
-    stable argsort."""
+    stable argsort.  Returns the list of the instance sets that
+    ``device_kernels.module`` was asked to compile, in order (a kit, or one
+    instance that no loaded kit holds), empty at the start."""
     from skyjoin._core import device_kernels, device_prims
 
     if not _DEVICE_MODULE:
         _DEVICE_MODULE.append(DeviceModule())
-    monkeypatch.setattr(device_kernels, "module", lambda cp: _DEVICE_MODULE[0])
+    compiled = []
+
+    def module(cp, names):
+        compiled.append(tuple(names))
+        return _DEVICE_MODULE[0]
+
+    monkeypatch.setattr(device_kernels, "module", module)
+    monkeypatch.setattr(device_kernels, "_HOME", {})
     monkeypatch.setattr(device_prims, "argsort",
                         lambda cp, keys: np.argsort(keys, kind="stable").astype(np.int64))
+    return compiled
