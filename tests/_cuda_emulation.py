@@ -42,6 +42,16 @@ static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline double __ddiv_rn(double a, double b) { return a / b; }
 static inline double __longlong_as_double(long long v) { double d; std::memcpy(&d, &v, 8); return d; }
+static inline long long __double_as_longlong(double v) { long long b; std::memcpy(&b, &v, 8); return b; }
+template <typename T> static inline T __ldg(const T* p) { return *p; }
+static inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+template <typename T, typename V> static T atomicAdd(T* a, V v) { T old = *a; *a += (T)v; return old; }
+static unsigned long long atomicMin(unsigned long long* a, unsigned long long v) {
+    unsigned long long old = *a;
+    if (v < old) *a = v;
+    return old;
+}
 static unsigned long long atomicCAS(unsigned long long* a, unsigned long long cmp,
                                     unsigned long long val) {
     unsigned long long old = *a;
@@ -127,6 +137,11 @@ class FakeCupy:
         @staticmethod
         def get_current_stream():
             return _Stream()
+
+        class runtime:
+            @staticmethod
+            def getDevice():
+                return 0
 
     @staticmethod
     def asnumpy(a):

@@ -75,7 +75,7 @@ def _dbscan() -> list:
     names += [f"cast<{u}, {u}>" for u in ("unsigned int", "unsigned long long")]
     names += ["cast<long long, int>", "cast<int, long long>", "cast<unsigned char, int>"]
     names += ["fill<unsigned int>", "fill<unsigned long long>"]
-    names += ["run_flags<unsigned int>", "run_flags<unsigned long long>"]
+    names += ["run_flags<unsigned int>"]                 # 32-bit cell keys (the grid's cap)
     names += [f"gather_rows<{u}, long long>" for u in ("unsigned int", "unsigned long long")]
     names += [f"scatter_rows<{u}, long long>" for u in ("unsigned int", "unsigned long long")]
     names += ["scatter_iota<long long, int>", "scatter_iota<long long, long long>"]
@@ -86,7 +86,7 @@ def _dbscan() -> list:
 def _skyline() -> list:
     """The skyline's kit (SkyAlign): validation, gathers, cells, repacking."""
     names = ["flag_nonfinite<double>", "cast<unsigned long long, unsigned long long>",
-             "cast<int, long long>", "fill<unsigned int>", "run_flags<unsigned int>"]
+             "fill<unsigned int>", "run_flags<unsigned int>", "run_flags<unsigned long long>"]
     names += [f"gather_rows<{u}, long long>" for u in ("unsigned int", "unsigned long long")]
     names += ["compact_from_scan<int, long long>", "searchsorted<int, long long>"]
     return names + _scans((("int", "int"), ("long long", "long long")))
