@@ -1,10 +1,14 @@
 """SkyAlign and a GGS-style baseline on the GPU: CuPy host side.
 
-The irregular kernels are in ``kernels/skyalign.cu``, compiled at run time by
-``cupy.RawModule`` (NVRTC) for each (dimension, mask word) and cached.  The
-regular steps use CuPy: the tau pre-filter (§5.1) is a reduction and a
-compaction, the quartiles come from a per-column sort (Algorithm 1, lines
-3-5), and the <|M|, M> order from CuPy's radix argsort (line 10).
+The kernels are in ``kernels/skyalign.cu``, compiled at run time by
+``cupy.RawModule`` (NVRTC) for each (dimension, mask word) and cached
+(``gpu_kernels``): the irregular ones and the regular steps of SkyAlign
+(minimisation, the tau pre-filter of §5.1, column copies whose in-place
+sorts give the quartiles of Algorithm 1, lines 3-5, padded cells, the
+per-round split).  Gathers, cells, scans and compactions use the shared
+device primitives (``skyjoin._core.device_prims``, the "skyline" kit) and
+the <|M|, M> order Thrust's radix argsort (line 10): a first call runs no
+CuPy routine that compiles (docs/design.md, "First calls on the GPU").
 
 Variants (§6.2.3): "sync" (Algorithm 1 with its d + 1 rounds and
 repacking of the survivors after each), "nosync" (one launch, no rounds),
