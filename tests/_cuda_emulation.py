@@ -42,6 +42,16 @@ static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline double __ddiv_rn(double a, double b) { return a / b; }
 static inline double __longlong_as_double(long long v) { double d; std::memcpy(&d, &v, 8); return d; }
+static inline long long __double_as_longlong(double v) { long long b; std::memcpy(&b, &v, 8); return b; }
+template <typename T> static inline T __ldg(const T* p) { return *p; }
+static inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+template <typename T, typename V> static T atomicAdd(T* a, V v) { T old = *a; *a += (T)v; return old; }
+static unsigned long long atomicMin(unsigned long long* a, unsigned long long v) {
+    unsigned long long old = *a;
+    if (v < old) *a = v;
+    return old;
+}
 static unsigned long long atomicCAS(unsigned long long* a, unsigned long long cmp,
                                     unsigned long long val) {
     unsigned long long old = *a;
@@ -128,6 +138,11 @@ class FakeCupy:
         def get_current_stream():
             return _Stream()
 
+        class runtime:
+            @staticmethod
+            def getDevice():
+                return 0
+
     @staticmethod
     def asnumpy(a):
         return np.asarray(a)
@@ -174,8 +189,8 @@ class ReduceModule:
 
 def emulate_reductions(monkeypatch):
     """Make ``skyjoin._core.device_reduce`` and ``device_prims`` run on the
-    host (``emulate_device_kernels``)."""
-    emulate_device_kernels(monkeypatch)
+    host (``emulate_device_kernels``, whose list it returns)."""
+    return emulate_device_kernels(monkeypatch)
 
 
 def _scan_contract(kind, args):
@@ -245,11 +260,21 @@ _DEVICE_MODULE = []
 def emulate_device_kernels(monkeypatch):
     """Make ``skyjoin._core.device_kernels`` (the reductions and the device
     primitives) run on ``DeviceModule``, and the Thrust argsort on NumPy's
-    stable argsort."""
+    stable argsort.  Returns the list of the instance sets that
+    ``device_kernels.module`` was asked to compile, in order (a kit, or one
+    instance that no loaded kit holds), empty at the start."""
     from skyjoin._core import device_kernels, device_prims
 
     if not _DEVICE_MODULE:
         _DEVICE_MODULE.append(DeviceModule())
-    monkeypatch.setattr(device_kernels, "module", lambda cp: _DEVICE_MODULE[0])
+    compiled = []
+
+    def module(cp, names):
+        compiled.append(tuple(names))
+        return _DEVICE_MODULE[0]
+
+    monkeypatch.setattr(device_kernels, "module", module)
+    monkeypatch.setattr(device_kernels, "_HOME", {})
     monkeypatch.setattr(device_prims, "argsort",
                         lambda cp, keys: np.argsort(keys, kind="stable").astype(np.int64))
+    return compiled

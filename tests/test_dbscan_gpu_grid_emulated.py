@@ -23,7 +23,8 @@ def emulated(monkeypatch):
     mod = Module(gpu_grid._SOURCE)
     monkeypatch.setattr(gpu_grid, "cupy", lambda: fake)
     monkeypatch.setattr(gpu_grid, "_module", lambda: mod)
-    emulate_reductions(monkeypatch)
+    compiled = emulate_reductions(monkeypatch)
+    gpu_grid.gpu_grid_dbscan.compiled = compiled
     return gpu_grid.gpu_grid_dbscan
 
 
@@ -49,6 +50,17 @@ def test_emulated_grid_dbscan_equals_sklearn(emulated, name, X, eps, m):
     np.testing.assert_array_equal(labels, ref.labels_)
     np.testing.assert_array_equal(core, ref.core_sample_indices_)
     assert set(timings) >= {"grid", "core", "link", "labels"}
+
+
+def test_emulated_grid_dbscan_compiles_its_kit_only(emulated):
+    """One compile of the shared kernels: the DBSCAN kit holds every instance used."""
+    from skyjoin._core.device_kernels import KITS
+
+    rng = np.random.default_rng(5)
+    X = np.concatenate([rng.normal(0, 0.3, (400, 2)), rng.uniform(-2, 2, (300, 2))])
+    for extent in (1.0, 1e5):
+        emulated(X * extent, 0.1 * extent, 5)
+    assert emulated.compiled == [KITS["dbscan"]]
 
 
 def test_emulated_grid_declines_huge_grids_and_high_d(emulated):

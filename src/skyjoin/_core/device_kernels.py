@@ -1,13 +1,16 @@
-"""The one module of the project's small device kernels, compiled once per process.
+"""The project's small device kernels, compiled per operator kit, once per process.
 
 Rule: the whole-array reductions (``kernels/reduce.cu``, used by
 :mod:`skyjoin._core.device_reduce`) and the device primitives of the GPU
 first-call paths (``kernels/prims.cu``, used by
-:mod:`skyjoin._core.device_prims`) are one source and one ``cupy.RawModule``:
-a first GPU call pays one NVRTC compile for all of them, where each CuPy
-elementwise, indexing or scan routine would compile once per routine and
-dtype (docs/design.md, "First calls on the GPU").  Only the template
-instances listed here are compiled (NVRTC name expressions).
+:mod:`skyjoin._core.device_prims`) are one source.  Each GPU operator
+names its *kit* (``KITS``: the template instances its calls use) and loads
+it first (:func:`load`): one NVRTC compile of just those instances, the
+ones this process has not compiled yet, as one ``cupy.RawModule``.  A first
+call thus pays one compile for its operator's instances, not for every
+operator's, and not one per CuPy routine and dtype (docs/design.md, "First
+calls on the GPU").  An instance that no loaded kit holds is compiled
+alone on its first use (:func:`function`): correct, one more compile.
 
 CuPy is passed in, never imported here.
 """
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["module", "function", "launch", "c_type", "item_type", "BLOCK"]
+__all__ = ["module", "load", "function", "launch", "c_type", "item_type", "BLOCK", "KITS", "NAMES"]
 
 _DIR = Path(__file__).with_name("kernels")
 _SOURCES = ("reduce.cu", "prims.cu")
@@ -33,15 +36,17 @@ _FLOATS = ("float64", "float32")
 _IDX = ("int", "long long")
 
 
-def _names() -> list:
-    """Every template instance of the module (NVRTC name expressions)."""
+def _reductions() -> list:
+    """The instances of ``reduce.cu`` that the validation and the bounds use."""
     c = _C_TYPES
-    names = [f"block_sum<{c[t]}, long long>" for t in _INTS]
-    names += [f"block_sum<{c[t]}, double>" for t in _FLOATS]
-    names += [f"flag_nonfinite<{c[t]}>" for t in _FLOATS]
-    names += [f"{k}<{c[t]}>" for k in ("flag_nonzero", "flag_zero") for t in _INTS + _FLOATS]
-    names += [f"column_bounds<{c[t]}>" for t in _FLOATS]
-    names += ["gathered_sum", "weighted_spans", "flag_differ<int>"]
+    names = [f"flag_nonfinite<{c[t]}>" for t in _FLOATS]
+    return names + [f"column_bounds<{c[t]}>" for t in _FLOATS]
+
+
+def _join() -> list:
+    """The join's kit: its grid, ranges, plan and row statistics."""
+    c = _C_TYPES
+    names = _reductions() + ["gathered_sum", "weighted_spans", "flag_differ<int>"]
     items = ("unsigned int", "unsigned long long")       # 4- and 8-byte items only
     names += [f"cast<{u}, {u}>" for u in items]
     names += ["cast<long long, int>", "cast<int, long long>"]
@@ -50,33 +55,91 @@ def _names() -> list:
     names += [f"iota<{i}>" for i in _IDX] + ["negate<long long>"]
     names += [f"scatter_iota<{i}, {t}>" for i in _IDX for t in _IDX]
     names += [f"compact_from_scan<int, {i}>" for i in _IDX]
-    for ti, to in (("int", "int"), ("int", "long long"), ("long long", "long long")):
-        names += [f"scan_chunk_sums<{ti}, {to}>", f"scan_chunks<{ti}, {to}>"]
-    names += [f"scan_chunk_offsets<{i}>" for i in _IDX]
+    names += _scans((("int", "int"), ("int", "long long"), ("long long", "long long")))
     names += [f"searchsorted<{t}, {i}>" for t in _IDX for i in _IDX]
     names += [f"cell_coords<{c[t]}>" for t in _FLOATS]
-    names += ["rank_ids", "window_ranks", "range_lengths", "length_flags"]
-    return names
+    return names + ["rank_ids", "window_ranks", "range_lengths", "length_flags"]
 
 
-NAMES = tuple(_names())
+def _scans(pairs) -> list:
+    """The three scan phases for each (input, output) C type pair."""
+    names = []
+    for ti, to in pairs:
+        names += [f"scan_chunk_sums<{ti}, {to}>", f"scan_chunks<{ti}, {to}>"]
+    return names + [f"scan_chunk_offsets<{to}>" for to in dict.fromkeys(to for _, to in pairs)]
+
+
+def _dbscan() -> list:
+    """The DBSCAN grid path's kit: bounds, the cell sort, cluster numbering."""
+    names = ["flag_nonfinite<double>", "column_bounds<double>"]
+    names += [f"cast<{u}, {u}>" for u in ("unsigned int", "unsigned long long")]
+    names += ["cast<long long, int>", "cast<int, long long>", "cast<unsigned char, int>"]
+    names += ["fill<unsigned int>", "fill<unsigned long long>"]
+    names += ["run_flags<unsigned int>"]                 # 32-bit cell keys (the grid's cap)
+    names += [f"gather_rows<{u}, long long>" for u in ("unsigned int", "unsigned long long")]
+    names += [f"scatter_rows<{u}, long long>" for u in ("unsigned int", "unsigned long long")]
+    names += ["scatter_iota<long long, int>", "scatter_iota<long long, long long>"]
+    names += ["compact_from_scan<int, long long>"]
+    return names + _scans((("int", "int"),))
+
+
+def _skyline() -> list:
+    """The skyline's kit (SkyAlign): validation, gathers, cells, repacking."""
+    names = ["flag_nonfinite<double>", "cast<unsigned long long, unsigned long long>",
+             "fill<unsigned int>", "run_flags<unsigned int>", "run_flags<unsigned long long>"]
+    names += [f"gather_rows<{u}, long long>" for u in ("unsigned int", "unsigned long long")]
+    names += ["compact_from_scan<int, long long>", "searchsorted<int, long long>"]
+    return names + _scans((("int", "int"), ("long long", "long long")))
+
+
+def _others() -> list:
+    """Instances that no kit lists (the reductions of other dtypes)."""
+    c = _C_TYPES
+    names = [f"block_sum<{c[t]}, long long>" for t in _INTS]
+    names += [f"block_sum<{c[t]}, double>" for t in _FLOATS]
+    return names + [f"{k}<{c[t]}>" for k in ("flag_nonzero", "flag_zero") for t in _INTS + _FLOATS]
+
+
+#: The instances each GPU operator's calls use, compiled together by :func:`load`.
+KITS = {"join": tuple(_join()), "dbscan": tuple(_dbscan()), "skyline": tuple(_skyline())}
+#: Every instance of the source (NVRTC name expressions).
+NAMES = tuple(dict.fromkeys(KITS["join"] + KITS["dbscan"] + KITS["skyline"] + tuple(_others())))
 _NAME_SET = frozenset(NAMES)
 BLOCK = 256
 _MAX_BLOCKS = 8192
-_MODULE = None
+#: The module that holds each instance compiled in this process.
+_HOME: dict = {}
 
 
-def module(cp):
-    """The compiled module (compiled on the first call of the process)."""
-    global _MODULE
-    if _MODULE is None:
-        code = "\n".join((_DIR / f).read_text() for f in _SOURCES)
-        _MODULE = cp.RawModule(code=code, options=("--std=c++14",), name_expressions=list(NAMES))
-    return _MODULE
+def module(cp, names: tuple):
+    """Compile one module of the instances ``names`` (NVRTC name expressions).
+
+    O(compile of those instances): the source is parsed once, code is
+    generated for the listed instances only.
+    """
+    code = "\n".join((_DIR / f).read_text() for f in _SOURCES)
+    return cp.RawModule(code=code, options=("--std=c++14",), name_expressions=list(names))
+
+
+def load(cp, kit: str) -> None:
+    """Compile, as one module, the instances of ``KITS[kit]`` that this
+    process has not compiled yet (nothing when it has them all).
+
+    Raises
+    ------
+    KeyError
+        For an unknown kit.
+    """
+    missing = tuple(n for n in KITS[kit] if n not in _HOME)
+    if missing:
+        mod = module(cp, missing)
+        for name in missing:
+            _HOME[name] = mod
 
 
 def function(cp, name: str):
-    """The kernel ``name`` (one of ``NAMES``).
+    """The kernel ``name`` (one of ``NAMES``), from the module of a loaded kit,
+    else from a module of its own (compiled on this first use).
 
     Raises
     ------
@@ -85,7 +148,9 @@ def function(cp, name: str):
     """
     if name not in _NAME_SET:
         raise KeyError(f"no device kernel {name!r} in skyjoin._core.kernels")
-    return module(cp).get_function(name)
+    if name not in _HOME:                   # in no loaded kit: compiled alone
+        _HOME[name] = module(cp, (name,))
+    return _HOME[name].get_function(name)
 
 
 def launch(cp, name: str, n: int, args, threads: int = BLOCK):

@@ -91,7 +91,9 @@ def scatter(cp, dst, idx, src) -> None:
 
 
 def inverse_permutation(cp, perm, dtype, out=None):
-    """inv with inv[perm[i]] = i (perm a permutation of 0 .. n-1, int32 or int64)."""
+    """inv with inv[perm[i]] = i (perm int32 or int64, without repeats, in
+    range: a permutation of 0 .. n-1 gives its inverse).  Into ``out`` (any
+    size; its other items are left alone) or a new array of perm's size."""
     n = int(perm.size)
     if out is None:
         out = cp.empty(n, dtype=dtype)

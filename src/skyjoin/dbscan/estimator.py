@@ -48,6 +48,7 @@ from sklearn.cluster import DBSCAN as _SkDBSCAN
 
 from .._core.conditioning import condition_points
 from .._core.device import cupy, resolve_device
+from .._core.device_kernels import load
 from .._core.transfer import to_device
 from .._core.validate import check_eps, check_min_samples, check_precision
 from ..index.grid_kernels import gather_rows
@@ -377,6 +378,7 @@ def _fit_join(plan: DBSCANPlan, X, eps, min_samples, sample_weight, timings,
     on_device = None
     for path in plan.paths:
         if path in ("grid-gpu", "gpu") and on_device is None:
+            load(cupy(), "dbscan")              # its device kernels, one compile
             (on_device,), eps_d = condition_points([to_device(cupy(), X, "X", np.float64)], eps)
         if path == "grid-cpu":
             t0 = time.perf_counter()

@@ -44,7 +44,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._core import device_prims as dp
 from .._core.device import cupy
+from .._core.device_kernels import load
+from .._core.device_reduce import column_bounds
 from .._core.transfer import d2h, to_device
 from ..index.fine_grid import fine_grid_shape, neighbour_offsets, positive_offsets
 from ..index.grid_gpu import sort_cells_gpu
@@ -313,11 +316,13 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
     n, d = Xd.shape
     if d > MAX_DIMS or n >= 2**31 - 1:
         return None
-    lo = Xd.min(axis=0)
-    shape = fine_grid_shape(cp.asnumpy(lo), cp.asnumpy(Xd.max(axis=0)), n, eps)
+    load(cp, "dbscan")
+    lo_h, hi_h, _ = column_bounds(cp, Xd)
+    shape = fine_grid_shape(lo_h, hi_h, n, eps)
     if shape is None:
         return None
     side, radix = shape
+    lo = cp.asarray(lo_h)
     total = int(np.prod(radix))
     radix_d = cp.asarray(radix)
     eps2 = float(np.float64(eps) * np.float64(eps))
@@ -326,12 +331,13 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
     mod.get_function("bin")(_blocks(n), (_BLOCK,),
                             (Xd, np.int64(n), np.int32(d), lo, np.float64(side), radix_d, cell))
     if total < 2**31:       # 32-bit keys: half the radix passes of the sort
-        cell = cell.astype(cp.int32)
+        cell = dp.astype(cp, cell, cp.int32)
     perm, Xs, cells, start, point_slot = sort_cells_gpu(cp, Xd, cell, cp.int64)
     del cell
     m = int(cells.size)
-    slot_of = cp.full(total, -1, dtype=cp.int32)
-    slot_of[cells] = cp.arange(m, dtype=cp.int32)
+    slot_of = cp.empty(total, dtype=cp.int32)
+    dp.fill(cp, slot_of, -1)
+    dp.inverse_permutation(cp, cells, cp.int32, out=slot_of)      # slot_of[cells[t]] = t
     offsets_h, n_adjacent, deltas_h = neighbour_offsets(side, eps, radix)
     # the positive offsets, adjacent ones first (offsets_h lists those first)
     pos_idx = positive_offsets(offsets_h)
@@ -356,7 +362,8 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
          radix_d, offsets, deltas, np.int32(n_off), np.float64(eps2), np.int64(min_samples), core))
     tick("core")
     # 3. union-find over the core points
-    parent = cp.where(core.astype(cp.bool_), cp.arange(n, dtype=cp.int64), -1)
+    parent = cp.empty(n, dtype=cp.int64)
+    mod.get_function("init_parent")(_blocks(n), (_BLOCK,), (core, np.int64(n), parent))
     first = cp.empty(m, dtype=cp.int64)
     mod.get_function("first_core")(_blocks(m), (_BLOCK,), (start, np.int64(m), core, first))
     mod.get_function("link_within")(
@@ -419,6 +426,7 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     """
     cp = cupy()
     tick = _Ticker(cp, timings)
+    load(cp, "dbscan")                          # its device kernels, one compile
     Xd = to_device(cp, X, "X", np.float64)        # pinned staging for host input
     n = Xd.shape[0]
     if n == 0:
@@ -429,13 +437,13 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     if g is None:
         return None
     # 4. clusters numbered by their lowest caller row, then border points
-    labels = grid_labels(g, _ranks_by_caller_row(cp, g.core, g.parent, g.perm, n))
+    labels = grid_labels(g, _ranks_by_caller_row(cp, _module(), g.core, g.parent, g.perm, n))
     tick("labels")
-    core_out = cp.empty(n, dtype=cp.uint8)
-    core_out[g.perm] = g.core
+    core_out = cp.empty(n, dtype=cp.int32)           # back in the caller's order
+    dp.scatter(cp, core_out, g.perm, dp.astype(cp, g.core, cp.int32))
     labels_out = cp.empty(n, dtype=cp.int64)
-    labels_out[g.perm] = labels
-    core_idx = d2h(cp, cp.flatnonzero(core_out))
+    dp.scatter(cp, labels_out, g.perm, labels)
+    core_idx = d2h(cp, dp.compact(cp, core_out, cp.int64)[0])
     labels_h = d2h(cp, labels_out).astype(np.intp, copy=False)
     tick("to_host")
     return core_idx, labels_h

@@ -30,13 +30,16 @@ import time
 
 import numpy as np
 
+from .._core import device_prims as dp
 from .._core.device import cupy
+from .._core.device_kernels import load
 from .core_points import exact_row_sums, integer_weights, naive_sum_decides
 from .hybrid import neighbor_table
 
 __all__ = ["gpu_dbscan_table", "gpu_dbscan_points"]
 
-#: The lock-free union-find of the GPU kernels (this module's and ``grid_gpu``'s).
+#: The lock-free union-find and the cluster numbering of the GPU kernels (this
+#: module's and ``grid_gpu``'s).
 _UNION_FIND = r"""
 // a point's root, halving the path on the way; parent[x] <= x always.  Loads
 // and stores are volatile: other threads relink roots concurrently, and a
@@ -81,11 +84,63 @@ __device__ __forceinline__ void uf_union(long long* parent, long long a, long lo
     }
 }
 
+
+// The numbering of the clusters (_ranks_by_caller_row).  key[i] = parent[c] * span
+// + order[c] for the core point c = ci[i] (parent, span < 2**31: no overflow).
+__global__ void component_keys(const long long* ci, long long m, const long long* parent,
+                               const long long* order, long long span, long long* key) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= m) return;
+    long long c = ci[i];
+    key[i] = parent[c] * span + order[c];
+}
+
+// flags[i] = 1 where the sorted key[i] starts a root's run (key / span differs from
+// the previous key's), else 0
+__global__ void root_heads(const long long* key, long long m, long long span, int* flags) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= m) return;
+    flags[i] = (i == 0 || key[i] / span != key[i - 1] / span) ? 1 : 0;
+}
+
+// the root and the lowest order value of each run starting at heads[j]
+__global__ void split_keys(const long long* key, const long long* heads, long long r,
+                           long long span, long long* roots, long long* low) {
+    long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= r) return;
+    long long k = key[heads[j]];
+    roots[j] = k / span;
+    low[j] = k % span;
+}
+
+// parent[i] = i for a core point, -1 for the others
+__global__ void init_parent(const unsigned char* core, long long n, long long* parent) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    parent[i] = core[i] ? i : -1;
+}
+
 """
 
 _SOURCE = r"""
 extern "C" {
 """ + _UNION_FIND + r"""
+// core iff the row's length + 1 (itself) >= min_samples
+__global__ void core_from_lengths(const long long* indptr, long long n, long long min_samples,
+                                  unsigned char* core) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    core[i] = (indptr[i + 1] - indptr[i] + 1 >= min_samples) ? 1 : 0;
+}
+
+// flags[i] = 1 for a core point that is its own root, else 0
+__global__ void root_flags(const unsigned char* core, const long long* parent, long long n,
+                           int* flags) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    flags[i] = (core[i] && parent[i] == i) ? 1 : 0;
+}
+
 // naive sum and sum of |w| of each row's neighbourhood, itself included: one warp per
 // row (additions only: no contraction into an FMA changes a rounding).  Any order
 // of additions keeps the error bound that dbscan.core_points.naive_sum_decides assumes.
@@ -230,10 +285,15 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, order=
     n = int(indptr.shape[0]) - 1
     if n < 0:
         raise ValueError("indptr must have n + 1 >= 1 entries")
+    load(cp, "dbscan")
     mod = _module()
     t0 = time.perf_counter()
     if sample_weight is None:
-        is_core = ((indptr[1:] - indptr[:-1] + 1) >= min_samples).astype(cp.uint8)
+        is_core = cp.empty(n, dtype=cp.uint8)
+        if n:
+            mod.get_function("core_from_lengths")(_thread_grid(n), (_BLOCK,),
+                                                  (indptr, np.int64(n), np.int64(min_samples),
+                                                   is_core))
     else:
         w = cp.ascontiguousarray(cp.asarray(sample_weight, dtype=cp.float64))
         if w.shape != (n,):
@@ -246,7 +306,7 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, order=
         is_core = _weighted_core(cp, indptr, indices, w, sums, abs_sums, min_samples)
     if n == 0:
         return is_core, cp.zeros(0, dtype=cp.int64)
-    parent = cp.arange(n, dtype=cp.int64)
+    parent = dp.arange(cp, n, cp.int64)
     cp.cuda.get_current_stream().synchronize()
     t1 = time.perf_counter()
     mod.get_function("hook")(_warp_grid(n), (_BLOCK,),
@@ -254,15 +314,17 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, order=
     mod.get_function("compress")(_thread_grid(n), (_BLOCK,), (is_core, np.int64(n), parent))
     cp.cuda.get_current_stream().synchronize()
     t2 = time.perf_counter()
-    if order is None:
-        is_root = (is_core.astype(cp.bool_)) & (parent == cp.arange(n, dtype=cp.int64))
-        root_rank = cp.cumsum(is_root, dtype=cp.int64) - 1      # label of each root
+    if order is None:                   # label of each root: roots counted before it
+        flags = cp.empty(n, dtype=cp.int32)
+        mod.get_function("root_flags")(_thread_grid(n), (_BLOCK,),
+                                       (is_core, parent, np.int64(n), flags))
+        root_rank = dp.scan(cp, flags, cp.int64, inclusive=True, init=-1)
     else:
-        root_rank = _ranks_by_caller_row(cp, is_core, parent, order, n)
+        root_rank = _ranks_by_caller_row(cp, mod, is_core, parent, order, n)
     core_label = cp.empty(n, dtype=cp.int64)
     mod.get_function("core_labels")(_thread_grid(n), (_BLOCK,),
                                     (is_core, parent, root_rank, np.int64(n), core_label))
-    labels = core_label.copy()
+    labels = dp.astype(cp, core_label, cp.int64)
     mod.get_function("border")(_warp_grid(n), (_BLOCK,),
                                (indptr, indices, is_core, core_label, np.int64(n), labels))
     cp.cuda.get_current_stream().synchronize()
@@ -339,15 +401,47 @@ def component_lows(cp, is_core, parent, order, span):
     return root[first], low[first]
 
 
-def _ranks_by_caller_row(cp, is_core, parent, order, n):
-    """Label of each root: the rank of its component's lowest caller row."""
-    order = cp.asarray(order, dtype=cp.int64)
+def _ranks_by_caller_row(cp, mod, is_core, parent, order, n):
+    """Label of each root: the rank of its component's lowest caller row.
+
+    The core points' keys ``parent * n + order`` sorted (Thrust), the first
+    key of each root's run holds the component's lowest caller row, the
+    roots ranked by it (a stable argsort).  ``mod`` is a compiled module of
+    this package's kernels (``_module`` or ``grid_gpu._module``); the other
+    steps are device primitives.  O(n) plus two radix sorts.
+
+    Returns
+    -------
+    cupy.ndarray of int64, shape (n,)
+        The label of each root (-1 at the points that are not roots).
+    """
+    if not hasattr(order, "__cuda_array_interface__"):
+        order = cp.asarray(np.asarray(order, dtype=np.int64))
     if order.shape != (n,):
         raise ValueError(f"order must have shape ({n},), got {order.shape}")
-    root_rank = cp.full(n, -1, dtype=cp.int64)
-    roots, low = component_lows(cp, is_core, parent, order, max(n, 1))
-    if roots.size:
-        root_rank[roots[cp.argsort(low)]] = cp.arange(roots.size, dtype=cp.int64)
+    if order.dtype != np.int64:
+        order = order.astype(cp.int64)
+    root_rank = cp.empty(n, dtype=cp.int64)
+    dp.fill(cp, root_rank, -1)
+    ci, _ = dp.compact(cp, dp.astype(cp, is_core, cp.int32), cp.int64)
+    m = int(ci.size)
+    if not m:
+        return root_rank
+    span = np.int64(max(n, 1))
+    key = cp.empty(m, dtype=cp.int64)
+    mod.get_function("component_keys")(_thread_grid(m), (_BLOCK,),
+                                       (ci, np.int64(m), parent, order, span, key))
+    key.sort()
+    heads = cp.empty(m, dtype=cp.int32)
+    mod.get_function("root_heads")(_thread_grid(m), (_BLOCK,), (key, np.int64(m), span, heads))
+    first, _ = dp.compact(cp, heads, cp.int64)
+    r = int(first.size)
+    roots = cp.empty(r, dtype=cp.int64)
+    low = cp.empty(r, dtype=cp.int64)
+    mod.get_function("split_keys")(_thread_grid(r), (_BLOCK,),
+                                   (key, first, np.int64(r), span, roots, low))
+    by_low = dp.argsort(cp, low)
+    dp.inverse_permutation(cp, dp.take(cp, roots, by_low), cp.int64, out=root_rank)
     return root_rank
 
 

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from .._core import device_prims as dp
-from .._core.device_kernels import launch
+from .._core.device_kernels import launch, load
 from .._core.device_reduce import flag_differ, weighted_span_sum, work_sums
 from .._core.transfer import to_device
 from .._core.validate import working_dtype
@@ -68,6 +68,7 @@ class GpuEngine:
         self.self_join = R is None
         self.include_self = bool(request.include_self) and self.self_join
         t0 = time.perf_counter()
+        load(cp, "join")                        # the join's device kernels, one compile
         Sd = to_device(cp, S, "X" if R is None else "S", self.dtype)
         Rd = None if R is None else to_device(cp, R, "R", self.dtype)
         if Rd is not None and Rd.shape[1] != Sd.shape[1]:

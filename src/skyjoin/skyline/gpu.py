@@ -1,10 +1,14 @@
 """SkyAlign and a GGS-style baseline on the GPU: CuPy host side.
 
-The irregular kernels are in ``kernels/skyalign.cu``, compiled at run time by
-``cupy.RawModule`` (NVRTC) for each (dimension, mask word) and cached.  The
-regular steps use CuPy: the tau pre-filter (§5.1) is a reduction and a
-compaction, the quartiles come from a per-column sort (Algorithm 1, lines
-3-5), and the <|M|, M> order from CuPy's radix argsort (line 10).
+The kernels are in ``kernels/skyalign.cu``, compiled at run time by
+``cupy.RawModule`` (NVRTC) for each (dimension, mask word) and cached
+(``gpu_kernels``): the irregular ones and the regular steps of SkyAlign
+(minimisation, the tau pre-filter of §5.1, column copies whose in-place
+sorts give the quartiles of Algorithm 1, lines 3-5, padded cells, the
+per-round split).  Gathers, cells, scans and compactions use the shared
+device primitives (``skyjoin._core.device_prims``, the "skyline" kit) and
+the <|M|, M> order Thrust's radix argsort (line 10): a first call runs no
+CuPy routine that compiles (docs/design.md, "First calls on the GPU").
 
 Variants (§6.2.3): "sync" (Algorithm 1 with its d + 1 rounds and
 repacking of the survivors after each), "nosync" (one launch, no rounds),
@@ -18,58 +22,30 @@ CuPy is imported only here, lazily, through :func:`skyjoin._core.device.cupy`.
 
 from __future__ import annotations
 
-import functools
-import os
 import time
 
 import numpy as np
 
+from .._core import device_prims as dp
 from .._core.device import cupy as _cupy
-from .._core.device_reduce import all_finite, all_true, row_sums, total
+from .._core.device_kernels import load
+from .._core.device_reduce import all_finite, all_true, row_sums
 from .columns import exact_matrix
+from .gpu_kernels import skyline_kernels
 from .groups import expand_groups, expand_runs, group_rows, run_starts
 from .plan import DEFAULT_VARIANT, GPU_VARIANTS
 
 __all__ = ["skyline_gpu", "skyalign_gpu", "ggs_gpu", "GPU_VARIANTS"]
 
 _BLOCK = 256
-_WARP = 32
 _DENSE_MAX_D = 20
 _NULL = np.uint64(0)   # a null pointer argument for the kernels
-
-
-def _kernel_source() -> str:
-    """The CUDA source, read next to this module."""
-    path = os.path.join(os.path.dirname(__file__), "kernels", "skyalign.cu")
-    with open(path) as fh:
-        return fh.read()
-
-
-def _mask_type(d: int) -> str:
-    """C++ mask word for d dimensions."""
-    return "unsigned int" if d <= 32 else "unsigned long long"
+_RED_BLOCKS = 512      # fixed grid of the grid-stride reductions
 
 
 def _module(d: int):
-    """The kernels for dimension d on the current device."""
-    return _kernels(d, _cupy().cuda.runtime.getDevice())
-
-
-@functools.lru_cache(maxsize=None)
-def _kernels(d: int, device: int):
-    """Compile (once per d) the kernels for dimension d; load them on ``device``.
-
-    CuPy loads a module's functions on the device that is current when they
-    are fetched, so the cache is per device (one process may drive several
-    GPUs, one per thread).
-    """
-    cp = _cupy()
-    mt = _mask_type(d)
-    names = [f"median_quartile_masks<{d}, {mt}>", f"skyalign_kernel<{d}, {mt}>",
-             f"ggs_block<{d}>", f"ggs_filter<{d}>"]
-    mod = cp.RawModule(code=_kernel_source(), options=("-std=c++17",), name_expressions=names)
-    return {"masks": mod.get_function(names[0]), "skyalign": mod.get_function(names[1]),
-            "ggs_block": mod.get_function(names[2]), "ggs_filter": mod.get_function(names[3])}
+    """The kernels for dimension d on the current device (``gpu_kernels``)."""
+    return skyline_kernels(d)
 
 
 def _grid(n: int) -> tuple[int]:
@@ -86,6 +62,7 @@ def to_device_minimisation(X, maximise: np.ndarray):
     64-bit integer columns go through :func:`skyjoin.skyline.columns.exact_float64`
     (on the GPU for a CuPy array): compared as integers, not rounded."""
     cp = _cupy()
+    load(cp, "skyline")                 # the shared device kernels it uses, one compile
     if getattr(X, "ndim", 0) == 2 and getattr(X, "dtype", np.dtype(object)).kind in "iu":
         X = exact_matrix(X)
     Xd = cp.array(X, dtype=cp.float64, order="C", copy=True)
@@ -97,9 +74,10 @@ def to_device_minimisation(X, maximise: np.ndarray):
         raise ValueError("X contains NaN or inf values; remove or impute them first")
     if maximise.size != Xd.shape[1]:
         raise ValueError(f"sense has {maximise.size} entries but the data has {Xd.shape[1]} columns")
-    if maximise.any():
-        Xd *= cp.asarray(np.where(maximise, -1.0, 1.0))
-    Xd += 0.0
+    n, d = Xd.shape
+    if n:           # x * (-1 or 1) + 0.0: maximised columns negated, -0.0 made +0.0
+        _module(d)["minimise"](_grid(n * d), (_BLOCK,),
+                               (Xd, np.int64(n), np.int32(d), cp.asarray(np.where(maximise, -1.0, 1.0))))
     return Xd
 
 
@@ -128,26 +106,41 @@ def skyline_gpu(X, maximise: np.ndarray, plan, count: bool = True):
 
 def tau_prefilter_gpu(Xd):
     """§5.1 pre-filter (exact under ties): keep q iff some q[k] < tau or q
-    equals the point s reaching tau = min max."""
+    equals the point s reaching tau = min max (the first such row).
+    Increasing int64 row ids.  Three launches over the rows, O(n d)."""
     cp = _cupy()
-    rowmax = Xd.max(axis=1)
-    s = int(cp.argmin(rowmax))
-    tau = rowmax[s]
-    keep = (Xd < tau).any(axis=1) | (Xd == Xd[s]).all(axis=1)
-    return cp.flatnonzero(keep)
+    n, d = Xd.shape
+    k = _module(d)
+    rowmax = cp.empty(n, dtype=cp.float64)
+    best = cp.asarray(np.full(2, ~np.uint64(0), dtype=np.uint64))   # least key, its first row
+    k["row_max"]((_RED_BLOCKS,), (_BLOCK,), (Xd, np.int64(n), rowmax, best))
+    k["first_at"]((_RED_BLOCKS,), (_BLOCK,), (rowmax, np.int64(n), best, best[1:]))
+    flags = cp.empty(n, dtype=cp.int32)
+    k["tau_keep"](_grid(n), (_BLOCK,), (Xd, np.int64(n), rowmax, best[1:], flags))
+    return dp.compact(cp, flags, cp.int64)[0]
 
 
 def _cells(M):
-    """Cell starts (with end sentinel), masks and each point's cell index."""
+    """Cell starts (with end sentinel, int64), masks and each point's cell
+    index (int32) of the sorted masks M (m >= 1)."""
     cp = _cupy()
-    m = M.size
-    brk = cp.zeros(m, dtype=cp.int32)
-    if m > 1:
-        brk[1:] = (M[1:] != M[:-1])
-    point_cell = cp.cumsum(brk, dtype=cp.int32)
-    heads = cp.concatenate([cp.zeros(1, cp.int64), cp.flatnonzero(brk[1:]) + 1])
-    starts = cp.concatenate([heads.astype(cp.int64), cp.array([m], dtype=cp.int64)])
-    return starts, M[heads], point_cell
+    point_cell, starts = dp.runs(cp, M, cp.int64)
+    return starts, dp.take(cp, M, starts[:-1]), point_cell
+
+
+def _quartiles(P, m: int):
+    """Rows m/4, m/2, 3m/4 (at most m - 1) of every column of P sorted,
+    as a (3, d) array: the columns copied out contiguous, each sorted in
+    place (Thrust), the values gathered.  O(d m log m)."""
+    cp = _cupy()
+    d = P.shape[1]
+    PT = cp.empty((d, m), dtype=cp.float64)
+    _module(d)["columns"](_grid(m * d), (_BLOCK,), (P, np.int64(m), PT))
+    for j in range(d):
+        PT[j].sort()
+    rows = [min((q * m) // 4, m - 1) for q in (1, 2, 3)]
+    at = np.array([[j * m + r for j in range(d)] for r in rows], dtype=np.int64)
+    return dp.take(cp, PT.reshape(-1), cp.asarray(at.reshape(-1))).reshape(3, d)
 
 
 def skyalign_gpu(Xd, variant: str = DEFAULT_VARIANT["gpu"], count: bool = True,
@@ -176,7 +169,7 @@ def skyalign_gpu(Xd, variant: str = DEFAULT_VARIANT["gpu"], count: bool = True,
     idx = tau_prefilter_gpu(Xd)
     m = int(idx.size)
     stats["prefilter_survivors"] = stats["tau_survivors"] = m
-    P = Xd[idx]
+    P = dp.take(cp, Xd, idx)
     cand = idx
     eq = group_rows(P)                      # one point per group of equal survivors
     if eq is not None:
@@ -187,21 +180,18 @@ def skyalign_gpu(Xd, variant: str = DEFAULT_VARIANT["gpu"], count: bool = True,
     t1 = time.perf_counter()
     times["prefilter"] = t1 - t0
 
-    S = cp.sort(P, axis=0)                                   # lines 3-5
-    rows = [min((q * m) // 4, m - 1) for q in (1, 2, 3)]
-    quart = cp.ascontiguousarray(S[rows])
-    del S
+    quart = _quartiles(P, m)                                  # lines 3-5
     M = cp.empty(m, dtype=mt)
     Q = cp.empty(m, dtype=mt)
     order = cp.empty(m, dtype=cp.int32)
     key = cp.empty(m, dtype=cp.uint64)
     k["masks"](_grid(m), (_BLOCK,), (P, quart, np.int64(m), M, Q, order, key))
     if d <= 56:                                               # line 10
-        perm = cp.argsort(key)
+        perm = dp.argsort(cp, key)
     else:
         perm = cp.lexsort(cp.stack([M.astype(cp.uint64), order.astype(cp.uint64)]))
-    P = P[perm]
-    M, Q, order, idx = M[perm], Q[perm], order[perm], idx[perm]
+    P = dp.take(cp, P, perm)
+    M, Q, order, idx = (dp.take(cp, a, perm) for a in (M, Q, order, idx))
     if variant == "noquart":
         Q = cp.zeros_like(Q)
     _sync()
@@ -254,40 +244,45 @@ def skyalign_gpu(Xd, variant: str = DEFAULT_VARIANT["gpu"], count: bool = True,
         out.append(idx)
         stats["rounds"] = levels
     else:
-        dummy_dense = cp.full(1, -1, dtype=cp.int32)
+        dummy_dense = cp.asarray(np.full(1, -1, dtype=np.int32))
         for level in range(d + 1):                              # line 11
             m = int(P.shape[0])
             if m == 0:
                 break
             starts, cmasks, point_cell = _cells(M)              # line 12
-            ends = cp.ascontiguousarray(starts[1:])
-            corder = order[starts[:-1]]
-            c_lo, c_hi = (int(v) for v in cp.searchsorted(corder, cp.array([level, level + 1])))
+            ends = starts[1:]
+            corder = dp.take(cp, order, starts[:-1])
+            bounds = cp.asarray(np.array([level, level + 1], dtype=np.int32))
+            c_lo, c_hi = (int(v) for v in cp.asnumpy(dp.searchsorted(cp, corder, bounds)))
             tmap = None
             n_threads = m
-            if variant == "padded":
-                sizes = starts[1:] - starts[:-1]
-                psizes = (sizes + _WARP - 1) // _WARP * _WARP
-                pstart = cp.cumsum(psizes) - psizes
-                n_threads = total(cp, psizes)
-                tmap = cp.full(n_threads, -1, dtype=cp.int32)
-                pos = pstart[point_cell] + (cp.arange(m) - starts[point_cell])
-                tmap[pos] = cp.arange(m, dtype=cp.int32)
+            if variant == "padded":     # each cell padded to whole warps
+                nc = int(cmasks.size)
+                psizes = cp.empty(nc, dtype=cp.int64)
+                k["padded_sizes"](_grid(nc), (_BLOCK,), (starts, np.int64(nc), psizes))
+                pstart = dp.scan(cp, psizes, cp.int64, inclusive=False)
+                n_threads = int(pstart[-1]) + int(psizes[-1])
+                tmap = cp.empty(n_threads, dtype=cp.int32)
+                dp.fill(cp, tmap, -1)
+                k["padded_map"](_grid(m), (_BLOCK,), (point_cell, starts, pstart, np.int64(m), tmap))
             dead = cp.zeros(m, dtype=cp.uint8)
             k["skyalign"](_grid(n_threads), (_BLOCK,),
                           (P, Q, M, point_cell, starts, ends, cmasks, dummy_dense, np.int32(0),
                            np.int32(1), np.int32(level), np.int32(c_lo), np.int32(c_hi),
                            np.int64(n_threads), _NULL if tmap is None else tmap, dead,
                            _NULL if counters is None else counters))
-            alive = dead == 0
-            done = alive & (order == level)                     # line 26
-            out.append(idx[done])
-            rest = cp.flatnonzero(alive & (order > level))      # line 25: repack
-            levels.append((level, m, total(cp, done)))
-            P = P[rest]
-            M, Q, order, idx = M[rest], Q[rest], order[rest], idx[rest]
+            done = cp.empty(m, dtype=cp.int32)
+            rest = cp.empty(m, dtype=cp.int32)
+            k["split_level"](_grid(m), (_BLOCK,), (dead, order, np.int64(m), np.int32(level),
+                                                   done, rest))
+            done = dp.compact(cp, done, cp.int64)[0]            # line 26
+            out.append(dp.take(cp, idx, done))
+            rest = dp.compact(cp, rest, cp.int64)[0]            # line 25: repack
+            levels.append((level, m, int(done.size)))
+            P = dp.take(cp, P, rest)
+            M, Q, order, idx = (dp.take(cp, a, rest) for a in (M, Q, order, idx))
         stats["rounds"] = levels
-    sky = cp.sort(cp.concatenate(out)) if out else cp.zeros(0, cp.int64)
+    sky = _sorted_union(cp, out)
     if eq is not None:
         sky = expand_groups(sky, cand, eq[0], distinct)
     _sync()
@@ -301,6 +296,18 @@ def skyalign_gpu(Xd, variant: str = DEFAULT_VARIANT["gpu"], count: bool = True,
     else:
         stats["mask_tests"] = stats["dominance_tests"] = None
     return sky, stats
+
+
+def _sorted_union(cp, parts):
+    """The int64 arrays ``parts`` end to end, sorted (Thrust, in place)."""
+    sky = cp.empty(sum(int(a.size) for a in parts), dtype=cp.int64)
+    at = 0
+    for a in parts:
+        if a.size:
+            dp.astype(cp, a, cp.int64, out=sky[at:at + a.size])
+            at += int(a.size)
+    sky.sort()
+    return sky
 
 
 def ggs_gpu(Xd, alpha: int = 2048, distinct: bool = False):

@@ -28,13 +28,13 @@ distinct points back, in O(m + s log m).
 
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 from numba import njit, prange
 
 from .._core.config import NUMBA_CACHE
 from .._core.device import array_module, cupy as _cupy
+from .gpu_kernels import skyline_kernels
 
 __all__ = ["group_candidates", "group_rows", "row_hash", "row_hashes", "run_starts",
            "expand_groups", "expand_runs"]
@@ -152,12 +152,15 @@ def row_hashes(P):
     """:func:`row_hash` of every row of P (float64, NumPy or CuPy): equal rows
     get equal hashes, and NumPy, CuPy and Numba give the same values.  O(m d):
     element-wise NumPy operations per column, or one CuPy kernel reading
-    each row once."""
+    each row once (``row_hash`` of ``kernels/skyalign.cu``)."""
     xp = array_module(P)
     m, d = P.shape
     B = xp.ascontiguousarray(P).view(xp.uint64)
     if xp is not np:
-        return _cupy_row_hash()(B, np.int64(d), size=m)
+        h = xp.empty(m, dtype=xp.uint64)
+        if m:
+            skyline_kernels(d)["row_hash"](((m + 255) // 256,), (256,), (B, np.int64(m), np.int64(d), h))
+        return h
     B = np.where(B == _SIGN, np.uint64(0), B)
     h = np.full(m, _SEED, dtype=np.uint64)
     for k in range(d):
@@ -169,32 +172,11 @@ def row_hashes(P):
     return h ^ (h >> np.uint64(32))
 
 
-@functools.lru_cache(maxsize=None)
-def _cupy_row_hash():
-    """CuPy element-wise kernel of :func:`row_hash`, one thread per row."""
-    cp = _cupy()
-    return cp.ElementwiseKernel(
-        "raw uint64 B, int64 d", "uint64 h",
-        f"""
-        unsigned long long x = {int(_SEED)}ULL;
-        for (long long k = 0; k < d; ++k) {{
-            unsigned long long b = B[i * d + k];
-            if (b == {int(_SIGN)}ULL) b = 0;
-            unsigned long long y = (b + (unsigned long long)(k + 1) * {int(_SEED)}ULL)
-                                   * {int(_MUL)}ULL;
-            y = (y ^ (y >> 31)) * {int(_MUL2)}ULL;
-            x += y ^ (y >> 29);
-        }}
-        x = (x ^ (x >> 32)) * {int(_MUL2)}ULL;
-        x = (x ^ (x >> 29)) * {int(_MUL)}ULL;
-        h = x ^ (x >> 32);
-        """, "skyjoin_row_hash")
-
-
-def _hashes_repeat(h) -> bool:
+def _hashes_repeat(h, d: int = 1) -> bool:
     """Whether two of the hashes h may be equal (NumPy: sort and compare
     neighbours; CuPy: one pass of a lock-free hash set with atomicCAS, where
-    two hashes equal but in their lowest bit also count as equal)."""
+    two hashes equal but in their lowest bit also count as equal: the
+    ``hash_probe`` kernel of the module for dimension ``d``, the caller's)."""
     if not hasattr(h, "__cuda_array_interface__"):
         hs = np.sort(h)
         return bool((hs[1:] == hs[:-1]).any())
@@ -206,33 +188,9 @@ def _hashes_repeat(h) -> bool:
     table = cp.zeros(cap, dtype=cp.uint64)
     found = cp.zeros(1, dtype=cp.int32)
     block = 256
-    _cupy_hash_probe()(((m + block - 1) // block,), (block,),
-                       (h, np.int64(m), table, np.uint64(cap - 1), found))
+    skyline_kernels(d)["hash_probe"](((m + block - 1) // block,), (block,),
+                                     (h, np.int64(m), table, np.uint64(cap - 1), found))
     return bool(int(found[0]))
-
-
-@functools.lru_cache(maxsize=None)
-def _cupy_hash_probe():
-    """CuPy kernel: insert every hash into an open-addressing set (0 =
-    empty, keys h | 1, slot from the high bits, linear probing); set
-    found when a key is already there."""
-    cp = _cupy()
-    return cp.RawKernel(r"""
-    extern "C" __global__ void skyjoin_hash_probe(const unsigned long long* h, long long m,
-                                                  unsigned long long* table,
-                                                  unsigned long long mask, int* found) {
-        long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-        if (i >= m) return;
-        unsigned long long key = h[i] | 1ULL;
-        unsigned long long s = (h[i] >> 32) & mask;
-        while (true) {
-            unsigned long long prev = atomicCAS(&table[s], 0ULL, key);
-            if (prev == 0ULL) return;
-            if (prev == key) { *found = 1; return; }
-            s = (s + 1ULL) & mask;
-        }
-    }
-    """, "skyjoin_hash_probe")
 
 
 def group_rows(P):
@@ -250,7 +208,7 @@ def group_rows(P):
     m = P.shape[0]
     if m < 2:
         return None
-    if not _hashes_repeat(row_hashes(P)):
+    if not _hashes_repeat(row_hashes(P), P.shape[1]):
         return None
     order = xp.lexsort(xp.ascontiguousarray(P.T[::-1]))
     S = P[order]

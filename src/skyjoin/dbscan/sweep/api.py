@@ -49,6 +49,7 @@ from numpy.typing import ArrayLike
 from ..._core import device as _device
 from ..._core.conditioning import plan_conditioning
 from ..._core.device import resolve_device
+from ..._core.device_kernels import load
 from ..._core.threads import numba_threads
 from ..._core.transfer import to_device
 from ..._core.validate import check_eps, check_min_samples, check_points, check_precision
@@ -227,6 +228,7 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress, plan=None):
                                      build_threads=None, assign_threads=None)
     bar = _progress_bar(progress, len(eps_list) * len(ms_list))
     start = time.perf_counter()
+    load(_device.cupy(), "dbscan")             # its device kernels, one compile
     Xd = to_device(_device.cupy(), X, "X", np.float64)
     try:
         for e in eps_list:

@@ -240,3 +240,153 @@ __global__ void ggs_filter(const double* __restrict__ X, unsigned char* __restri
         if (dominates<D>(X + sky[u] * D, me)) { alive[i] = 0; return; }
     }
 }
+
+// ---------------------------------------------------------------------------
+// The host side's regular steps (skyline/gpu.py), so that a first call runs on
+// this module and the shared device primitives, not on CuPy routines that each
+// compile.  One thread per item unless said otherwise.
+// ---------------------------------------------------------------------------
+
+// Under minimisation: x = x * sign[k] + 0.0 (sign +-1: exact; -0.0 becomes +0.0).
+__global__ void minimise(double* X, long long n, int d, const double* sign)
+{
+    long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (t >= n * d) return;
+    X[t] = __dadd_rn(__dmul_rn(X[t], sign[t % d]), 0.0);
+}
+
+// An order-preserving unsigned key of a double (no NaN).
+__device__ __forceinline__ unsigned long long ordered_key(double v)
+{
+    unsigned long long b = (unsigned long long)__double_as_longlong(v);
+    return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
+}
+
+// §5.1: rowmax[i] = max_k X[i, k]; the least rowmax, as an ordered key, into
+// *best (atomicMin; *best starts at ~0).  A grid-stride loop.
+template <int D>
+__global__ void row_max(const double* __restrict__ X, long long n, double* __restrict__ rowmax,
+                        unsigned long long* best)
+{
+    unsigned long long low = ~0ull;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        double v = X[i * D];
+#pragma unroll
+        for (int k = 1; k < D; ++k) v = fmax(v, X[i * D + k]);
+        rowmax[i] = v;
+        unsigned long long key = ordered_key(v);
+        if (key < low) low = key;
+    }
+    if (low != ~0ull) atomicMin(best, low);
+}
+
+// *first = the least i whose rowmax has the key *best (atomicMin; starts at ~0).
+__global__ void first_at(const double* __restrict__ rowmax, long long n,
+                         const unsigned long long* best, unsigned long long* first)
+{
+    unsigned long long low = ~0ull;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        if (ordered_key(rowmax[i]) == *best && (unsigned long long)i < low) low = (unsigned long long)i;
+    if (low != ~0ull) atomicMin(first, low);
+}
+
+// §5.1, exact under ties: keep q (flags 1) iff some q[k] < tau or q equals the
+// point s = *first that reaches tau = rowmax[s].
+template <int D>
+__global__ void tau_keep(const double* __restrict__ X, long long n, const double* __restrict__ rowmax,
+                         const unsigned long long* first, int* __restrict__ flags)
+{
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    long long s = (long long)*first;
+    double tau = rowmax[s];
+    bool below = false, same = true;
+#pragma unroll
+    for (int k = 0; k < D; ++k) {
+        double v = X[i * D + k];
+        below |= v < tau;
+        same &= v == X[s * D + k];
+    }
+    flags[i] = (below || same) ? 1 : 0;
+}
+
+// PT[k * m + i] = P[i * D + k]: the columns, each contiguous (for their sorts).
+template <int D>
+__global__ void columns(const double* __restrict__ P, long long m, double* __restrict__ PT)
+{
+    long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (t >= m * D) return;
+    long long i = t / D;
+    int k = (int)(t - i * D);
+    PT[k * m + i] = P[t];
+}
+
+// "padded": the size of each median-level cell rounded up to whole warps.
+__global__ void padded_sizes(const long long* __restrict__ starts, long long nc,
+                             long long* __restrict__ psizes)
+{
+    long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (c >= nc) return;
+    psizes[c] = (starts[c + 1] - starts[c] + 31) / 32 * 32;
+}
+
+// "padded": thread slot of point i = its cell's padded start + its rank in the cell.
+__global__ void padded_map(const int* __restrict__ point_cell, const long long* __restrict__ starts,
+                           const long long* __restrict__ pstart, long long m, int* __restrict__ tmap)
+{
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= m) return;
+    int c = point_cell[i];
+    tmap[pstart[c] + (i - starts[c])] = (int)i;
+}
+
+// After round `level`: done (alive, of order level: skyline points) and rest
+// (alive, of a higher order: repacked for the next round), as 0/1 flags.
+__global__ void split_level(const unsigned char* __restrict__ dead, const int* __restrict__ order,
+                            long long m, int level, int* __restrict__ done, int* __restrict__ rest)
+{
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= m) return;
+    bool alive = dead[i] == 0;
+    done[i] = (alive && order[i] == level) ? 1 : 0;
+    rest[i] = (alive && order[i] > level) ? 1 : 0;
+}
+
+// skyline.groups.row_hash of every row of B (the float64 bits, m rows of d words).
+__global__ void row_hash(const unsigned long long* __restrict__ B, long long m, long long d,
+                         unsigned long long* __restrict__ h)
+{
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= m) return;
+    unsigned long long x = 0x9E3779B97F4A7C15ull;
+    for (long long k = 0; k < d; ++k) {
+        unsigned long long b = B[i * d + k];
+        if (b == 0x8000000000000000ull) b = 0;
+        unsigned long long y = (b + (unsigned long long)(k + 1) * 0x9E3779B97F4A7C15ull)
+                               * 0xBF58476D1CE4E5B9ull;
+        y = (y ^ (y >> 31)) * 0x94D049BB133111EBull;
+        x += y ^ (y >> 29);
+    }
+    x = (x ^ (x >> 32)) * 0x94D049BB133111EBull;
+    x = (x ^ (x >> 29)) * 0xBF58476D1CE4E5B9ull;
+    h[i] = x ^ (x >> 32);
+}
+
+// Insert every hash into an open-addressing set (0 = empty, keys h | 1, slot from
+// the high bits, linear probing); set *found when a key is already there.
+__global__ void hash_probe(const unsigned long long* __restrict__ h, long long m,
+                           unsigned long long* table, unsigned long long mask, int* found)
+{
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= m) return;
+    unsigned long long key = h[i] | 1ull;
+    unsigned long long s = (h[i] >> 32) & mask;
+    while (true) {
+        unsigned long long prev = atomicCAS(&table[s], 0ull, key);
+        if (prev == 0ull) return;
+        if (prev == key) { *found = 1; return; }
+        s = (s + 1ull) & mask;
+    }
+}
