@@ -6,7 +6,7 @@ the array is not read on the host at all:
 
 1. **load** (:func:`load`, one task per worker): worker t copies rows
    ``offsets[t]:offsets[t + 1]`` of the caller's array to its GPU (through
-   a pinned staging buffer), tests them for NaN and inf, and returns their
+   pinned staging slots), tests them for NaN and inf, and returns their
    bounds and the rows of the plan's sample that fall in its slice.  The
    driver builds the partition plan from these summaries, as it would from
    the host's (the same sample rows, so the same boxes);
@@ -39,7 +39,7 @@ import numpy as np
 
 from .._core.device import cupy
 from .._core.device_reduce import column_bounds
-from .._core.transfer import d2pinned, h2d, parallel_copy
+from .._core.transfer import copy_chunked, h2d
 from .._core.validate import check_points
 from .blocks import Blocks, in_working_layout, sample_rows
 from .partition import in_widened_box, owned_by
@@ -239,8 +239,8 @@ def receive(client, token: str, n_partitions: int, outputs: dict, after: list) -
 
 def receive_task(token: str, t: int, n_partitions: int, outputs: dict, *after) -> int:
     """On worker t: every partition's values of slice t's rows, copied to this GPU
-    (peer copies), placed by row, and copied into the shared host arrays
-    (pinned staging, then one parallel host copy into their rows a..b).
+    (peer copies), placed by row, and copied into the shared host arrays'
+    rows a..b (through pinned staging slots, ``transfer.copy_chunked``).
     Returns the rows received.  O(rows of the slice) device and host work."""
     cp = cupy()
     offsets = lookup(token, "slices")
@@ -269,5 +269,5 @@ def receive_task(token: str, t: int, n_partitions: int, outputs: dict, *after) -
         out = lookup(token, outputs[name])
         if out is None:
             raise RuntimeError(f"{token}: the shared {name} are gone (the call ended or failed)")
-        parallel_copy(out[a:b], d2pinned(cp, dev))
+        copy_chunked(cp, out[a:b], dev, to_device=False)
     return rows
