@@ -1,7 +1,8 @@
 """Chunked host <-> device copies (skyjoin._core.transfer.copy_chunked, h2d, d2h)
 against the arrays themselves: on the GPU where there is one, and everywhere
 through a stand-in whose "device" is host memory and whose DMA is a memmove
-(the chunking, the slots' reuse and the casts are the code under test)."""
+(the chunking, the lanes' shares of the chunks and the casts are the code
+under test)."""
 
 import ctypes
 import sys
@@ -15,19 +16,25 @@ from skyjoin._core import transfer
 SIZES = [1, 7, 1000, 4096, 4097, 12289, 100_003]
 
 
-class _Event:
-    def synchronize(self):
-        pass
-
-
 class _Stream:
     ptr = 0
 
-    def record(self):
-        return _Event()
+    def __init__(self, non_blocking=False):
+        pass
 
     def synchronize(self):
         pass
+
+
+class _Device:
+    def __init__(self, i):
+        self.id = i
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 class _Ptr:
@@ -44,6 +51,7 @@ class _DevArray:
         self.flags = arr.flags
         self.size = arr.size
         self.dtype = arr.dtype
+        self.device = _Device(0)
 
 
 def _fake_cp(log):
@@ -53,7 +61,8 @@ def _fake_cp(log):
 
     runtime = types.SimpleNamespace(memcpyAsync=memcpy_async, memcpyHostToDevice=1,
                                     memcpyDeviceToHost=2)
-    cuda = types.SimpleNamespace(runtime=runtime, get_current_stream=_Stream)
+    cuda = types.SimpleNamespace(runtime=runtime, get_current_stream=_Stream, Stream=_Stream,
+                                 Device=_Device)
     return types.SimpleNamespace(cuda=cuda)
 
 
@@ -89,7 +98,7 @@ def test_both_ways_equal_the_source(fake, n, dtype):
     assert sum(b for k, b in log if k == 1) == n * item           # every byte once, each way
     assert sum(b for k, b in log if k == 2) == n * item
     assert max(b for _, b in log) <= chunk * item
-    assert len(pinned) == 2 * min(transfer.SLOTS, -(-n // chunk))  # at most SLOTS slots a call
+    assert len(pinned) == 2 * min(transfer.COPY_LANES, -(-n // chunk))  # a slot per lane
 
 
 def test_into_a_slice_with_a_cast(fake):

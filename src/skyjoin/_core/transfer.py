@@ -2,9 +2,9 @@
 
 A pageable copy of fresh host memory runs at a few GB/s; these helpers go
 through pinned staging slots from CuPy's pinned pool, a chunk at a time
-(:func:`copy_chunked`: the host copies one chunk with all host cores while
-the DMA of the next runs; NumPy releases the GIL), so that a copy pins a
-few chunks, not its whole size.  Costs: O(bytes) each, the host part in
+(:func:`copy_chunked`: host threads copy chunks into their slots while
+the DMAs of other chunks run; NumPy releases the GIL), so that a copy
+pins a few chunks, not its whole size.  Costs: O(bytes) each, the host part in
 parallel.
 """
 
@@ -15,18 +15,18 @@ import numpy as np
 from .device import is_device_array
 from .device_reduce import all_finite
 from .memory import alloc_host
-from .pool import map_spans
+from .pool import HOST_THREADS, host_pool, map_spans
 from .validate import check_points
 
 __all__ = ["to_device", "h2d", "d2pinned", "d2h", "copy_chunked", "parallel_copy",
-           "CHUNK_BYTES", "SLOTS"]
+           "CHUNK_BYTES", "COPY_LANES"]
 
 #: below this size a plain CuPy copy (staging does not pay for itself)
 STAGE_MIN_BYTES = 8 << 20
-#: bytes of one pinned staging slot of :func:`copy_chunked`
-CHUNK_BYTES = 64 << 20
-#: pinned slots of one chunked copy (the host fills one while the DMA of another runs)
-SLOTS = 3
+#: bytes of one chunk (and pinned slot) of :func:`copy_chunked`
+CHUNK_BYTES = 16 << 20
+#: host threads (each with its slot and stream) of one chunked copy
+COPY_LANES = min(16, HOST_THREADS)
 
 
 def to_device(cp, X, name: str, dtype):
@@ -89,16 +89,20 @@ def d2h(cp, D) -> np.ndarray:
 def copy_chunked(cp, host: np.ndarray, dev, *, to_device: bool) -> None:
     """Copy ``host`` to ``dev`` (``to_device``) or ``dev`` to ``host``: a
     C-contiguous host array and a C-contiguous device array of as many
-    items, ``CHUNK_BYTES`` at a time through ``SLOTS`` pinned slots of
-    CuPy's pinned pool.  The host copies one chunk into (or out of) a slot
-    with all host cores, casting to the other side's dtype as ``np.copyto``
-    does ("same_kind"), while the DMA of another runs on the current
-    stream; the call returns once the copy is done.
+    items, in chunks of ``CHUNK_BYTES``.
 
-    Cost: O(items), at about the slower of the host copy and the DMA rather
-    than their sum, with ``SLOTS * CHUNK_BYTES`` of pinned memory whatever
-    the size (a whole-array staging buffer pins as much as it copies, and
-    pinning fresh memory runs at a few GB/s).
+    ``COPY_LANES`` threads of the host pool each take every ``COPY_LANES``-th
+    chunk with their own pinned slot (from CuPy's pinned pool) and stream:
+    a lane copies a chunk into its slot (casting to the other side's dtype
+    as ``np.copyto`` does, "same_kind") and starts its DMA, or the reverse,
+    so that the lanes' host copies run while the other lanes' DMAs do.  The
+    caller's stream is synchronised first (the lanes copy on their own
+    streams), and the call returns once every chunk has landed.
+
+    Cost: O(items), at about the slower of the host copies and the DMA
+    rather than their sum, with ``COPY_LANES * CHUNK_BYTES`` of pinned
+    memory whatever the size (a whole-array staging buffer pins as much as
+    it copies, and pinning fresh memory runs at a few GB/s).
     """
     import cupyx
 
@@ -112,39 +116,34 @@ def copy_chunked(cp, host: np.ndarray, dev, *, to_device: bool) -> None:
     flat = host.reshape(-1)
     item = dev.dtype.itemsize
     rt = cp.cuda.runtime
-    stream = cp.cuda.get_current_stream()
+    device = dev.device.id
     size = min(max(1, CHUNK_BYTES // item), n)
-    slots = [cupyx.empty_pinned(size, dtype=dev.dtype)
-             for _ in range(min(SLOTS, -(-n // size)))]
-    spans = [(a, min(size, n - a)) for a in range(0, n, size)]
-    ready: list = [None] * len(slots)
-    if to_device:
-        for k, (a, m) in enumerate(spans):
-            s = k % len(slots)
-            if ready[s] is not None:
-                ready[s].synchronize()          # the slot's last DMA is done
-            parallel_copy(slots[s][:m], flat[a:a + m])
-            rt.memcpyAsync(dev.data.ptr + a * item, slots[s].ctypes.data, m * item,
-                           rt.memcpyHostToDevice, stream.ptr)
-            ready[s] = stream.record()
-        stream.synchronize()
-        return
+    starts = range(0, n, size)
+    lanes = min(COPY_LANES, len(starts))
+    # dev's pending work (a copy to the host) or its memory's last users (a copy to
+    # the device) are on the caller's stream; the lanes copy on their own
+    cp.cuda.get_current_stream().synchronize()
 
-    def issue(k: int) -> None:
-        a, m = spans[k]
-        s = k % len(slots)
-        rt.memcpyAsync(slots[s].ctypes.data, dev.data.ptr + a * item, m * item,
-                       rt.memcpyDeviceToHost, stream.ptr)
-        ready[s] = stream.record()
+    def lane(j: int) -> None:
+        with cp.cuda.Device(device):
+            slot = cupyx.empty_pinned(size, dtype=dev.dtype)
+            stream = cp.cuda.Stream(non_blocking=True)
+            for a in starts[j::lanes]:
+                m = min(size, n - a)
+                if to_device:
+                    np.copyto(slot[:m], flat[a:a + m])
+                    rt.memcpyAsync(dev.data.ptr + a * item, slot.ctypes.data, m * item,
+                                   rt.memcpyHostToDevice, stream.ptr)
+                    stream.synchronize()        # before the slot is filled again
+                else:
+                    rt.memcpyAsync(slot.ctypes.data, dev.data.ptr + a * item, m * item,
+                                   rt.memcpyDeviceToHost, stream.ptr)
+                    stream.synchronize()
+                    np.copyto(flat[a:a + m], slot[:m])
 
-    for k in range(len(slots)):
-        issue(k)
-    for k, (a, m) in enumerate(spans):
-        s = k % len(slots)
-        ready[s].synchronize()
-        parallel_copy(flat[a:a + m], slots[s][:m])
-        if k + len(slots) < len(spans):
-            issue(k + len(slots))
+    futs = [host_pool().submit(lane, j) for j in range(lanes)]
+    for f in futs:
+        f.result()
 
 
 def parallel_copy(dst: np.ndarray, src: np.ndarray) -> None:
