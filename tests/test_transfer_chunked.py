@@ -6,6 +6,7 @@ under test)."""
 
 import ctypes
 import sys
+import time
 import types
 
 import numpy as np
@@ -138,3 +139,28 @@ def test_h2d_and_d2h_on_the_gpu(shape, monkeypatch):
     transfer.copy_chunked(cp, out[5:-5], lab, to_device=False)
     np.testing.assert_array_equal(out[5:-5], cp.asnumpy(lab).astype(np.int64))
     assert (out[:5] == -9).all() and (out[-5:] == -9).all()
+
+
+def test_an_error_in_one_lane_is_raised_after_every_lane_stopped(fake, monkeypatch):
+    """Chunk 2 fails at once; the other chunks take 2 ms each.  The error is
+    raised only once no lane copies any more (the caller may free the arrays)."""
+    cp, _, _ = fake
+    copied = []
+    real = cp.cuda.runtime.memcpyAsync
+    n = 20 * transfer.CHUNK_BYTES // 8
+    dev = _DevArray(np.zeros(n))
+
+    def slow_or_failing(dst, src, nbytes, kind, stream):
+        if dst == dev.data.ptr + 2 * transfer.CHUNK_BYTES:
+            raise RuntimeError("DMA failed")
+        time.sleep(0.002)
+        real(dst, src, nbytes, kind, stream)
+        copied.append(dst)
+
+    monkeypatch.setattr(cp.cuda.runtime, "memcpyAsync", slow_or_failing)
+    with pytest.raises(RuntimeError, match="DMA failed"):
+        transfer.copy_chunked(cp, np.ones(n), dev, to_device=True)
+    settled = len(copied)
+    time.sleep(0.1)
+    assert len(copied) == settled
+    assert settled >= 1

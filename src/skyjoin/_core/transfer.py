@@ -10,6 +10,8 @@ parallel.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+
 import numpy as np
 
 from .device import is_device_array
@@ -142,6 +144,7 @@ def copy_chunked(cp, host: np.ndarray, dev, *, to_device: bool) -> None:
                     np.copyto(flat[a:a + m], slot[:m])
 
     futs = [host_pool().submit(lane, j) for j in range(lanes)]
+    cf.wait(futs)           # every lane has stopped before an error is raised
     for f in futs:
         f.result()
 
