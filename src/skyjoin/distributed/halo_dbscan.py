@@ -200,25 +200,23 @@ def merge_partitions(parts):
     ea = [np.asarray(e, dtype=np.int64) for _, _, e, _ in parts]
     eb = [np.asarray(e, dtype=np.int64) for _, _, _, e in parts]
     sizes = [len(x) for x in reps + ea + eb]
-    if sum(sizes) == 0:
-        return [np.full(len(r), -1, dtype=np.int64) for r in reps]
-    ids = np.concatenate(reps + ea + eb)
+    ids = np.concatenate(reps + ea + eb) if parts else np.zeros(0, dtype=np.int64)
     # an id is a node when it is an edge end or the representative of a node component
-    counts = np.concatenate([np.asarray(m, dtype=np.bool_) for _, m, _, _ in parts]
-                            + [np.ones(len(ids) - sum(len(r) for r in reps), dtype=np.bool_)])
+    makes_node = np.concatenate([np.asarray(m, dtype=np.bool_) for _, m, _, _ in parts]
+                                + [np.ones(sum(sizes[len(reps):]), dtype=np.bool_)])
+    if not makes_node.any():                          # no node: no cluster
+        return [np.full(len(r), -1, dtype=np.int64) for r in reps]
     order, s = _sorted_with_positions(ids)
     first = np.empty(len(s), dtype=np.bool_)
     first[0] = True
     np.not_equal(s[1:], s[:-1], out=first[1:])
     group = np.cumsum(first) - 1                      # distinct id of each sorted entry
     is_node = np.zeros(int(group[-1]) + 1, dtype=np.bool_)
-    is_node[group[counts[order]]] = True
+    is_node[group[makes_node[order]]] = True
     node_of_group = np.where(is_node, np.cumsum(is_node) - 1, -1)
     node = np.empty(len(ids), dtype=np.int64)
     node[order] = node_of_group[group]                # node number of every id, or -1
     m = int(is_node.sum())
-    if m == 0:
-        return [np.full(len(r), -1, dtype=np.int64) for r in reps]
     bounds = np.cumsum([0] + sizes)
     P = len(parts)
     a = node[bounds[P]:bounds[2 * P]]
