@@ -238,15 +238,11 @@ def parquet_task(token, p, plan, h, eps, include_self, precision, sort, n, stage
     routing it waits for."""
     cp = cupy()
     S, ids, n_own = partition_points(cp, token, p, plan, h)
-    w = PartWriter(stage, p, (n, n), sort, d2h(cp, ids[:n_own]))
-    try:
+    with PartWriter(stage, p, (n, n), sort, d2h(cp, ids[:n_own])) as w:   # discarded on error
         owned_table(S, ids, n_own, eps, include_self=include_self, sort=sort,
                     precision=precision, n_columns=n, rows_ready=w.rows,
                     batch_pairs=STREAM_BATCH_PAIRS)
-    except BaseException:
-        w.discard()
-        raise
-    return w.closing()
+        return w.closing()
 
 
 _SERIAL = threading.Lock()

@@ -30,9 +30,9 @@ from .blocks import as_blocks, is_dask_array, is_dask_frame
 from .in_process_gpu import in_process
 from .partition import Boxes, halo_width, plan_partitions
 
-__all__ = ["RunPlan", "PATHS", "PARTITION_POINTS", "PARTS_PER_WRITING_GPU", "check_n_partitions", "on_gpu",
-           "in_process_gpu_path", "default_partitions", "worker_of_partition", "load_blocks",
-           "plan_run"]
+__all__ = ["RunPlan", "PATHS", "PARTITION_POINTS", "PARTS_PER_WRITING_GPU", "check_n_partitions",
+           "on_gpu", "in_process_gpu_path", "default_partitions", "worker_of_partition",
+           "load_blocks", "plan_run"]
 
 #: the paths of a run: one worker, no halo; partitions with halos on the
 #: workers; partitions on GPU worker threads of this process
