@@ -550,17 +550,15 @@ def _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, outp
     try:
         futs = _routed_tasks(client, blocks, plan, h, token, retries, "count",
                              in_process_gpu.count_task, eps, include_self, precision, output, n)
+        if output == "counts" and blocks.slices is not None:
+            # each GPU writes its rows, its task queued after the counts (no round trip)
+            written = gpu_slices.receive(client, token, P, {"counts": "counts"}, futs)
+            if written != n:
+                raise RuntimeError(f"the slices received the counts of {written} rows of {n}")
         counted = client.gather(futs)
         del futs
         rows = sum(r for r, _ in counted)
         _slowest_steps(phases, [t for _, t in counted], "count")
-        if output == "counts" and blocks.slices is not None:    # each GPU writes its rows
-            t = time.perf_counter()
-            written = gpu_slices.receive(client, token, P, {"counts": "counts"}, [])
-            if phases is not None:
-                phases["count_receive"] = time.perf_counter() - t
-            if written != n:
-                raise RuntimeError(f"the slices received the counts of {written} rows of {n}")
         if rows != n:       # every point has exactly one owner
             raise RuntimeError(f"the partitions counted the rows of {rows} points of {n}")
         if output == "counts":
