@@ -598,7 +598,7 @@ def test_partitions_in_process(seed):
     plan = plan_partitions(sample, X.min(0), X.max(0), parts, 2 * h, n)
     states = [local_clusters(own, X[own], halo, X[halo], plan, p, h, eps, ms, "cpu", "float64")
               for p, (own, halo) in enumerate(route_block(plan, X, 2 * h))]
-    labels_of = merge_local_clusters([(s["reps"], s["is_node"], s["edge_rep"], s["edge_id"])
+    labels_of = merge_local_clusters([(s["reps"], s["is_node"], s["edge_comp"], s["edge_id"])
                                       for s in states])
     labels = np.full(n, -2)
     for s, lab in zip(states, labels_of):

@@ -58,6 +58,7 @@ __all__ = [
     "find",
     "union",
     "roots",
+    "edge_roots",
     "number_clusters_by_order",
     "core_forest",
     "union_find_core_components",
@@ -164,6 +165,17 @@ def roots(parent):
         else:
             root[i] = i if p == i else root[p]
     return root
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def edge_roots(n, a, b):
+    """Root of each of n nodes once the sets of ``a[k]`` and ``b[k]`` are joined for
+    every edge k: the lowest node of its component.  An edge list needs no
+    CSR table; one thread, O(n + E) (path halving, smaller root kept)."""
+    parent = np.arange(n, dtype=np.int64)
+    for k in range(a.shape[0]):
+        union(parent, a[k], b[k])
+    return roots(parent)
 
 
 def _row_slices(indptr, n_slices):

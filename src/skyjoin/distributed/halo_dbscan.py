@@ -34,10 +34,9 @@ points can only be under-counted, never made core wrongly.
 from __future__ import annotations
 
 import numpy as np
-from scipy import sparse
 
 from .._core.unique import sorted_unique
-from ..dbscan.union_find import union_find_core_components
+from ..dbscan.union_find import edge_roots
 from ..join.api import join
 from .partition import deep_inside, in_widened_box
 
@@ -71,7 +70,9 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
         each owned core point), ``border_rows`` / ``border_comps`` (owned
         non-core point, component of one of its core neighbours;
         deduplicated), ``reps`` (global id representing each local
-        component) and the merge edges ``edge_rep`` -- ``edge_id``.
+        component, ascending: components are numbered in this order) and
+        the merge edges from local component ``edge_comp`` to global id
+        ``edge_id`` (ascending).
     """
     # lazy: the estimator imports scikit-learn, which only DBSCAN needs (docs/design.md)
     from ..dbscan.estimator import DBSCAN as SingleDBSCAN
@@ -83,7 +84,7 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
         e = np.zeros(0, dtype=np.int64)
         return {"own_ids": own_ids, "own_core": np.zeros(0, bool), "own_comp": e,
                 "border_rows": e, "border_comps": e, "reps": e, "is_node": np.zeros(0, bool),
-                "edge_rep": e, "edge_id": e}
+                "edge_comp": e, "edge_id": e}
     local = SingleDBSCAN(eps=eps, min_samples=min_samples, device=device,
                          precision=precision).fit(S_X)
     core = np.zeros(len(S_ids), dtype=bool)
@@ -92,14 +93,23 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
     n_comp = int(comp.max()) + 1 if len(comp) else 0
     reps = np.full(n_comp, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(reps, comp[core], S_ids[core])
+    # components renumbered in the order of their representatives (ascending reps: the
+    # driver's sort then merges sorted runs)
+    by_rep = np.argsort(reps, kind="stable")
+    rank = np.empty(n_comp + 1, dtype=np.int64)
+    rank[by_rep] = np.arange(n_comp, dtype=np.int64)
+    rank[n_comp] = -1                                    # noise stays -1 (comp[i] = -1)
+    comp = rank[comp]
+    reps = reps[by_rep]
     # merge edges: the core points of O + H1 that another partition also sees (the halo
     # points of H1, the owned points near the border); farther halo points are left out,
     # since their owners may see them only deep inside and emit nothing for them
     shared = core.copy()
     shared[:nO] &= ~deep_inside(plan, p, own_X, h * (1.0 + 1e-6))
     shared[nO:] &= in_widened_box(plan, p, halo_X, h)
-    edge_rep = reps[comp[shared]]
-    edge_id = S_ids[shared]
+    by_id = np.argsort(S_ids[shared], kind="stable")
+    edge_comp = comp[shared][by_id]
+    edge_id = S_ids[shared][by_id]
     # the components with an owned core point are nodes of the merge graph even without edges
     is_node = np.zeros(n_comp, dtype=bool)
     is_node[comp[:nO][core[:nO]]] = True
@@ -119,7 +129,7 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
             pairs = np.unique(np.stack([rows[pr[:, 0]], comp[cores[pr[:, 1]]]]), axis=1)
     return {"own_ids": own_ids, "own_core": core[:nO].copy(), "own_comp": comp[:nO].copy(),
             "border_rows": pairs[0], "border_comps": pairs[1], "reps": reps, "is_node": is_node,
-            "edge_rep": edge_rep, "edge_id": edge_id}
+            "edge_comp": edge_comp, "edge_id": edge_id}
 
 
 def near_some(B, A, h, max_dims: int = 3):
@@ -146,7 +156,7 @@ def near_some(B, A, h, max_dims: int = 3):
 
 def merge_part(state):
     """The small part of a partition's result that the driver needs (step 2)."""
-    return state["reps"], state["is_node"], state["edge_rep"], state["edge_id"]
+    return state["reps"], state["is_node"], state["edge_comp"], state["edge_id"]
 
 
 def owned_labels(state, comp_labels):
@@ -173,10 +183,13 @@ def merge_partitions(parts):
 
     Parameters
     ----------
-    parts : list of (reps, is_node, edge_rep, edge_id)
+    parts : list of (reps, is_node, edge_comp, edge_id)
         Per partition: the representative (global id) of each local
         component, whether it is a node of the graph by itself (it has an
-        owned core point), and the merge edges.
+        owned core point), and the merge edges, each from the local component
+        ``edge_comp`` (an index into ``reps``) to the global id ``edge_id``.
+        Any order is right; ascending ``reps`` and ``edge_id`` (as the
+        partitions send them) make the sort a merge of sorted runs.
 
     Returns
     -------
@@ -187,24 +200,31 @@ def merge_partitions(parts):
 
     Notes
     -----
-    O(N log N) for the N ids of all parts (every representative and both
-    ends of every edge): one sort ranks them all (:func:`_sorted_with_positions`),
-    so nodes, edge ends and representatives get their node numbers from
-    one pass, with no binary search per id (those searches, in random
-    order over the nodes, took most of the time at millions of ids).  Then
-    O(E + V): the graph as CSR (scipy's COO-to-CSR conversion, no sort),
-    the union-find (``skyjoin.dbscan.union_find.union_find_core_components``)
-    and the clusters numbered by their roots.
+    An id is a node when it represents a node component or a component that
+    an edge leaves, or when it is an edge's global end.  One stable sort of
+    the N = R + E ids (every representative, every edge's global end; the
+    edges' local ends are found through their components, not sorted) ranks
+    them all (:func:`_sorted_with_positions`): O(N log N), O(N) on sorted
+    runs.  Then O(N): node numbers in the order of the ids, the union-find
+    over the edge list (:func:`skyjoin.dbscan.union_find.edge_roots`, the
+    root of each component its lowest node, so its lowest global id) and the
+    clusters numbered by their roots.
     """
     reps = [np.asarray(r, dtype=np.int64) for r, _, _, _ in parts]
-    ea = [np.asarray(e, dtype=np.int64) for _, _, e, _ in parts]
-    eb = [np.asarray(e, dtype=np.int64) for _, _, _, e in parts]
-    sizes = [len(x) for x in reps + ea + eb]
-    ids = np.concatenate(reps + ea + eb) if parts else np.zeros(0, dtype=np.int64)
-    # an id is a node when it is an edge end or the representative of a node component
-    makes_node = np.concatenate([np.asarray(m, dtype=np.bool_) for _, m, _, _ in parts]
-                                + [np.ones(sum(sizes[len(reps):]), dtype=np.bool_)])
-    if not makes_node.any():                          # no node: no cluster
+    comps = [np.asarray(c, dtype=np.int64) for _, _, c, _ in parts]
+    ends = [np.asarray(e, dtype=np.int64) for _, _, _, e in parts]
+    P = len(parts)
+    if not P:
+        return []
+    makes_node = []
+    for (_, node_comp, _, _), r, c in zip(parts, reps, comps):
+        m = np.array(node_comp, dtype=np.bool_, copy=True)
+        m[c] = True                                   # a component that an edge leaves
+        makes_node.append(m)
+    n_reps = sum(len(r) for r in reps)
+    ids = np.concatenate(reps + ends)
+    node_flag = np.concatenate(makes_node + [np.ones(len(ids) - n_reps, dtype=np.bool_)])
+    if not node_flag.any():                          # no node: no cluster
         return [np.full(len(r), -1, dtype=np.int64) for r in reps]
     order, s = _sorted_with_positions(ids)
     first = np.empty(len(s), dtype=np.bool_)
@@ -212,29 +232,21 @@ def merge_partitions(parts):
     np.not_equal(s[1:], s[:-1], out=first[1:])
     group = np.cumsum(first) - 1                      # distinct id of each sorted entry
     is_node = np.zeros(int(group[-1]) + 1, dtype=np.bool_)
-    is_node[group[makes_node[order]]] = True
+    is_node[group[node_flag[order]]] = True
     node_of_group = np.where(is_node, np.cumsum(is_node) - 1, -1)
     node = np.empty(len(ids), dtype=np.int64)
     node[order] = node_of_group[group]                # node number of every id, or -1
-    m = int(is_node.sum())
-    bounds = np.cumsum([0] + sizes)
-    P = len(parts)
-    a = node[bounds[P]:bounds[2 * P]]
-    b = node[bounds[2 * P]:bounds[3 * P]]
-    # the symmetric graph as CSR by scipy's O(E + V) COO-to-CSR conversion
-    graph = sparse.coo_matrix((np.ones(2 * len(a), dtype=np.int8),
-                               (np.concatenate([a, b]), np.concatenate([b, a]))),
-                              shape=(m, m)).tocsr()
+    starts = np.cumsum([0] + [len(r) for r in reps])
+    a = np.concatenate([node[starts[k] + comps[k]] for k in range(P)])
+    b = node[n_reps:]
     # nodes are numbered by global id, so each root is a cluster's lowest core id
-    root = union_find_core_components(graph.indptr.astype(np.int64),
-                                      graph.indices.astype(np.int64),
-                                      np.ones(m, dtype=np.uint8))
-    is_root = np.zeros(m, dtype=np.int64)
+    root = edge_roots(int(is_node.sum()), a, b)
+    is_root = np.zeros(len(root), dtype=np.int64)
     is_root[root] = 1
     label_of_node = (np.cumsum(is_root) - 1)[root]    # clusters in the order of their roots
     out = []
     for k in range(P):
-        nk = node[bounds[k]:bounds[k + 1]]
+        nk = node[starts[k]:starts[k + 1]]
         out.append(np.where(nk >= 0, label_of_node[np.maximum(nk, 0)], -1))
     return out
 
@@ -245,12 +257,13 @@ def _sorted_with_positions(ids):
     Each id and its position are packed into one int64 key and the keys
     sorted (``np.sort`` of int64 keys took half the time of ``np.argsort``
     of the ids, on 7.6M ids); ids too large to pack with their positions
-    go through ``np.argsort``.  O(N log N).
+    go through ``np.argsort``.  NumPy's stable sort finds sorted runs and
+    merges them: O(N log N), O(N log R) for R sorted runs.
     """
     n = len(ids)
     bits = max(1, (n - 1).bit_length())
     if n and int(ids.min()) >= 0 and int(ids.max()) < (1 << (63 - bits)):
-        key = np.sort((ids << bits) | np.arange(n, dtype=np.int64))
+        key = np.sort((ids << bits) | np.arange(n, dtype=np.int64), kind="stable")
         return key & ((1 << bits) - 1), key >> bits
-    order = np.argsort(ids)
+    order = np.argsort(ids, kind="stable")
     return order, ids[order]

@@ -261,7 +261,7 @@ def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid):
     """Partition p's local clustering on this thread's GPU (see :mod:`.halo_dbscan`).
 
     Returns (kept, merge part): ``kept`` is what the labelling needs later,
-    the merge part is (reps, is_node, edge_rep, edge_id) as in
+    the merge part is (reps, is_node, edge_comp, edge_id) as in
     ``partition_dbscan``.  With ``grid`` (the driver's
     :func:`skyjoin.dbscan.plan.grid_applies`: float64, d <= 4), the grid
     DBSCAN of :mod:`skyjoin.dbscan.grid_gpu` runs its first three stages on
@@ -277,14 +277,17 @@ def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid):
         state = partition_dbscan(own_ids, cp.asnumpy(S[:n_own]), halo_ids,
                                  cp.asnumpy(S[n_own:]), plan, p, h, eps, min_samples, "gpu",
                                  precision)
-        return ("points", state), (state["reps"], state["is_node"], state["edge_rep"],
+        return ("points", state), (state["reps"], state["is_node"], state["edge_comp"],
                                    state["edge_id"])
     del S
     gid = ids[g.perm]                      # global id of each point, in grid order
     own = g.perm < n_own
     core = g.core.astype(cp.bool_)
-    # components named by their lowest global core id (the merge graph's nodes)
+    # components named by their lowest global core id (the merge graph's nodes), numbered
+    # in that order (ascending reps and edge ids: the driver's sort merges sorted runs)
     roots, reps = component_lows(cp, core, g.parent, gid, max(n, 1))
+    by_rep = cp.argsort(reps)
+    roots, reps = roots[by_rep], reps[by_rep]
     comp = cp.full(g.n, -1, dtype=cp.int64)
     comp[roots] = cp.arange(roots.size, dtype=cp.int64)
     is_node = cp.zeros(roots.size, dtype=cp.bool_)
@@ -292,9 +295,10 @@ def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid):
     # the core points that another partition also sees (as partition_dbscan)
     seen = cp.where(own, ~deep_inside(plan, p, g.Xs, h * (1.0 + 1e-6)),
                     in_widened_box(plan, p, g.Xs, h))
-    shared = core & seen
-    edge_rep = reps[comp[g.parent[shared]]]
-    part = (cp.asnumpy(reps), cp.asnumpy(is_node), cp.asnumpy(edge_rep), cp.asnumpy(gid[shared]))
+    shared = cp.flatnonzero(core & seen)
+    shared = shared[cp.argsort(gid[shared])]
+    part = (cp.asnumpy(reps), cp.asnumpy(is_node), cp.asnumpy(comp[g.parent[shared]]),
+            cp.asnumpy(gid[shared]))
     return ("grid", (g, gid, own, roots)), part
 
 
