@@ -114,6 +114,10 @@ def test_other_layouts_and_precisions_equal_single_machine(gpu_client, precision
     est = sd.DBSCAN(eps=0.05, min_samples=4, client=gpu_client, device="gpu",
                     precision=precision).fit(X)
     np.testing.assert_array_equal(est.labels_, one.labels_)
+    # float64: the grid path's core ids; float32: the points path's, each written by the
+    # slices into their ranges of core_sample_indices_
+    assert est.core_sample_indices_.dtype == np.int64
+    np.testing.assert_array_equal(est.core_sample_indices_, one.core_sample_indices_)
 
 
 @pytest.mark.parametrize("sort,batch", [(True, None), (False, None), (True, 4096)])

@@ -60,10 +60,15 @@ def _in_process_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, pre
                            retries):
     """Steps 1 to 3 on in-process GPU workers (see :mod:`.in_process_gpu`): the local
     clusterings stay on the GPUs between steps, and the labels are written
-    straight into the result.  The partitions take the single machine's
-    path rule (grid or points, :func:`skyjoin.dbscan.plan.grid_applies`).
+    straight into the result.  When the array was sliced over the GPUs, the
+    slices write the core points' ids into ``core_sample_indices_`` while the
+    driver merges (:func:`.gpu_slices.collect_ids`); else the partitions flag
+    them in a host array that the driver reads.  The partitions take the
+    single machine's path rule (grid or points,
+    :func:`skyjoin.dbscan.plan.grid_applies`).
     Returns (labels, core_sample_indices, phases)."""
     n, P = blocks.n, plan.n_partitions
+    sliced = blocks.slices is not None
     grid = grid_applies("gpu", precision, False, blocks.d)
     where = worker_of_partition(client, P)
     t0 = time.perf_counter()
@@ -74,28 +79,38 @@ def _in_process_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, pre
                               min_samples, n, precision, grid, *routed, retries=retries,
                               key=f"{token}-local-{p}", workers=where[p],
                               allow_other_workers=True) for p in range(P)]
-        parts = client.gather(futs)
+        local = client.gather(futs)
         del futs
+        core_futs: list = []
+        if sliced:      # the slices write the core ids while the driver merges
+            starts = np.concatenate([[0], np.cumsum(np.sum([c for _, c in local], axis=0))])
+            core_idx = alloc_host(int(starts[-1]), np.int64)
+            in_process_gpu.publish(token, core_idx=core_idx)
+            core_futs = gpu_slices.collect_ids(client, token, P, "core", "core_idx", starts)
         t1 = time.perf_counter()
-        comp_labels = merge_partitions(parts)
+        comp_labels = merge_partitions([part for part, _ in local])
         t2 = time.perf_counter()
         # every point is labelled by its one owner (checked below): no fill needed
         labels = alloc_host(n, np.intp)
-        core = alloc_host(n, np.bool_)
-        in_process_gpu.publish(token, labels=labels, core=core)
+        in_process_gpu.publish(token, labels=labels)
+        if not sliced:
+            core = alloc_host(n, np.bool_)
+            in_process_gpu.publish(token, core=core)
         futs = [client.submit(in_process_gpu.dbscan_labels_task, token, p, comp_labels[p], plan,
                               h, eps, min_samples, n, precision, grid, retries=retries,
                               key=f"{token}-labels-{p}", workers=where[p],
                               allow_other_workers=True) for p in range(P)]
-        if blocks.slices is not None:     # each GPU writes its slice's rows
-            done = gpu_slices.receive(client, token, P, {"labels": "labels", "core": "core"},
-                                      futs)
+        if sliced:     # each GPU writes its slice's rows
+            done = gpu_slices.receive(client, token, P, {"labels": "labels"}, futs)
+            if sum(client.gather(core_futs)) != len(core_idx):   # never expected
+                raise RuntimeError("the slices wrote fewer core points than the partitions "
+                                   "found")
         else:
             done = sum(client.gather(futs))
+            with in_process_gpu.numba_lock():
+                core_idx = true_indices(core)
         if done != n:       # every point has exactly one owner
             raise RuntimeError(f"the partitions labelled {done} points of {n}")
-        with in_process_gpu.numba_lock():
-            core_idx = true_indices(core)
         return labels, core_idx, {"local": t1 - t0, "merge": t2 - t1,
                                   "labels": time.perf_counter() - t2}
     finally:

@@ -23,7 +23,11 @@ Results per point go the other way (:func:`send_back` in each partition's
 task, :func:`receive` on each slice's worker): each GPU receives the
 values of its slice's rows, places them on the GPU, and copies them into
 rows ``offsets[t]:offsets[t + 1]`` of the caller's host arrays: the host
-writes each output row once, in order, and reads nothing.
+writes each output row once, in order, and reads nothing.  Ids sent back
+without values (the core points of DBSCAN) come back through
+:func:`collect_ids` instead: each slice's GPU marks them, reads them back in
+order and writes them into its range of one host array of ids, the ranges
+given by the rows :func:`send_back` reported for each slice.
 
 Costs, for n points of d dimensions on W GPUs and P partitions: each point
 crosses from the host once (n d values in all, W copies in parallel);
@@ -46,7 +50,7 @@ from .partition import in_widened_box, owned_by
 from .registry import drop, lookup, publish, take
 
 __all__ = ["load", "load_task", "route", "route_task", "gather", "send_back", "receive",
-           "receive_task"]
+           "receive_task", "collect_ids", "ids_task"]
 
 
 def _workers(client) -> list:
@@ -212,32 +216,69 @@ def gather(cp, token: str, p: int, width: float):
     return S, ids, n_own
 
 
-def send_back(cp, token: str, p: int, ids, **values) -> None:
+def send_back(cp, token: str, p: int, ids, *, tag: str = "back", **values) -> list[int]:
     """In partition p's task: the values of its owned rows (device arrays on this
     GPU, one per name; ``ids`` their global ids) split by the slice holding each
-    row, kept on this GPU as ``back-p-t`` until slice t's worker takes them.
-    O(W) passes over the rows for W slices."""
+    row, kept on this GPU as ``<tag>-p-t`` until slice t's worker takes them
+    (:func:`receive`, or :func:`collect_ids` for ids sent without values).
+    Returns the rows sent to each slice.  O(W) passes over the rows for W
+    slices; the ids cross as int32 offsets into their slice."""
     offsets = lookup(token, "slices")
+    sent = []
     for t in range(len(offsets) - 1):
         a, b = int(offsets[t]), int(offsets[t + 1])
         sel = cp.flatnonzero((ids >= a) & (ids < b))
-        publish(token, **{f"back-{p}-{t}": ((ids[sel] - a).astype(cp.int64),
-                                            {k: v[sel] for k, v in values.items()})})
+        rel = cp.int32 if b - a < 2**31 else cp.int64
+        publish(token, **{f"{tag}-{p}-{t}": ((ids[sel] - a).astype(rel),
+                                             {k: v[sel] for k, v in values.items()})})
+        sent.append(int(sel.size))
     cp.cuda.get_current_stream().synchronize()    # read from other GPUs
+    return sent
 
 
-def receive(client, token: str, n_partitions: int, outputs: dict, after: list) -> int:
+def receive(client, token: str, n_partitions: int, outputs: dict, after: list, *,
+            tag: str = "back") -> int:
     """Submit the slices' :func:`receive_task` (after the futures ``after``) and
     wait for them.  ``outputs`` maps each value's name to the registry name of
     its host array.  Returns the rows written (n when every row had its owner)."""
-    futs = [client.submit(receive_task, token, t, n_partitions, outputs, *after,
-                          key=f"{token}-receive-{t}", workers=[w], allow_other_workers=False,
-                          pure=False)
+    futs = [client.submit(receive_task, token, t, n_partitions, outputs, *after, tag=tag,
+                          key=f"{token}-receive-{tag}-{t}", workers=[w],
+                          allow_other_workers=False, pure=False)
             for t, w in enumerate(_workers(client))]
     return int(sum(client.gather(futs)))
 
 
-def receive_task(token: str, t: int, n_partitions: int, outputs: dict, *after) -> int:
+def _sent_here(cp, token: str, t: int, n_partitions: int, tag: str):
+    """Every partition's ``<tag>-p-t`` (row offsets in slice t, values), copied to
+    this GPU (peer copies), on this thread's stream."""
+    parts = [lookup(token, f"{tag}-{p}-{t}") for p in range(n_partitions)]
+    if any(x is None for x in parts):
+        raise RuntimeError(f"{token}: a partition's {tag} rows of slice {t} are missing")
+    stream = cp.cuda.get_current_stream()
+    out = []
+    for rid, vals in parts:
+        if not rid.size:
+            continue
+        here = cp.empty(rid.size, dtype=rid.dtype)
+        here.data.copy_from_device_async(rid.data, rid.nbytes, stream)
+        got = {}
+        for name, v in vals.items():
+            w = cp.empty(v.size, dtype=v.dtype)
+            w.data.copy_from_device_async(v.data, v.nbytes, stream)
+            got[name] = w
+        out.append((here, got))
+    return out
+
+
+def _shared(token: str, name: str):
+    out = lookup(token, name)
+    if out is None:
+        raise RuntimeError(f"{token}: the shared {name} are gone (the call ended or failed)")
+    return out
+
+
+def receive_task(token: str, t: int, n_partitions: int, outputs: dict, *after,
+                 tag: str = "back") -> int:
     """On worker t: every partition's values of slice t's rows, copied to this GPU
     (peer copies), placed by row, and copied into the shared host arrays'
     rows a..b (through pinned staging slots, ``transfer.copy_chunked``).
@@ -245,29 +286,50 @@ def receive_task(token: str, t: int, n_partitions: int, outputs: dict, *after) -
     cp = cupy()
     offsets = lookup(token, "slices")
     a, b = int(offsets[t]), int(offsets[t + 1])
-    parts = [lookup(token, f"back-{p}-{t}") for p in range(n_partitions)]
-    if any(x is None for x in parts):
-        raise RuntimeError(f"{token}: a partition's values of slice {t} are missing")
-    stream = cp.cuda.get_current_stream()
     placed: dict = {}
     rows = 0
-    for rid, vals in parts:
-        k = int(rid.size)
-        rows += k
-        if not k:
-            continue
-        here = cp.empty(k, dtype=cp.int64)
-        here.data.copy_from_device_async(rid.data, rid.nbytes, stream)
-        for name, v in vals.items():
+    for here, vals in _sent_here(cp, token, t, n_partitions, tag):
+        rows += int(here.size)
+        for name, w in vals.items():
             if name not in placed:
-                placed[name] = cp.zeros(b - a, dtype=v.dtype)
-            w = cp.empty(k, dtype=v.dtype)
-            w.data.copy_from_device_async(v.data, v.nbytes, stream)
+                placed[name] = cp.zeros(b - a, dtype=w.dtype)
             placed[name][here] = w
-    stream.synchronize()
+    cp.cuda.get_current_stream().synchronize()
     for name, dev in placed.items():
-        out = lookup(token, outputs[name])
-        if out is None:
-            raise RuntimeError(f"{token}: the shared {name} are gone (the call ended or failed)")
-        copy_chunked(cp, out[a:b], dev, to_device=False)
+        copy_chunked(cp, _shared(token, outputs[name])[a:b], dev, to_device=False)
     return rows
+
+
+def collect_ids(client, token: str, n_partitions: int, tag: str, out: str,
+                starts: np.ndarray) -> list:
+    """Submit, on each slice's worker, :func:`ids_task`: the ids the partitions
+    sent back under ``tag`` without values (:func:`send_back`), ascending, into
+    rows ``starts[t]:starts[t + 1]`` of the shared host array ``out`` (the
+    registry name of an int64 array of ``starts[-1]`` items; ``starts`` from
+    the rows that :func:`send_back` reported for each slice).  Returns the
+    futures, each the ids it wrote, without waiting."""
+    return [client.submit(ids_task, token, t, n_partitions, tag, out, int(starts[t]),
+                          int(starts[t + 1]), key=f"{token}-ids-{tag}-{t}", workers=[w],
+                          allow_other_workers=False, pure=False)
+            for t, w in enumerate(_workers(client))]
+
+
+def ids_task(token: str, t: int, n_partitions: int, tag: str, out: str, lo: int,
+             hi: int) -> int:
+    """On worker t: slice t's ids sent back under ``tag``, marked in a mask of the
+    slice's rows (each at most once) and read back in order into rows lo..hi of
+    the shared host array ``out``.  O(rows of the slice) device work, and the
+    ids' bytes to the host."""
+    cp = cupy()
+    offsets = lookup(token, "slices")
+    a, b = int(offsets[t]), int(offsets[t + 1])
+    mask = cp.zeros(b - a, dtype=cp.bool_)
+    for here, _ in _sent_here(cp, token, t, n_partitions, tag):
+        mask[here] = True
+    rows = cp.flatnonzero(mask)
+    if int(rows.size) != hi - lo:       # never expected: each id has one owner
+        raise RuntimeError(f"{token}: slice {t} received {int(rows.size)} {tag} ids, "
+                           f"expected {hi - lo}")
+    ids = (rows + a).astype(cp.int32 if b < 2**31 else cp.int64)
+    copy_chunked(cp, _shared(token, out)[lo:hi], ids, to_device=False)
+    return int(rows.size)

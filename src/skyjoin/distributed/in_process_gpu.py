@@ -16,9 +16,12 @@ measurement):
   (:func:`partition_on_gpu`: two parallel passes, ``_kernels.box_counts``
   and ``box_fill``, straight into pinned buffers): O(n) host reads, O(points
   of the partition and its halo) writes and host-to-device bytes;
-* **results per point** (the counts of ``output="counts"``, DBSCAN's labels
-  and core flags) go back to the GPU of each row's slice, which writes its
-  rows of the host arrays in order (:func:`.gpu_slices.send_back`);
+* **results per point** (the counts of ``output="counts"``, DBSCAN's labels)
+  go back to the GPU of each row's slice, which writes its rows of the host
+  arrays in order (:func:`.gpu_slices.send_back`); so do DBSCAN's core
+  points, as soon as the partitions are clustered: each slice's GPU writes
+  its core ids into its range of ``core_sample_indices_`` while the driver
+  merges the partitions' clusters (:func:`.gpu_slices.collect_ids`);
 * **files** (``out=``): each partition's worker thread writes its part
   (:func:`parquet_task`) into the call's staging folder;
 * **table**, in two phases: each partition counts its owned rows on its
@@ -304,24 +307,41 @@ def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid):
 
 def dbscan_local_task(token, p, plan, h, eps, min_samples, n, precision, grid, *after):
     """Step 1 on a worker: the merge part of partition p; the rest is kept for step 3.
-    ``after``: the futures of the routing it waits for."""
+
+    When this call sliced the array over the GPUs, the ids of the owned core
+    points also go back to their slices' GPUs (``send_back`` under the tag
+    "core", read by :func:`.gpu_slices.collect_ids` while the driver merges),
+    and the task returns (merge part, core points per slice); else (merge
+    part, None).  ``after``: the futures of the routing it waits for."""
     kept, part = _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid)
     publish(token, **{f"dbscan-{p}": kept})
-    return part
+    per_slice = None
+    if lookup(token, "slices") is not None:
+        cp = cupy()
+        kind, st = kept
+        if kind == "points":
+            core_ids = cp.asarray(st["own_ids"][st["own_core"]])
+        else:
+            g, gid, own, _ = st
+            with cp.cuda.Device(g.Xs.device.id):
+                core_ids = gid[own & g.core.astype(cp.bool_)]
+        per_slice = send_back(cp, token, p, core_ids, tag="core")
+    return part, per_slice
 
 
 def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, precision, grid):
     """Step 3 on a worker: labels and core flags of partition p's owned points,
-    written into the shared arrays, or, when this call sliced the array over the
-    GPUs, sent back to the GPU of each point's slice (:func:`.gpu_slices.send_back`,
-    which writes them).  Returns the number of points labelled."""
+    written into the shared arrays; or, when this call sliced the array over the
+    GPUs, the labels sent back to the GPU of each point's slice
+    (:func:`.gpu_slices.send_back`; the slices write them), the core points
+    having gone back at step 1.  Returns the number of points labelled."""
     kept = take(token, f"dbscan-{p}")
     if kept is None:        # retried elsewhere: cluster again (the same components)
         kept, _ = _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid)
-    labels_out, core_out = lookup(token, "labels"), lookup(token, "core")
-    if labels_out is None:
-        raise RuntimeError(f"{token}: the shared labels are gone (the call ended or failed)")
     sliced = lookup(token, "slices") is not None
+    labels_out, core_out = lookup(token, "labels"), lookup(token, "core")
+    if labels_out is None or (core_out is None and not sliced):
+        raise RuntimeError(f"{token}: the shared labels are gone (the call ended or failed)")
     kind, st = kept
     cp = cupy()
     it = cp.int32 if n < 2**31 else cp.int64       # ids and labels are < n
@@ -330,8 +350,7 @@ def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, prec
         core = np.zeros(len(ids), dtype=np.bool_)
         core[np.searchsorted(ids, core_ids)] = True
         if sliced:
-            send_back(cp, token, p, cp.asarray(ids),
-                      labels=cp.asarray(lab).astype(it), core=cp.asarray(core))
+            send_back(cp, token, p, cp.asarray(ids), labels=cp.asarray(lab).astype(it))
             return len(ids)
     else:
         g, gid, own, roots = st
@@ -340,8 +359,7 @@ def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, prec
             root_label[roots] = cp.asarray(comp_labels, dtype=cp.int64)
             labels = grid_labels(g, root_label)
             if sliced:
-                send_back(cp, token, p, gid[own], labels=labels[own].astype(it),
-                          core=g.core[own].astype(cp.bool_))
+                send_back(cp, token, p, gid[own], labels=labels[own].astype(it))
                 return int(own.sum())
             # ids and labels cross as int32 into pinned buffers and are scattered from
             # there: half the bytes, and no fresh host memory
