@@ -148,9 +148,11 @@ def test_blocks_bounded_and_order_kept(tmp_path, background):
 
 
 def test_parquet_layout(tmp_path):
-    """Required int32 columns (int64 without a shape), plain encoding (no
-    dictionary), lz4 row ids and raw column ids unless asked otherwise,
-    statistics for i when asked, read by pandas with the same dtypes."""
+    """Required int32 columns (int64 without a shape), no dictionary, raw column
+    ids; row ids delta-encoded for short rows (fewer than DELTA_BELOW_PAIRS
+    pairs on average in the first block), lz4-compressed for longer ones,
+    unless a codec is asked; statistics for i when asked, read by pandas with
+    the same dtypes."""
     path = tmp_path / "l.parquet"
     indptr = np.array([0, 2, 2, 5])
     with io.ParquetPairWriter(path, shape=(3, 4), sorted=True) as w:
@@ -162,8 +164,30 @@ def test_parquet_layout(tmp_path):
     col_i = pf.metadata.row_group(0).column(0)
     col_j = pf.metadata.row_group(0).column(1)
     assert not any("DICTIONARY" in e for e in col_i.encodings + col_j.encodings)
-    assert col_i.compression.startswith("LZ4") and col_j.compression == "UNCOMPRESSED"
+    assert "DELTA_BINARY_PACKED" in col_i.encodings and "DELTA_BINARY_PACKED" not in \
+        col_j.encodings
+    assert col_i.compression == "UNCOMPRESSED" and col_j.compression == "UNCOMPRESSED"
     assert not col_i.is_stats_set
+    # rows of DELTA_BELOW_PAIRS pairs: lz4 row ids, plain
+    k = pairs_mod.DELTA_BELOW_PAIRS
+    long_ptr = np.arange(0, 3 * k + 1, k)
+    cols = np.tile(np.arange(k, dtype=np.int32), 3)
+    with io.ParquetPairWriter(tmp_path / "long.parquet", shape=(3, k), sorted=True) as w:
+        w.write_csr(0, long_ptr, cols)
+    col_i = pq.ParquetFile(tmp_path / "long.parquet").metadata.row_group(0).column(0)
+    assert col_i.compression.startswith("LZ4") and "DELTA_BINARY_PACKED" not in col_i.encodings
+    back = pd.read_parquet(tmp_path / "long.parquet")
+    assert back["i"].tolist() == np.repeat(np.arange(3), k).tolist()
+    assert back["j"].tolist() == cols.tolist()
+    # an asked codec: plain encoding with it
+    with io.ParquetPairWriter(tmp_path / "z.parquet", shape=(3, 4), compression="lz4") as w:
+        w.write_csr(0, indptr, np.array([1, 3, 0, 1, 2], dtype=np.int32))
+    col_i = pq.ParquetFile(tmp_path / "z.parquet").metadata.row_group(0).column(0)
+    assert col_i.compression.startswith("LZ4") and "DELTA_BINARY_PACKED" not in col_i.encodings
+    # no pairs: a file with the schema alone
+    with io.ParquetPairWriter(tmp_path / "e.parquet", shape=(3, 4)):
+        pass
+    assert pq.read_table(tmp_path / "e.parquet").num_rows == 0
     with io.ParquetPairWriter(tmp_path / "s.parquet", shape=(3, 4), statistics=True,
                               compression="zstd") as w:
         w.write_csr(0, indptr, np.array([1, 3, 0, 1, 2], dtype=np.int32))

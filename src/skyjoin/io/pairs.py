@@ -52,8 +52,13 @@ META_SORTED = b"skyjoin.sorted"
 
 #: Fewest pairs a thread formats as CSV text.
 CSV_SPAN = 1 << 18
-#: The Parquet codecs of ``ParquetPairWriter`` by default, a column.
+#: The Parquet codecs of ``ParquetPairWriter`` by default, a column, for rows
+#: of at least ``DELTA_BELOW_PAIRS`` pairs on average.
 DEFAULT_CODECS = {"i": "lz4", "j": "none"}
+#: Pairs a row (on average, in the first block) below which the default writer
+#: delta-encodes the row ids (``DELTA_BINARY_PACKED``, no codec) instead of
+#: compressing them with lz4 (docs/design.md, "Row ids of short rows").
+DELTA_BELOW_PAIRS = 8
 
 
 class ParquetPairWriter(PairWriter):
@@ -61,13 +66,17 @@ class ParquetPairWriter(PairWriter):
 
     Each block of ``row_group_size`` pairs becomes one row group, encoded by
     ``pyarrow.parquet.ParquetWriter`` on the background thread (pyarrow
-    releases the GIL) while the caller computes the next pairs.  Plain
-    encoding: no dictionary (ids are nearly all distinct, and building the
-    dictionary cost more than the rest of the write).  By default the row
-    ids, in runs of equal values, are compressed with lz4 and the column
-    ids, nearly random within a row group, are stored as they are (lz4
-    and snappy do not shrink them: design.md has the figures).  Atomic, as
-    every :class:`PairWriter`.
+    releases the GIL) while the caller computes the next pairs.  No
+    dictionary (ids are nearly all distinct, and building the dictionary
+    cost more than the rest of the write).  The column ids, nearly random
+    within a row group, are stored as they are (lz4 and snappy do not
+    shrink them).  By default the row ids, in runs of equal values, are
+    compressed with lz4 when the first block's rows hold at least
+    ``DELTA_BELOW_PAIRS`` pairs on average, and delta-encoded
+    (``DELTA_BINARY_PACKED``, no codec) when they are shorter: lz4 is slow
+    on short runs and shrinks them less (design.md has the figures).  The
+    file is opened with the first block.  Atomic, as every
+    :class:`PairWriter`.
 
     Parameters
     ----------
@@ -84,9 +93,10 @@ class ParquetPairWriter(PairWriter):
         Pairs per row group (one block).
     compression : str or dict, optional
         Parquet codec of both columns ("lz4", "snappy", "zstd", "gzip",
-        "brotli" or "none"), or one a column (``{"i": ..., "j": ...}``);
-        default lz4 for ``i``, none for ``j``.  zstd makes the smallest
-        files and the slowest writes.
+        "brotli" or "none"), or one a column (``{"i": ..., "j": ...}``),
+        plain encoding; default: none for ``j``, and for ``i`` lz4 or delta
+        encoding by the length of the rows (above).  zstd makes the
+        smallest files and the slowest writes.
     statistics : bool
         Store the min and max of ``i`` per row group (lets readers skip row
         groups by row id; costs a pass over the row ids).
@@ -113,31 +123,50 @@ class ParquetPairWriter(PairWriter):
                  background: bool = True) -> None:
         if int(row_group_size) < 1:
             raise ValueError(f"row_group_size must be >= 1, got {row_group_size}")
-        self._compression = DEFAULT_CODECS if compression is None else compression
+        self._compression = compression
         self._statistics = ["i"] if statistics else False
         self._schema = pair_schema(shape, sorted)
-        self._writer: Any = None        # pyarrow.parquet.ParquetWriter, once open
+        self._tmp = ""
+        self._writer: Any = None        # pyarrow.parquet.ParquetWriter, from the first block
         super().__init__(path, shape, block_pairs=int(row_group_size), background=background)
 
     def _open(self, tmp: str) -> None:
+        self._tmp = tmp         # opened by the first block, whose rows choose the encoding
+
+    def _open_for(self, i: np.ndarray) -> None:
+        """The pyarrow writer, its row ids' encoding chosen from the row ids ``i``
+        of the first block (the class docstring's rule): O(len(i))."""
         import pyarrow.parquet as pq
 
-        self._writer = pq.ParquetWriter(tmp, self._schema, compression=self._compression,
-                                        use_dictionary=False, write_statistics=self._statistics,
-                                        write_batch_size=1 << 16)
+        options: dict[str, Any] = {"compression": self._compression}
+        if self._compression is None:
+            runs = 1 + int(np.count_nonzero(i[1:] != i[:-1])) if len(i) else 1
+            if len(i) < DELTA_BELOW_PAIRS * runs:
+                options = {"compression": "none",
+                           "column_encoding": {"i": "DELTA_BINARY_PACKED"}}
+            else:
+                options = {"compression": DEFAULT_CODECS}
+        self._writer = pq.ParquetWriter(self._tmp, self._schema, use_dictionary=False,
+                                        write_statistics=self._statistics,
+                                        write_batch_size=1 << 16, **options)
 
     def _encode(self, block: Block, j: np.ndarray) -> None:
         import pyarrow as pa
 
         n = block.n
+        if self._writer is None:
+            self._open_for(block.i[:n])
         table = pa.Table.from_arrays([pa.array(block.i[:n]), pa.array(j)], schema=self._schema)
         self._writer.write_table(table, row_group_size=n)
 
     def _finish(self) -> None:
+        if self._writer is None:        # no pairs: a file with the schema alone
+            self._open_for(np.zeros(0, dtype=self.dtype))
         self._writer.close()
 
     def _abort(self) -> None:
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.close()
 
 
 class CsvPairWriter(PairWriter):
