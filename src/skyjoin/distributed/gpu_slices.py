@@ -326,10 +326,13 @@ def ids_task(token: str, t: int, n_partitions: int, tag: str, out: str, lo: int,
     mask = cp.zeros(b - a, dtype=cp.bool_)
     for here, _ in _sent_here(cp, token, t, n_partitions, tag):
         mask[here] = True
-    rows = cp.flatnonzero(mask)
-    if int(rows.size) != hi - lo:       # never expected: each id has one owner
-        raise RuntimeError(f"{token}: slice {t} received {int(rows.size)} {tag} ids, "
+    ids = cp.flatnonzero(mask)           # int64, ascending
+    del mask
+    if int(ids.size) != hi - lo:        # never expected: each id has one owner
+        raise RuntimeError(f"{token}: slice {t} received {int(ids.size)} {tag} ids, "
                            f"expected {hi - lo}")
-    ids = (rows + a).astype(cp.int32 if b < 2**31 else cp.int64)
+    if b < 2**31:                        # half the bytes to the host, widened there
+        ids = ids.astype(cp.int32)
+    ids += a
     copy_chunked(cp, _shared(token, out)[lo:hi], ids, to_device=False)
-    return int(rows.size)
+    return int(ids.size)
