@@ -98,6 +98,42 @@ def test_counts_equal_row_lengths(rng):
 
 
 @pytest.mark.parametrize("kind", ["uniform", "grid", "clustered", "outlier"])
+def test_counts_by_each_pattern_match_brute_force(rng, kind):
+    """Self-join counts by the full pattern's counting pass and by LID-UNICOMP's
+    forward half (asked, or chosen by "auto" for sparse cells) equal the
+    brute-force row lengths, duplicates and include_self included."""
+    for trial in range(8):
+        d = int(rng.integers(1, 8))
+        X, eps = random_case(rng, kind, int(rng.integers(1, 300)), d)
+        if trial % 2:
+            X = np.vstack([X, X[: len(X) // 3]])        # duplicated points
+        ref = brute_pairs(X, X, eps)
+        np.fill_diagonal(ref, False)
+        for include_self in (False, True):
+            want = ref.sum(axis=1) + int(include_self)
+            for pattern in ("auto", "full", "lid_unicomp", "unicomp"):
+                got = sj.self_join(X, eps, device="cpu", output="counts", pattern=pattern,
+                                   include_self=include_self)
+                assert got.dtype == np.int64
+                np.testing.assert_array_equal(got, want, err_msg=f"{pattern} d={d}")
+
+
+def test_sparse_counts_take_the_forward_half(rng):
+    """Most points in sparse cells: "auto" counts by LID-UNICOMP's forward half
+    (the pattern of the table), equal to the table's row lengths."""
+    from skyjoin.join import plan as jplan
+    from skyjoin.join.plan import JoinPlan
+
+    X = rng.uniform(0, 10, (20000, 6))
+    g = build_grid(X, 1.5)
+    resolved = jplan.plan_cpu(JoinPlan(device="cpu", output="counts", self_join=True), g)
+    assert resolved.pattern == "lid_unicomp"
+    assert jplan.plan_cpu(JoinPlan(device="cpu", output="counts", self_join=False), g).pattern == "full"
+    c = sj.self_join(X, 1.5, device="cpu", output="counts")
+    assert np.array_equal(c, sj.self_join(X, 1.5, device="cpu").counts())
+
+
+@pytest.mark.parametrize("kind", ["uniform", "grid", "clustered", "outlier"])
 def test_join_r_s_matches_brute_force(rng, kind):
     for trial in range(10):
         d = int(rng.integers(1, 9))

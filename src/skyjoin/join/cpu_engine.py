@@ -24,7 +24,7 @@ from .._core.memory import alloc_host
 from .cells import PATTERN_CODE, data_args, query_args
 from .csr import indptr_from_counts, release_free_memory, sort_csr_rows, to_caller_order
 from .full_pattern import full_kernel
-from .lid_unicomp import lid_unicomp_half
+from .lid_unicomp import lid_unicomp_counts, lid_unicomp_half
 from .mirror import mirror_table, mirror_table_blocks
 from .plan import TILE_MIN_POINTS, result_size_guard
 from .point_scan import pruning_args
@@ -163,6 +163,9 @@ def run_self_join(X, grids, eps, plan, timings=None):
     eps2 = eps_squared(eps, X.dtype)
     code = PATTERN_CODE[plan.pattern]
     idx_dtype = index_dtype(n)
+    if plan.output == "counts" and code == 2:      # the forward half, counted, no table
+        with phase(timings, "count"):
+            return lid_unicomp_counts(g, eps2, plan.include_self)
     if plan.output == "counts" or code == 0:
         res = full_pattern_csr(g, g, eps2, True, plan.include_self, plan.output, plan.sort,
                                idx_dtype, timings, caller_points=(X, X),

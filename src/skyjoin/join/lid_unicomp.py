@@ -7,9 +7,14 @@ adjacent cells is compared once and one distance computation yields both
 point-by-point scan (``point_scan``), writing its forward half into a
 buffer per block of cells; ``mirror.mirror_table_blocks`` builds the table.
 
+The neighbour counts of a self-join come from the same pass
+(``lid_unicomp_counts``): each point's forward count, plus one for every
+point whose forward half lists it, each block's buffer counted and
+dropped as soon as it is done.
+
 Cost: one pass over about half of the full pattern's candidate pairs,
 O(d) each, plus the cells skipped by the pruning bound; memory O(forward
-pairs) in the block buffers.
+pairs) in the block buffers (one buffer a thread for the counts).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import numpy as np
 
 from .._core.pool import map_dynamic
 from .cells import _decode_cell, _jit
+from .csr import to_caller_order
 from .point_scan import _cell_gaps, _point_scan, pruning_args
 from .schedule import cell_blocks
 
@@ -78,6 +84,21 @@ def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, strid
     return buf[:n].copy()
 
 
+def _block_runner(g, eps2, counts):
+    """The cell blocks of the forward half, and ``run(span)``: the buffer of one
+    block (``lid_unicomp_block``), its rows' forward counts into ``counts``."""
+    lo, side, slack, lim, _, point_lb, _ = pruning_args(g, half=True)
+    threads = max(1, nb.get_num_threads())
+    spans = cell_blocks(g.cell_start, max(16 * threads, min(1024, g.n_cells // 256)))
+
+    def run(span):
+        cb0, cb1 = span
+        return lid_unicomp_block(g.points, g.cell_start, g.cell_ids, g.coords, g.coord_off,
+                                 g.radix, g.stride, g.lower_bound, point_lb, g.order, g.k,
+                                 eps2, lo, side, slack, lim, cb0, cb1, counts)
+    return spans, threads, run
+
+
 def lid_unicomp_half(g, eps2, check=None):
     """Forward half of LID-UNICOMP in one pass over blocks of cells run on
     a pool of threads (see ``lid_unicomp_block``).
@@ -89,11 +110,8 @@ def lid_unicomp_half(g, eps2, check=None):
     to stop (the result-size guard, with a lower bound of the table); the
     blocks not yet started are then skipped, so at most one block per
     thread runs past the limit."""
-    n = g.n_points
-    counts = np.empty(n, dtype=np.int64)
-    lo, side, slack, lim, _, point_lb, _ = pruning_args(g, half=True)
-    threads = max(1, nb.get_num_threads())
-    spans = cell_blocks(g.cell_start, max(16 * threads, min(1024, g.n_cells // 256)))
+    counts = np.empty(g.n_points, dtype=np.int64)
+    spans, threads, block = _block_runner(g, eps2, counts)
     lock = threading.Lock()
     found = [0, 1 << 20, False]         # pairs so far, next check, stopped
 
@@ -101,9 +119,7 @@ def lid_unicomp_half(g, eps2, check=None):
         cb0, cb1 = span
         if found[2]:
             return None
-        buf = lid_unicomp_block(g.points, g.cell_start, g.cell_ids, g.coords, g.coord_off,
-                                g.radix, g.stride, g.lower_bound, point_lb, g.order, g.k,
-                                eps2, lo, side, slack, lim, cb0, cb1, counts)
+        buf = block(span)
         if check is not None:
             with lock:
                 found[0] += int(counts[g.cell_start[cb0]:g.cell_start[cb1]].sum())
@@ -120,3 +136,41 @@ def lid_unicomp_half(g, eps2, check=None):
     bufs = map_dynamic(run, spans, threads)
     blocks = [(int(g.cell_start[cb0]), b) for (cb0, _), b in zip(spans, bufs)]
     return counts, blocks
+
+
+@nb.njit(**_jit)
+def _count_listed(ids, out):
+    """out[j] += 1 for every j of ids (sequential: the caller holds a lock)."""
+    for t in range(ids.shape[0]):
+        out[ids[t]] += 1
+
+
+def lid_unicomp_counts(g, eps2, include_self: bool) -> np.ndarray:
+    """The neighbour counts of a self-join, in caller order, from the forward
+    half of LID-UNICOMP: each point's forward neighbours, plus one for every
+    earlier point that lists it (and itself with ``include_self``).
+
+    Each block's buffer is counted into a caller-order array as soon as the
+    block is done (under a lock, beside the other threads' scans) and
+    dropped: memory O(n) plus one buffer a thread, not the forward half.
+    Cost: the forward half's pass (about half of the full pattern's
+    distance computations, the full pattern's counting pass) plus O(pairs
+    / 2) increments."""
+    n = g.n_points
+    forward = np.empty(n, dtype=np.int64)
+    listed = np.zeros(n, dtype=np.int64)
+    spans, threads, block = _block_runner(g, eps2, forward)
+    lock = threading.Lock()
+
+    def run(span):
+        buf = block(span)
+        with lock:
+            _count_listed(buf, listed)
+
+    map_dynamic(run, spans, threads)
+    out = np.empty(n, dtype=np.int64)
+    to_caller_order(g.order, forward, out)
+    out += listed
+    if include_self:
+        out += 1
+    return out

@@ -145,13 +145,17 @@ def auto_pattern(g) -> str:
 def plan_cpu(request: JoinPlan, g) -> JoinPlan:
     """The CPU plan of ``request`` on grid ``g``: the pattern resolved.
 
-    Counts and R join S always use the full pattern (it counts each row
-    exactly; counts never need the symmetric patterns' mirrored half, and
-    R join S has none); a self-join table takes the requested pattern,
-    or ``cpu_pattern``'s for "auto".
+    R join S uses the full pattern (it has no symmetric half).  A self-join
+    takes the requested pattern, or ``cpu_pattern``'s for "auto"; its counts
+    are found by the full pattern's counting pass or by LID-UNICOMP's
+    forward half (``lid_unicomp.lid_unicomp_counts``: each pair's distance
+    computed once), so counts asked with UNICOMP, which has no such
+    counter, take the full pattern.
     """
-    if request.output == "counts" or not request.self_join:
-        return replace(request, pattern="full", reason="counts or R join S: full")
+    if not request.self_join:
+        return replace(request, pattern="full", reason="R join S: full")
+    if request.output == "counts" and request.pattern == "unicomp":
+        return replace(request, pattern="full", reason="counts: full (no UNICOMP counter)")
     if request.pattern != "auto":
         return request
     pattern = auto_pattern(g)
