@@ -788,6 +788,23 @@ def test_bench_task_seconds_groups_keys():
     assert task_seconds(stream) == {"array-sum": 3.0, "route": 0.5, "route (transfer)": 0.25}
 
 
+def test_registry_require_names_what_is_gone():
+    """A worker's shared object: returned while its call holds it, a RuntimeError
+    naming it once the call dropped it."""
+    from skyjoin.distributed.registry import drop, publish, require
+
+    table = np.arange(3)
+    publish("skyjoin-test-require", indptr=table)
+    try:
+        assert require("skyjoin-test-require", "indptr", "table") is table
+    finally:
+        drop("skyjoin-test-require")
+    with pytest.raises(RuntimeError, match="the shared table is gone"):
+        require("skyjoin-test-require", "indptr", "table")
+    with pytest.raises(RuntimeError, match="the shared counts are gone"):
+        require("skyjoin-test-require", "counts")
+
+
 def test_host_counts_views_the_array(client):
     """The in-process GPU path's counts: a Dask array of views of the host array,
     chunked by row_ranges, equal to it when computed on the cluster."""

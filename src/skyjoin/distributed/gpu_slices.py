@@ -47,7 +47,7 @@ from .._core.transfer import copy_chunked, h2d
 from .._core.validate import check_points
 from .blocks import Blocks, in_working_layout, sample_rows
 from .partition import in_widened_box, owned_by
-from .registry import drop, lookup, publish, take
+from .registry import drop, lookup, publish, require, take
 
 __all__ = ["load", "load_task", "route", "route_task", "gather", "send_back", "receive",
            "receive_task", "collect_ids", "ids_task"]
@@ -132,9 +132,7 @@ def load_task(token: str, t: int, a: int, b: int, pick: np.ndarray):
     slice.  O((b - a) d) bytes across, one pass on the GPU for each test.
     """
     cp = cupy()
-    X = lookup(token, "X")
-    if X is None:
-        raise RuntimeError(f"{token}: the shared points are gone (the call ended or failed)")
+    X = require(token, "X", "points")
     S = h2d(cp, np.ascontiguousarray(X[a:b]))
     finite, lo, hi = True, None, None
     if b > a:
@@ -236,14 +234,13 @@ def send_back(cp, token: str, p: int, ids, *, tag: str = "back", **values) -> li
     return sent
 
 
-def receive(client, token: str, n_partitions: int, outputs: dict, after: list, *,
-            tag: str = "back") -> int:
+def receive(client, token: str, n_partitions: int, outputs: dict, after: list) -> int:
     """Submit the slices' :func:`receive_task` (after the futures ``after``) and
     wait for them.  ``outputs`` maps each value's name to the registry name of
     its host array.  Returns the rows written (n when every row had its owner)."""
-    futs = [client.submit(receive_task, token, t, n_partitions, outputs, *after, tag=tag,
-                          key=f"{token}-receive-{tag}-{t}", workers=[w],
-                          allow_other_workers=False, pure=False)
+    futs = [client.submit(receive_task, token, t, n_partitions, outputs, *after,
+                          key=f"{token}-receive-{t}", workers=[w], allow_other_workers=False,
+                          pure=False)
             for t, w in enumerate(_workers(client))]
     return int(sum(client.gather(futs)))
 
@@ -270,15 +267,7 @@ def _sent_here(cp, token: str, t: int, n_partitions: int, tag: str):
     return out
 
 
-def _shared(token: str, name: str):
-    out = lookup(token, name)
-    if out is None:
-        raise RuntimeError(f"{token}: the shared {name} are gone (the call ended or failed)")
-    return out
-
-
-def receive_task(token: str, t: int, n_partitions: int, outputs: dict, *after,
-                 tag: str = "back") -> int:
+def receive_task(token: str, t: int, n_partitions: int, outputs: dict, *after) -> int:
     """On worker t: every partition's values of slice t's rows, copied to this GPU
     (peer copies), placed by row, and copied into the shared host arrays'
     rows a..b (through pinned staging slots, ``transfer.copy_chunked``).
@@ -288,7 +277,7 @@ def receive_task(token: str, t: int, n_partitions: int, outputs: dict, *after,
     a, b = int(offsets[t]), int(offsets[t + 1])
     placed: dict = {}
     rows = 0
-    for here, vals in _sent_here(cp, token, t, n_partitions, tag):
+    for here, vals in _sent_here(cp, token, t, n_partitions, "back"):
         rows += int(here.size)
         for name, w in vals.items():
             if name not in placed:
@@ -296,7 +285,7 @@ def receive_task(token: str, t: int, n_partitions: int, outputs: dict, *after,
             placed[name][here] = w
     cp.cuda.get_current_stream().synchronize()
     for name, dev in placed.items():
-        copy_chunked(cp, _shared(token, outputs[name])[a:b], dev, to_device=False)
+        copy_chunked(cp, require(token, outputs[name], name)[a:b], dev, to_device=False)
     return rows
 
 
@@ -334,5 +323,5 @@ def ids_task(token: str, t: int, n_partitions: int, tag: str, out: str, lo: int,
     if b < 2**31:                        # half the bytes to the host, widened there
         ids = ids.astype(cp.int32)
     ids += a
-    copy_chunked(cp, _shared(token, out)[lo:hi], ids, to_device=False)
+    copy_chunked(cp, require(token, out)[lo:hi], ids, to_device=False)
     return int(ids.size)

@@ -107,9 +107,10 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
     shared = core.copy()
     shared[:nO] &= ~deep_inside(plan, p, own_X, h * (1.0 + 1e-6))
     shared[nO:] &= in_widened_box(plan, p, halo_X, h)
-    by_id = np.argsort(S_ids[shared], kind="stable")
+    edge_id = S_ids[shared]
+    by_id = np.argsort(edge_id, kind="stable")
     edge_comp = comp[shared][by_id]
-    edge_id = S_ids[shared][by_id]
+    edge_id = edge_id[by_id]
     # the components with an owned core point are nodes of the merge graph even without edges
     is_node = np.zeros(n_comp, dtype=bool)
     is_node[comp[:nO][core[:nO]]] = True
@@ -217,7 +218,7 @@ def merge_partitions(parts):
     if not P:
         return []
     makes_node = []
-    for (_, node_comp, _, _), r, c in zip(parts, reps, comps):
+    for (_, node_comp, _, _), c in zip(parts, comps):
         m = np.array(node_comp, dtype=np.bool_, copy=True)
         m[c] = True                                   # a component that an edge leaves
         makes_node.append(m)

@@ -59,7 +59,7 @@ from .halo_dbscan import owned_labels, partition_dbscan
 from .owned_rows import OwnedRows, owned_table
 from .part_files import STREAM_BATCH_PAIRS, PartWriter
 from .partition import deep_inside, in_widened_box
-from .registry import drop, lookup, publish, take
+from .registry import drop, lookup, publish, require, take
 
 __all__ = ["in_process", "partition_on_gpu", "partition_points", "publish", "lookup", "take",
            "drop", "numba_lock", "count_task", "fill_task", "device_table_task", "parquet_task",
@@ -91,9 +91,7 @@ def partition_on_gpu(cp, token: str, p: int, plan, width: float):
     """
     import cupyx
 
-    X = lookup(token, "X")
-    if X is None:
-        raise RuntimeError(f"{token}: the shared points are gone (the call ended or failed)")
+    X = require(token, "X", "points")
     lo, hi = plan.box(p)
     dims = np.asarray(plan.dims, dtype=np.int64)
     lo, hi, w = np.asarray(lo, np.float64), np.asarray(hi, np.float64), float(width)
@@ -183,9 +181,7 @@ def count_task(token, p, plan, h, eps, include_self, precision, output, n, *afte
         return int(own_ids.size), steps
     c, own_ids, counts = _counted(token, p, plan, h, eps, include_self, precision,
                                   output == "counts", n, steps)
-    out = lookup(token, "counts")
-    if out is None:
-        raise RuntimeError(f"{token}: the shared counts are gone (the call ended or failed)")
+    out = require(token, "counts")
     t = time.perf_counter()
     with numba_lock():
         scatter_into(own_ids, counts, out)
@@ -202,9 +198,7 @@ def fill_task(token, p, plan, h, eps, include_self, precision, sort, n):
     if kept is None:        # retried elsewhere: count again
         kept = _counted(token, p, plan, h, eps, include_self, precision, False, n)
     c, own_ids, counts = kept
-    indptr, indices = lookup(token, "indptr"), lookup(token, "indices")
-    if indptr is None:
-        raise RuntimeError(f"{token}: the shared table is gone (the call ended or failed)")
+    indptr, indices = require(token, "indptr", "table"), lookup(token, "indices")
     lock = numba_lock()
     written = [0]
 
@@ -339,19 +333,17 @@ def dbscan_labels_task(token, p, comp_labels, plan, h, eps, min_samples, n, prec
     if kept is None:        # retried elsewhere: cluster again (the same components)
         kept, _ = _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid)
     sliced = lookup(token, "slices") is not None
-    labels_out, core_out = lookup(token, "labels"), lookup(token, "core")
-    if labels_out is None or (core_out is None and not sliced):
-        raise RuntimeError(f"{token}: the shared labels are gone (the call ended or failed)")
+    labels_out = require(token, "labels")
+    core_out = None if sliced else require(token, "core", "labels")
     kind, st = kept
     cp = cupy()
     it = cp.int32 if n < 2**31 else cp.int64       # ids and labels are < n
     if kind == "points":
-        ids, lab, core_ids = owned_labels(st, comp_labels)
-        core = np.zeros(len(ids), dtype=np.bool_)
-        core[np.searchsorted(ids, core_ids)] = True
+        ids, lab, _ = owned_labels(st, comp_labels)
         if sliced:
             send_back(cp, token, p, cp.asarray(ids), labels=cp.asarray(lab).astype(it))
             return len(ids)
+        core = st["own_core"]                  # the flags of ids (own_ids), in order
     else:
         g, gid, own, roots = st
         with cp.cuda.Device(g.Xs.device.id):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["publish", "lookup", "take", "drop", "tokens"]
+__all__ = ["publish", "lookup", "require", "take", "drop", "tokens"]
 
 _REGISTRY: dict = {}
 _LOCK = threading.Lock()
@@ -27,6 +27,17 @@ def lookup(token: str, name: str, default=None):
     """A shared object of the call (``default`` when absent)."""
     with _LOCK:
         return _REGISTRY.get(token, {}).get(name, default)
+
+
+def require(token: str, name: str, what: str | None = None):
+    """A shared object a worker needs: RuntimeError naming it (``what``, default
+    ``name``) when the call already dropped it (it ended or failed)."""
+    obj = lookup(token, name)
+    if obj is None:
+        what = what or name
+        verb = "are" if what.endswith("s") else "is"
+        raise RuntimeError(f"{token}: the shared {what} {verb} gone (the call ended or failed)")
+    return obj
 
 
 def take(token: str, name: str):
