@@ -805,16 +805,29 @@ def test_registry_require_names_what_is_gone():
         require("skyjoin-test-require", "counts")
 
 
-def test_host_counts_views_the_array(client):
-    """The in-process GPU path's counts: a Dask array of views of the host array,
-    chunked by row_ranges, equal to it when computed on the cluster."""
-    from skyjoin.distributed.count_chunks import CHUNK_ROWS, host_counts, row_ranges
+def test_host_counts_views_the_array():
+    """The in-process GPU path's counts: a Dask array over views of the host array,
+    scattered to thread workers, chunked by row_ranges, equal to it when
+    computed; the chunks share its memory, and a computation on the array
+    sends no graph of the array's size."""
+    import warnings
 
-    for n, parts in ((0, 2), (7, 3), (1000, 2), (CHUNK_ROWS + 5, 2)):
-        counts = np.random.default_rng(n).integers(0, 100, n).astype(np.int64)
-        arr = host_counts(counts, parts)
-        assert type(arr).__module__.startswith("dask.array") and arr.dtype == np.int64
-        assert arr.chunks == (tuple(hi - lo for lo, hi in row_ranges(n, parts)),)
-        np.testing.assert_array_equal(client.compute(arr).result(), counts)
-        assert int(arr.sum().compute()) == int(counts.sum())
-    assert host_counts(counts, 2).name != host_counts(counts, 2).name      # never hashed
+    from skyjoin.distributed.count_chunks import CHUNK_ROWS, host_counts, row_ranges
+    from skyjoin.distributed.workers import thread_cluster
+
+    with thread_cluster([("a", ("A",)), ("b", ("B",))], _bind_tag) as cl, \
+            distributed.Client(cl) as c:
+        for n, parts in ((0, 2), (7, 3), (1000, 2), (CHUNK_ROWS + 5, 2)):
+            counts = np.random.default_rng(n).integers(0, 100, n).astype(np.int64)
+            arr = host_counts(c, counts, parts)
+            assert type(arr).__module__.startswith("dask.array") and arr.dtype == np.int64
+            assert arr.chunks == (tuple(hi - lo for lo, hi in row_ranges(n, parts)),)
+            # where each chunk lies, read on the workers: inside the caller's array
+            base = counts.__array_interface__["data"][0]
+            where = arr.map_blocks(lambda b: np.array([b.__array_interface__["data"][0]]),
+                                   chunks=((1,) * len(arr.chunks[0]),)).compute()
+            assert n == 0 or (where - base).tolist() == [8 * lo for lo, _ in row_ranges(n, parts)]
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")          # "Sending large graph ..." fails
+                np.testing.assert_array_equal(c.compute(arr).result(), counts)
+                assert int(arr.sum().compute()) == int(counts.sum())

@@ -13,7 +13,6 @@ and R chunks.
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -120,15 +119,16 @@ def whole_counts(client: distributed.Client, result, n: int, token: str,
     return _as_array(chunks, ranges)
 
 
-def host_counts(counts: np.ndarray, n_partitions: int) -> dask.array.Array:
-    """The counts array over an array in this process's memory (workers that are
-    threads of this process read its chunks in place): chunks of
-    :func:`row_ranges`, each a view of ``counts`` in the graph, no copy, no
-    hashing of the data (a random name).  O(chunks); ``dask.array.from_array``
-    took seconds on such an array (docs/design.md)."""
-    import dask.array as da
-
+def host_counts(client: distributed.Client, counts: np.ndarray,
+                n_partitions: int) -> dask.array.Array:
+    """The counts array over an array in this process's memory, for workers that
+    are threads of this process: chunks of :func:`row_ranges`, each a view
+    of ``counts`` scattered to a worker (spread over them, not hashed), so
+    the workers read the chunks in place and the graphs of later
+    computations hold futures, not the data.  O(chunks).
+    ``dask.array.from_array`` took seconds on such an array, and views
+    held in the graph itself made every computation on the array send a
+    graph of the array's size (docs/design.md)."""
     ranges = row_ranges(len(counts), n_partitions)
-    name = f"skyjoin-counts-{uuid.uuid4().hex}"
-    graph = {(name, i): counts[lo:hi] for i, (lo, hi) in enumerate(ranges)}
-    return da.Array(graph, name, (tuple(hi - lo for lo, hi in ranges),), dtype=counts.dtype)
+    futures = client.scatter([counts[lo:hi] for lo, hi in ranges], hash=False)
+    return _as_array(futures, ranges)

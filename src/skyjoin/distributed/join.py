@@ -432,7 +432,7 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
         result = _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, kind,
                                       sort, precision, retries, phases=tm)
         if kind == "counts":        # the shared host array, as the other paths' Dask array
-            result = host_counts(result, plan.n_partitions)
+            result = host_counts(client, result, plan.n_partitions)
         t3 = time.perf_counter()
         del blocks
         tm.update(load=t1 - t0, plan=t2 - t1, join=t3 - t2, assemble=0.0,
