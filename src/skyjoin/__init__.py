@@ -47,6 +47,7 @@ _EXPORTS = {
     "dbscan_model": "skyjoin.dbscan.response_time_model",
     "gpu_available": "skyjoin._core.device",
     "GPUUnavailableError": "skyjoin._core.device",
+    "DeviceMemoryError": "skyjoin._core.device_memory",
     "ResultTooLargeError": "skyjoin.join.plan",
     "datasets": "skyjoin.datasets",
     "io": "skyjoin.io",

@@ -49,8 +49,9 @@ from sklearn.cluster import DBSCAN as _SkDBSCAN
 from .._core.conditioning import condition_points
 from .._core.device import cupy, resolve_device
 from .._core.device_kernels import load
+from .._core.device_memory import check_points_fit, oom_as_error
 from .._core.transfer import to_device
-from .._core.validate import check_eps, check_min_samples, check_precision
+from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
 from ..index.grid_kernels import gather_rows
 from ..join.plan import check_memory_limit
 from .grid_cpu import grid_dbscan
@@ -282,6 +283,10 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         skyjoin.ResultTooLargeError
             The neighbour table of a table path would not fit in host memory
             (or ``memory_limit``).
+        skyjoin.DeviceMemoryError
+            On the GPU: the points cannot fit the device's free memory
+            (checked before they are copied), or CuPy ran out of device
+            memory on every path that could take the clustering.
         """
         X = self._fit_labels(X, sample_weight)
         if len(self.core_sample_indices_):
@@ -316,6 +321,12 @@ class DBSCAN(ClusterMixin, BaseEstimator):
                                                 self_in_table=True, symmetric=symmetric)
             core = np.flatnonzero(is_core)
             path = "graph"
+        elif plan.device == "gpu":
+            check_points_fit(cupy(), "GPU DBSCAN", [X], working_dtype(plan.precision),
+                             self_join=True)
+            with oom_as_error(cupy(), "GPU DBSCAN"):
+                core, labels, path = _fit_join(plan, X, eps, min_samples, sample_weight,
+                                               timings, memory_limit)
         else:
             core, labels, path = _fit_join(plan, X, eps, min_samples, sample_weight, timings,
                                            memory_limit)

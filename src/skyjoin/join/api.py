@@ -25,9 +25,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._core.conditioning import condition_checked
-from .._core.device import is_device_array, resolve_device
+from .._core.device import cupy, is_device_array, resolve_device
+from .._core.device_memory import check_points_fit, oom_as_error
 from .._core.timing import phase
-from .._core.validate import check_bool, check_eps, check_points, check_precision
+from .._core.validate import check_bool, check_eps, check_points, check_precision, \
+    working_dtype
 from ..index.grid import build_grid, check_index_dims
 from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, check_memory_limit, gpu_request, plan_cpu
 from .result import NeighborTable, PairStream, index_dtype
@@ -121,12 +123,25 @@ def _gpu_request(self_join, output, sort, include_self, precision, index_dims, p
                        **{k: options[k] for k in GPU_ROUTING if k in options})
 
 
+def _gpu_fits(R, S, precision) -> str:
+    """Check that the points fit the GPU (``device_memory.check_points_fit``),
+    before anything is copied; returns the operator's name for messages."""
+    what = "GPU self-join" if R is None else "GPU join"
+    check_points_fit(cupy(), what, [S] if R is None else [R, S], working_dtype(precision),
+                     self_join=R is None)
+    return what
+
+
 def _gpu_run(R, S, eps, request, options, timings):
-    """Execute a GPU request (the GPU engine is loaded on first use)."""
+    """Execute a GPU request (the GPU engine is loaded on first use), its points
+    checked against the free device memory first and CuPy's out-of-memory
+    error reported as ``DeviceMemoryError``."""
     from . import gpu
 
+    what = _gpu_fits(R, S, request.precision)
     run_options = {k: options[k] for k in GPU_RUN + ("progress",) if k in options}
-    return gpu.run(R, S, eps, request, timings=timings, **run_options)
+    with oom_as_error(cupy(), what):
+        return gpu.run(R, S, eps, request, timings=timings, **run_options)
 
 
 def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: str = "table",
@@ -209,6 +224,13 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
         ``self_join_chunks``, the command line's ``--out x.parquet``).
     skyjoin.GPUUnavailableError
         ``device="gpu"`` without a usable GPU.
+    skyjoin.DeviceMemoryError
+        A ``MemoryError``: on the GPU, the points cannot fit the device's
+        free memory (checked before they are copied, against the bytes the
+        join certainly needs: ``skyjoin._core.device_memory``), or CuPy ran
+        out of device memory during the join.  The message gives the bytes
+        and the ways out (``skyjoin.distributed`` over several GPUs,
+        ``precision="float32"``, ``device="cpu"``).
 
     Notes
     -----
@@ -495,9 +517,10 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
 
     Raises
     ------
-    ValueError, TypeError, skyjoin.GPUUnavailableError
-        As for :func:`self_join`, and for ``max_pairs`` < 1; raised by the
-        call, before the first chunk.
+    ValueError, TypeError, skyjoin.GPUUnavailableError, skyjoin.DeviceMemoryError
+        As for :func:`self_join` (the device memory check only: CuPy's own
+        out-of-memory error may come from the iteration), and for
+        ``max_pairs`` < 1; raised by the call, before the first chunk.
 
     Notes
     -----
@@ -551,6 +574,7 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
 
         request = _gpu_request(True, "table", sort, include_self, precision, index_dims, "auto",
                                "auto", False, options)
+        _gpu_fits(None, X, precision)
         return gpu.plan_chunks(X, eps, request, int(max_pairs),
                                options.get("device_memory_limit"))
     request = JoinPlan(device="cpu", self_join=True, output="table", pattern="full", sort=sort,

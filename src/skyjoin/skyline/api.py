@@ -12,7 +12,8 @@ from numpy.typing import ArrayLike
 if TYPE_CHECKING:
     import pandas
 
-from .._core.device import is_device_array, resolve_device
+from .._core.device import cupy, is_device_array, resolve_device
+from .._core.device_memory import oom_as_error
 from .columns import check_sense, frame_columns, group_columns, is_dataframe, parse_sense, \
     prepare_array, split_diff
 from .plan import ALGORITHMS, MAX_SKYALIGN_D, VARIANTS, SkylinePlan, check_algorithm, plan_skyline
@@ -138,6 +139,9 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
         ``diff`` without a DataFrame.
     skyjoin.GPUUnavailableError
         ``device="gpu"`` without a usable GPU.
+    skyjoin.DeviceMemoryError
+        CuPy ran out of device memory during the GPU skyline (no check
+        before the copy: its peak per point is not modelled).
 
     See Also
     --------
@@ -217,7 +221,8 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
         plan = plan_skyline(X.shape[0], X.shape[1] if X.ndim == 2 else 0, dev, algorithm,
                             variant, distinct)
         log.debug("%s", plan.describe())
-        sky, stats = gpu.skyline_gpu(X, maximise, plan, count=return_stats)
+        with oom_as_error(cupy(), "GPU skyline"):
+            sky, stats = gpu.skyline_gpu(X, maximise, plan, count=return_stats)
         return (sky, stats) if return_stats else sky
     else:
         Xc, maximise = prepare_array(X, sense)
@@ -227,7 +232,8 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
     log.debug("%s", plan.describe())
     if plan.device == "gpu":
         from . import gpu
-        sky, stats = gpu.skyline_gpu(Xc, maximise, plan, count=return_stats)
+        with oom_as_error(cupy(), "GPU skyline"):
+            sky, stats = gpu.skyline_gpu(Xc, maximise, plan, count=return_stats)
     else:
         # Nothing to negate: use the checked array itself.  The CPU algorithms
         # only read it and only compare values, under which -0.0 == +0.0, so

@@ -1,0 +1,165 @@
+"""Device memory: the one check that the points fit a GPU, and one error for when they do not.
+
+Two rules, applied at the public boundary of each GPU operator:
+
+* **Before the points go to the GPU** (:func:`check_points_fit`): a join or
+  DBSCAN on the GPU certainly holds, at its peak, the copies of its points
+  it makes in the working dtype (two for host input, or device input of
+  another dtype: the upload and the copy sorted by cell; one for device
+  input of the working dtype) plus :data:`SELF_JOIN_POINT_BYTES` (self-join,
+  DBSCAN) or :data:`JOIN_POINT_BYTES` (R join S, per point of R and of S)
+  bytes a point of grid arrays and counts.  Those constants are the
+  smallest peak measured beyond the copies, over 2 to 12 dimensions,
+  uniform and clustered points, both precisions (``docs/design.md``,
+  "Device memory"), so the rule is a lower bound: where even it exceeds
+  the free memory the call cannot succeed, and :class:`DeviceMemoryError`
+  says so before anything is copied.  What depends on the data (the
+  candidate ranges of the grid's cells, the result) is not in the bound.
+* **While the operator runs** (:func:`oom_as_error`): CuPy's
+  ``OutOfMemoryError`` becomes a :class:`DeviceMemoryError` that names the
+  operator, the sizes and the ways out, after the memory pool's cached
+  blocks are handed back (the GPU stays usable).
+
+Free memory is the device's (``cudaMemGetInfo``) plus the blocks CuPy's
+pool holds unused, which it releases before it gives up on an allocation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import numpy as np
+
+from .device import is_device_array
+
+__all__ = ["DeviceMemoryError", "SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES", "WAYS_OUT",
+           "free_bytes", "copies_of", "points_bytes", "check_points_fit", "oom_as_error",
+           "PoolPeak"]
+
+#: device bytes a point of a GPU self-join (or DBSCAN) certainly takes beyond
+#: its copies: cell ids, the order, counts (smallest measured peak, design.md)
+SELF_JOIN_POINT_BYTES = 40
+#: the same per point of R and of S in a GPU R join S
+JOIN_POINT_BYTES = 32
+
+#: what a user can do when the points do not fit one GPU
+WAYS_OUT = ("skyjoin.distributed over several GPUs (skyjoin.distributed.local_gpu_cluster), "
+            "precision='float32' (half the bytes of each copy of the points), or device='cpu'")
+
+
+class DeviceMemoryError(MemoryError):
+    """A GPU operator needs more device memory than the GPU has free.
+
+    Raised before the points are copied when they cannot fit
+    (:func:`check_points_fit`), or when CuPy runs out of memory during the
+    operator (:func:`oom_as_error`).  The message gives the bytes needed
+    (or asked for), the bytes free, and the ways out.
+    """
+
+
+def free_bytes(cp) -> int:
+    """Bytes the current device can still hand out: free memory plus the pool's
+    unused blocks.  O(1)."""
+    free, _total = cp.cuda.runtime.memGetInfo()
+    return int(free) + int(cp.get_default_memory_pool().free_bytes())
+
+
+def copies_of(X, dtype) -> int:
+    """Copies of ``X`` a GPU join makes in the working ``dtype``: one (the copy
+    sorted by cell) for a device array already of that dtype, else two (the
+    upload or cast, and the sorted copy)."""
+    return 1 if is_device_array(X) and X.dtype == dtype else 2
+
+
+def points_bytes(arrays, dtype, self_join: bool) -> int:
+    """The device bytes a GPU join of ``arrays`` (one point set for a
+    self-join, R and S for a join; NumPy or CuPy) certainly takes in the
+    working ``dtype``: :func:`copies_of` each set, plus the grid's bytes a
+    point (module docstring).  O(1)."""
+    itemsize = np.dtype(dtype).itemsize
+    per_point = SELF_JOIN_POINT_BYTES if self_join else JOIN_POINT_BYTES
+    return sum(int(X.shape[0]) * (copies_of(X, dtype) * int(X.shape[1]) * itemsize + per_point)
+               for X in arrays)
+
+
+def check_points_fit(cp, what: str, arrays, dtype, self_join: bool) -> int:
+    """Raise :class:`DeviceMemoryError` if :func:`points_bytes` exceeds the free
+    memory of the current device; else return the bytes it needs.
+
+    Parameters
+    ----------
+    cp : module
+        CuPy.
+    what : str
+        The operator, as the message names it ("GPU self-join", "GPU DBSCAN").
+    arrays : sequence of (n, d) arrays
+        The point sets as they reach the engine (NumPy or CuPy).
+    dtype : the working dtype
+    self_join : bool
+
+    Notes
+    -----
+    O(1): one ``cudaMemGetInfo``.
+    """
+    needed = points_bytes(arrays, dtype, self_join)
+    free = free_bytes(cp)
+    if needed > free:
+        n = sum(int(X.shape[0]) for X in arrays)
+        d = int(arrays[0].shape[1])
+        raise DeviceMemoryError(
+            f"the {what} of {n:,} points in {d} dimensions needs at least {needed:,} bytes of "
+            f"device memory (its copies of the points in {np.dtype(dtype).name} and its grid), "
+            f"but GPU {cp.cuda.Device().id} has {free:,} bytes free. Ways out: {WAYS_OUT}.")
+    return needed
+
+
+@contextlib.contextmanager
+def oom_as_error(cp, what: str) -> Iterator[None]:
+    """Run the body; turn CuPy's ``OutOfMemoryError`` into :class:`DeviceMemoryError`.
+
+    The pool's cached blocks are freed first, so that the device is usable
+    for the next call.  Any other error passes through unchanged (a
+    :class:`DeviceMemoryError` or a result-size error too).
+    """
+    try:
+        yield
+    except cp.cuda.memory.OutOfMemoryError as exc:
+        cp.get_default_memory_pool().free_all_blocks()
+        raise DeviceMemoryError(
+            f"the {what} ran out of device memory ({exc}); GPU {cp.cuda.Device().id} now has "
+            f"{free_bytes(cp):,} bytes free. Ways out: {WAYS_OUT}.") from exc
+
+
+class PoolPeak:
+    """The most bytes in use in CuPy's pool while the block runs: an allocator
+    that reads the pool's use after each allocation (for the rule's
+    measurements and tests; the pool's cached blocks are emptied on entry).
+
+    >>> with PoolPeak(cp) as peak:              # doctest: +SKIP
+    ...     sj.self_join(X, eps, device="gpu", output="counts")
+    >>> peak.bytes                              # doctest: +SKIP
+    """
+
+    def __init__(self, cp):
+        self.cp, self.pool = cp, cp.get_default_memory_pool()
+        self.base = self.peak = 0
+
+    def __enter__(self) -> "PoolPeak":
+        self.pool.free_all_blocks()
+        self.base = self.peak = self.pool.used_bytes()
+        self.cp.cuda.set_allocator(self._malloc)
+        return self
+
+    def _malloc(self, size):
+        mem = self.pool.malloc(size)
+        self.peak = max(self.peak, self.pool.used_bytes())
+        return mem
+
+    def __exit__(self, *exc) -> None:
+        self.cp.cuda.set_allocator(self.pool.malloc)
+
+    @property
+    def bytes(self) -> int:
+        """Peak bytes in use beyond those in use on entry."""
+        return self.peak - self.base

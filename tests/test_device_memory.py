@@ -1,0 +1,214 @@
+"""The device memory rule and error (``skyjoin._core.device_memory``).
+
+The host-side tests drive the rule with a stand-in for CuPy (free memory
+chosen by the test), and the public entry points with the device forced
+to "gpu", so that the check is seen to run before any engine.  The GPU
+tests check the rule against the peaks CuPy's pool really reaches, and
+the errors on a GPU whose free memory a held block makes small.
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+import skyjoin as sj
+from skyjoin._core import device_memory as dm
+
+
+class _Pool:
+    def __init__(self, free):
+        self.free = free
+        self.freed = 0
+
+    def free_bytes(self):
+        return self.free
+
+    def free_all_blocks(self):
+        self.freed += 1
+
+
+class _OOM(MemoryError):
+    pass
+
+
+def fake_cupy(free_device, free_pool=0):
+    """The few CuPy attributes the rule reads, with the free memory given."""
+    pool = _Pool(free_pool)
+    cuda = types.SimpleNamespace(
+        runtime=types.SimpleNamespace(memGetInfo=lambda: (free_device, 10 * free_device + 1)),
+        memory=types.SimpleNamespace(OutOfMemoryError=_OOM),
+        Device=lambda: types.SimpleNamespace(id=3))
+    return types.SimpleNamespace(cuda=cuda, get_default_memory_pool=lambda: pool)
+
+
+class _DeviceArray:
+    """Shape and dtype of a device array, as ``is_device_array`` sees one."""
+
+    __cuda_array_interface__: dict = {}
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, np.dtype(dtype)
+
+
+def test_points_bytes_counts_copies_and_grid():
+    X = np.zeros((1000, 3))
+    # host input: the upload and the sorted copy, 8 bytes a coordinate, + grid bytes
+    assert dm.points_bytes([X], np.float64, True) == 1000 * (2 * 3 * 8 + dm.SELF_JOIN_POINT_BYTES)
+    assert dm.points_bytes([X], np.float32, True) == 1000 * (2 * 3 * 4 + dm.SELF_JOIN_POINT_BYTES)
+    R = np.zeros((10, 3), dtype=np.float32)
+    assert dm.points_bytes([R, X], np.float64, False) == \
+        1010 * (2 * 3 * 8 + dm.JOIN_POINT_BYTES)
+    # a device array of the working dtype is only sorted; of another dtype, cast first
+    assert dm.copies_of(_DeviceArray((1000, 3), np.float64), np.float64) == 1
+    assert dm.copies_of(_DeviceArray((1000, 3), np.float64), np.float32) == 2
+    assert dm.copies_of(X, np.float64) == 2
+    D = _DeviceArray((1000, 3), np.float32)
+    assert dm.points_bytes([D], np.float32, True) == 1000 * (3 * 4 + dm.SELF_JOIN_POINT_BYTES)
+
+
+def test_check_points_fit_counts_pool_blocks_as_free():
+    X = np.zeros((1000, 2))
+    needed = dm.points_bytes([X], np.float64, True)
+    assert dm.check_points_fit(fake_cupy(needed), "GPU self-join", [X], np.float64, True) == needed
+    # the pool's unused blocks are free memory too
+    cp = fake_cupy(needed // 2, needed - needed // 2)
+    assert dm.check_points_fit(cp, "GPU self-join", [X], np.float64, True) == needed
+
+
+def test_check_points_fit_refuses_with_the_figures():
+    X = np.zeros((1000, 2))
+    needed = dm.points_bytes([X], np.float64, True)
+    with pytest.raises(sj.DeviceMemoryError) as info:
+        dm.check_points_fit(fake_cupy(needed - 1), "GPU self-join", [X], np.float64, True)
+    msg = str(info.value)
+    assert isinstance(info.value, MemoryError)
+    assert f"{needed:,} bytes" in msg and f"{needed - 1:,} bytes free" in msg
+    assert "GPU self-join of 1,000 points in 2 dimensions" in msg and "GPU 3" in msg
+    assert "skyjoin.distributed" in msg and "float32" in msg and "device='cpu'" in msg
+
+
+def test_oom_as_error_reports_and_empties_the_pool():
+    cp = fake_cupy(123)
+    with pytest.raises(sj.DeviceMemoryError) as info:
+        with dm.oom_as_error(cp, "GPU skyline"):
+            raise _OOM("Out of memory allocating 4,096 bytes")
+    assert "GPU skyline ran out of device memory (Out of memory allocating 4,096 bytes)" \
+        in str(info.value)
+    assert isinstance(info.value.__cause__, _OOM)
+    assert cp.get_default_memory_pool().freed == 1
+
+
+@pytest.mark.parametrize("exc", [ValueError("bad"), MemoryError("host")])
+def test_oom_as_error_passes_other_errors(exc):
+    cp = fake_cupy(123)
+    with pytest.raises(type(exc)) as info:
+        with dm.oom_as_error(cp, "GPU join"):
+            raise exc
+    assert info.value is exc and cp.get_default_memory_pool().freed == 0
+
+
+def _force_gpu(monkeypatch, module, free):
+    """``module``'s device resolved to "gpu", its CuPy the stand-in; any engine
+    import fails the test (the check must come first)."""
+    monkeypatch.setattr(module, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(module, "cupy", lambda: fake_cupy(free))
+
+
+def test_self_join_checks_before_any_engine(monkeypatch):
+    from skyjoin.join import api
+
+    _force_gpu(monkeypatch, api, free=1000)
+    X = np.random.default_rng(0).random((500, 2))
+    with pytest.raises(sj.DeviceMemoryError, match="GPU self-join of 500 points"):
+        sj.self_join(X, 0.1)
+    with pytest.raises(sj.DeviceMemoryError, match="GPU self-join of 500 points"):
+        sj.self_join_chunks(X, 0.1)
+    with pytest.raises(sj.DeviceMemoryError, match="GPU join of 800 points"):
+        sj.join(X, X[:300], 0.1, output="counts")
+
+
+def test_dbscan_checks_before_any_engine(monkeypatch):
+    pytest.importorskip("sklearn")
+    from skyjoin.dbscan import estimator
+
+    _force_gpu(monkeypatch, estimator, free=1000)
+    X = np.random.default_rng(0).random((500, 2))
+    with pytest.raises(sj.DeviceMemoryError, match="GPU DBSCAN of 500 points"):
+        sj.DBSCAN(eps=0.1, min_samples=5).fit(X)
+
+
+# ---------------------------------------------------------------- on the GPU
+
+def _blobs(n, d, seed=1):
+    return sj.datasets.blobs(n, d, centers=20, std=1.5, low=0.0, high=100.0, seed=seed)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d,precision,on_gpu", [(2, "float64", False), (2, "float32", False),
+                                                 (3, "float64", True), (8, "float64", False),
+                                                 (8, "float32", True)])
+def test_rule_is_below_the_measured_peak(cp, d, precision, on_gpu):
+    """The bytes the rule calls certain are no more than the pool's real peak."""
+    n = 2_000_000
+    X = _blobs(n, d)
+    eps = 0.3 if d == 2 else 1.5
+    Xin = cp.asarray(X) if on_gpu else X
+    with dm.PoolPeak(cp) as peak:
+        sj.self_join(Xin, eps, device="gpu", output="counts", precision=precision)
+    dtype = np.float32 if precision == "float32" else np.float64
+    assert dm.points_bytes([Xin], dtype, True) <= peak.bytes
+    with dm.PoolPeak(cp) as peak:
+        sj.join(Xin[: n // 4], Xin[n // 4:], eps, device="gpu", output="counts",
+                precision=precision)
+    assert dm.points_bytes([Xin[: n // 4], Xin[n // 4:]], dtype, False) <= peak.bytes
+    if not on_gpu and precision == "float64":
+        with dm.PoolPeak(cp) as peak:
+            sj.DBSCAN(eps=eps, min_samples=10, device="gpu").fit(X)
+        assert dm.points_bytes([X], dtype, True) <= peak.bytes
+
+
+def _hold_all_but(cp, leave):
+    """A device block that leaves about ``leave`` bytes free (pool emptied first)."""
+    cp.get_default_memory_pool().free_all_blocks()
+    return cp.empty(max(0, dm.free_bytes(cp) - int(leave)), dtype=cp.uint8)
+
+
+@pytest.mark.gpu
+def test_points_that_cannot_fit_are_refused_before_the_copy(cp):
+    X = _blobs(4_000_000, 2)
+    needed = dm.points_bytes([X], np.float64, True)
+    hold = _hold_all_but(cp, needed // 2)
+    try:
+        with pytest.raises(sj.DeviceMemoryError, match="needs at least"):
+            sj.self_join(X, 0.3, device="gpu", output="counts")
+        with pytest.raises(sj.DeviceMemoryError, match="GPU DBSCAN"):
+            sj.DBSCAN(eps=0.3, min_samples=10, device="gpu").fit(X)
+    finally:
+        del hold
+        cp.get_default_memory_pool().free_all_blocks()
+    # the device is usable again, and the answer is the CPU's
+    got = sj.self_join(X[:200_000], 0.3, device="gpu", output="counts")
+    np.testing.assert_array_equal(got, sj.self_join(X[:200_000], 0.3, device="cpu",
+                                                     output="counts"))
+
+
+@pytest.mark.gpu
+def test_out_of_memory_inside_the_join_is_a_device_memory_error(cp):
+    """Points that pass the check, whose grid ranges then do not fit (uniform
+    6-D points: tens of ranges a point)."""
+    n = 2_000_000
+    X = np.random.default_rng(6).random((n, 6))
+    needed = dm.points_bytes([X], np.float64, True)
+    hold = _hold_all_but(cp, needed + needed // 4)
+    try:
+        with pytest.raises(sj.DeviceMemoryError, match="ran out of device memory"):
+            sj.self_join(X, 0.1, device="gpu", output="counts")
+    finally:
+        del hold
+        cp.get_default_memory_pool().free_all_blocks()
+    got = sj.self_join(X[:100_000], 0.1, device="gpu", output="counts")
+    np.testing.assert_array_equal(got, sj.self_join(X[:100_000], 0.1, device="cpu",
+                                                     output="counts"))
