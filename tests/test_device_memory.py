@@ -206,6 +206,8 @@ def test_out_of_memory_inside_the_join_is_a_device_memory_error(cp):
     try:
         with pytest.raises(sj.DeviceMemoryError, match="ran out of device memory"):
             sj.self_join(X, 0.1, device="gpu", output="counts")
+        # the failed call's arrays are gone, although its traceback is still held here
+        assert dm.free_bytes(cp) >= needed
     finally:
         del hold
         cp.get_default_memory_pool().free_all_blocks()

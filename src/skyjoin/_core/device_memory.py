@@ -8,8 +8,8 @@ Two rules, applied at the public boundary of each GPU operator:
   another dtype: the upload and the copy sorted by cell; one for device
   input of the working dtype) plus :data:`SELF_JOIN_POINT_BYTES` (self-join,
   DBSCAN) or :data:`JOIN_POINT_BYTES` (R join S, per point of R and of S)
-  bytes a point of grid arrays and counts.  Those constants are the
-  smallest peak measured beyond the copies, over 2 to 12 dimensions,
+  bytes a point of grid arrays and counts.  Those constants are at or
+  below the smallest peak measured beyond the copies, over 2 to 12 dimensions,
   uniform and clustered points, both precisions (``docs/design.md``,
   "Device memory"), so the rule is a lower bound: where even it exceeds
   the free memory the call cannot succeed, and :class:`DeviceMemoryError`
@@ -17,8 +17,9 @@ Two rules, applied at the public boundary of each GPU operator:
   candidate ranges of the grid's cells, the result) is not in the bound.
 * **While the operator runs** (:func:`oom_as_error`): CuPy's
   ``OutOfMemoryError`` becomes a :class:`DeviceMemoryError` that names the
-  operator, the sizes and the ways out, after the memory pool's cached
-  blocks are handed back (the GPU stays usable).
+  operator, the sizes and the ways out, after the failed call's arrays
+  and the memory pool's cached blocks are handed back (the GPU stays
+  usable).
 
 Free memory is the device's (``cudaMemGetInfo``) plus the blocks CuPy's
 pool holds unused, which it releases before it gives up on an allocation.
@@ -27,6 +28,7 @@ pool holds unused, which it releases before it gives up on an allocation.
 from __future__ import annotations
 
 import contextlib
+import traceback
 from typing import Iterator
 
 import numpy as np
@@ -40,8 +42,9 @@ __all__ = ["DeviceMemoryError", "SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES", "WA
 #: device bytes a point of a GPU self-join (or DBSCAN) certainly takes beyond
 #: its copies: cell ids, the order, counts (smallest measured peak, design.md)
 SELF_JOIN_POINT_BYTES = 40
-#: the same per point of R and of S in a GPU R join S
-JOIN_POINT_BYTES = 32
+#: the same per point of R and of S in a GPU R join S (below the smallest
+#: measured, which depends on the split between R and S)
+JOIN_POINT_BYTES = 16
 
 #: what a user can do when the points do not fit one GPU
 WAYS_OUT = ("skyjoin.distributed over several GPUs (skyjoin.distributed.local_gpu_cluster), "
@@ -118,13 +121,17 @@ def check_points_fit(cp, what: str, arrays, dtype, self_join: bool) -> int:
 def oom_as_error(cp, what: str) -> Iterator[None]:
     """Run the body; turn CuPy's ``OutOfMemoryError`` into :class:`DeviceMemoryError`.
 
-    The pool's cached blocks are freed first, so that the device is usable
-    for the next call.  Any other error passes through unchanged (a
+    The finished frames of the failed call are cleared first (their local
+    variables held its device arrays, which the traceback would keep alive
+    as long as the error is), then the pool's cached blocks are freed, so
+    the device is usable for the next call and the free bytes the message
+    gives are real.  Any other error passes through unchanged (a
     :class:`DeviceMemoryError` or a result-size error too).
     """
     try:
         yield
     except cp.cuda.memory.OutOfMemoryError as exc:
+        traceback.clear_frames(exc.__traceback__)
         cp.get_default_memory_pool().free_all_blocks()
         raise DeviceMemoryError(
             f"the {what} ran out of device memory ({exc}); GPU {cp.cuda.Device().id} now has "
