@@ -23,28 +23,14 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from numbers import Integral, Real
 from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClusterMixin
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight
-
-try:  # scikit-learn >= 1.6
-    from sklearn.utils.validation import validate_data as _validate_data
-except ImportError:  # pragma: no cover - older scikit-learn
-    def _validate_data(est, X, **kwargs):
-        return est._validate_data(X, **kwargs)
-
-try:
-    from sklearn.metrics.pairwise import _VALID_METRICS
-except ImportError:  # pragma: no cover
-    _VALID_METRICS = ["euclidean", "l2", "minkowski", "manhattan", "cosine"]
-
-from sklearn.cluster import DBSCAN as _SkDBSCAN
+from sklearn.cluster import DBSCAN as SklearnDBSCAN
+from sklearn.utils.validation import validate_data
 
 from .._core.conditioning import condition_points
 from .._core.device import cupy, resolve_device
@@ -57,6 +43,7 @@ from ..join.plan import check_memory_limit
 from .grid_cpu import grid_dbscan
 from .grid_gpu import gpu_grid_dbscan
 from .hybrid import hybrid_dbscan
+from .params import check_params, check_sample_weight
 from .plan import DBSCANPlan, fit_route, plan_fit
 from .table_gpu import gpu_dbscan_points
 from .union_find import labels_from_table
@@ -216,20 +203,6 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     array([ 0,  0,  0,  1,  1, -1])
     """
 
-    _parameter_constraints: dict = {
-        "eps": [Interval(Real, 0.0, None, closed="neither")],
-        "min_samples": [Interval(Integral, 1, None, closed="left")],
-        "metric": [StrOptions(set(_VALID_METRICS) | {"precomputed"}), callable],
-        "metric_params": [dict, None],
-        "algorithm": [StrOptions({"auto", "ball_tree", "kd_tree", "brute"})],
-        "leaf_size": [Interval(Integral, 1, None, closed="left")],
-        "p": [Interval(Real, 0.0, None, closed="left"), None],
-        "n_jobs": [Integral, None],
-        "device": [StrOptions({"auto", "cpu", "gpu"}), None],
-        "precision": [StrOptions({"float64", "float32"})],
-        "memory_limit": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
-    }
-
     def __init__(self, eps: float = 0.5, *, min_samples: int = 5,
                  metric: str | Callable[..., float] = "euclidean",
                  metric_params: dict[str, Any] | None = None, algorithm: str = "auto",
@@ -298,10 +271,10 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     def _fit_labels(self, X, sample_weight):
         """``fit`` without ``components_`` (for callers that only need the labels);
         returns the validated X."""
-        self._validate_params()
-        X = _validate_data(self, X, accept_sparse="csr")
+        check_params(self)
+        X = validate_data(self, X, accept_sparse="csr")
         if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X)
+            sample_weight = check_sample_weight(sample_weight, X.shape[0])
         eps = check_eps(self.eps)
         min_samples = check_min_samples(self.min_samples)
         check_precision(self.precision)
@@ -339,7 +312,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
 
     def _fit_sklearn(self, X, sample_weight):
         """Hand the fit to scikit-learn's DBSCAN (metrics we do not accelerate)."""
-        est = _SkDBSCAN(eps=self.eps, min_samples=self.min_samples, metric=self.metric,
+        est = SklearnDBSCAN(eps=self.eps, min_samples=self.min_samples, metric=self.metric,
                         metric_params=self.metric_params, algorithm=self.algorithm,
                         leaf_size=self.leaf_size, p=self.p, n_jobs=self.n_jobs)
         est.fit(X, sample_weight=sample_weight)
@@ -369,9 +342,6 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         tags.input_tags.pairwise = self.metric == "precomputed"
         tags.input_tags.sparse = True
         return tags
-
-    def _more_tags(self):  # scikit-learn < 1.6
-        return {"pairwise": self.metric == "precomputed"}
 
 
 def _fit_join(plan: DBSCANPlan, X, eps, min_samples, sample_weight, timings,
