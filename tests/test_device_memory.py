@@ -214,3 +214,32 @@ def test_out_of_memory_inside_the_join_is_a_device_memory_error(cp):
     got = sj.self_join(X[:100_000], 0.1, device="gpu", output="counts")
     np.testing.assert_array_equal(got, sj.self_join(X[:100_000], 0.1, device="cpu",
                                                      output="counts"))
+
+
+def _task_out_of_memory():
+    raise _OOM("Out of memory allocating 1,024 bytes")
+
+
+def test_distributed_operators_report_a_workers_oom(monkeypatch):
+    """CuPy's error raised in a Dask task reaches the caller as DeviceMemoryError
+    (CuPy stood in for by a module whose OutOfMemoryError the task raises)."""
+    distributed = pytest.importorskip("distributed")
+    import sys
+
+    import skyjoin.distributed as sd
+    from skyjoin.distributed import join as djoin
+
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(0))
+
+    def plan_run(*args, **kwargs):          # the plan's step, failing in a task
+        return distributed.get_client().submit(_task_out_of_memory, pure=False).result()
+
+    monkeypatch.setattr(djoin, "plan_run", plan_run)
+    X = np.random.default_rng(0).random((200, 2))
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1,
+                            dashboard_address=":0") as c:
+        with pytest.raises(sj.DeviceMemoryError, match="during the distributed join") as info:
+            sd.self_join(X, 0.1, client=c, device="cpu")
+    assert "n_partitions=" in str(info.value) and isinstance(info.value.__cause__, _OOM)
+    assert not dm.is_device_oom(MemoryError("host"))
+    assert dm.is_device_oom(_OOM("x"))

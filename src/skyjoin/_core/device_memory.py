@@ -21,6 +21,9 @@ Two rules, applied at the public boundary of each GPU operator:
   and the memory pool's cached blocks are handed back (the GPU stays
   usable).
 
+The distributed operators, whose GPU work runs in Dask tasks, report
+CuPy's error from any task the same way (:func:`reports_device_oom`).
+
 Free memory is the device's (``cudaMemGetInfo``) plus the blocks CuPy's
 pool holds unused, which it releases before it gives up on an allocation.
 """
@@ -28,16 +31,22 @@ pool holds unused, which it releases before it gives up on an allocation.
 from __future__ import annotations
 
 import contextlib
+import functools
+import sys
 import traceback
-from typing import Iterator
+from typing import Callable, Iterator, ParamSpec, TypeVar
 
 import numpy as np
 
 from .device import is_device_array
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 __all__ = ["DeviceMemoryError", "SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES", "WAYS_OUT",
-           "free_bytes", "copies_of", "points_bytes", "check_points_fit", "oom_as_error",
-           "PoolPeak"]
+           "PARTITIONED_WAYS_OUT",
+           "free_bytes", "copies_of", "points_bytes", "check_points_fit", "is_device_oom",
+           "oom_as_error", "reports_device_oom", "PoolPeak"]
 
 #: device bytes a point of a GPU self-join (or DBSCAN) certainly takes beyond
 #: its copies: cell ids, the order, counts (smallest measured peak, design.md)
@@ -49,6 +58,11 @@ JOIN_POINT_BYTES = 16
 #: what a user can do when the points do not fit one GPU
 WAYS_OUT = ("skyjoin.distributed over several GPUs (skyjoin.distributed.local_gpu_cluster), "
             "precision='float32' (half the bytes of each copy of the points), or device='cpu'")
+
+
+#: the same for the distributed join and DBSCAN, whose partitions run on several GPUs
+PARTITIONED_WAYS_OUT = ("more GPUs (skyjoin.distributed.local_gpu_cluster, or more GPU "
+                        "workers), more partitions (n_partitions=), or precision='float32'")
 
 
 class DeviceMemoryError(MemoryError):
@@ -117,6 +131,15 @@ def check_points_fit(cp, what: str, arrays, dtype, self_join: bool) -> int:
     return needed
 
 
+def is_device_oom(exc: BaseException, cp=None) -> bool:
+    """Whether ``exc`` is CuPy's ``OutOfMemoryError``.  Without ``cp``, CuPy is
+    looked up among the loaded modules, never imported: an error of its
+    class can only exist once CuPy is loaded (unpickling one from a worker
+    loads it too), so a process without CuPy answers False."""
+    cp = cp if cp is not None else sys.modules.get("cupy")
+    return cp is not None and isinstance(exc, cp.cuda.memory.OutOfMemoryError)
+
+
 @contextlib.contextmanager
 def oom_as_error(cp, what: str) -> Iterator[None]:
     """Run the body; turn CuPy's ``OutOfMemoryError`` into :class:`DeviceMemoryError`.
@@ -130,12 +153,38 @@ def oom_as_error(cp, what: str) -> Iterator[None]:
     """
     try:
         yield
-    except cp.cuda.memory.OutOfMemoryError as exc:
+    except MemoryError as exc:
+        if not is_device_oom(exc, cp):
+            raise
         traceback.clear_frames(exc.__traceback__)
         cp.get_default_memory_pool().free_all_blocks()
         raise DeviceMemoryError(
             f"the {what} ran out of device memory ({exc}); GPU {cp.cuda.Device().id} now has "
             f"{free_bytes(cp):,} bytes free. Ways out: {WAYS_OUT}.") from exc
+
+
+def reports_device_oom(what: str, ways_out: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate an operator whose GPU work runs on Dask workers: CuPy's
+    ``OutOfMemoryError`` from any of its tasks (or its driver) becomes a
+    :class:`DeviceMemoryError` naming ``what`` and ``ways_out``.  The
+    finished frames of the error's traceback are cleared, so that the
+    failed tasks' device arrays do not outlive them where the workers are
+    threads of this process; each worker's pool keeps its cached blocks
+    (CuPy frees them before it gives up on an allocation)."""
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return fn(*args, **kwargs)
+            except MemoryError as exc:
+                if not is_device_oom(exc):
+                    raise
+                traceback.clear_frames(exc.__traceback__)
+                raise DeviceMemoryError(
+                    f"a GPU ran out of device memory during the {what} ({exc}). "
+                    f"Ways out: {ways_out}.") from exc
+        return run
+    return wrap
 
 
 class PoolPeak:

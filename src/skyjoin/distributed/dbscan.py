@@ -16,6 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     import distributed
 
+from .._core.device_memory import PARTITIONED_WAYS_OUT, reports_device_oom
 from .._core.memory import alloc_host
 from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
 from ..dbscan.plan import grid_applies
@@ -192,6 +193,7 @@ class DBSCAN:
         self.retries = retries
 
     @reruns_on_lost_input
+    @reports_device_oom("distributed DBSCAN", PARTITIONED_WAYS_OUT)
     def fit(self, X: Points, y: object = None,
             columns: Sequence[Hashable] | None = None) -> DBSCAN:
         """Cluster X.
@@ -213,6 +215,8 @@ class DBSCAN:
         ValueError
             eps <= 0, min_samples < 1, NaN/inf values, bad shapes, empty X,
             no client.
+        skyjoin.DeviceMemoryError
+            A GPU ran out of device memory in one of the tasks.
         """
         eps = check_eps(self.eps)
         min_samples = check_min_samples(self.min_samples)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import distributed
 
 from .._core.device import cupy
+from .._core.device_memory import PARTITIONED_WAYS_OUT, reports_device_oom
 from .._core.memory import alloc_host
 from .._core.validate import check_eps, check_precision, working_dtype
 from ..join.api import self_join as single_self_join
@@ -264,6 +265,7 @@ def _check_fits(n_pairs: int, n: int) -> None:
 
 
 @reruns_on_lost_input
+@reports_device_oom("distributed join", PARTITIONED_WAYS_OUT)
 def self_join(X: Points, eps: float, *, client: distributed.Client | None = None,
               include_self: bool = False, output: str = "table", sort: bool = True,
               out: str | os.PathLike[str] | None = None, on_device: bool = False,
@@ -358,6 +360,9 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
     MemoryError
         ``output="table"`` without ``out`` for a result the driver cannot
         hold (the message says how large it is).
+    skyjoin.DeviceMemoryError
+        A GPU ran out of device memory in one of the tasks; the message
+        names the ways out (more GPUs, more partitions, float32).
 
     See Also
     --------

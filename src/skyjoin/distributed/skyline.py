@@ -25,6 +25,7 @@ import numpy as np
 if TYPE_CHECKING:
     import distributed
 
+from .._core.device_memory import reports_device_oom
 from ..skyline.api import Sense, check_sense, skyline as single_skyline, to_minimisation
 from .blocks import Points, as_blocks, get_client, new_token, reruns_on_lost_input
 
@@ -51,6 +52,7 @@ def _merge_skylines(distinct, device, *parts):
 
 
 @reruns_on_lost_input
+@reports_device_oom("distributed skyline", "more GPUs, or smaller blocks (block_rows=)")
 def skyline(X: Points, client: distributed.Client | None = None, sense: Sense | None = None,
             distinct: bool = False, *, columns: Sequence[Hashable] | None = None,
             device: str | None = None, fan_in: int = 4, block_rows: int | None = None,
@@ -93,6 +95,8 @@ def skyline(X: Points, client: distributed.Client | None = None, sense: Sense | 
     ------
     ValueError
         NaN/inf values, a wrong shape, an unknown sense, fan_in < 2, no client.
+    skyjoin.DeviceMemoryError
+        A GPU ran out of device memory in one of the tasks.
 
     See Also
     --------
