@@ -9,6 +9,7 @@ the errors on a GPU whose free memory a held block makes small.
 
 from __future__ import annotations
 
+import contextlib
 import types
 
 import numpy as np
@@ -170,50 +171,50 @@ def test_rule_is_below_the_measured_peak(cp, d, precision, on_gpu):
         assert dm.points_bytes([X], dtype, True) <= peak.bytes
 
 
-def _hold_all_but(cp, leave):
-    """A device block that leaves about ``leave`` bytes free (pool emptied first)."""
-    cp.get_default_memory_pool().free_all_blocks()
-    return cp.empty(max(0, dm.free_bytes(cp) - int(leave)), dtype=cp.uint8)
+@contextlib.contextmanager
+def _little_free(cp, leave):
+    """A device block held while the body runs, leaving about ``leave`` bytes
+    free (the pool emptied before and after)."""
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    hold = cp.empty(max(0, dm.free_bytes(cp) - int(leave)), dtype=cp.uint8)
+    try:
+        yield
+    finally:
+        del hold
+        pool.free_all_blocks()
+
+
+def _usable_again(X, eps):
+    """The device takes a join again, and answers as the CPU does."""
+    got = sj.self_join(X, eps, device="gpu", output="counts")
+    np.testing.assert_array_equal(got, sj.self_join(X, eps, device="cpu", output="counts"))
 
 
 @pytest.mark.gpu
 def test_points_that_cannot_fit_are_refused_before_the_copy(cp):
     X = _blobs(4_000_000, 2)
     needed = dm.points_bytes([X], np.float64, True)
-    hold = _hold_all_but(cp, needed // 2)
-    try:
+    with _little_free(cp, needed // 2):
         with pytest.raises(sj.DeviceMemoryError, match="needs at least"):
             sj.self_join(X, 0.3, device="gpu", output="counts")
         with pytest.raises(sj.DeviceMemoryError, match="GPU DBSCAN"):
             sj.DBSCAN(eps=0.3, min_samples=10, device="gpu").fit(X)
-    finally:
-        del hold
-        cp.get_default_memory_pool().free_all_blocks()
-    # the device is usable again, and the answer is the CPU's
-    got = sj.self_join(X[:200_000], 0.3, device="gpu", output="counts")
-    np.testing.assert_array_equal(got, sj.self_join(X[:200_000], 0.3, device="cpu",
-                                                     output="counts"))
+    _usable_again(X[:200_000], 0.3)
 
 
 @pytest.mark.gpu
 def test_out_of_memory_inside_the_join_is_a_device_memory_error(cp):
     """Points that pass the check, whose grid ranges then do not fit (uniform
     6-D points: tens of ranges a point)."""
-    n = 2_000_000
-    X = np.random.default_rng(6).random((n, 6))
+    X = np.random.default_rng(6).random((2_000_000, 6))
     needed = dm.points_bytes([X], np.float64, True)
-    hold = _hold_all_but(cp, needed + needed // 4)
-    try:
+    with _little_free(cp, needed + needed // 4):
         with pytest.raises(sj.DeviceMemoryError, match="ran out of device memory"):
             sj.self_join(X, 0.1, device="gpu", output="counts")
         # the failed call's arrays are gone, although its traceback is still held here
         assert dm.free_bytes(cp) >= needed
-    finally:
-        del hold
-        cp.get_default_memory_pool().free_all_blocks()
-    got = sj.self_join(X[:100_000], 0.1, device="gpu", output="counts")
-    np.testing.assert_array_equal(got, sj.self_join(X[:100_000], 0.1, device="cpu",
-                                                     output="counts"))
+    _usable_again(X[:100_000], 0.1)
 
 
 def _task_out_of_memory():
