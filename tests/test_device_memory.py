@@ -135,10 +135,16 @@ def test_dbscan_checks_before_any_engine(monkeypatch):
     pytest.importorskip("sklearn")
     from skyjoin.dbscan import estimator
 
+    from skyjoin.dbscan.sweep import api as sweep_api
+
     _force_gpu(monkeypatch, estimator, free=1000)
     X = np.random.default_rng(0).random((500, 2))
     with pytest.raises(sj.DeviceMemoryError, match="GPU DBSCAN of 500 points"):
         sj.DBSCAN(eps=0.1, min_samples=5).fit(X)
+    monkeypatch.setattr(sweep_api, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(sweep_api._device, "cupy", lambda: fake_cupy(1000))
+    with pytest.raises(sj.DeviceMemoryError, match="GPU DBSCAN sweep of 500 points"):
+        sj.dbscan_sweep(X, eps=[0.1, 0.2], min_samples=[5])
 
 
 # ---------------------------------------------------------------- on the GPU

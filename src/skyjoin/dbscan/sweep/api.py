@@ -50,9 +50,11 @@ from ..._core import device as _device
 from ..._core.conditioning import plan_conditioning
 from ..._core.device import resolve_device
 from ..._core.device_kernels import load
+from ..._core.device_memory import check_points_fit
 from ..._core.threads import numba_threads
 from ..._core.transfer import to_device
-from ..._core.validate import check_eps, check_min_samples, check_points, check_precision
+from ..._core.validate import check_eps, check_min_samples, check_points, check_precision, \
+    working_dtype
 from ..grid_gpu import gpu_grid_dbscan
 from ..plan import SWEEP_METHODS, DBSCANPlan, plan_sweep
 from .grid_links import _assign_grid_levels
@@ -154,6 +156,9 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
     ValueError
         Bad points, an eps <= 0, a min_samples < 1, a bad sample_weight or
         method.
+    skyjoin.DeviceMemoryError
+        On the GPU, points that cannot fit the device's free memory
+        (checked by the call, as for :class:`skyjoin.DBSCAN`).
 
     See Also
     --------
@@ -199,6 +204,9 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
     plan = plan_sweep(dev, precision, sample_weight is not None, X.shape[1], len(eps_list),
                       method, pipeline)
     log.debug("%s", plan.describe())
+    if plan.device == "gpu":
+        check_points_fit(_device.cupy(), "GPU DBSCAN sweep", [X], working_dtype(precision),
+                         self_join=True)
     if plan.path == "grid-gpu":
         return _sweep_gpu_grid(X, eps_list, ms_list, progress, plan)
     return _sweep(X, eps_list, ms_list, sample_weight, plan, progress)
