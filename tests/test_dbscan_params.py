@@ -90,3 +90,21 @@ def test_check_sample_weight_shapes_and_dtypes():
         check_sample_weight([1, 2], 3)
     with pytest.raises(ValueError, match="at least one non-zero"):
         check_sample_weight(np.zeros(3), 3)
+
+
+@pytest.mark.parametrize("weights", [2.0, np.arange(1, 41), np.zeros(40), [2.0],
+                                     np.r_[np.inf, np.ones(39)], np.ones((40, 1))])
+def test_sweep_takes_the_weights_dbscan_takes(weights):
+    """One rule for the weights: the sweep refuses what DBSCAN refuses, and
+    clusters the rest as DBSCAN does."""
+    def labels_or_error(fn):
+        try:
+            return fn().tolist()
+        except ValueError as exc:
+            return type(exc)
+
+    est = labels_or_error(lambda: sj.DBSCAN(eps=0.2, min_samples=3, device="cpu")
+                          .fit(X, sample_weight=weights).labels_)
+    sweep = labels_or_error(lambda: next(iter(sj.dbscan_sweep(
+        X, eps=0.2, min_samples=3, sample_weight=weights, device="cpu"))).labels)
+    assert sweep == est

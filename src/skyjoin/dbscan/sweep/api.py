@@ -56,6 +56,7 @@ from ..._core.transfer import to_device
 from ..._core.validate import check_eps, check_min_samples, check_points, check_precision, \
     working_dtype
 from ..grid_gpu import gpu_grid_dbscan
+from ..params import check_sample_weight
 from ..plan import SWEEP_METHODS, DBSCANPlan, plan_sweep
 from .grid_links import _assign_grid_levels
 from .pipeline import _tables
@@ -196,11 +197,9 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
         raise ValueError(f"method must be 'auto' or 'hybrid', got {method!r}")
     dev = resolve_device(device)
     X = check_points(X, name="X")
-    if sample_weight is not None:
-        sample_weight = np.ascontiguousarray(sample_weight, dtype=np.float64)
-        if sample_weight.shape != (X.shape[0],) or not np.isfinite(sample_weight).all():
-            raise ValueError(f"sample_weight must be {X.shape[0]} finite numbers, "
-                             f"got shape {sample_weight.shape}")
+    if sample_weight is not None:          # DBSCAN's rule, then the sweep's float64
+        sample_weight = np.ascontiguousarray(check_sample_weight(sample_weight, X.shape[0]),
+                                             dtype=np.float64)
     plan = plan_sweep(dev, precision, sample_weight is not None, X.shape[1], len(eps_list),
                       method, pipeline)
     log.debug("%s", plan.describe())
