@@ -31,17 +31,13 @@ pool holds unused, which it releases before it gives up on an allocation.
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
 import traceback
-from typing import Callable, Iterator, ParamSpec, TypeVar
+from typing import Iterator
 
 import numpy as np
 
 from .device import is_device_array
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 __all__ = ["DeviceMemoryError", "SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES", "WAYS_OUT",
            "PARTITIONED_WAYS_OUT",
@@ -141,14 +137,19 @@ def is_device_oom(exc: BaseException, cp=None) -> bool:
 
 
 @contextlib.contextmanager
-def oom_as_error(cp, what: str) -> Iterator[None]:
-    """Run the body; turn CuPy's ``OutOfMemoryError`` into :class:`DeviceMemoryError`.
+def oom_as_error(cp, what: str, ways_out: str = WAYS_OUT) -> Iterator[None]:
+    """Run the body; turn CuPy's ``OutOfMemoryError`` into :class:`DeviceMemoryError`
+    naming ``what`` and ``ways_out``.
 
     The finished frames of the failed call are cleared first (their local
     variables held its device arrays, which the traceback would keep alive
-    as long as the error is), then the pool's cached blocks are freed, so
-    the device is usable for the next call and the free bytes the message
-    gives are real.  Any other error passes through unchanged (a
+    as long as the error is).  With ``cp``, the body's GPU is the current
+    device: its pool's cached blocks are freed too, so the device is usable
+    for the next call and the free bytes the message gives are real.  With
+    ``cp`` None, the GPU work ran in Dask tasks on the workers' GPUs (see
+    :func:`reports_device_oom`): each worker's pool keeps its cached blocks
+    (CuPy frees them before it gives up on an allocation), and the message
+    gives no free bytes.  Any other error passes through unchanged (a
     :class:`DeviceMemoryError` or a result-size error too).
     """
     try:
@@ -157,34 +158,21 @@ def oom_as_error(cp, what: str) -> Iterator[None]:
         if not is_device_oom(exc, cp):
             raise
         traceback.clear_frames(exc.__traceback__)
-        cp.get_default_memory_pool().free_all_blocks()
-        raise DeviceMemoryError(
-            f"the {what} ran out of device memory ({exc}); GPU {cp.cuda.Device().id} now has "
-            f"{free_bytes(cp):,} bytes free. Ways out: {WAYS_OUT}.") from exc
+        if cp is None:
+            what_happened = f"a GPU ran out of device memory during the {what} ({exc})"
+        else:
+            cp.get_default_memory_pool().free_all_blocks()
+            what_happened = (f"the {what} ran out of device memory ({exc}); GPU "
+                             f"{cp.cuda.Device().id} now has {free_bytes(cp):,} bytes free")
+        raise DeviceMemoryError(f"{what_happened}. Ways out: {ways_out}.") from exc
 
 
-def reports_device_oom(what: str, ways_out: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+def reports_device_oom(what: str, ways_out: str) -> contextlib.ContextDecorator:
     """Decorate an operator whose GPU work runs on Dask workers: CuPy's
     ``OutOfMemoryError`` from any of its tasks (or its driver) becomes a
-    :class:`DeviceMemoryError` naming ``what`` and ``ways_out``.  The
-    finished frames of the error's traceback are cleared, so that the
-    failed tasks' device arrays do not outlive them where the workers are
-    threads of this process; each worker's pool keeps its cached blocks
-    (CuPy frees them before it gives up on an allocation)."""
-    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
-        @functools.wraps(fn)
-        def run(*args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                return fn(*args, **kwargs)
-            except MemoryError as exc:
-                if not is_device_oom(exc):
-                    raise
-                traceback.clear_frames(exc.__traceback__)
-                raise DeviceMemoryError(
-                    f"a GPU ran out of device memory during the {what} ({exc}). "
-                    f"Ways out: {ways_out}.") from exc
-        return run
-    return wrap
+    :class:`DeviceMemoryError` (:func:`oom_as_error` with no device of its
+    own, as a decorator: a fresh context for every call)."""
+    return oom_as_error(None, what, ways_out)
 
 
 class PoolPeak:
