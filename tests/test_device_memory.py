@@ -147,6 +147,44 @@ def test_dbscan_checks_before_any_engine(monkeypatch):
         sj.dbscan_sweep(X, eps=[0.1, 0.2], min_samples=[5])
 
 
+def _fails_after(first, exc):
+    """A stand-in result stream: one item, then ``exc`` (the GPU work of the next)."""
+    yield first
+    raise exc
+
+
+def test_iterated_results_report_device_oom(monkeypatch):
+    """CuPy's error raised while the caller iterates a chunk stream or a sweep
+    reaches it as DeviceMemoryError, after the items made before it."""
+    pytest.importorskip("sklearn")
+    from skyjoin.dbscan.sweep import api as sweep_api
+    from skyjoin.join import api, gpu
+
+    cp = fake_cupy(10**12)
+    _force_gpu(monkeypatch, api, free=10**12)
+    monkeypatch.setattr(api, "cupy", lambda: cp)
+    oom = _OOM("Out of memory allocating 512 bytes")
+    monkeypatch.setattr(gpu, "chunk_stream", lambda *args, **kw: _fails_after(7, oom))
+    X = np.random.default_rng(0).random((500, 2))
+    stream = sj.self_join_chunks(X, 0.1)
+    assert stream.count() == 7
+    with pytest.raises(sj.DeviceMemoryError, match="the GPU self-join ran out of device memory "
+                                                   r"\(Out of memory allocating 512 bytes\)"):
+        next(stream)
+    assert cp.get_default_memory_pool().freed == 1
+
+    monkeypatch.setattr(sweep_api, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(sweep_api._device, "cupy", lambda: cp)
+    first = object()
+    for name in ("_sweep", "_sweep_gpu_grid"):
+        monkeypatch.setattr(sweep_api, name, lambda *args, **kw: _fails_after(first, oom))
+    results = sj.dbscan_sweep(X, eps=[0.1, 0.2], min_samples=[5])
+    assert next(results) is first
+    with pytest.raises(sj.DeviceMemoryError, match="the GPU DBSCAN sweep ran out of device memory"):
+        next(results)
+    assert cp.get_default_memory_pool().freed == 2
+
+
 # ---------------------------------------------------------------- on the GPU
 
 def _blobs(n, d, seed=1):
@@ -219,6 +257,23 @@ def test_out_of_memory_inside_the_join_is_a_device_memory_error(cp):
         with pytest.raises(sj.DeviceMemoryError, match="ran out of device memory"):
             sj.self_join(X, 0.1, device="gpu", output="counts")
         # the failed call's arrays are gone, although its traceback is still held here
+        assert dm.free_bytes(cp) >= needed
+    _usable_again(X[:100_000], 0.1)
+
+
+@pytest.mark.gpu
+def test_out_of_memory_while_iterating_is_a_device_memory_error(cp):
+    """The same points through the operators that yield their results: the
+    error comes from the iteration (the call itself only checks the points)."""
+    X = np.random.default_rng(6).random((2_000_000, 6))
+    needed = dm.points_bytes([X], np.float64, True)
+    with _little_free(cp, needed + needed // 4):
+        stream = sj.self_join_chunks(X, 0.1, device="gpu")
+        with pytest.raises(sj.DeviceMemoryError, match="GPU self-join ran out of device memory"):
+            stream.count()
+        sweep = sj.dbscan_sweep(X, eps=[0.1], min_samples=[10], device="gpu")
+        with pytest.raises(sj.DeviceMemoryError, match="GPU DBSCAN sweep ran out of device"):
+            next(sweep)
         assert dm.free_bytes(cp) >= needed
     _usable_again(X[:100_000], 0.1)
 

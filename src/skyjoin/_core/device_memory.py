@@ -19,7 +19,9 @@ Two rules, applied at the public boundary of each GPU operator:
   ``OutOfMemoryError`` becomes a :class:`DeviceMemoryError` that names the
   operator, the sizes and the ways out, after the failed call's arrays
   and the memory pool's cached blocks are handed back (the GPU stays
-  usable).
+  usable); for operators that yield their results one at a time
+  (``self_join_chunks``, ``dbscan_sweep``), while the caller iterates
+  (:func:`oom_as_error_in`).
 
 The distributed operators, whose GPU work runs in Dask tasks, report
 CuPy's error from any task the same way (:func:`reports_device_oom`).
@@ -33,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import traceback
-from typing import Iterator
+from typing import Iterator, TypeVar
 
 import numpy as np
 
@@ -42,7 +44,9 @@ from .device import is_device_array
 __all__ = ["DeviceMemoryError", "SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES", "WAYS_OUT",
            "PARTITIONED_WAYS_OUT",
            "free_bytes", "copies_of", "points_bytes", "check_points_fit", "is_device_oom",
-           "oom_as_error", "reports_device_oom", "PoolPeak"]
+           "oom_as_error", "oom_as_error_in", "reports_device_oom", "PoolPeak"]
+
+T = TypeVar("T")
 
 #: device bytes a point of a GPU self-join (or DBSCAN) certainly takes beyond
 #: its copies: cell ids, the order, counts (smallest measured peak, design.md)
@@ -165,6 +169,16 @@ def oom_as_error(cp, what: str, ways_out: str = WAYS_OUT) -> Iterator[None]:
             what_happened = (f"the {what} ran out of device memory ({exc}); GPU "
                              f"{cp.cuda.Device().id} now has {free_bytes(cp):,} bytes free")
         raise DeviceMemoryError(f"{what_happened}. Ways out: {ways_out}.") from exc
+
+
+def oom_as_error_in(cp, what: str, items: Iterator[T], ways_out: str = WAYS_OUT) -> Iterator[T]:
+    """The items of ``items``, a generator that runs GPU work between them (a
+    stream of chunks, a sweep's clusterings), with :func:`oom_as_error`
+    around every step: CuPy's error raised while the caller iterates becomes
+    :class:`DeviceMemoryError` as well.  Nothing is computed before the
+    first item is asked for; closing the iterator closes ``items``."""
+    with oom_as_error(cp, what, ways_out):
+        yield from items
 
 
 def reports_device_oom(what: str, ways_out: str) -> contextlib.ContextDecorator:

@@ -26,7 +26,7 @@ from numpy.typing import ArrayLike
 
 from .._core.conditioning import condition_checked
 from .._core.device import cupy, is_device_array, resolve_device
-from .._core.device_memory import check_points_fit, oom_as_error
+from .._core.device_memory import check_points_fit, oom_as_error, oom_as_error_in
 from .._core.timing import phase
 from .._core.validate import check_bool, check_eps, check_points, check_precision, \
     working_dtype
@@ -518,9 +518,12 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
     Raises
     ------
     ValueError, TypeError, skyjoin.GPUUnavailableError, skyjoin.DeviceMemoryError
-        As for :func:`self_join` (the device memory check only: CuPy's own
-        out-of-memory error may come from the iteration), and for
-        ``max_pairs`` < 1; raised by the call, before the first chunk.
+        As for :func:`self_join`, and for ``max_pairs`` < 1; raised by the
+        call, before the first chunk.
+    skyjoin.DeviceMemoryError
+        Also while the chunks are iterated (or counted): on the GPU, CuPy
+        ran out of device memory; the message gives the bytes and the ways
+        out.
 
     Notes
     -----
@@ -574,9 +577,10 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
 
         request = _gpu_request(True, "table", sort, include_self, precision, index_dims, "auto",
                                "auto", False, options)
-        _gpu_fits(None, X, precision)
-        return gpu.plan_chunks(X, eps, request, int(max_pairs),
-                               options.get("device_memory_limit"))
+        what = _gpu_fits(None, X, precision)
+        chunks = gpu.chunk_stream(X, eps, request, int(max_pairs),
+                                  options.get("device_memory_limit"))
+        return PairStream(oom_as_error_in(cupy(), what, chunks))
     request = JoinPlan(device="cpu", self_join=True, output="table", pattern="full", sort=sort,
                        include_self=include_self, precision=precision, index_dims=index_dims)
     return PairStream(_cpu_self_join_chunks(X, eps, request, int(max_pairs)))

@@ -1,7 +1,7 @@
 """The epsilon join on an NVIDIA GPU: the entry points of ``device="gpu"``.
 
 ``skyjoin.join.api`` validates its input, builds the call's request
-(``plan.gpu_request``) and executes it with ``run`` or ``plan_chunks``;
+(``plan.gpu_request``) and executes it with ``run`` or ``chunk_stream``;
 the distributed join and the benchmarks call the public entry points
 ``gpu_self_join``, ``gpu_join`` and ``gpu_self_join_chunks``, which check
 their scalars and build the request the same way.  The work is done by
@@ -23,7 +23,7 @@ from .gpu_pipeline import (N_STREAMS, configure, fill_batches, free_device_bytes
 from .plan import batch_capacity, gpu_request, plan_row_batches
 from .result import PairChunk, PairStream
 
-__all__ = ["gpu_self_join", "gpu_join", "gpu_self_join_chunks", "plan_chunks", "run",
+__all__ = ["gpu_self_join", "gpu_join", "gpu_self_join_chunks", "chunk_stream", "run",
            "last_stats"]
 
 
@@ -190,13 +190,15 @@ def gpu_self_join_chunks(X, eps, *, include_self=False, sort=True, max_pairs=1 <
         options.pop(ignored, None)
     request = gpu_request(self_join=True, sort=sort, include_self=include_self,
                           precision=precision, index_dims=index_dims, **options)
-    return plan_chunks(X, eps, request, int(max_pairs), device_memory_limit)
+    return PairStream(chunk_stream(X, eps, request, int(max_pairs), device_memory_limit))
 
 
-def plan_chunks(X, eps, request, max_pairs, device_memory_limit=None):
+def chunk_stream(X, eps, request, max_pairs, device_memory_limit=None):
     """Execute the self-join request ``request`` (``plan.gpu_request``; eps and
-    the request validated by the caller) as a stream of ``PairChunk`` of at
-    most ``max_pairs`` pairs (or one longer row), in CSR form.
+    the request validated by the caller) as a generator of the total, once
+    counted, then ``PairChunk`` of at most ``max_pairs`` pairs (or one longer
+    row), in CSR form: what ``PairStream`` wraps.  Nothing runs before the
+    first item is asked for.
 
     The batches run through the in-memory pipeline (``gpu_pipeline.fill_batches``:
     three streams, pinned staging, the GPU filling batch b+1 while batch b
@@ -204,14 +206,8 @@ def plan_chunks(X, eps, request, max_pairs, device_memory_limit=None):
     host threads from pinned memory into the chunk's own array: O(pairs)
     host work, as the in-memory table's.  Memory: 3 x ``max_pairs`` pairs
     on the device and in pinned host memory, plus the chunks the caller
-    keeps, plus O(n).  Returns a ``PairStream`` (its ``count`` runs the
-    count pass alone).
+    keeps, plus O(n).  The total comes from the count pass alone.
     """
-    return PairStream(_chunks(X, eps, request, max_pairs, device_memory_limit))
-
-
-def _chunks(X, eps, request, max_pairs, device_memory_limit):
-    """The generator of ``plan_chunks``: the total once counted, then the chunks."""
     cp, eng, stats = start(None, X, eps, request)
     n = eng.n_rows
     if eng.empty:

@@ -50,7 +50,7 @@ from ..._core import device as _device
 from ..._core.conditioning import plan_conditioning
 from ..._core.device import resolve_device
 from ..._core.device_kernels import load
-from ..._core.device_memory import check_points_fit
+from ..._core.device_memory import check_points_fit, oom_as_error_in
 from ..._core.threads import numba_threads
 from ..._core.transfer import to_device
 from ..._core.validate import check_eps, check_min_samples, check_points, check_precision, \
@@ -159,7 +159,8 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
         method.
     skyjoin.DeviceMemoryError
         On the GPU, points that cannot fit the device's free memory
-        (checked by the call, as for :class:`skyjoin.DBSCAN`).
+        (checked by the call, as for :class:`skyjoin.DBSCAN`), or, while
+        the results are iterated, CuPy out of device memory.
 
     See Also
     --------
@@ -203,12 +204,15 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
     plan = plan_sweep(dev, precision, sample_weight is not None, X.shape[1], len(eps_list),
                       method, pipeline)
     log.debug("%s", plan.describe())
-    if plan.device == "gpu":
-        check_points_fit(_device.cupy(), "GPU DBSCAN sweep", [X], working_dtype(precision),
-                         self_join=True)
     if plan.path == "grid-gpu":
-        return _sweep_gpu_grid(X, eps_list, ms_list, progress, plan)
-    return _sweep(X, eps_list, ms_list, sample_weight, plan, progress)
+        results = _sweep_gpu_grid(X, eps_list, ms_list, progress, plan)
+    else:
+        results = _sweep(X, eps_list, ms_list, sample_weight, plan, progress)
+    if plan.device != "gpu":
+        return results
+    what = "GPU DBSCAN sweep"
+    check_points_fit(_device.cupy(), what, [X], working_dtype(precision), self_join=True)
+    return oom_as_error_in(_device.cupy(), what, results)
 
 
 def _progress_bar(progress, total):
