@@ -43,11 +43,6 @@ _NULL = np.uint64(0)   # a null pointer argument for the kernels
 _RED_BLOCKS = 512      # fixed grid of the grid-stride reductions
 
 
-def _module(d: int):
-    """The kernels for dimension d on the current device (``gpu_kernels``)."""
-    return skyline_kernels(d)
-
-
 def _grid(n: int) -> tuple[int]:
     return (max(1, (int(n) + _BLOCK - 1) // _BLOCK),)
 
@@ -76,7 +71,7 @@ def to_device_minimisation(X, maximise: np.ndarray):
         raise ValueError(f"sense has {maximise.size} entries but the data has {Xd.shape[1]} columns")
     n, d = Xd.shape
     if n:           # x * (-1 or 1) + 0.0: maximised columns negated, -0.0 made +0.0
-        _module(d)["minimise"](_grid(n * d), (_BLOCK,),
+        skyline_kernels(d)["minimise"](_grid(n * d), (_BLOCK,),
                                (Xd, np.int64(n), np.int32(d), cp.asarray(np.where(maximise, -1.0, 1.0))))
     return Xd
 
@@ -110,7 +105,7 @@ def tau_prefilter_gpu(Xd):
     Increasing int64 row ids.  Three launches over the rows, O(n d)."""
     cp = _cupy()
     n, d = Xd.shape
-    k = _module(d)
+    k = skyline_kernels(d)
     rowmax = cp.empty(n, dtype=cp.float64)
     best = cp.asarray(np.full(2, ~np.uint64(0), dtype=np.uint64))   # least key, its first row
     k["row_max"]((_RED_BLOCKS,), (_BLOCK,), (Xd, np.int64(n), rowmax, best))
@@ -135,7 +130,7 @@ def _quartiles(P, m: int):
     cp = _cupy()
     d = P.shape[1]
     PT = cp.empty((d, m), dtype=cp.float64)
-    _module(d)["columns"](_grid(m * d), (_BLOCK,), (P, np.int64(m), PT))
+    skyline_kernels(d)["columns"](_grid(m * d), (_BLOCK,), (P, np.int64(m), PT))
     for j in range(d):
         PT[j].sort()
     rows = [min((q * m) // 4, m - 1) for q in (1, 2, 3)]
@@ -164,7 +159,7 @@ def skyalign_gpu(Xd, variant: str = DEFAULT_VARIANT["gpu"], count: bool = True,
     if n == 0:
         stats["prefilter_survivors"] = 0
         return cp.zeros(0, cp.int64), stats
-    k = _module(d)
+    k = skyline_kernels(d)
     t0 = time.perf_counter()
     idx = tau_prefilter_gpu(Xd)
     m = int(idx.size)
@@ -324,7 +319,7 @@ def ggs_gpu(Xd, alpha: int = 2048, distinct: bool = False):
              "mask_tests": 0, "prefilter_survivors": None, "times": {}}
     if n == 0:
         return cp.zeros(0, cp.int64), stats
-    k = _module(d)
+    k = skyline_kernels(d)
     keys = cp.concatenate([Xd.T[::-1], row_sums(cp, Xd)[None, :]], axis=0)
     order = cp.lexsort(keys)
     Xs = cp.ascontiguousarray(Xd[order])

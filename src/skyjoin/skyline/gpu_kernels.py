@@ -17,7 +17,14 @@ import os
 
 from .._core.device import cupy as _cupy
 
-__all__ = ["skyline_kernels", "kernel_names", "mask_type"]
+__all__ = ["skyline_kernels", "kernel_names", "mask_type", "ROW_HASH_SEED", "ROW_HASH_MUL",
+           "ROW_HASH_MUL2"]
+
+#: the constants of the row hash (``groups.row_hash``), which the kernel
+#: source receives as macros of the same names: one definition for both
+ROW_HASH_SEED = 0x9E3779B97F4A7C15
+ROW_HASH_MUL = 0xBF58476D1CE4E5B9
+ROW_HASH_MUL2 = 0x94D049BB133111EB
 
 #: The kernels of skyalign.cu that are not templated on the dimension.
 _PLAIN = ("minimise", "first_at", "padded_sizes", "padded_map", "split_level", "row_hash",
@@ -25,10 +32,13 @@ _PLAIN = ("minimise", "first_at", "padded_sizes", "padded_map", "split_level", "
 
 
 def _kernel_source() -> str:
-    """The CUDA source, read next to this module."""
+    """The CUDA source, read next to this module, after the row hash's macros."""
     path = os.path.join(os.path.dirname(__file__), "kernels", "skyalign.cu")
     with open(path) as fh:
-        return fh.read()
+        code = fh.read()
+    macros = {"ROW_HASH_SEED": ROW_HASH_SEED, "ROW_HASH_MUL": ROW_HASH_MUL,
+              "ROW_HASH_MUL2": ROW_HASH_MUL2}
+    return "".join(f"#define {k} {v:#x}ull\n" for k, v in macros.items()) + code
 
 
 def mask_type(d: int) -> str:

@@ -34,15 +34,15 @@ from numba import njit, prange
 
 from .._core.config import NUMBA_CACHE
 from .._core.device import array_module, cupy as _cupy
-from .gpu_kernels import skyline_kernels
+from .gpu_kernels import ROW_HASH_MUL, ROW_HASH_MUL2, ROW_HASH_SEED, skyline_kernels
 
 __all__ = ["group_candidates", "group_rows", "row_hash", "row_hashes", "run_starts",
            "expand_groups", "expand_runs"]
 
 _SIGN = np.uint64(1) << np.uint64(63)        # the bits of -0.0
-_SEED = np.uint64(0x9E3779B97F4A7C15)
-_MUL = np.uint64(0xBF58476D1CE4E5B9)
-_MUL2 = np.uint64(0x94D049BB133111EB)
+_SEED = np.uint64(ROW_HASH_SEED)
+_MUL = np.uint64(ROW_HASH_MUL)
+_MUL2 = np.uint64(ROW_HASH_MUL2)
 
 
 

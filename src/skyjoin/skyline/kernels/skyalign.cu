@@ -354,23 +354,23 @@ __global__ void split_level(const unsigned char* __restrict__ dead, const int* _
     rest[i] = (alive && order[i] > level) ? 1 : 0;
 }
 
-// skyline.groups.row_hash of every row of B (the float64 bits, m rows of d words).
+// skyline.groups.row_hash of every row of B (the float64 bits, m rows of d words);
+// its constants ROW_HASH_* are defined by gpu_kernels.py ahead of this source.
 __global__ void row_hash(const unsigned long long* __restrict__ B, long long m, long long d,
                          unsigned long long* __restrict__ h)
 {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i >= m) return;
-    unsigned long long x = 0x9E3779B97F4A7C15ull;
+    unsigned long long x = ROW_HASH_SEED;
     for (long long k = 0; k < d; ++k) {
         unsigned long long b = B[i * d + k];
         if (b == 0x8000000000000000ull) b = 0;
-        unsigned long long y = (b + (unsigned long long)(k + 1) * 0x9E3779B97F4A7C15ull)
-                               * 0xBF58476D1CE4E5B9ull;
-        y = (y ^ (y >> 31)) * 0x94D049BB133111EBull;
+        unsigned long long y = (b + (unsigned long long)(k + 1) * ROW_HASH_SEED) * ROW_HASH_MUL;
+        y = (y ^ (y >> 31)) * ROW_HASH_MUL2;
         x += y ^ (y >> 29);
     }
-    x = (x ^ (x >> 32)) * 0x94D049BB133111EBull;
-    x = (x ^ (x >> 29)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 32)) * ROW_HASH_MUL2;
+    x = (x ^ (x >> 29)) * ROW_HASH_MUL;
     h[i] = x ^ (x >> 32);
 }
 
