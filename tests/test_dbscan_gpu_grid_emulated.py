@@ -22,7 +22,7 @@ def emulated(monkeypatch):
     fake = FakeCupy()
     mod = Module(gpu_grid._SOURCE)
     monkeypatch.setattr(gpu_grid, "cupy", lambda: fake)
-    monkeypatch.setattr(gpu_grid, "_module", lambda: mod)
+    monkeypatch.setattr(gpu_grid, "compiled_module", lambda: mod)
     compiled = emulate_reductions(monkeypatch)
     gpu_grid.gpu_grid_dbscan.compiled = compiled
     return gpu_grid.gpu_grid_dbscan

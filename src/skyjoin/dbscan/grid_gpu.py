@@ -54,7 +54,7 @@ from ..index.grid_gpu import sort_cells_gpu
 from .grid_cpu import MAX_DIMS
 from .table_gpu import _UNION_FIND, _ranks_by_caller_row
 
-__all__ = ["gpu_grid_dbscan"]
+__all__ = ["gpu_grid_dbscan", "grid_components", "grid_labels", "compiled_module"]
 
 _BLOCK = 256
 
@@ -268,7 +268,7 @@ __global__ void border(const double* X, long long n, int d, const long long* sta
 
 
 @functools.lru_cache(maxsize=None)
-def _module():
+def compiled_module():
     """The compiled kernels (NVRTC, once per process); no fused multiply-add."""
     cp = cupy()
     return cp.RawModule(code=_SOURCE, options=("-std=c++17", "--fmad=false"))
@@ -311,7 +311,7 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
     """Stages 1 to 3 on device points Xd (float64, finite): a GridClusters, or None
     when d > 4 or the grid over the bounding box would be too large."""
     cp = cupy()
-    mod = _module()
+    mod = compiled_module()
     tick = tick or (lambda name: None)
     n, d = Xd.shape
     if d > MAX_DIMS or n >= 2**31 - 1:
@@ -388,7 +388,7 @@ def grid_labels(g: GridClusters, root_label):
     ``root_label``; a non-core point the lowest label of its core neighbours
     (-1: noise)."""
     cp = cupy()
-    mod = _module()
+    mod = compiled_module()
     labels = cp.empty(g.n, dtype=cp.int64)
     mod.get_function("core_labels")(_blocks(g.n), (_BLOCK,),
                                     (g.core, g.parent, root_label, np.int64(g.n), labels))
@@ -437,7 +437,7 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     if g is None:
         return None
     # 4. clusters numbered by their lowest caller row, then border points
-    labels = grid_labels(g, _ranks_by_caller_row(cp, _module(), g.core, g.parent, g.perm, n))
+    labels = grid_labels(g, _ranks_by_caller_row(cp, compiled_module(), g.core, g.parent, g.perm, n))
     tick("labels")
     core_out = cp.empty(n, dtype=cp.int32)           # back in the caller's order
     dp.scatter(cp, core_out, g.perm, dp.astype(cp, g.core, cp.int32))

@@ -85,7 +85,7 @@ __device__ __forceinline__ void uf_union(long long* parent, long long a, long lo
 }
 
 
-// The numbering of the clusters (_ranks_by_caller_row).  key[i] = parent[c] * span
+// The numbering of the clusters (component_lows).  key[i] = parent[c] * span
 // + order[c] for the core point c = ci[i] (parent, span < 2**31: no overflow).
 __global__ void component_keys(const long long* ci, long long m, const long long* parent,
                                const long long* order, long long span, long long* key) {
@@ -377,38 +377,46 @@ def _exact_row_weights(cp, indptr, indices, w, rows):
     return exact_row_sums(ptr, values)
 
 
-def component_lows(cp, is_core, parent, order, span):
+def component_lows(cp, mod, is_core, parent, order, span):
     """Each component's root and the lowest ``order`` value of its core points.
 
-    One sort of the core points by (root, order value); the first of each
-    root's run holds the component's lowest value.  ``order`` values lie in
-    [0, span), span < 2**31.
+    The core points' keys ``parent * span + order`` sorted (Thrust); the
+    first key of each root's run holds the component's lowest value.
+    ``order`` values lie in [0, span), span < 2**31 (no overflow).  ``mod``
+    is a compiled module of this package's kernels (``_module`` or
+    ``grid_gpu.compiled_module``); the other steps are device primitives.
+    O(n) plus one radix sort.
 
     Returns
     -------
     roots, low : cupy.ndarray of int64
         Roots ascending, and the lowest value of each root's component.
     """
-    ci = cp.flatnonzero(is_core)
-    if ci.size == 0:
+    ci, _ = dp.compact(cp, dp.astype(cp, is_core, cp.int32), cp.int64)
+    m = int(ci.size)
+    if not m:
         z = cp.zeros(0, dtype=cp.int64)
         return z, z
-    key = parent[ci] * span + order[ci]        # parent, span < 2**31: no overflow
+    span = np.int64(span)
+    key = cp.empty(m, dtype=cp.int64)
+    mod.get_function("component_keys")(_thread_grid(m), (_BLOCK,),
+                                       (ci, np.int64(m), parent, order, span, key))
     key.sort()
-    root, low = key // span, key % span
-    first = cp.ones(key.size, dtype=cp.bool_)
-    first[1:] = root[1:] != root[:-1]
-    return root[first], low[first]
+    heads = cp.empty(m, dtype=cp.int32)
+    mod.get_function("root_heads")(_thread_grid(m), (_BLOCK,), (key, np.int64(m), span, heads))
+    first, _ = dp.compact(cp, heads, cp.int64)
+    r = int(first.size)
+    roots = cp.empty(r, dtype=cp.int64)
+    low = cp.empty(r, dtype=cp.int64)
+    mod.get_function("split_keys")(_thread_grid(r), (_BLOCK,),
+                                   (key, first, np.int64(r), span, roots, low))
+    return roots, low
 
 
 def _ranks_by_caller_row(cp, mod, is_core, parent, order, n):
-    """Label of each root: the rank of its component's lowest caller row.
-
-    The core points' keys ``parent * n + order`` sorted (Thrust), the first
-    key of each root's run holds the component's lowest caller row, the
-    roots ranked by it (a stable argsort).  ``mod`` is a compiled module of
-    this package's kernels (``_module`` or ``grid_gpu._module``); the other
-    steps are device primitives.  O(n) plus two radix sorts.
+    """Label of each root: the rank of its component's lowest caller row
+    (:func:`component_lows` with ``order`` the caller rows, the roots ranked
+    by it: a stable argsort).  O(n) plus two radix sorts.
 
     Returns
     -------
@@ -423,25 +431,10 @@ def _ranks_by_caller_row(cp, mod, is_core, parent, order, n):
         order = order.astype(cp.int64)
     root_rank = cp.empty(n, dtype=cp.int64)
     dp.fill(cp, root_rank, -1)
-    ci, _ = dp.compact(cp, dp.astype(cp, is_core, cp.int32), cp.int64)
-    m = int(ci.size)
-    if not m:
-        return root_rank
-    span = np.int64(max(n, 1))
-    key = cp.empty(m, dtype=cp.int64)
-    mod.get_function("component_keys")(_thread_grid(m), (_BLOCK,),
-                                       (ci, np.int64(m), parent, order, span, key))
-    key.sort()
-    heads = cp.empty(m, dtype=cp.int32)
-    mod.get_function("root_heads")(_thread_grid(m), (_BLOCK,), (key, np.int64(m), span, heads))
-    first, _ = dp.compact(cp, heads, cp.int64)
-    r = int(first.size)
-    roots = cp.empty(r, dtype=cp.int64)
-    low = cp.empty(r, dtype=cp.int64)
-    mod.get_function("split_keys")(_thread_grid(r), (_BLOCK,),
-                                   (key, first, np.int64(r), span, roots, low))
-    by_low = dp.argsort(cp, low)
-    dp.inverse_permutation(cp, dp.take(cp, roots, by_low), cp.int64, out=root_rank)
+    roots, low = component_lows(cp, mod, is_core, parent, order, max(n, 1))
+    if roots.size:
+        by_low = dp.argsort(cp, low)
+        dp.inverse_permutation(cp, dp.take(cp, roots, by_low), cp.int64, out=root_rank)
     return root_rank
 
 

@@ -51,7 +51,7 @@ from .._core.device import cupy
 from .._core.threads import threadsafe_numba
 from .._core.transfer import d2h, d2pinned
 from ..dbscan.table_gpu import component_lows
-from ..dbscan.grid_gpu import grid_components, grid_labels
+from ..dbscan.grid_gpu import compiled_module, grid_components, grid_labels
 from ..join.gpu_pipeline import count_rows, fill_rows
 from ._kernels import box_counts, box_fill, place_rows, scatter_into
 from .gpu_slices import gather, send_back
@@ -282,7 +282,7 @@ def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid):
     core = g.core.astype(cp.bool_)
     # components named by their lowest global core id (the merge graph's nodes), numbered
     # in that order (ascending reps and edge ids: the driver's sort merges sorted runs)
-    roots, reps = component_lows(cp, core, g.parent, gid, max(n, 1))
+    roots, reps = component_lows(cp, compiled_module(), core, g.parent, gid, max(n, 1))
     by_rep = cp.argsort(reps)
     roots, reps = roots[by_rep], reps[by_rep]
     comp = cp.full(g.n, -1, dtype=cp.int64)
