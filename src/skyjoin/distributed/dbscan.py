@@ -27,6 +27,7 @@ from .halo_dbscan import merge_part, merge_partitions, owned_labels, partition_d
 from .plan import (check_n_partitions, in_process_gpu_path, load_blocks, plan_run,
                    worker_of_partition)
 from .routing import concat_pieces, route_blocks
+from .worker_threads import worker_threads
 
 __all__ = ["DBSCAN"]
 
@@ -71,23 +72,24 @@ def _in_process_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, pre
     n, P = blocks.n, plan.n_partitions
     sliced = blocks.slices is not None
     grid = grid_applies("gpu", precision, False, blocks.d)
-    where = worker_of_partition(client, P)
+    workers = worker_threads(client)
+    where = worker_of_partition(workers, P)
     t0 = time.perf_counter()
     in_process_gpu.publish(token, X=blocks.array)
     try:
-        routed = gpu_slices.route(client, token, blocks, plan, 2 * h)
-        futs = [client.submit(in_process_gpu.dbscan_local_task, token, p, plan, h, eps,
-                              min_samples, n, precision, grid, *routed, retries=retries,
-                              key=f"{token}-local-{p}", workers=where[p],
-                              allow_other_workers=True) for p in range(P)]
-        local = client.gather(futs)
+        routed = gpu_slices.route(workers, token, blocks, plan, 2 * h)
+        futs = [workers.submit(in_process_gpu.dbscan_local_task, token, p, plan, h, eps,
+                               min_samples, n, precision, grid, *routed, retries=retries,
+                               key=f"{token}-local-{p}", workers=where[p],
+                               allow_other_workers=True) for p in range(P)]
+        local = workers.gather(futs)
         del futs
         core_futs: list = []
         if sliced:      # the slices write the core ids while the driver merges
             starts = np.concatenate([[0], np.cumsum(np.sum([c for _, c in local], axis=0))])
             core_idx = alloc_host(int(starts[-1]), np.int64)
             in_process_gpu.publish(token, core_idx=core_idx)
-            core_futs = gpu_slices.collect_ids(client, token, P, "core", "core_idx", starts)
+            core_futs = gpu_slices.collect_ids(workers, token, P, "core", "core_idx", starts)
         t1 = time.perf_counter()
         comp_labels = merge_partitions([part for part, _ in local])
         t2 = time.perf_counter()
@@ -97,17 +99,17 @@ def _in_process_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, pre
         if not sliced:
             core = alloc_host(n, np.bool_)
             in_process_gpu.publish(token, core=core)
-        futs = [client.submit(in_process_gpu.dbscan_labels_task, token, p, comp_labels[p], plan,
-                              h, eps, min_samples, n, precision, grid, retries=retries,
-                              key=f"{token}-labels-{p}", workers=where[p],
-                              allow_other_workers=True) for p in range(P)]
+        futs = [workers.submit(in_process_gpu.dbscan_labels_task, token, p, comp_labels[p],
+                               plan, h, eps, min_samples, n, precision, grid, retries=retries,
+                               key=f"{token}-labels-{p}", workers=where[p],
+                               allow_other_workers=True) for p in range(P)]
         if sliced:     # each GPU writes its slice's rows
-            done = gpu_slices.receive(client, token, P, {"labels": "labels"}, futs)
-            if sum(client.gather(core_futs)) != len(core_idx):   # never expected
+            done = gpu_slices.receive(workers, token, P, {"labels": "labels"}, futs)
+            if sum(workers.gather(core_futs)) != len(core_idx):   # never expected
                 raise RuntimeError("the slices wrote fewer core points than the partitions "
                                    "found")
         else:
-            done = sum(client.gather(futs))
+            done = sum(workers.gather(futs))
             with in_process_gpu.numba_lock():
                 core_idx = true_indices(core)
         if done != n:       # every point has exactly one owner

@@ -58,6 +58,7 @@ from .plan import (check_n_partitions, in_process_gpu_path, load_blocks, on_gpu,
                    worker_of_partition)
 from .owned_rows import OwnedRows, as_bag, assemble_table, owned_table
 from .routing import concat_pieces, route_blocks
+from .worker_threads import worker_threads
 
 __all__ = ["self_join", "PartitionedPairs", "partition_rows"]
 
@@ -504,11 +505,12 @@ def _in_process_gpu_parts(client, blocks, plan, h, token, eps, include_self, sor
     by its worker thread as its Parquet part in ``stage``; returns the (path, pairs)
     of the parts, once every part is written (a task returns when its GPU is done,
     its writer still encoding).  Nothing but the file names comes back."""
+    workers = worker_threads(client)
     in_process_gpu.publish(token, X=blocks.array)
     try:
-        writing = client.gather(_routed_tasks(client, blocks, plan, h, token, retries, "parquet",
-                                              in_process_gpu.parquet_task, eps, include_self,
-                                              precision, sort, blocks.n, stage))
+        writing = workers.gather(_routed_tasks(workers, blocks, plan, h, token, retries, "parquet",
+                                               in_process_gpu.parquet_task, eps, include_self,
+                                               precision, sort, blocks.n, stage))
     finally:
         in_process_gpu.drop(token)
     cf.wait(writing)                # every writer done before a failure removes the folder
@@ -540,7 +542,6 @@ def _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, outp
     allocate, fill in place.  O(n) host memory for the counts and row pointers, plus
     the table.  ``output="device"``: each partition's table stays on its GPU."""
     n, P = blocks.n, plan.n_partitions
-    where = worker_of_partition(client, P)
     if output == "device":
         in_process_gpu.publish(token, X=blocks.array)
         try:
@@ -550,17 +551,19 @@ def _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, outp
             return _kept_on_device(client, futs, token)
         finally:
             in_process_gpu.drop(token)     # the shared points; the tables stay with the futures
+    workers = worker_threads(client)
+    where = worker_of_partition(workers, P)
     counts = alloc_host(n, np.int64)      # every row is written by its one owner (checked)
     in_process_gpu.publish(token, X=blocks.array, counts=counts)
     try:
-        futs = _routed_tasks(client, blocks, plan, h, token, retries, "count",
+        futs = _routed_tasks(workers, blocks, plan, h, token, retries, "count",
                              in_process_gpu.count_task, eps, include_self, precision, output, n)
         if output == "counts" and blocks.slices is not None:
             # each GPU writes its rows, its task queued after the counts (no round trip)
-            written = gpu_slices.receive(client, token, P, {"counts": "counts"}, futs)
+            written = gpu_slices.receive(workers, token, P, {"counts": "counts"}, futs)
             if written != n:
                 raise RuntimeError(f"the slices received the counts of {written} rows of {n}")
-        counted = client.gather(futs)
+        counted = workers.gather(futs)
         del futs
         rows = sum(r for r, _ in counted)
         _slowest_steps(phases, [t for _, t in counted], "count")
@@ -575,11 +578,11 @@ def _in_process_gpu_join(client, blocks, plan, h, token, eps, include_self, outp
         _check_fits(total, n)
         indices = alloc_host(total, index_dtype(n))
         in_process_gpu.publish(token, indptr=indptr, indices=indices)
-        futs = [client.submit(in_process_gpu.fill_task, token, p, plan, h, eps, include_self,
-                              precision, sort, n, retries=retries,
-                              key=f"{token}-fill-{p}", workers=where[p],
-                              allow_other_workers=True) for p in range(P)]
-        filled = client.gather(futs)
+        futs = [workers.submit(in_process_gpu.fill_task, token, p, plan, h, eps, include_self,
+                               precision, sort, n, retries=retries,
+                               key=f"{token}-fill-{p}", workers=where[p],
+                               allow_other_workers=True) for p in range(P)]
+        filled = workers.gather(futs)
         written = sum(w for w, _ in filled)
         if written != total:     # never expected: each row is written by its one owner
             raise RuntimeError(f"the partitions wrote {written} pairs for a table of {total}")

@@ -4,7 +4,8 @@ A call validates its arguments, then decides, in this order and each in one
 function:
 
 1. whether its partitions may run on GPU worker threads of this process
-   that read the caller's array in place (:func:`in_process_gpu_path`);
+   that read the caller's array in place (:func:`in_process_gpu_path`),
+   their tasks then sent straight to those threads (:mod:`.worker_threads`);
 2. how many partitions it wants (:func:`default_partitions`);
 3. how the input reaches the workers: scattered or read in place,
    summarised or not (:func:`load_blocks`);
@@ -29,6 +30,7 @@ from . import gpu_slices
 from .blocks import as_blocks, is_dask_array, is_dask_frame
 from .in_process_gpu import in_process
 from .partition import Boxes, halo_width, plan_partitions
+from .worker_threads import worker_threads
 
 __all__ = ["RunPlan", "PATHS", "PARTITION_POINTS", "PARTS_PER_WRITING_GPU", "check_n_partitions",
            "on_gpu", "in_process_gpu_path", "default_partitions", "worker_of_partition",
@@ -161,7 +163,8 @@ def load_blocks(client, X, n_partitions, *, shared: bool = False, token: str | N
     in_place = shared and array_input and not single and np.ndim(X) >= 1 \
         and np.shape(X)[0] < 2**31
     if in_place and token is not None and np.shape(X)[0] > 0:
-        return gpu_slices.load(client, X, token, dtype=kw["dtype"], columns=kw.get("columns"))
+        return gpu_slices.load(worker_threads(client), X, token, dtype=kw["dtype"],
+                               columns=kw.get("columns"))
     # one partition runs the single-machine operator on a worker, which checks
     # the points itself: no second pass over them here
     return as_blocks(client, X, summarise=not single, scatter=not in_place, check=not single,
