@@ -102,6 +102,28 @@ def test_oom_as_error_reports_and_empties_the_pool():
     assert cp.get_default_memory_pool().freed == 1
 
 
+def test_oom_as_error_frees_what_an_inner_report_left():
+    """An inner operator's DeviceMemoryError passes through, the outer frames'
+    arrays released (their frames cleared) and the pool emptied."""
+    cp = fake_cupy(123)
+
+    def outer_step():
+        held = np.ones(10)          # stands for the outer operator's device array
+        raise sj.DeviceMemoryError(f"the inner join ran out ({held.size})")
+
+    with pytest.raises(sj.DeviceMemoryError, match="the inner join ran out") as info:
+        with dm.oom_as_error(cp, "GPU DBSCAN sweep"):
+            outer_step()
+    frames = []
+    tb = info.value.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    step = [f for f in frames if f.f_code is outer_step.__code__]
+    assert step and "held" not in step[0].f_locals
+    assert cp.get_default_memory_pool().freed == 1
+
+
 @pytest.mark.parametrize("exc", [ValueError("bad"), MemoryError("host")])
 def test_oom_as_error_passes_other_errors(exc):
     cp = fake_cupy(123)

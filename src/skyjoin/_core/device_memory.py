@@ -153,11 +153,19 @@ def oom_as_error(cp, what: str, ways_out: str = WAYS_OUT) -> Iterator[None]:
     ``cp`` None, the GPU work ran in Dask tasks on the workers' GPUs (see
     :func:`reports_device_oom`): each worker's pool keeps its cached blocks
     (CuPy frees them before it gives up on an allocation), and the message
-    gives no free bytes.  Any other error passes through unchanged (a
-    :class:`DeviceMemoryError` or a result-size error too).
+    gives no free bytes.  A :class:`DeviceMemoryError` from an inner
+    operator (the join a sweep runs) passes through the same way, its
+    frames cleared and the pool freed, so that the outer operator's
+    arrays go too.  Any other error passes through unchanged (a result-size
+    error too).
     """
     try:
         yield
+    except DeviceMemoryError as exc:
+        traceback.clear_frames(exc.__traceback__)
+        if cp is not None:
+            cp.get_default_memory_pool().free_all_blocks()
+        raise
     except MemoryError as exc:
         if not is_device_oom(exc, cp):
             raise
