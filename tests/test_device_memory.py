@@ -153,6 +153,18 @@ def test_self_join_checks_before_any_engine(monkeypatch):
         sj.join(X, X[:300], 0.1, output="counts")
 
 
+def test_skyline_checks_before_any_engine(monkeypatch):
+    from skyjoin.skyline import api
+
+    _force_gpu(monkeypatch, api, free=1000)
+    X = np.random.default_rng(0).random((500, 3))
+    with pytest.raises(sj.DeviceMemoryError, match="GPU skyline of 500 points in 3 dimensions "
+                                                   "needs at least 18,000 bytes") as info:
+        sj.skyline(X)
+    assert "skyjoin.distributed.skyline" in str(info.value)
+    assert "float32" not in str(info.value)        # the skyline has no precision to lower
+
+
 def test_dbscan_checks_before_any_engine(monkeypatch):
     pytest.importorskip("sklearn")
     from skyjoin.dbscan import estimator
@@ -237,6 +249,18 @@ def test_rule_is_below_the_measured_peak(cp, d, precision, on_gpu):
         assert dm.points_bytes([X], dtype, True) <= peak.bytes
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind,d,on_gpu", [("correlated", 2, False), ("correlated", 5, True),
+                                           ("independent", 3, False),
+                                           ("anticorrelated", 4, True)])
+def test_skyline_rule_is_below_the_measured_peak(cp, kind, d, on_gpu):
+    X = getattr(sj.datasets, kind)(1_000_000, d, seed=d)
+    Xin = cp.asarray(X) if on_gpu else X
+    with dm.PoolPeak(cp) as peak:
+        sj.skyline(Xin, device="gpu")
+    assert dm.skyline_bytes(Xin) <= peak.bytes
+
+
 @contextlib.contextmanager
 def _little_free(cp, leave):
     """A device block held while the body runs, leaving about ``leave`` bytes
@@ -267,6 +291,13 @@ def test_points_that_cannot_fit_are_refused_before_the_copy(cp):
         with pytest.raises(sj.DeviceMemoryError, match="GPU DBSCAN"):
             sj.DBSCAN(eps=0.3, min_samples=10, device="gpu").fit(X)
     _usable_again(X[:200_000], 0.3)
+    S = sj.datasets.anticorrelated(4_000_000, 4, seed=1)
+    with _little_free(cp, dm.skyline_bytes(S) // 2):
+        with pytest.raises(sj.DeviceMemoryError, match="GPU skyline of 4,000,000 points") as info:
+            sj.skyline(S, device="gpu")
+    assert "skyjoin.distributed.skyline" in str(info.value)
+    np.testing.assert_array_equal(sj.skyline(S[:100_000], device="gpu"),
+                                  sj.skyline(S[:100_000], device="cpu"))
 
 
 @pytest.mark.gpu

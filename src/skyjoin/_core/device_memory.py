@@ -41,9 +41,10 @@ import numpy as np
 
 from .device import is_device_array
 
-__all__ = ["DeviceMemoryError", "SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES", "WAYS_OUT",
-           "PARTITIONED_WAYS_OUT",
-           "free_bytes", "copies_of", "points_bytes", "check_points_fit", "is_device_oom",
+__all__ = ["DeviceMemoryError", "SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES",
+           "SKYLINE_POINT_BYTES", "WAYS_OUT", "PARTITIONED_WAYS_OUT", "SKYLINE_WAYS_OUT",
+           "free_bytes", "copies_of", "points_bytes", "skyline_bytes", "check_points_fit",
+           "check_skyline_fits", "is_device_oom",
            "oom_as_error", "oom_as_error_in", "reports_device_oom", "PoolPeak"]
 
 T = TypeVar("T")
@@ -55,6 +56,10 @@ SELF_JOIN_POINT_BYTES = 40
 #: measured, which depends on the split between R and S)
 JOIN_POINT_BYTES = 16
 
+#: device bytes a point of a GPU skyline certainly takes beyond its float64
+#: copy of the points: per-point keys, flags and ids (smallest measured peak, design.md)
+SKYLINE_POINT_BYTES = 12
+
 #: what a user can do when the points do not fit one GPU
 WAYS_OUT = ("skyjoin.distributed over several GPUs (skyjoin.distributed.local_gpu_cluster), "
             "precision='float32' (half the bytes of each copy of the points), or device='cpu'")
@@ -63,6 +68,11 @@ WAYS_OUT = ("skyjoin.distributed over several GPUs (skyjoin.distributed.local_gp
 #: the same for the distributed join and DBSCAN, whose partitions run on several GPUs
 PARTITIONED_WAYS_OUT = ("more GPUs (skyjoin.distributed.local_gpu_cluster, or more GPU "
                         "workers), more partitions (n_partitions=), or precision='float32'")
+
+
+#: the same for the skyline (float64 only)
+SKYLINE_WAYS_OUT = ("skyjoin.distributed.skyline over several GPUs "
+                    "(skyjoin.distributed.local_gpu_cluster), or device='cpu'")
 
 
 class DeviceMemoryError(MemoryError):
@@ -100,6 +110,32 @@ def points_bytes(arrays, dtype, self_join: bool) -> int:
                for X in arrays)
 
 
+def skyline_bytes(X) -> int:
+    """The device bytes a GPU skyline of ``X`` (NumPy or CuPy, n x d) certainly
+    takes: its float64 copy of the points (made for host and device input
+    alike), plus :data:`SKYLINE_POINT_BYTES` a point.  O(1)."""
+    return int(X.shape[0]) * (8 * int(X.shape[1]) + SKYLINE_POINT_BYTES)
+
+
+def check_skyline_fits(cp, X) -> int:
+    """Raise :class:`DeviceMemoryError` if :func:`skyline_bytes` exceeds the free
+    memory of the current device (with the skyline's ways out); else return
+    the bytes it needs.  O(1)."""
+    return _check_fits(cp, "GPU skyline", skyline_bytes(X), int(X.shape[0]), int(X.shape[1]),
+                       "its float64 copy of the points and its arrays a point", SKYLINE_WAYS_OUT)
+
+
+def _check_fits(cp, what: str, needed: int, n: int, d: int, holds: str, ways_out: str) -> int:
+    """The refusal of :func:`check_points_fit` and :func:`check_skyline_fits`."""
+    free = free_bytes(cp)
+    if needed > free:
+        raise DeviceMemoryError(
+            f"the {what} of {n:,} points in {d} dimensions needs at least {needed:,} bytes of "
+            f"device memory ({holds}), but GPU {cp.cuda.Device().id} has {free:,} bytes free. "
+            f"Ways out: {ways_out}.")
+    return needed
+
+
 def check_points_fit(cp, what: str, arrays, dtype, self_join: bool) -> int:
     """Raise :class:`DeviceMemoryError` if :func:`points_bytes` exceeds the free
     memory of the current device; else return the bytes it needs.
@@ -119,16 +155,10 @@ def check_points_fit(cp, what: str, arrays, dtype, self_join: bool) -> int:
     -----
     O(1): one ``cudaMemGetInfo``.
     """
-    needed = points_bytes(arrays, dtype, self_join)
-    free = free_bytes(cp)
-    if needed > free:
-        n = sum(int(X.shape[0]) for X in arrays)
-        d = int(arrays[0].shape[1])
-        raise DeviceMemoryError(
-            f"the {what} of {n:,} points in {d} dimensions needs at least {needed:,} bytes of "
-            f"device memory (its copies of the points in {np.dtype(dtype).name} and its grid), "
-            f"but GPU {cp.cuda.Device().id} has {free:,} bytes free. Ways out: {WAYS_OUT}.")
-    return needed
+    return _check_fits(cp, what, points_bytes(arrays, dtype, self_join),
+                       sum(int(X.shape[0]) for X in arrays), int(arrays[0].shape[1]),
+                       f"its copies of the points in {np.dtype(dtype).name} and its grid",
+                       WAYS_OUT)
 
 
 def is_device_oom(exc: BaseException, cp=None) -> bool:

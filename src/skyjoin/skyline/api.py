@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import pandas
 
 from .._core.device import cupy, is_device_array, resolve_device
-from .._core.device_memory import oom_as_error
+from .._core.device_memory import SKYLINE_WAYS_OUT, check_skyline_fits, oom_as_error
 from .columns import check_sense, frame_columns, group_columns, is_dataframe, parse_sense, \
     prepare_array, split_diff
 from .plan import ALGORITHMS, MAX_SKYALIGN_D, VARIANTS, SkylinePlan, check_algorithm, plan_skyline
@@ -140,8 +140,12 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
     skyjoin.GPUUnavailableError
         ``device="gpu"`` without a usable GPU.
     skyjoin.DeviceMemoryError
-        CuPy ran out of device memory during the GPU skyline (no check
-        before the copy: its peak per point is not modelled).
+        A ``MemoryError``: on the GPU, the points cannot fit the device's
+        free memory (checked before they are copied, against their float64
+        copy and the bytes a point the skyline certainly needs:
+        ``skyjoin._core.device_memory``), or CuPy ran out of device memory
+        during the skyline.  The message gives the bytes and the ways out
+        (``skyjoin.distributed.skyline`` over several GPUs, ``device="cpu"``).
 
     See Also
     --------
@@ -212,16 +216,18 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
                              "copy it to the host")
         from . import gpu
         words = parse_sense(sense, X.shape[1] if X.ndim == 2 else 0)
-        if "diff" in words:
-            V, maximise, diffs = split_diff(gpu.to_device_minimisation(X, np.zeros(len(words),
-                                                                               dtype=bool)), words)
-            X, maximise = group_columns(V, maximise, diffs)
-        else:
-            maximise = np.array([w == "max" for w in words], dtype=bool)
-        plan = plan_skyline(X.shape[0], X.shape[1] if X.ndim == 2 else 0, dev, algorithm,
-                            variant, distinct)
-        log.debug("%s", plan.describe())
-        with oom_as_error(cupy(), "GPU skyline"):
+        if X.ndim == 2:
+            check_skyline_fits(cupy(), X)
+        with oom_as_error(cupy(), "GPU skyline", SKYLINE_WAYS_OUT):
+            if "diff" in words:
+                V, maximise, diffs = split_diff(
+                    gpu.to_device_minimisation(X, np.zeros(len(words), dtype=bool)), words)
+                X, maximise = group_columns(V, maximise, diffs)
+            else:
+                maximise = np.array([w == "max" for w in words], dtype=bool)
+            plan = plan_skyline(X.shape[0], X.shape[1] if X.ndim == 2 else 0, dev, algorithm,
+                                variant, distinct)
+            log.debug("%s", plan.describe())
             sky, stats = gpu.skyline_gpu(X, maximise, plan, count=return_stats)
         return (sky, stats) if return_stats else sky
     else:
@@ -232,7 +238,8 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
     log.debug("%s", plan.describe())
     if plan.device == "gpu":
         from . import gpu
-        with oom_as_error(cupy(), "GPU skyline"):
+        check_skyline_fits(cupy(), Xc)
+        with oom_as_error(cupy(), "GPU skyline", SKYLINE_WAYS_OUT):
             sky, stats = gpu.skyline_gpu(Xc, maximise, plan, count=return_stats)
     else:
         # Nothing to negate: use the checked array itself.  The CPU algorithms
