@@ -108,3 +108,17 @@ def test_sweep_takes_the_weights_dbscan_takes(weights):
     sweep = labels_or_error(lambda: next(iter(sj.dbscan_sweep(
         X, eps=0.2, min_samples=3, sample_weight=weights, device="cpu"))).labels)
     assert sweep == est
+
+
+def test_finite_weights_near_the_limit_raise_no_warning():
+    """Weights whose sum overflows are finite: taken without a RuntimeWarning,
+    while an inf among them is still refused."""
+    import warnings
+
+    w = np.array([1e308, 1e308, -1e308, -1e308, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = check_sample_weight(w, 5)
+    np.testing.assert_array_equal(got, w)
+    with pytest.raises(ValueError, match="infinity"):
+        check_sample_weight(np.array([1e308, np.inf, 0.5]), 3)

@@ -101,8 +101,13 @@ def check_sample_weight(sample_weight, n_samples: int) -> np.ndarray:
     if isinstance(sample_weight, Real) and not isinstance(sample_weight, (bool, np.bool_)):
         w = np.full(n_samples, sample_weight, dtype=np.float64)
     else:
-        w = check_array(sample_weight, accept_sparse=False, ensure_2d=False,
-                        dtype=[np.float64, np.float32], order="C", input_name="sample_weight")
+        # check_array tests finiteness by a sum first, which overflows (with a
+        # RuntimeWarning) for finite weights near the float64 limit before it
+        # looks value by value: only that warning is silenced
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = check_array(sample_weight, accept_sparse=False, ensure_2d=False,
+                            dtype=[np.float64, np.float32], order="C",
+                            input_name="sample_weight")
         if w.ndim != 1:
             raise ValueError(f"Sample weights must be 1D array or scalar, got {w.ndim}D array. "
                              f"Expected either a scalar value or a 1D array of length "
