@@ -121,3 +121,36 @@ def test_a_failed_step_fails_the_steps_after_it(client):
     after = workers.submit(_thread_id, first, workers=[b])
     with pytest.raises(RuntimeError, match="route failed"):
         after.result(timeout=10)
+
+
+def test_two_callers_at_once_both_complete(client):
+    """Two driver threads submitting their steps to the same worker threads at
+    the same time (their tasks interleave in each worker's queue) both finish,
+    each with its own answer."""
+    addrs = _addresses(client)
+    results: dict = {}
+
+    def caller(tag):
+        workers = wt.worker_threads(client)
+
+        def first(k):
+            time.sleep(0.005 * k)
+            return k * tag
+
+        def step(k, *before):
+            return k + sum(before)
+
+        one = [workers.submit(first, k, workers=[a]) for k, a in enumerate(addrs)]
+        two = [workers.submit(step, k, *one, workers=[a]) for k, a in enumerate(addrs)]
+        results[tag] = workers.gather([workers.submit(step, 0, *two, workers=[a])
+                                       for a in addrs])
+
+    threads = [threading.Thread(target=caller, args=(tag,)) for tag in (1, 100)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads)
+    for tag in (1, 100):
+        s1 = sum(k * tag for k in range(len(addrs)))
+        assert results[tag] == [sum(k + s1 for k in range(len(addrs)))] * len(addrs)
