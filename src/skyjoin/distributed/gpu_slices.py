@@ -64,8 +64,11 @@ def load(client, X, token: str, *, dtype, name: str = "X", columns=None, seed: i
 
     Parameters
     ----------
-    client : distributed.Client
-        Its workers are GPU threads of this process.
+    client : WorkerThreads or distributed.Client
+        Workers that are GPU threads of this process: the in-process path
+        hands its :class:`.worker_threads.WorkerThreads` (each step's tasks
+        on the workers' own threads), as it does to :func:`route`,
+        :func:`receive` and :func:`collect_ids`; a client's tasks also work.
     X : array_like
         The points.  A C-contiguous 2-D array of the working dtype is read in
         place; anything else is converted (and checked) on the host first.
