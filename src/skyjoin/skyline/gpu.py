@@ -71,8 +71,9 @@ def to_device_minimisation(X, maximise: np.ndarray):
         raise ValueError(f"sense has {maximise.size} entries but the data has {Xd.shape[1]} columns")
     n, d = Xd.shape
     if n:           # x * (-1 or 1) + 0.0: maximised columns negated, -0.0 made +0.0
+        sign = cp.asarray(np.where(maximise, -1.0, 1.0))
         skyline_kernels(d)["minimise"](_grid(n * d), (_BLOCK,),
-                               (Xd, np.int64(n), np.int32(d), cp.asarray(np.where(maximise, -1.0, 1.0))))
+                                       (Xd, np.int64(n), np.int32(d), sign))
     return Xd
 
 
