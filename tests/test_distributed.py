@@ -831,3 +831,53 @@ def test_host_counts_views_the_array():
                 warnings.simplefilter("error")          # "Sending large graph ..." fails
                 np.testing.assert_array_equal(c.compute(arr).result(), counts)
                 assert int(arr.sum().compute()) == int(counts.sum())
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_partition_shares_are_held_and_exact(d):
+    """Boxes planned with shares (the Parquet parts of GPU worker threads:
+    each GPU's parts shrinking by PART_SIZE_RATIO) hold those shares of the
+    points, and the partitioned join is still the single-machine join."""
+    from skyjoin.distributed.join import partition_rows
+    from skyjoin.distributed.owned_rows import assemble_table
+    from skyjoin.distributed.partition import halo_width, owned_by, plan_partitions
+    from skyjoin.distributed.plan import PART_SIZE_RATIO
+    from _partition_reference import route_block
+
+    rng = np.random.default_rng(40 + d)
+    X = rng.uniform(0, 50, (60_000, d))
+    n = len(X)
+    W = 2
+
+    def share(p):
+        return PART_SIZE_RATIO ** (p // W)
+
+    eps = 0.4
+    h = halo_width(eps, d, X.min(0), X.max(0))
+    plan = plan_partitions(X[rng.choice(n, 20_000)], X.min(0), X.max(0), 6, h, n, share=share)
+    P = plan.n_partitions
+    assert P == 6
+    want = np.array([share(p) for p in range(P)])
+    want /= want.sum()
+    got = np.array([np.count_nonzero(owned_by(plan, p, X)) for p in range(P)]) / n
+    np.testing.assert_allclose(got, want, atol=0.02)
+    assert got[0] > got[2] > got[4] and got[1] > got[3] > got[5]
+    rows = []
+    for own, halo in route_block(plan, X, h):
+        rows.append((own, *partition_rows(own, X[own], halo, X[halo], eps, include_self=False,
+                                          sort=True, device="cpu", precision="float64",
+                                          n_total=n)))
+    assert assemble_table(rows, n, True) == sj.self_join(X, eps, device="cpu")
+
+
+def test_part_shares_shrink_per_gpu_and_balance():
+    from types import SimpleNamespace
+
+    from skyjoin.distributed.plan import PART_SIZE_RATIO, part_shares, worker_of_partition
+
+    fake = SimpleNamespace(scheduler_info=lambda n_workers=-1: {"workers": {"a": {}, "b": {}}})
+    share = part_shares(fake)
+    where = worker_of_partition(fake, 6)
+    for w in ("a", "b"):
+        mine = [share(p) for p in range(6) if where[p] == w]      # in the order it runs them
+        assert mine == [1.0, PART_SIZE_RATIO, PART_SIZE_RATIO ** 2]

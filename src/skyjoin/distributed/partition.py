@@ -105,11 +105,15 @@ class Boxes:
         return np.asarray(lo), np.asarray(hi)
 
 
-def _spaced_cuts(values: np.ndarray, n_parts: int, width: float) -> np.ndarray:
-    """Quantile cuts of ``values`` into n_parts, keeping cuts at least width apart."""
+def _spaced_cuts(values: np.ndarray, n_parts: int, width: float,
+                 shares: np.ndarray | None = None) -> np.ndarray:
+    """Quantile cuts of ``values`` into n_parts, part j holding ``shares[j]`` of
+    them (equal parts without ``shares``), keeping cuts at least width apart."""
     if n_parts <= 1 or values.size == 0:
         return np.zeros(0, dtype=np.float64)
-    q = np.quantile(values, np.arange(1, n_parts) / n_parts, method="lower")
+    at = np.arange(1, n_parts) / n_parts if shares is None else \
+        np.cumsum(shares)[:-1] / np.sum(shares)
+    q = np.quantile(values, np.clip(at, 0.0, 1.0), method="lower")
     kept = []
     for c in np.unique(q):
         if not kept or c - kept[-1] >= width:
@@ -118,7 +122,7 @@ def _spaced_cuts(values: np.ndarray, n_parts: int, width: float) -> np.ndarray:
 
 
 def plan_partitions(sample: np.ndarray, lo, hi, n_partitions: int, width: float,
-                    n_points: int = 0) -> Boxes:
+                    n_points: int = 0, share=None) -> Boxes:
     """Choose the partition boxes from a sample of the points.
 
     Parameters
@@ -134,6 +138,11 @@ def plan_partitions(sample: np.ndarray, lo, hi, n_partitions: int, width: float,
         The halo width (see :func:`halo_width`).
     n_points : int
         Total number of points (recorded in the plan).
+    share : callable, optional
+        ``share(p)``: the relative share of the points that box p should
+        hold (equal shares without it).  Boxes are numbered slab by slab;
+        when cuts closer than ``width`` are dropped, the shares are only
+        approached.
 
     Returns
     -------
@@ -156,13 +165,16 @@ def plan_partitions(sample: np.ndarray, lo, hi, n_partitions: int, width: float,
     else:
         n1, n2 = n_partitions, 1
         dims = (int(order[0]),)
-    cuts1 = _spaced_cuts(sample[:, dims[0]], n1, width)
+    w = None if share is None else \
+        np.array([share(p) for p in range(n1 * n2)], dtype=np.float64).reshape(n1, n2)
+    cuts1 = _spaced_cuts(sample[:, dims[0]], n1, width, None if w is None else w.sum(axis=1))
     cuts2 = []
     counts = [1] * (len(cuts1) + 1)
     if len(dims) > 1:
         slab = np.searchsorted(cuts1, sample[:, dims[0]], side="right")
         for s in range(len(cuts1) + 1):
-            c = _spaced_cuts(sample[slab == s, dims[1]], n2, width)
+            c = _spaced_cuts(sample[slab == s, dims[1]], n2, width,
+                             None if w is None or s >= n1 else w[s])
             cuts2.append(c)
             counts[s] = len(c) + 1
     else:

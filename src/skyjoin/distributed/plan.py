@@ -32,9 +32,9 @@ from .in_process_gpu import in_process
 from .partition import Boxes, halo_width, plan_partitions
 from .worker_threads import worker_threads
 
-__all__ = ["RunPlan", "PATHS", "PARTITION_POINTS", "PARTS_PER_WRITING_GPU", "check_n_partitions",
-           "on_gpu", "in_process_gpu_path", "default_partitions", "worker_of_partition",
-           "load_blocks", "plan_run"]
+__all__ = ["RunPlan", "PATHS", "PARTITION_POINTS", "PARTS_PER_WRITING_GPU", "PART_SIZE_RATIO",
+           "check_n_partitions", "on_gpu", "in_process_gpu_path", "default_partitions",
+           "worker_of_partition", "part_shares", "load_blocks", "plan_run"]
 
 #: the paths of a run: one worker, no halo; partitions with halos on the
 #: workers; partitions on GPU worker threads of this process
@@ -101,6 +101,8 @@ def in_process_gpu_path(client, device) -> bool:
 
 #: partitions per GPU when the GPU worker threads write Parquet parts (rule 2)
 PARTS_PER_WRITING_GPU = 3
+#: each such GPU's next part holds this fraction of its last one's points (rule 4)
+PART_SIZE_RATIO = 0.6
 
 
 def default_partitions(client, n: int, shared: bool = False, writes_parts: bool = False) -> int:
@@ -171,13 +173,31 @@ def load_blocks(client, X, n_partitions, *, shared: bool = False, token: str | N
                      **kw)
 
 
+def part_shares(client):
+    """Rule 4's shares for Parquet parts written by GPU worker threads: box p,
+    the ``p // W``-th part of its GPU (``worker_of_partition``: round robin
+    over the W workers, each joining its parts in order), gets a share
+    ``PART_SIZE_RATIO ** (p // W)``.
+
+    A part's writer encodes on its own thread after its GPU has moved on,
+    and takes longer than the GPU's join of it, so the call ends with the
+    last part's writer; parts that shrink make every writer end near the
+    same time (docs/design.md, "The Parquet parts' tail").  Every GPU gets
+    the same total.  O(1).
+    """
+    workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+    return lambda p: PART_SIZE_RATIO ** (p // workers)
+
+
 def plan_run(blocks, eps, precision, n_partitions, client, device, halo_factor: int = 1,
              writes_parts: bool = False) -> RunPlan:
     """Rule 4: the partition boxes, at least ``halo_factor`` halo widths wide, and the path.
 
     The path is "in_process_gpu" when the workers read the caller's array in
     place (``blocks.array``), else "whole" for one partition, else
-    "partitions".  Boxes from the blocks' sample: O(sample log sample).
+    "partitions".  Boxes from the blocks' sample: O(sample log sample);
+    equal shares of it, except for the Parquet parts that GPU worker
+    threads write (``writes_parts`` on that path: :func:`part_shares`).
     """
     if blocks.sample is None:        # not summarised: one partition (see load_blocks)
         boxes = Boxes(dims=(0,), cuts1=np.zeros(0), cuts2=[np.zeros(0)],
@@ -190,7 +210,9 @@ def plan_run(blocks, eps, precision, n_partitions, client, device, halo_factor: 
             n_partitions = default_partitions(client, blocks.n, blocks.array is not None,
                                               writes_parts)
         boxes = plan_partitions(blocks.sample, blocks.lo, blocks.hi, int(n_partitions),
-                                halo_factor * h, n_points=blocks.n)
+                                halo_factor * h, n_points=blocks.n,
+                                share=part_shares(client) if writes_parts and
+                                blocks.array is not None else None)
     if blocks.array is not None:
         path = "in_process_gpu"
     elif boxes.n_partitions == 1:
