@@ -564,13 +564,26 @@ def test_route_pieces_equal_route_block(seed):
         assert oX.dtype == X.dtype
 
 
+def _partitioned_join(plan, X, h, eps):
+    """The table of the join of X through the partitions of ``plan`` (halo h),
+    each partition joined on its own on the CPU."""
+    from skyjoin.distributed.join import partition_rows
+    from skyjoin.distributed.owned_rows import assemble_table
+    from _partition_reference import route_block
+
+    rows = []
+    for own, halo in route_block(plan, X, h):
+        rows.append((own, *partition_rows(own, X[own], halo, X[halo], eps, include_self=False,
+                                          sort=True, device="cpu", precision="float64",
+                                          n_total=len(X))))
+    return assemble_table(rows, len(X), True)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_partitions_in_process(seed):
     from skyjoin.distributed.halo_dbscan import merge_partitions as merge_local_clusters
     from skyjoin.distributed.halo_dbscan import owned_labels as _final_labels
     from skyjoin.distributed.halo_dbscan import partition_dbscan as local_clusters
-    from skyjoin.distributed.join import partition_rows
-    from skyjoin.distributed.owned_rows import assemble_table
     from _partition_reference import route_block
     from skyjoin.distributed.partition import halo_width, plan_partitions
 
@@ -589,12 +602,7 @@ def test_partitions_in_process(seed):
     h = halo_width(eps, d, X.min(0), X.max(0))
     sample = X[rng.choice(n, 300)]
     plan = plan_partitions(sample, X.min(0), X.max(0), parts, h, n)
-    rows = []
-    for own, halo in route_block(plan, X, h):
-        rows.append((own, *partition_rows(own, X[own], halo, X[halo], eps, include_self=False,
-                                          sort=True, device="cpu", precision="float64",
-                                          n_total=n)))
-    assert assemble_table(rows, n, True) == sj.self_join(X, eps, device="cpu")
+    assert _partitioned_join(plan, X, h, eps) == sj.self_join(X, eps, device="cpu")
     plan = plan_partitions(sample, X.min(0), X.max(0), parts, 2 * h, n)
     states = [local_clusters(own, X[own], halo, X[halo], plan, p, h, eps, ms, "cpu", "float64")
               for p, (own, halo) in enumerate(route_block(plan, X, 2 * h))]
@@ -838,11 +846,8 @@ def test_partition_shares_are_held_and_exact(d):
     """Boxes planned with shares (the Parquet parts of GPU worker threads:
     each GPU's parts shrinking by PART_SIZE_RATIO) hold those shares of the
     points, and the partitioned join is still the single-machine join."""
-    from skyjoin.distributed.join import partition_rows
-    from skyjoin.distributed.owned_rows import assemble_table
     from skyjoin.distributed.partition import halo_width, owned_by, plan_partitions
     from skyjoin.distributed.plan import PART_SIZE_RATIO
-    from _partition_reference import route_block
 
     rng = np.random.default_rng(40 + d)
     X = rng.uniform(0, 50, (60_000, d))
@@ -862,12 +867,7 @@ def test_partition_shares_are_held_and_exact(d):
     got = np.array([np.count_nonzero(owned_by(plan, p, X)) for p in range(P)]) / n
     np.testing.assert_allclose(got, want, atol=0.02)
     assert got[0] > got[2] > got[4] and got[1] > got[3] > got[5]
-    rows = []
-    for own, halo in route_block(plan, X, h):
-        rows.append((own, *partition_rows(own, X[own], halo, X[halo], eps, include_self=False,
-                                          sort=True, device="cpu", precision="float64",
-                                          n_total=n)))
-    assert assemble_table(rows, n, True) == sj.self_join(X, eps, device="cpu")
+    assert _partitioned_join(plan, X, h, eps) == sj.self_join(X, eps, device="cpu")
 
 
 def test_part_shares_shrink_per_gpu_and_balance():
