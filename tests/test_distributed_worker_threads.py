@@ -50,6 +50,7 @@ def test_executors_are_found_once_per_worker(client):
         again = wt.worker_threads(client)
     assert not ts.data                      # no Dask task the second time
     assert sorted(again.executors) == _addresses(client)
+    assert sorted(again.scheduler_info()["workers"]) == _addresses(client)
 
 
 def test_steps_wait_for_the_futures_they_are_given(client):

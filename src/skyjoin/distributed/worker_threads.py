@@ -63,28 +63,31 @@ def worker_threads(client) -> "WorkerThreads":
         executors = {a: _EXECUTORS.get(a) for a in addresses}
     if any(e is None for e in executors.values()):     # a worker closed meanwhile
         raise RuntimeError("a Dask worker of the client closed while its thread was looked up")
-    return WorkerThreads(client, executors)
+    return WorkerThreads(executors)
 
 
 class WorkerThreads:
     """Run functions on given workers' task threads, without Dask's scheduler.
 
     Duck-types the few ``distributed.Client`` methods that the in-process
-    path calls: :meth:`submit`, :meth:`gather` and ``scheduler_info`` (the
-    client's own).  Results stay in this process and are returned by
-    reference, as Dask's in-process workers return them.
+    path calls: :meth:`submit`, :meth:`gather` and :meth:`scheduler_info`.
+    Results stay in this process and are returned by reference, as Dask's
+    in-process workers return them.
 
     Parameters
     ----------
-    client : distributed.Client
     executors : dict
         Each worker's executor, by address.
     """
 
-    def __init__(self, client, executors: dict) -> None:
-        self.client = client
+    def __init__(self, executors: dict) -> None:
         self.executors = executors
-        self.scheduler_info = client.scheduler_info
+
+    def scheduler_info(self, n_workers: int = -1) -> dict:
+        """The workers, as ``Client.scheduler_info`` lists them: their addresses
+        when this object was made, with no round trip to the scheduler (the
+        client's makes one on every call).  O(workers)."""
+        return {"workers": {a: {} for a in self.executors}}
 
     def submit(self, fn: Callable, *args: Any, workers=None, retries: int | None = 0,
                **ignored: Any) -> cf.Future:
