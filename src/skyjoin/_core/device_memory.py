@@ -191,19 +191,18 @@ def oom_as_error(cp, what: str, ways_out: str = WAYS_OUT) -> Iterator[None]:
     """
     try:
         yield
-    except DeviceMemoryError as exc:
+    except MemoryError as exc:
+        reported = isinstance(exc, DeviceMemoryError)      # by an inner operator
+        if not reported and not is_device_oom(exc, cp):
+            raise
         traceback.clear_frames(exc.__traceback__)
         if cp is not None:
             cp.get_default_memory_pool().free_all_blocks()
-        raise
-    except MemoryError as exc:
-        if not is_device_oom(exc, cp):
+        if reported:
             raise
-        traceback.clear_frames(exc.__traceback__)
         if cp is None:
             what_happened = f"a GPU ran out of device memory during the {what} ({exc})"
         else:
-            cp.get_default_memory_pool().free_all_blocks()
             what_happened = (f"the {what} ran out of device memory ({exc}); GPU "
                              f"{cp.cuda.Device().id} now has {free_bytes(cp):,} bytes free")
         raise DeviceMemoryError(f"{what_happened}. Ways out: {ways_out}.") from exc
