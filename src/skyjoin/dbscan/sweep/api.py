@@ -204,15 +204,14 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
     plan = plan_sweep(dev, precision, sample_weight is not None, X.shape[1], len(eps_list),
                       method, pipeline)
     log.debug("%s", plan.describe())
+    what = "GPU DBSCAN sweep"
+    if plan.device == "gpu":
+        check_points_fit(_device.cupy(), what, [X], working_dtype(precision), self_join=True)
     if plan.path == "grid-gpu":
         results = _sweep_gpu_grid(X, eps_list, ms_list, progress, plan)
     else:
         results = _sweep(X, eps_list, ms_list, sample_weight, plan, progress)
-    if plan.device != "gpu":
-        return results
-    what = "GPU DBSCAN sweep"
-    check_points_fit(_device.cupy(), what, [X], working_dtype(precision), self_join=True)
-    return oom_as_error_in(_device.cupy(), what, results)
+    return oom_as_error_in(_device.cupy(), what, results) if plan.device == "gpu" else results
 
 
 def _progress_bar(progress, total):
