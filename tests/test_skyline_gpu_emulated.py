@@ -68,6 +68,32 @@ def test_emulated_gpu_skyline_equals_oracle(emulated, variant):
             assert stats["skyline_size"] == got.size
 
 
+def test_emulated_grouping_on_the_device_equals_the_host_grouping(emulated):
+    """Device input with diff columns is grouped on the GPU (run entry); the
+    skyline equals the oracle of each group's skyline, unioned."""
+    from skyjoin.skyline.columns import prepare_array
+    from skyjoin.skyline.plan import plan_skyline
+
+    rng = np.random.default_rng(8)
+    X = np.column_stack([rng.integers(0, 4, 300), rng.random(300), rng.integers(0, 3, 300),
+                         rng.random(300)]).astype(np.float64)
+    sense = ["diff", "min", "diff", "max"]
+    maximise = np.array([False, False, False, True])
+    diff = np.array([True, False, True, False])
+    Xg, mx = emulated.gpu.group_on_device(X, maximise, diff)
+    Xh, mh, n_diff = prepare_array(X, sense)
+    assert n_diff == 2
+    np.testing.assert_array_equal(np.asarray(Xg), Xh)
+    np.testing.assert_array_equal(mx, mh)
+    plan = plan_skyline(300, 4, "gpu", residence="device", diff_columns=2)
+    got, _ = emulated.gpu.skyline_gpu(Xg, mx, plan)
+    want = []
+    for key in {tuple(r) for r in X[:, diff]}:
+        rows = np.flatnonzero((X[:, diff] == key).all(axis=1))
+        want.extend(rows[_oracle(X[rows][:, ~diff], maximise[~diff])])
+    np.testing.assert_array_equal(got, np.sort(want))
+
+
 def test_emulated_gpu_skyline_compiles_its_kit_only(emulated):
     from skyjoin._core.device_kernels import KITS
 

@@ -31,3 +31,34 @@ def test_refusals(args, match):
 def test_describe_names_the_decisions():
     text = plan_skyline(1_000, 3, "cpu", distinct=True).describe()
     assert "skyalign (levelwise)" in text and "cpu" in text and "distinct" in text
+
+
+def test_plan_records_residence_and_diff_grouping():
+    plan = plan_skyline(10, 4, "gpu", residence="device", diff_columns=1)
+    assert (plan.residence, plan.diff_columns) == ("device", 1)
+    text = plan.describe()
+    assert "points on the GPU" in text and "1 diff column" in text
+    assert plan_skyline(10, 4, "cpu").residence == "host"
+    with pytest.raises(ValueError, match="GPU array but device resolved to 'cpu'"):
+        plan_skyline(10, 4, "cpu", residence="device")
+    with pytest.raises(ValueError, match="resolved device"):
+        plan_skyline(10, 4, "auto")
+
+
+def test_the_public_call_reports_the_plan_it_ran():
+    """One plan per call, reported once, and it is the plan that ran."""
+    import numpy as np
+
+    import skyjoin as sj
+    from skyjoin._core.plans import recording
+
+    X = np.random.default_rng(3).random((200, 2))
+    with recording() as plans:
+        sky, stats = sj.skyline(X, device="cpu", return_stats=True)
+    assert plans == [SkylinePlan("cpu", "sort2d", None, False, 200, 2)]
+    assert stats["algorithm"] == "sort2d"
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "g": np.arange(200) % 3})
+    with recording() as plans:
+        sj.skyline(df, min=["a"], max=["b"], diff=["g"], device="cpu", distinct=True)
+    assert plans == [SkylinePlan("cpu", "skyalign", "levelwise", True, 200, 4, "host", 1)]

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     import distributed
 
 from .._core.device_memory import reports_device_oom
-from ..skyline.api import Sense, check_sense, skyline as single_skyline, to_minimisation
+from ..skyline.api import Sense, check_sense, skyline as single_skyline
+from ..skyline.run import to_minimisation
 from .blocks import Points, as_blocks, get_client, new_token, reruns_on_lost_input
 
 __all__ = ["skyline"]

@@ -91,14 +91,14 @@ def paretoset(costs: ArrayLike | pandas.DataFrame, sense: Sense | None = None, d
     array([ True,  True])
     """
     if is_dataframe(costs):
-        X, maximise = frame_columns(costs, sense, all_columns=True)
+        X, maximise, _ = frame_columns(costs, sense, all_columns=True)
     else:
         arr = costs if isinstance(costs, np.ndarray) else np.asarray(costs)
         if arr.dtype == np.dtype(object):
             raise TypeError(f"Data must be numerical. Please convert it. Data has type: {arr.dtype}")
         if arr.ndim == 1:
             arr = arr.reshape(-1, 1)
-        X, maximise = prepare_array(arr, sense, name="costs")
+        X, maximise, _ = prepare_array(arr, sense, name="costs")
     mask = np.zeros(X.shape[0], dtype=bool)
     if X.shape[0]:
         words = ["max" if m else "min" for m in maximise]
