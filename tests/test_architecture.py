@@ -81,6 +81,32 @@ def test_the_check_finds_a_private_import(tmp_path, monkeypatch):
     assert private_imports_across_packages() == [("skyjoin.a.m", "from skyjoin.b.n import _hidden")]
 
 
+def exception_classes():
+    """(module, class) for every class in the source that derives from a
+    built-in exception (by the name of a base: ...Error or Exception)."""
+    found = []
+    for path in sources():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                    getattr(b, "id", getattr(b, "attr", "")).endswith(("Error", "Exception"))
+                    for b in node.bases):
+                found.append((module_name(path), node.name))
+    return found
+
+
+def test_every_public_exception_has_one_home():
+    """skyjoin.errors defines every exception class, and the top level
+    re-exports each of them (the same object)."""
+    import skyjoin
+    import skyjoin.errors as errors
+
+    assert sorted(exception_classes()) == sorted(("skyjoin.errors", n) for n in errors.__all__)
+    for name in errors.__all__:
+        assert getattr(skyjoin, name) is getattr(errors, name)
+        assert getattr(errors, name).__module__ == "skyjoin.errors"
+        assert name in skyjoin.__all__
+
+
 @pytest.mark.parametrize("heavy", ["cupy", "dask", "distributed", "matplotlib", "pandas",
                                    "skyjoin.distributed"])
 def test_import_skyjoin_stays_light(heavy):
