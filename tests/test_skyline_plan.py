@@ -62,3 +62,29 @@ def test_the_public_call_reports_the_plan_it_ran():
     with recording() as plans:
         sj.skyline(df, min=["a"], max=["b"], diff=["g"], device="cpu", distinct=True)
     assert plans == [SkylinePlan("cpu", "skyalign", "levelwise", True, 200, 4, "host", 1)]
+
+
+@pytest.mark.parametrize("operator", ["skyline", "paretoset"])
+def test_the_points_are_checked_once_and_one_plan_runs(monkeypatch, operator):
+    import numpy as np
+
+    import skyjoin as sj
+    from skyjoin._core.plans import recording
+    from skyjoin.skyline import columns
+
+    calls = []
+    real = columns.check_points
+    monkeypatch.setattr(columns, "check_points",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    X = np.random.default_rng(5).integers(0, 6, (300, 3)).astype(np.float64)
+    with recording() as plans:
+        if operator == "skyline":
+            got = sj.skyline(X, sense=["min", "max", "min"], device="cpu")
+        else:
+            got = np.flatnonzero(sj.paretoset(X, sense=["min", "max", "min"], distinct=False,
+                                              device="cpu"))
+    Y = X * np.array([1, -1, 1])
+    le = (Y[:, None, :] <= Y[None, :, :]).all(axis=2)
+    lt = (Y[:, None, :] < Y[None, :, :]).any(axis=2)
+    np.testing.assert_array_equal(got, np.flatnonzero(~(le & lt).any(axis=0)))
+    assert len(calls) == 1 and len(plans) == 1 and plans[0].device == "cpu"
