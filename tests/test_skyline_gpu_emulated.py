@@ -94,6 +94,39 @@ def test_emulated_grouping_on_the_device_equals_the_host_grouping(emulated):
     np.testing.assert_array_equal(got, np.sort(want))
 
 
+class _OnDevice(np.ndarray):
+    """A NumPy array that says it is a GPU array (the emulated CuPy's)."""
+    __cuda_array_interface__: dict = {}
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_emulated_public_gpu_route_checks_memory_once(emulated, monkeypatch, on_device):
+    """sj.skyline on the GPU, host or device input, with diff columns: one
+    device check (on the array the run entry receives), one plan, and the
+    oracle's answer; device input's indices stay "on the device"."""
+    import skyjoin as sj
+    from skyjoin._core.plans import recording
+    from skyjoin.skyline import api, run
+
+    checked = []
+    monkeypatch.setattr(api, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(run, "cupy", lambda: emulated.gpu._cupy())
+    monkeypatch.setattr(run, "check_skyline_fits", lambda cp, X: checked.append(X.shape))
+    rng = np.random.default_rng(9)
+    X = np.column_stack([rng.random(250), rng.integers(0, 3, 250), rng.random(250)])
+    Xin = X.view(_OnDevice) if on_device else X
+    with recording() as plans:
+        got = sj.skyline(Xin, sense=["min", "diff", "max"], device="gpu")
+    want = []
+    for g in range(3):
+        rows = np.flatnonzero(X[:, 1] == g)
+        want.extend(rows[_oracle(X[rows][:, [0, 2]], np.array([False, True]))])
+    np.testing.assert_array_equal(np.asarray(got), np.sort(want))
+    assert checked == [(250, 3) if on_device else (250, 4)]
+    assert [(p.device, p.residence, p.diff_columns, p.d) for p in plans] == [
+        ("gpu", "device" if on_device else "host", 1, 4)]
+
+
 def test_emulated_gpu_skyline_compiles_its_kit_only(emulated):
     from skyjoin._core.device_kernels import KITS
 
