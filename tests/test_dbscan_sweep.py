@@ -156,7 +156,7 @@ def test_sweep_table_path_equals_sklearn(monkeypatch):
     """The table path (taken when the grid does not fit, d > 4, float32, GPU)."""
     from skyjoin.dbscan.sweep import pipeline as sweep
 
-    monkeypatch.setattr(sweep, "_grid_index", lambda *a, **k: None)
+    monkeypatch.setattr(sweep, "grid_index", lambda *a, **k: None)
     rng = np.random.default_rng(5)
     X = np.round(rng.normal(0, 1.0, (700, 2)), 1)
     res = _check_sweep(X, [0.2, 0.3], [1, 3, 3, 8, 20, 800])
@@ -215,7 +215,7 @@ def test_cell_pairs_equal_every_near_pair_once():
     rng = np.random.default_rng(3)
     X = np.round(rng.normal(0, 1.0, (3000, 2)), 2)
     ms = [2, 6, 15, 40]
-    g = sweep._grid_index(X, 0.15, ms)
+    g = sweep.grid_index(X, 0.15, ms)
     ptr, pa, pb = sweep._prepare_links(g)
     m, d = len(g.cells), X.shape[1]
     coords = np.empty((m, d), dtype=np.int64)   # integer cell coordinates (last dim fastest)

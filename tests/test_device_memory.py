@@ -154,9 +154,10 @@ def test_self_join_checks_before_any_engine(monkeypatch):
 
 
 def test_skyline_checks_before_any_engine(monkeypatch):
-    from skyjoin.skyline import api
+    from skyjoin.skyline import api, run
 
-    _force_gpu(monkeypatch, api, free=1000)
+    monkeypatch.setattr(api, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(run, "cupy", lambda: fake_cupy(1000))      # the run entry checks
     X = np.random.default_rng(0).random((500, 3))
     with pytest.raises(sj.DeviceMemoryError, match="GPU skyline of 500 points in 3 dimensions "
                                                    "needs at least 18,000 bytes") as info:

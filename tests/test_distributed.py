@@ -870,6 +870,54 @@ def test_partition_shares_are_held_and_exact(d):
     assert _partitioned_join(plan, X, h, eps) == sj.self_join(X, eps, device="cpu")
 
 
+def test_the_device_is_resolved_once_by_the_workers(monkeypatch):
+    """workers_device: "cpu" at once; otherwise one client.run whose answers
+    must agree; tasks then only compare the resolved string (on_gpu)."""
+    from types import SimpleNamespace
+
+    import skyjoin._core.device as device_mod
+    from skyjoin.distributed.plan import in_process_gpu_path, on_gpu, workers_device
+
+    def fake(answers):
+        calls = []
+
+        def run(fn, device):
+            calls.append(device)
+            return dict(answers)
+        return SimpleNamespace(run=run, calls=calls, scheduler_info=lambda n_workers=-1: {
+            "workers": {a: {} for a in answers}})
+
+    c = fake({"tcp://a": "gpu", "tcp://b": "gpu"})
+    assert workers_device(c, "CPU") == "cpu" and c.calls == []
+    assert workers_device(c, None) == "gpu" and c.calls == [None]
+    assert workers_device(c, "auto") == "gpu"
+    with pytest.raises(ValueError, match=r"1 to 'cpu', 1 to 'gpu'.*device='cpu'"):
+        workers_device(fake({"tcp://a": "gpu", "tcp://b": "cpu"}), None)
+    with pytest.raises(ValueError, match="device must be one of"):
+        workers_device(c, "tpu")
+    monkeypatch.delenv("SKYJOIN_DEVICE", raising=False)
+    monkeypatch.setattr(device_mod, "_probe_gpu", lambda: (False, "no GPU"))
+    assert workers_device(fake({}), None) == "cpu"          # no worker yet: resolved here
+    assert on_gpu("gpu") and not on_gpu("cpu")
+    for unresolved in (None, "auto"):
+        with pytest.raises(ValueError, match="resolved device"):
+            on_gpu(unresolved)
+    assert not in_process_gpu_path(c, "cpu")
+
+
+def test_distributed_skyline_runs_one_reported_plan(client):
+    from skyjoin._core.plans import recording
+
+    X = np.random.default_rng(4).integers(0, 50, (3000, 3)).astype(np.float64)
+    with recording() as plans:
+        got = sd.skyline(X, client=client, sense=["min", "max", "min"], distinct=True,
+                         block_rows=700)
+    np.testing.assert_array_equal(
+        got, single_skyline(X, sense=["min", "max", "min"], distinct=True, device="cpu"))
+    assert [(p.device, p.algorithm, p.n, p.d, p.distinct) for p in plans] == [
+        ("cpu", "skyalign", 3000, 3, True)]
+
+
 def test_part_shares_shrink_per_gpu_and_balance():
     from types import SimpleNamespace
 

@@ -35,14 +35,14 @@ def _points(n=60000, seed=5):
 
 
 def test_slices_summaries_equal_the_hosts(gpu_client):
-    from skyjoin.distributed import plan as dplan
+    from skyjoin.distributed import load as dload
     from skyjoin.distributed.blocks import as_blocks, new_token
     from skyjoin.distributed.registry import drop, lookup
 
     X = _points()
     token = new_token("test")
     try:
-        got = dplan.load_blocks(gpu_client, X, None, shared=True, token=token,
+        got = dload.load_blocks(gpu_client, X, None, shared=True, token=token,
                                 dtype=np.float64)
         ref = as_blocks(gpu_client, X, scatter=False)
         assert got.slices is not None and got.slices[0] == 0 and got.slices[-1] == len(X)
@@ -61,6 +61,7 @@ def test_gathered_partitions_equal_the_host_selection(gpu_client):
     import cupy as cp
 
     from skyjoin.distributed import gpu_slices, in_process_gpu
+    from skyjoin.distributed import load as dload
     from skyjoin.distributed import plan as dplan
     from skyjoin.distributed.blocks import new_token
     from skyjoin.distributed.registry import drop, lookup
@@ -68,7 +69,7 @@ def test_gathered_partitions_equal_the_host_selection(gpu_client):
     X = _points(80000, seed=6)
     token = new_token("test")
     try:
-        blocks = dplan.load_blocks(gpu_client, X, 5, shared=True, token=token, dtype=np.float64)
+        blocks = dload.load_blocks(gpu_client, X, 5, shared=True, token=token, dtype=np.float64)
         run = dplan.plan_run(blocks, 0.05, "float64", 5, gpu_client, "gpu", halo_factor=2)
         width = 2 * run.halo
         assert run.path == "in_process_gpu" and run.n_partitions >= 3

@@ -68,6 +68,65 @@ def test_emulated_gpu_skyline_equals_oracle(emulated, variant):
             assert stats["skyline_size"] == got.size
 
 
+def test_emulated_grouping_on_the_device_equals_the_host_grouping(emulated):
+    """Device input with diff columns is grouped on the GPU (run entry); the
+    skyline equals the oracle of each group's skyline, unioned."""
+    from skyjoin.skyline.columns import prepare_array
+    from skyjoin.skyline.plan import plan_skyline
+
+    rng = np.random.default_rng(8)
+    X = np.column_stack([rng.integers(0, 4, 300), rng.random(300), rng.integers(0, 3, 300),
+                         rng.random(300)]).astype(np.float64)
+    sense = ["diff", "min", "diff", "max"]
+    maximise = np.array([False, False, False, True])
+    diff = np.array([True, False, True, False])
+    Xg, mx = emulated.gpu.group_on_device(X, maximise, diff)
+    Xh, mh, n_diff = prepare_array(X, sense)
+    assert n_diff == 2
+    np.testing.assert_array_equal(np.asarray(Xg), Xh)
+    np.testing.assert_array_equal(mx, mh)
+    plan = plan_skyline(300, 4, "gpu", residence="device", diff_columns=2)
+    got, _ = emulated.gpu.skyline_gpu(Xg, mx, plan)
+    want = []
+    for key in {tuple(r) for r in X[:, diff]}:
+        rows = np.flatnonzero((X[:, diff] == key).all(axis=1))
+        want.extend(rows[_oracle(X[rows][:, ~diff], maximise[~diff])])
+    np.testing.assert_array_equal(got, np.sort(want))
+
+
+class _OnDevice(np.ndarray):
+    """A NumPy array that says it is a GPU array (the emulated CuPy's)."""
+    __cuda_array_interface__: dict = {}
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_emulated_public_gpu_route_checks_memory_once(emulated, monkeypatch, on_device):
+    """sj.skyline on the GPU, host or device input, with diff columns: one
+    device check (on the array the run entry receives), one plan, and the
+    oracle's answer; device input's indices stay "on the device"."""
+    import skyjoin as sj
+    from skyjoin._core.plans import recording
+    from skyjoin.skyline import api, run
+
+    checked = []
+    monkeypatch.setattr(api, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(run, "cupy", lambda: emulated.gpu._cupy())
+    monkeypatch.setattr(run, "check_skyline_fits", lambda cp, X: checked.append(X.shape))
+    rng = np.random.default_rng(9)
+    X = np.column_stack([rng.random(250), rng.integers(0, 3, 250), rng.random(250)])
+    Xin = X.view(_OnDevice) if on_device else X
+    with recording() as plans:
+        got = sj.skyline(Xin, sense=["min", "diff", "max"], device="gpu")
+    want = []
+    for g in range(3):
+        rows = np.flatnonzero(X[:, 1] == g)
+        want.extend(rows[_oracle(X[rows][:, [0, 2]], np.array([False, True]))])
+    np.testing.assert_array_equal(np.asarray(got), np.sort(want))
+    assert checked == [(250, 3) if on_device else (250, 4)]
+    assert [(p.device, p.residence, p.diff_columns, p.d) for p in plans] == [
+        ("gpu", "device" if on_device else "host", 1, 4)]
+
+
 def test_emulated_gpu_skyline_compiles_its_kit_only(emulated):
     from skyjoin._core.device_kernels import KITS
 

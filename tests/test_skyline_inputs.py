@@ -122,8 +122,8 @@ def test_float64_input_is_used_as_is():
     from skyjoin.skyline.columns import exact_matrix, prepare_array
 
     X = np.random.default_rng(0).random((50, 3))
-    Xc, maximise = prepare_array(X, ["min", "max", "min"])
-    assert Xc is X
+    Xc, maximise, n_diff = prepare_array(X, ["min", "max", "min"])
+    assert Xc is X and n_diff == 0
     np.testing.assert_array_equal(maximise, [False, True, False])
     I = np.arange(-6, 6, dtype=np.int64).reshape(4, 3) * 2**50
     np.testing.assert_array_equal(exact_matrix(I), I.astype(np.float64))

@@ -15,14 +15,12 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from ..errors import GPUUnavailableError
+
 log = logging.getLogger("skyjoin")
 
 DEVICES = ("auto", "cpu", "gpu")
 ENV_VAR = "SKYJOIN_DEVICE"
-
-
-class GPUUnavailableError(RuntimeError):
-    """Raised when ``device="gpu"`` is asked for and no GPU can be used."""
 
 
 @functools.lru_cache(maxsize=1)

@@ -39,9 +39,10 @@ from typing import Iterator, TypeVar
 
 import numpy as np
 
+from ..errors import DeviceMemoryError
 from .device import is_device_array
 
-__all__ = ["DeviceMemoryError", "SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES",
+__all__ = ["SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES",
            "SKYLINE_POINT_BYTES", "WAYS_OUT", "PARTITIONED_WAYS_OUT", "SKYLINE_WAYS_OUT",
            "free_bytes", "copies_of", "points_bytes", "skyline_bytes", "check_points_fit",
            "check_skyline_fits", "is_device_oom",
@@ -73,16 +74,6 @@ PARTITIONED_WAYS_OUT = ("more GPUs (skyjoin.distributed.local_gpu_cluster, or mo
 #: the same for the skyline (float64 only)
 SKYLINE_WAYS_OUT = ("skyjoin.distributed.skyline over several GPUs "
                     "(skyjoin.distributed.local_gpu_cluster), or device='cpu'")
-
-
-class DeviceMemoryError(MemoryError):
-    """A GPU operator needs more device memory than the GPU has free.
-
-    Raised before the points are copied when they cannot fit
-    (:func:`check_points_fit`), or when CuPy runs out of memory during the
-    operator (:func:`oom_as_error`).  The message gives the bytes needed
-    (or asked for), the bytes free, and the ways out.
-    """
 
 
 def free_bytes(cp) -> int:

@@ -18,7 +18,7 @@ Seed = Union[int, np.random.SeedSequence, np.random.Generator, None]
 # --------------------------------------------------------------------------
 # argument checks
 # --------------------------------------------------------------------------
-def _rng(seed) -> np.random.Generator:
+def as_generator(seed) -> np.random.Generator:
     """A Generator from an int / None / SeedSequence, or the Generator itself."""
     if isinstance(seed, np.random.Generator):
         return seed
@@ -33,7 +33,7 @@ def _rng(seed) -> np.random.Generator:
     return np.random.default_rng(int(seed))
 
 
-def _check_nd(n, d) -> tuple[int, int]:
+def check_nd(n, d) -> tuple[int, int]:
     """Check the number of points n >= 0 and of dimensions d >= 1."""
     for name, v in (("n", n), ("d", d)):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
@@ -45,7 +45,7 @@ def _check_nd(n, d) -> tuple[int, int]:
     return int(n), int(d)
 
 
-def _check_real(name: str, value, positive: bool = False) -> float:
+def check_real(name: str, value, positive: bool = False) -> float:
     """Check a finite real parameter (and > 0 when ``positive``)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
@@ -57,10 +57,10 @@ def _check_real(name: str, value, positive: bool = False) -> float:
     return value
 
 
-def _check_box(low, high) -> tuple[float, float]:
+def check_box(low, high) -> tuple[float, float]:
     """Check a box [low, high) with finite low < high."""
-    low = _check_real("low", low)
-    high = _check_real("high", high)
+    low = check_real("low", low)
+    high = check_real("high", high)
     if not low < high:
         raise ValueError(f"low must be < high, got low={low}, high={high}")
     return low, high
@@ -85,7 +85,7 @@ _DOC_PARTS = {
 _SLOT = re.compile(r"^( *)\{(\w+)\}$", re.MULTILINE)
 
 
-def _fill_doc(fn):
+def fill_doc(fn):
     """Decorator: replace every line of ``fn``'s docstring that is only a
     ``{name}`` of ``_DOC_PARTS`` by that part, indented as the line; the
     parameters and returns that the generators share are written once."""

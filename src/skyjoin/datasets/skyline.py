@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import Seed, _check_nd, _fill_doc, _rng
+from .checks import Seed, as_generator, check_nd, fill_doc
 
 __all__ = ["independent", "correlated", "anticorrelated", "pareto", "skyline_data",
            "SKYLINE_KINDS"]
@@ -152,14 +152,14 @@ def _standard_kernel():
 
 def _standard(kind: int, n: int, d: int, seed) -> np.ndarray:
     """Run the standard generator with block seeds derived from ``seed``."""
-    rng = _rng(seed)
+    rng = as_generator(seed)
     n_blocks = max(1, -(-n // _BLOCK))
     entropy = rng.integers(0, 2**63, size=4, dtype=np.int64).tolist()
     seeds = np.random.SeedSequence(entropy).generate_state(n_blocks, dtype=np.uint64)
     return _standard_kernel()(kind, n, d, _BLOCK, seeds)
 
 
-@_fill_doc
+@fill_doc
 def independent(n: int, d: int, seed: Seed = None) -> np.ndarray:
     """Skyline data, *independent*: every coordinate U(0, 1).
 
@@ -179,11 +179,11 @@ def independent(n: int, d: int, seed: Seed = None) -> np.ndarray:
     >>> datasets.independent(3, 4, seed=0).shape
     (3, 4)
     """
-    n, d = _check_nd(n, d)
-    return np.ascontiguousarray(_rng(seed).random((n, d)), dtype=np.float64)
+    n, d = check_nd(n, d)
+    return np.ascontiguousarray(as_generator(seed).random((n, d)), dtype=np.float64)
 
 
-@_fill_doc
+@fill_doc
 def correlated(n: int, d: int, seed: Seed = None) -> np.ndarray:
     """Skyline data, *correlated* (the standard generator of Börzsönyi et al.).
 
@@ -214,11 +214,11 @@ def correlated(n: int, d: int, seed: Seed = None) -> np.ndarray:
     >>> bool(np.corrcoef(X.T)[0, 1] > 0.5)
     True
     """
-    n, d = _check_nd(n, d)
+    n, d = check_nd(n, d)
     return _standard(_CORRELATED, n, d, seed)
 
 
-@_fill_doc
+@fill_doc
 def anticorrelated(n: int, d: int, seed: Seed = None) -> np.ndarray:
     """Skyline data, *anticorrelated* (the standard generator of Börzsönyi et al.).
 
@@ -250,11 +250,11 @@ def anticorrelated(n: int, d: int, seed: Seed = None) -> np.ndarray:
     >>> bool(np.corrcoef(X.T)[0, 1] < 0)
     True
     """
-    n, d = _check_nd(n, d)
+    n, d = check_nd(n, d)
     return _standard(_ANTICORRELATED, n, d, seed)
 
 
-@_fill_doc
+@fill_doc
 def pareto(n: int, d: int, seed: Seed = None) -> np.ndarray:
     """Skyline data, *pareto*: independent heavy-tailed columns (SkyAlign §6.1).
 
@@ -288,8 +288,8 @@ def pareto(n: int, d: int, seed: Seed = None) -> np.ndarray:
     >>> float(X.min()), float(X.max()), bool(np.median(X) < 0.01)
     (0.0, 1.0, True)
     """
-    n, d = _check_nd(n, d)
-    X = _rng(seed).random((n, d))
+    n, d = check_nd(n, d)
+    X = as_generator(seed).random((n, d))
     np.subtract(1.0, X, out=X)                      # in place: X = 1 / (1 - r)
     np.divide(1.0, X, out=X)
     if n:
@@ -309,7 +309,7 @@ _SKYLINE = {
 }
 
 
-@_fill_doc
+@fill_doc
 def skyline_data(n: int, d: int, kind: str, seed: Seed = None) -> np.ndarray:
     """Skyline benchmark data of one of the four standard kinds.
 

@@ -7,7 +7,7 @@ import numbers
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .checks import Seed, _check_box, _check_nd, _check_real, _fill_doc, _rng
+from .checks import Seed, as_generator, check_box, check_nd, check_real, fill_doc
 
 __all__ = ["uniform", "exponential", "blobs"]
 
@@ -16,7 +16,7 @@ __all__ = ["uniform", "exponential", "blobs"]
 # --------------------------------------------------------------------------
 # join / DBSCAN workloads
 # --------------------------------------------------------------------------
-@_fill_doc
+@fill_doc
 def uniform(n: int, d: int, low: float = 0.0, high: float = 100.0, seed: Seed = None) -> np.ndarray:
     """Points uniform in the box [low, high)^d.
 
@@ -51,13 +51,13 @@ def uniform(n: int, d: int, low: float = 0.0, high: float = 100.0, seed: Seed = 
     >>> np.array_equal(X, np.random.default_rng(1).uniform(0, 100, (5, 2)))
     True
     """
-    n, d = _check_nd(n, d)
-    low, high = _check_box(low, high)
-    rng = _rng(seed)
+    n, d = check_nd(n, d)
+    low, high = check_box(low, high)
+    rng = as_generator(seed)
     return np.ascontiguousarray(rng.uniform(low, high, (n, d)), dtype=np.float64)
 
 
-@_fill_doc
+@fill_doc
 def exponential(n: int, d: int, rate: float = 40.0, seed: Seed = None) -> np.ndarray:
     """Coordinates exponential with rate ``rate``, values above 1 redrawn.
 
@@ -94,9 +94,9 @@ def exponential(n: int, d: int, rate: float = 40.0, seed: Seed = None) -> np.nda
     >>> bool(X.max() <= 1.0), X.shape
     (True, (1000, 2))
     """
-    n, d = _check_nd(n, d)
-    rate = _check_real("rate", rate, positive=True)
-    rng = _rng(seed)
+    n, d = check_nd(n, d)
+    rate = check_real("rate", rate, positive=True)
+    rng = as_generator(seed)
     scale = 1.0 / rate
     X = rng.exponential(scale, (n, d))
     while True:
@@ -108,7 +108,7 @@ def exponential(n: int, d: int, rate: float = 40.0, seed: Seed = None) -> np.nda
     return np.ascontiguousarray(X, dtype=np.float64)
 
 
-@_fill_doc
+@fill_doc
 def blobs(n: int, d: int = 2, centers: int | ArrayLike = 50, std: float = 1.5,
           low: float = 0.0, high: float = 100.0, seed: Seed = None,
           return_labels: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
@@ -158,12 +158,12 @@ def blobs(n: int, d: int = 2, centers: int | ArrayLike = 50, std: float = 1.5,
     >>> X.shape, sorted(set(y.tolist())) == [0, 1, 2]
     ((100, 2), True)
     """
-    n, d = _check_nd(n, d)
-    low, high = _check_box(low, high)
-    std = _check_real("std", std)
+    n, d = check_nd(n, d)
+    low, high = check_box(low, high)
+    std = check_real("std", std)
     if std < 0:
         raise ValueError(f"std must be >= 0, got {std}")
-    rng = _rng(seed)
+    rng = as_generator(seed)
     if isinstance(centers, numbers.Integral) and not isinstance(centers, (bool, np.bool_)):
         if centers < 1:
             raise ValueError(f"centers must be >= 1, got {centers}")

@@ -22,7 +22,7 @@ cluster label of their core neighbours).  On the GPU:
    offsets in a first launch and the farther ones in a second, so that most
    far pairs find their cells already joined;
 5. clusters numbered by their lowest caller row
-   (``table_gpu._ranks_by_caller_row``), then ``border``: a thread per non-core
+   (``table_gpu.ranks_by_caller_row``), then ``border``: a thread per non-core
    point.
 
 Only the points go in and the labels come out: no pair is ever stored, so
@@ -52,7 +52,7 @@ from .._core.transfer import d2h, to_device
 from ..index.fine_grid import fine_grid_shape, neighbour_offsets, positive_offsets
 from ..index.grid_gpu import sort_cells_gpu
 from .grid_cpu import MAX_DIMS
-from .table_gpu import _UNION_FIND, _ranks_by_caller_row
+from .table_gpu import UNION_FIND, ranks_by_caller_row
 
 __all__ = ["gpu_grid_dbscan", "grid_components", "grid_labels", "compiled_module"]
 
@@ -60,7 +60,7 @@ _BLOCK = 256
 
 _SOURCE = r"""
 extern "C" {
-""" + _UNION_FIND + r"""
+""" + UNION_FIND + r"""
 
 #define MAXD 4
 
@@ -437,7 +437,7 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     if g is None:
         return None
     # 4. clusters numbered by their lowest caller row, then border points
-    labels = grid_labels(g, _ranks_by_caller_row(cp, compiled_module(), g.core, g.parent, g.perm, n))
+    labels = grid_labels(g, ranks_by_caller_row(cp, compiled_module(), g.core, g.parent, g.perm, n))
     tick("labels")
     core_out = cp.empty(n, dtype=cp.int32)           # back in the caller's order
     dp.scatter(cp, core_out, g.perm, dp.astype(cp, g.core, cp.int32))

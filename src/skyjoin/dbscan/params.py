@@ -15,18 +15,15 @@ import numpy as np
 from sklearn.neighbors import VALID_METRICS
 from sklearn.utils.validation import check_array
 
-__all__ = ["InvalidParameterError", "METRICS", "ALGORITHMS", "check_params",
+from ..errors import InvalidParameterError
+
+__all__ = ["METRICS", "ALGORITHMS", "check_params",
            "check_sample_weight"]
 
 #: the metric names DBSCAN accepts (a callable is accepted too)
 METRICS = frozenset(VALID_METRICS["brute"]) | {"precomputed"}
 #: scikit-learn's neighbour search algorithms (used on the "sklearn" path)
 ALGORITHMS = ("auto", "ball_tree", "kd_tree", "brute")
-
-
-class InvalidParameterError(ValueError, TypeError):
-    """A DBSCAN parameter of the wrong type or value: a ``ValueError`` and a
-    ``TypeError``, as scikit-learn's own error for the same mistake."""
 
 
 def _number(v, kind) -> bool:

@@ -40,7 +40,7 @@ __all__ = ["gpu_dbscan_table", "gpu_dbscan_points"]
 
 #: The lock-free union-find and the cluster numbering of the GPU kernels (this
 #: module's and ``grid_gpu``'s).
-_UNION_FIND = r"""
+UNION_FIND = r"""
 // a point's root, halving the path on the way; parent[x] <= x always.  Loads
 // and stores are volatile: other threads relink roots concurrently, and a
 // value kept in a register would hide their links.
@@ -124,7 +124,7 @@ __global__ void init_parent(const unsigned char* core, long long n, long long* p
 
 _SOURCE = r"""
 extern "C" {
-""" + _UNION_FIND + r"""
+""" + UNION_FIND + r"""
 // core iff the row's length + 1 (itself) >= min_samples
 __global__ void core_from_lengths(const long long* indptr, long long n, long long min_samples,
                                   unsigned char* core) {
@@ -320,7 +320,7 @@ def gpu_dbscan_table(indptr, indices, min_samples, *, sample_weight=None, order=
                                        (is_core, parent, np.int64(n), flags))
         root_rank = dp.scan(cp, flags, cp.int64, inclusive=True, init=-1)
     else:
-        root_rank = _ranks_by_caller_row(cp, mod, is_core, parent, order, n)
+        root_rank = ranks_by_caller_row(cp, mod, is_core, parent, order, n)
     core_label = cp.empty(n, dtype=cp.int64)
     mod.get_function("core_labels")(_thread_grid(n), (_BLOCK,),
                                     (is_core, parent, root_rank, np.int64(n), core_label))
@@ -413,7 +413,7 @@ def component_lows(cp, mod, is_core, parent, order, span):
     return roots, low
 
 
-def _ranks_by_caller_row(cp, mod, is_core, parent, order, n):
+def ranks_by_caller_row(cp, mod, is_core, parent, order, n):
     """Label of each root: the rank of its component's lowest caller row
     (:func:`component_lows` with ``order`` the caller rows, the roots ranked
     by it: a stable argsort).  O(n) plus two radix sorts.

@@ -24,8 +24,9 @@ from . import gpu_slices, in_process_gpu
 from ._kernels import true_indices
 from .blocks import Points, get_client, new_token, reruns_on_lost_input, stacked
 from .halo_dbscan import merge_part, merge_partitions, owned_labels, partition_dbscan
-from .plan import (check_n_partitions, in_process_gpu_path, load_blocks, plan_run,
-                   worker_of_partition)
+from .load import load_blocks
+from .plan import (check_n_partitions, in_process_gpu_path, plan_run, worker_of_partition,
+                   workers_device)
 from .routing import concat_pieces, route_blocks
 from .worker_threads import worker_threads
 
@@ -132,7 +133,8 @@ class DBSCAN:
     client : distributed.Client, optional
         Default: the current client.
     device : {"auto", "cpu", "gpu"}, optional
-        Device of the workers' join, resolved on each worker.
+        Device of the workers' join, resolved once per fit by the workers
+        (``plan.workers_device``), alike on every worker.
     precision : {"float64", "float32"}
     n_partitions : int, optional
         Target number of partitions (default: one per worker, see
@@ -225,6 +227,7 @@ class DBSCAN:
         precision = check_precision(self.precision)
         n_partitions = check_n_partitions(self.n_partitions)
         client = get_client(self.client)
+        device = workers_device(client, self.device)    # resolved once; every task gets this
         dtype = working_dtype(precision)
         tm: dict[str, float] = {}
         token = new_token("dbscan")
@@ -232,13 +235,13 @@ class DBSCAN:
         blocks = load_blocks(client, X, n_partitions, dtype=dtype, columns=columns,
                              block_rows=self.block_rows, replicas=self.replicas,
                              retries=self.retries, token=token,
-                             shared=in_process_gpu_path(client, self.device))
+                             shared=in_process_gpu_path(client, device))
         n = blocks.n
         if n == 0:
             raise ValueError("X is empty: DBSCAN needs at least one point")
         t1 = time.perf_counter()
         try:
-            run = plan_run(blocks, eps, precision, n_partitions, client, self.device,
+            run = plan_run(blocks, eps, precision, n_partitions, client, device,
                            halo_factor=2)
         except BaseException:
             in_process_gpu.drop(token)      # what a load onto the GPUs left there
@@ -254,7 +257,7 @@ class DBSCAN:
             self.timings_ = tm
             return self
         if run.path == "whole":
-            fut = client.submit(_whole_dbscan, eps, min_samples, self.device, precision, blocks.d,
+            fut = client.submit(_whole_dbscan, eps, min_samples, device, precision, blocks.d,
                                 dtype, *blocks.futures, retries=self.retries,
                                 key=f"{token}-whole")
             self.labels_, self.core_sample_indices_ = fut.result()
@@ -265,7 +268,7 @@ class DBSCAN:
             return self
         pieces = route_blocks(client, blocks, plan, run.halo_factor * h, token, self.retries)
         where = worker_of_partition(client, plan.n_partitions)
-        states = [client.submit(_partition_task, p, plan, h, eps, min_samples, self.device,
+        states = [client.submit(_partition_task, p, plan, h, eps, min_samples, device,
                                 precision, blocks.d, dtype, *pieces[p], retries=self.retries,
                                 key=f"{token}-local-{p}", workers=where[p],
                                 allow_other_workers=True)

@@ -54,8 +54,9 @@ from .count_chunks import host_counts, partition_counts, whole_counts
 from .blocks import Points, get_client, new_token, reruns_on_lost_input, stacked
 from .part_files import STREAM_BATCH_PAIRS, PartWriter, check_folder, publish, staging, \
     write_rows
-from .plan import (check_n_partitions, in_process_gpu_path, load_blocks, on_gpu, plan_run,
-                   worker_of_partition)
+from .load import load_blocks
+from .plan import (check_n_partitions, in_process_gpu_path, on_gpu, plan_run,
+                   worker_of_partition, workers_device)
 from .owned_rows import OwnedRows, as_bag, assemble_table, owned_table
 from .routing import concat_pieces, route_blocks
 from .worker_threads import worker_threads
@@ -319,8 +320,9 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
         points.  The tables live as long as the bag, and are lost with
         their worker.
     device : {"auto", "cpu", "gpu"}, optional
-        Device of the workers' engine, resolved on each worker (default:
-        the worker's ``SKYJOIN_DEVICE``, else "auto").
+        Device of the workers' engine, resolved once per call by the
+        workers (``plan.workers_device``; default: the workers'
+        ``SKYJOIN_DEVICE``, else "auto", alike on every worker).
     precision : {"float64", "float32"}
     columns : list, optional
         Columns to use, for files and data frames.
@@ -404,6 +406,7 @@ def self_join(X: Points, eps: float, *, client: distributed.Client | None = None
     kind = "device" if on_device else output
     n_partitions = check_n_partitions(n_partitions)
     client = get_client(client)
+    device = workers_device(client, device)     # resolved once; every task gets this
     tm = {} if timings is None else timings
     dtype = working_dtype(precision)
     token = new_token("join")

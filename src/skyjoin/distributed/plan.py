@@ -3,38 +3,35 @@
 A call validates its arguments, then decides, in this order and each in one
 function:
 
+0. the device of its engines, resolved once for the whole call
+   (:func:`workers_device`): "cpu" or "gpu", passed down to every task;
 1. whether its partitions may run on GPU worker threads of this process
    that read the caller's array in place (:func:`in_process_gpu_path`),
    their tasks then sent straight to those threads (:mod:`.worker_threads`);
 2. how many partitions it wants (:func:`default_partitions`);
 3. how the input reaches the workers: scattered or read in place,
-   summarised or not (:func:`load_blocks`);
+   summarised or not (``load.load_blocks``, which applies this rule);
 4. the partition boxes and the path that runs them (:func:`plan_run`),
    returned as a :class:`RunPlan`.
 
 The engines (:mod:`.join`, :mod:`.dbscan`, :mod:`.in_process_gpu`) execute
-a RunPlan and decide nothing.  The device is resolved by each worker for its
-own engine (a worker of ``local_gpu_cluster(processes=True)`` sets
-``SKYJOIN_DEVICE=gpu``); the driver resolves it only for rule 1.
+a RunPlan and decide nothing: the tasks receive the resolved device and
+only compare it (:func:`on_gpu`).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._core.device import resolve_device
-from . import gpu_slices
-from .blocks import as_blocks, is_dask_array, is_dask_frame
+from .._core.device import DEVICES, resolve_device
 from .in_process_gpu import in_process
 from .partition import Boxes, halo_width, plan_partitions
-from .worker_threads import worker_threads
 
 __all__ = ["RunPlan", "PATHS", "PARTITION_POINTS", "PARTS_PER_WRITING_GPU", "PART_SIZE_RATIO",
-           "check_n_partitions", "on_gpu", "in_process_gpu_path", "default_partitions",
-           "worker_of_partition", "part_shares", "load_blocks", "plan_run"]
+           "check_n_partitions", "workers_device", "on_gpu", "in_process_gpu_path",
+           "default_partitions", "worker_of_partition", "part_shares", "plan_run"]
 
 #: the paths of a run: one worker, no halo; partitions with halos on the
 #: workers; partitions on GPU worker threads of this process
@@ -57,8 +54,9 @@ class RunPlan:
         The halo width h (a hair more than eps, :func:`.partition.halo_width`).
     halo_factor : int
         Halo widths routed to each partition: 1 for the join, 2 for DBSCAN.
-    device : str or None
-        The workers' device argument, resolved on each worker.
+    device : {"cpu", "gpu"}
+        The device of every task's engine, resolved once by
+        :func:`workers_device`.
     """
 
     path: str
@@ -74,7 +72,7 @@ class RunPlan:
     def describe(self) -> str:
         """One line for ``-v`` logging."""
         return (f"distributed {self.path}: {self.n_partitions} partition(s), halo "
-                f"{self.halo_factor} x {self.halo:.6g}, device {self.device or 'worker default'}")
+                f"{self.halo_factor} x {self.halo:.6g}, on the {self.device}")
 
 
 def check_n_partitions(n_partitions):
@@ -84,19 +82,54 @@ def check_n_partitions(n_partitions):
     return n_partitions
 
 
-def on_gpu(device) -> bool:
-    """Whether the engine for ``device`` is the GPU's, resolved in the calling process."""
-    return resolve_device(device) == "gpu"
+def workers_device(client, device) -> str:
+    """Rule 0: the device of a distributed call's engines, "cpu" or "gpu",
+    resolved once at the call's public boundary and passed to every task.
+
+    "cpu" is the answer at once.  Otherwise each worker of ``client``
+    resolves ``device`` once, with its own environment and GPU (as
+    :func:`skyjoin._core.device.resolve_device`: a worker of
+    ``local_gpu_cluster(processes=True)`` has ``SKYJOIN_DEVICE=gpu``), in
+    one ``client.run``: "gpu" on a worker without a usable GPU raises
+    :class:`skyjoin.GPUUnavailableError` here, and None or "auto" must
+    resolve alike on every worker (different answers are refused: pass
+    ``device="cpu"`` or ``"gpu"``).  With no worker yet, it is resolved in
+    this process.  O(workers), one round trip.
+    """
+    if device is not None and (not isinstance(device, str) or device.lower() not in DEVICES):
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    if device is not None and device.lower() == "cpu":
+        return "cpu"
+    answers = client.run(resolve_device, device) if client.scheduler_info(
+        n_workers=-1)["workers"] else {}
+    found = sorted(set(answers.values()))
+    if not found:
+        return resolve_device(device)
+    if len(found) > 1:
+        counts = {dev: sum(v == dev for v in answers.values()) for dev in found}
+        raise ValueError(f"device={device!r} resolves differently on the workers "
+                         f"({counts['cpu']} to 'cpu', {counts['gpu']} to 'gpu'); pass "
+                         "device='cpu' or device='gpu'")
+    return found[0]
 
 
-def in_process_gpu_path(client, device) -> bool:
+def on_gpu(device: str) -> bool:
+    """Whether the engine for the resolved ``device`` ("cpu" or "gpu", from
+    :func:`workers_device`) is the GPU's; nothing is resolved again.  O(1)."""
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"a distributed task takes a resolved device ('cpu' or 'gpu'), got "
+                         f"{device!r}; resolve it once with plan.workers_device")
+    return device == "gpu"
+
+
+def in_process_gpu_path(client, device: str) -> bool:
     """Rule 1: whether the partitions can run on GPU worker threads of this process that
     read the caller's array in place and write one shared result (:mod:`.in_process_gpu`).
 
-    Every worker of ``client`` must be a thread of this process and ``device``
-    must resolve to the GPU here.  O(workers).
+    Every worker of ``client`` must be a thread of this process and the
+    resolved ``device`` the GPU.  O(workers).
     """
-    return in_process(client) and on_gpu(device)
+    return on_gpu(device) and in_process(client)
 
 
 #: partitions per GPU when the GPU worker threads write Parquet parts (rule 2)
@@ -141,38 +174,6 @@ def worker_of_partition(client, n_partitions: int) -> list:
     return [workers[p % len(workers)] for p in range(n_partitions)]
 
 
-def load_blocks(client, X, n_partitions, *, shared: bool = False, token: str | None = None,
-                writes_parts: bool = False, **kw):
-    """Rule 3: the input as blocks; not summarised when it will be one partition anyway.
-
-    A NumPy array whose default plan (or ``n_partitions``) is one partition
-    skips the bounds and sample, which only a plan of several needs.  With
-    ``shared`` (rule 1 holds), a non-empty NumPy array of several partitions
-    is not scattered: it goes to the GPU workers as one slice each, checked
-    and summarised there (:mod:`.gpu_slices`, under the call's ``token``),
-    and stays readable in place (``Blocks.array``).
-    """
-    single = False
-    if isinstance(X, np.ndarray) and X.ndim == 2:
-        if n_partitions is None:
-            single = default_partitions(client, X.shape[0], shared, writes_parts) == 1
-        else:
-            single = isinstance(n_partitions, (int, np.integer)) and \
-                not isinstance(n_partitions, bool) and int(n_partitions) == 1
-    array_input = not isinstance(X, (str, os.PathLike)) and not is_dask_array(X) \
-        and not is_dask_frame(X)
-    # the GPU partitions name their columns with int32 ids
-    in_place = shared and array_input and not single and np.ndim(X) >= 1 \
-        and np.shape(X)[0] < 2**31
-    if in_place and token is not None and np.shape(X)[0] > 0:
-        return gpu_slices.load(worker_threads(client), X, token, dtype=kw["dtype"],
-                               columns=kw.get("columns"))
-    # one partition runs the single-machine operator on a worker, which checks
-    # the points itself: no second pass over them here
-    return as_blocks(client, X, summarise=not single, scatter=not in_place, check=not single,
-                     **kw)
-
-
 def part_shares(client):
     """Rule 4's shares for Parquet parts written by GPU worker threads: box p,
     the ``p // W``-th part of its GPU (``worker_of_partition``: round robin
@@ -199,7 +200,8 @@ def plan_run(blocks, eps, precision, n_partitions, client, device, halo_factor: 
     equal shares of it, except for the Parquet parts that GPU worker
     threads write (``writes_parts`` on that path: :func:`part_shares`).
     """
-    if blocks.sample is None:        # not summarised: one partition (see load_blocks)
+    on_gpu(device)                   # resolved once, by workers_device
+    if blocks.sample is None:        # not summarised: one partition (see load.load_blocks)
         boxes = Boxes(dims=(0,), cuts1=np.zeros(0), cuts2=[np.zeros(0)],
                       offset=np.array([0, 1], dtype=np.int64), width=float(eps), d=blocks.d,
                       n_points=blocks.n)

@@ -26,20 +26,31 @@ if TYPE_CHECKING:
     import distributed
 
 from .._core.device_memory import reports_device_oom
-from ..skyline.api import Sense, check_sense, skyline as single_skyline, to_minimisation
+from .._core.plans import report
+from ..skyline.api import Sense, check_sense
+from ..skyline.plan import SkylinePlan, plan_skyline
+from ..skyline.run import run, to_minimisation
 from .blocks import Points, as_blocks, get_client, new_token, reruns_on_lost_input
+from .plan import workers_device
 
 __all__ = ["skyline"]
 
 
-def _local_skyline(block, offset, maximise, distinct, device):
+def _skyline_of(Xm, plan: SkylinePlan):
+    """Row indices of the skyline of Xm (float64, minimised), by the call's plan
+    (its device resolved once, on the driver: nothing is decided here)."""
+    idx, _ = run(plan, Xm, np.zeros(Xm.shape[1], dtype=bool))
+    return idx
+
+
+def _local_skyline(block, offset, maximise, plan: SkylinePlan):
     """Skyline of one block, as (global ids, rows under minimisation)."""
     Xm = to_minimisation(block, maximise)
-    idx = single_skyline(Xm, distinct=distinct, device=device)
+    idx = _skyline_of(Xm, plan)
     return idx.astype(np.int64) + offset, Xm[idx]
 
 
-def _merge_skylines(distinct, device, *parts):
+def _merge_skylines(plan: SkylinePlan, *parts):
     """Skyline of the union of partial skylines (parts ordered by global id)."""
     ids = np.concatenate([p[0] for p in parts])
     rows = np.concatenate([p[1] for p in parts])
@@ -47,7 +58,7 @@ def _merge_skylines(distinct, device, *parts):
     ids, rows = ids[order], rows[order]
     if len(ids) < 2:
         return ids, rows
-    idx = single_skyline(rows, distinct=distinct, device=device)
+    idx = _skyline_of(rows, plan)
     return ids[idx], rows[idx]
 
 
@@ -78,7 +89,9 @@ def skyline(X: Points, client: distributed.Client | None = None, sense: Sense | 
     columns : list, optional
         Columns to use, for files and data frames.
     device : {"auto", "cpu", "gpu"}, optional
-        Device of the workers' skyline, resolved on each worker.
+        Device of the workers' skyline, resolved once per call by the
+        workers (``skyjoin.distributed.plan.workers_device``), alike on
+        every worker.
     fan_in : int
         Partial skylines merged per task of the reduction tree (>= 2).
     block_rows, replicas, retries
@@ -107,6 +120,9 @@ def skyline(X: Points, client: distributed.Client | None = None, sense: Sense | 
     Each block's skyline runs on its worker; then ceil(log_fan_in(blocks))
     levels of merges, each the skyline of at most ``fan_in`` partial
     skylines.  The driver receives only the final skyline's row ids.
+    Every block and merge runs one plan (``skyjoin.skyline.plan``), made
+    once here with the resolved device, through the single-machine run
+    entry (``skyjoin.skyline.run.run``).
 
     Examples
     --------
@@ -122,6 +138,7 @@ def skyline(X: Points, client: distributed.Client | None = None, sense: Sense | 
     if isinstance(fan_in, bool) or not isinstance(fan_in, (int, np.integer)) or fan_in < 2:
         raise ValueError(f"fan_in must be an integer >= 2, got {fan_in!r}")
     client = get_client(client)
+    device = workers_device(client, device)
     t0 = time.perf_counter()
     blocks = as_blocks(client, X, dtype=np.float64, columns=columns, block_rows=block_rows,
                        replicas=replicas, retries=retries)
@@ -129,14 +146,16 @@ def skyline(X: Points, client: distributed.Client | None = None, sense: Sense | 
     t1 = time.perf_counter()
     if blocks.n == 0:
         return np.zeros(0, dtype=np.int64)
+    plan = report(plan_skyline(blocks.n, blocks.d, device, distinct=bool(distinct)),
+                  "distributed skyline")
     token = new_token("skyline")
-    level = [client.submit(_local_skyline, f, int(blocks.offsets[b]), maximise, bool(distinct),
-                           device, retries=retries, key=f"{token}-local-{b}")
+    level = [client.submit(_local_skyline, f, int(blocks.offsets[b]), maximise, plan,
+                           retries=retries, key=f"{token}-local-{b}")
              for b, f in enumerate(blocks.futures) if blocks.offsets[b + 1] > blocks.offsets[b]]
     depth = 0
     while len(level) > 1:
         depth += 1
-        level = [client.submit(_merge_skylines, bool(distinct), device, *level[k:k + fan_in],
+        level = [client.submit(_merge_skylines, plan, *level[k:k + fan_in],
                                retries=retries, key=f"{token}-merge-{depth}-{k}")
                  for k in range(0, len(level), fan_in)]
     ids, _ = level[0].result()

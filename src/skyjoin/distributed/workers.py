@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     import distributed
     from distributed.deploy import SpecCluster
 
-from .._core.device import GPUUnavailableError, gpu_available
+from .._core.device import gpu_available
+from ..errors import GPUUnavailableError
 
 __all__ = ["local_cluster", "local_gpu_cluster", "visible_gpus"]
 

@@ -19,7 +19,7 @@ def _ext(path) -> str:
     return os.path.splitext(os.fspath(path))[1].lower()
 
 
-def _existing(path) -> str:
+def existing_path(path) -> str:
     """The path as a string; FileNotFoundError if there is no such file."""
     p = os.fspath(path)
     if not os.path.exists(p):
@@ -29,7 +29,7 @@ def _existing(path) -> str:
     return p
 
 
-def _format(path, allowed: Sequence[str], what: str) -> str:
+def file_format(path, allowed: Sequence[str], what: str) -> str:
     """The extension of path, checked against the allowed ones."""
     ext = _ext(path)
     if ext not in allowed:

@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike
 from .._core.pool import map_spans
 from .atomic import PendingFile
 from .background import BlockWriter
-from .formats import _format
+from .formats import file_format
 
 __all__ = ["PairWriter", "Block", "int_vector", "pair_dtype", "BLOCK_PAIRS", "DEPTH"]
 
@@ -153,7 +153,7 @@ class PairWriter:
 
     def __init__(self, path: str | os.PathLike[str], shape: tuple[int, int] | None = None, *,
                  block_pairs: int = BLOCK_PAIRS, background: bool = True) -> None:
-        _format(path, (self.extension,), "stream pairs to")
+        file_format(path, (self.extension,), "stream pairs to")
         if int(block_pairs) < 1:
             raise ValueError(f"block size must be >= 1 pairs, got {block_pairs}")
         self.path = os.fspath(path)

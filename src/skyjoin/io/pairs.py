@@ -38,7 +38,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from .._core.pool import map_spans
 from .atomic import atomic_path
-from .formats import _format
+from .formats import file_format
 from .pair_writer import Block, PairWriter, int_vector, pair_dtype
 
 __all__ = ["PAIR_FORMATS", "PairWriter", "ParquetPairWriter", "CsvPairWriter", "NpyPairWriter",
@@ -310,7 +310,7 @@ def open_pair_writer(path: str | os.PathLike[str], shape: tuple[int, int] | None
     FileNotFoundError, PermissionError
         The folder does not exist or is not writable.
     """
-    ext = _format(path, PAIR_FORMATS, "write pairs to")
+    ext = file_format(path, PAIR_FORMATS, "write pairs to")
     if ext == ".parquet":
         return ParquetPairWriter(path, shape=shape, sorted=sorted, **parquet_options)
     return {".csv": CsvPairWriter, ".npy": NpyPairWriter}[ext](path, shape)
@@ -348,7 +348,7 @@ def write_pairs(path: str | os.PathLike[str], i: ArrayLike, j: ArrayLike) -> int
     >>> pq.read_table(path).to_pydict()
     {'i': [0, 1], 'j': [1, 0]}
     """
-    ext = _format(path, PAIR_FORMATS + (".npz",), "write pairs to")
+    ext = file_format(path, PAIR_FORMATS + (".npz",), "write pairs to")
     i, j = int_vector("i", i), int_vector("j", j)
     if len(i) != len(j):
         raise ValueError(f"i and j must have the same length, got {len(i)} and {len(j)}")

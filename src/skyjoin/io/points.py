@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import pandas
 
 from .atomic import atomic_path
-from .formats import POINT_FORMATS, TEXT_FORMATS, _existing, _format
+from .formats import POINT_FORMATS, TEXT_FORMATS, existing_path, file_format
 
 __all__ = ["read_points", "read_frame", "write_points", "POINT_FORMATS", "DroppedIndexColumn"]
 
@@ -246,8 +246,8 @@ def _fill_column(dst: np.ndarray, col) -> None:
 
 def _read_any(path, columns, delimiter, header) -> _Columns:
     """Read any supported point file and select columns."""
-    ext = _format(path, POINT_FORMATS, "read")
-    p = _existing(path)
+    ext = file_format(path, POINT_FORMATS, "read")
+    p = existing_path(path)
     if ext in TEXT_FORMATS:
         cols = _read_text(p, delimiter, header)
     elif ext == ".parquet":
@@ -458,7 +458,7 @@ def write_points(path: str | os.PathLike[str], X: ArrayLike, names: Sequence[str
     >>> io.read_points(path, columns=["x1"]).tolist()
     [[1.0]]
     """
-    ext = _format(path, (".npy", ".parquet", ".csv", ".txt"), "write points to")
+    ext = file_format(path, (".npy", ".parquet", ".csv", ".txt"), "write points to")
     X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(f"points must be a 2-D array, got shape {X.shape}")

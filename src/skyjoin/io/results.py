@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike
 
 from ..join.result import NeighborTable, index_dtype
 from .atomic import atomic_path
-from .formats import _existing, _format
+from .formats import existing_path, file_format
 from .pairs import META_SHAPE, META_SORTED, PAIR_FORMATS, int_vector, open_pair_writer
 
 __all__ = ["write_neighbor_table", "read_neighbor_table", "write_labels", "write_counts",
@@ -114,7 +114,7 @@ def write_neighbor_table(path: str | os.PathLike[str], nt: NeighborTable,
     """
     if not isinstance(nt, NeighborTable):
         raise TypeError(f"nt must be a NeighborTable, got {type(nt).__name__}")
-    ext = _format(path, TABLE_FORMATS, "write a neighbour table to")
+    ext = file_format(path, TABLE_FORMATS, "write a neighbour table to")
     h = nt.to_host()
     if ext == ".npz":
         with atomic_path(path) as tmp:
@@ -183,8 +183,8 @@ def read_neighbor_table(path: str | os.PathLike[str]) -> NeighborTable:
     >>> io.read_neighbor_table(path).pairs().tolist()
     [[0, 0], [0, 1]]
     """
-    ext = _format(path, (".npz", ".parquet"), "read a neighbour table from")
-    p = _existing(path)
+    ext = file_format(path, (".npz", ".parquet"), "read a neighbour table from")
+    p = existing_path(path)
     if ext == ".npz":
         return _read_npz_table(p)
     import pyarrow.parquet as pq
@@ -215,7 +215,7 @@ def _write_column(path, values: np.ndarray, name: str, what: str) -> None:
     """Write one named int64 column: .csv (a header line), .parquet or .npy."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
-    ext = _format(path, COLUMN_FORMATS, f"write {what} to")
+    ext = file_format(path, COLUMN_FORMATS, f"write {what} to")
     with atomic_path(path) as tmp:
         if ext == ".npy":
             np.save(tmp, values)
@@ -335,7 +335,7 @@ def write_rows(path: str | os.PathLike[str], frame: Any, rows: ArrayLike, name: 
     ids = int_vector("rows", rows)
     if ids.size and ids.min() < 0:
         raise ValueError("row positions must be >= 0")
-    ext = _format(path, COLUMN_FORMATS, "write rows to")
+    ext = file_format(path, COLUMN_FORMATS, "write rows to")
     if ext == ".npy":
         _write_column(path, ids, name, "rows")
         return

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._core.memory import available_host_bytes
+from ..errors import ResultTooLargeError
 
 __all__ = ["JoinPlan", "GpuConfig", "cpu_pattern", "plan_cpu", "choose_config", "gpu_request",
            "plan_gpu", "plan_row_batches", "batch_capacity", "DEFAULT_BATCH_PAIRS",
@@ -387,17 +388,6 @@ def batch_capacity(total_pairs: int, longest_row: int, batch_pairs: int | None,
 # ---------------------------------------------------------------------------
 # Result size
 # ---------------------------------------------------------------------------
-
-class ResultTooLargeError(MemoryError):
-    """A join result would not fit in the memory it goes to.
-
-    Raised once the count pass knows the result's size, before anything of
-    that size is allocated.  The message gives the pairs, the bytes needed,
-    the bytes free and the ways out: ``output="counts"``,
-    ``skyjoin.self_join_chunks`` (bounded chunks), or on the command line
-    ``--out x.parquet`` (streamed to disk).
-    """
-
 
 #: With ``memory_limit="auto"``, a result may take this fraction of the
 #: memory free when it is allocated (the rest: the process's other

@@ -1,8 +1,7 @@
-"""The public skyline operator: ``skyjoin.skyline``."""
+"""The public skyline operator: ``skyjoin.skyline`` (check, condition, plan, run)."""
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Sequence, Union
 
@@ -12,44 +11,20 @@ from numpy.typing import ArrayLike
 if TYPE_CHECKING:
     import pandas
 
-from .._core.device import cupy, is_device_array, resolve_device
-from .._core.device_memory import SKYLINE_WAYS_OUT, check_skyline_fits, oom_as_error
-from .columns import check_sense, frame_columns, group_columns, is_dataframe, parse_sense, \
-    prepare_array, split_diff
-from .plan import ALGORITHMS, MAX_SKYALIGN_D, VARIANTS, SkylinePlan, check_algorithm, plan_skyline
-from .sort2d import skyline_2d
+from .._core.device import is_device_array, resolve_device
+from .._core.plans import report
+from .columns import check_sense, frame_columns, is_dataframe, prepare_array, prepare_device
+from .plan import ALGORITHMS, MAX_SKYALIGN_D, VARIANTS, check_algorithm, plan_skyline
+from .run import distinct_first, run, to_minimisation
 
 __all__ = ["skyline", "ALGORITHMS", "VARIANTS", "MAX_SKYALIGN_D", "check_sense", "to_minimisation",
            "distinct_first"]
-
-log = logging.getLogger("skyjoin")
 
 #: a column preference ("min", "max", "diff", a synonym, or the builtin min / max),
 #: one for every column or one per column
 Sense = Union[str, Callable[..., Any], Sequence[Union[str, Callable[..., Any]]]]
 #: DataFrame column labels: one label or a list of them
 Labels = Union[Hashable, Sequence[Hashable]]
-
-
-def to_minimisation(X: np.ndarray, maximise: np.ndarray) -> np.ndarray:
-    """Negate the maximised columns and turn -0.0 into +0.0 (a new array)."""
-    Y = np.array(X, dtype=np.float64, order="C", copy=True)
-    if maximise.any():
-        Y[:, maximise] *= -1.0
-    Y += 0.0                       # -0.0 + 0.0 == +0.0: equal values stay equal bitwise
-    return Y
-
-
-def distinct_first(Xm: np.ndarray, sky: np.ndarray) -> np.ndarray:
-    """Keep the lowest index of each group of equal skyline points."""
-    if sky.size < 2:
-        return sky
-    rows = Xm[sky]
-    order = np.lexsort(rows.T[::-1])            # stable: equal rows keep index order
-    srt = rows[order]
-    first = np.ones(sky.size, dtype=bool)
-    first[1:] = (srt[1:] != srt[:-1]).any(axis=1)
-    return np.sort(sky[order[first]])
 
 
 def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinct: bool = False,
@@ -154,8 +129,13 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
 
     Notes
     -----
-    The algorithm and the SkyAlign variant are chosen by one rule,
-    ``skyjoin.skyline.plan.plan_skyline``; ``skyjoin -v`` logs the plan.
+    One pass through four steps: the points are checked and conditioned
+    (``skyjoin.skyline.columns``), the device is resolved once, the
+    algorithm and the SkyAlign variant are chosen by one rule
+    (``skyjoin.skyline.plan.plan_skyline``), and the plan runs through one
+    entry with one device memory check (``skyjoin.skyline.run.run``).  The
+    plan is reported (``skyjoin._core.plans.report``): ``skyjoin -v`` logs
+    it, and a ``recording()`` block receives it.
 
     Two columns on the CPU ("sort2d", :mod:`skyjoin.skyline.sort2d`): two
     linear pre-filters, then a sort of the m rows left by x and one scan of
@@ -203,83 +183,27 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
         raise TypeError(f"distinct must be a bool, got {type(distinct).__name__}")
 
     t0 = time.perf_counter()
-    frame = None
-    if is_dataframe(X):
+    frame, grouped_on_gpu, residence = None, None, "host"
+    if is_dataframe(X):                                 # check and condition
         frame = X
-        Xc, maximise = frame_columns(frame, sense, min, max, diff)
+        Xc, maximise, n_diff = frame_columns(frame, sense, min, max, diff)
     elif min is not None or max is not None or diff is not None:
         raise TypeError("min=/max=/diff= name DataFrame columns; for arrays use sense=")
     elif is_device_array(X):
-        dev = resolve_device(device)
-        if dev != "gpu":
-            raise ValueError("X is a GPU array but device resolved to 'cpu'; pass device='gpu' or "
-                             "copy it to the host")
-        from . import gpu
-        words = parse_sense(sense, X.shape[1] if X.ndim == 2 else 0)
-        if X.ndim == 2:
-            check_skyline_fits(cupy(), X)
-        with oom_as_error(cupy(), "GPU skyline", SKYLINE_WAYS_OUT):
-            if "diff" in words:
-                V, maximise, diffs = split_diff(
-                    gpu.to_device_minimisation(X, np.zeros(len(words), dtype=bool)), words)
-                X, maximise = group_columns(V, maximise, diffs)
-            else:
-                maximise = np.array([w == "max" for w in words], dtype=bool)
-            plan = plan_skyline(X.shape[0], X.shape[1] if X.ndim == 2 else 0, dev, algorithm,
-                                variant, distinct)
-            log.debug("%s", plan.describe())
-            sky, stats = gpu.skyline_gpu(X, maximise, plan, count=return_stats)
-        return (sky, stats) if return_stats else sky
+        Xc, residence = X, "device"
+        maximise, grouped_on_gpu = prepare_device(X, sense)
+        n_diff = int(grouped_on_gpu.sum())
     else:
-        Xc, maximise = prepare_array(X, sense)
-
+        Xc, maximise, n_diff = prepare_array(X, sense)
     n, d = Xc.shape
-    plan = plan_skyline(n, d, resolve_device(device), algorithm, variant, distinct)
-    log.debug("%s", plan.describe())
-    if plan.device == "gpu":
-        from . import gpu
-        check_skyline_fits(cupy(), Xc)
-        with oom_as_error(cupy(), "GPU skyline", SKYLINE_WAYS_OUT):
-            sky, stats = gpu.skyline_gpu(Xc, maximise, plan, count=return_stats)
-    else:
-        # Nothing to negate: use the checked array itself.  The CPU algorithms
-        # only read it and only compare values, under which -0.0 == +0.0, so
-        # the copy that normalises -0.0 is not needed.
-        Xm = to_minimisation(Xc, maximise) if maximise.any() else Xc
-        sky, stats = _skyline_cpu(Xm, plan)
+    if residence == "device" and n_diff:            # the group number's two columns
+        d = d - n_diff + 2
+    plan = report(plan_skyline(n, d, resolve_device(device), algorithm, variant, distinct,
+                               residence=residence, diff_columns=n_diff), "skyline")
+    sky, stats = run(plan, Xc, maximise, diff=grouped_on_gpu, count=return_stats)
     stats["distinct"] = bool(distinct)
     stats["skyline_size"] = int(sky.size)
     stats.setdefault("times", {})["host_total"] = time.perf_counter() - t0
     if frame is not None:
         sky = frame.iloc[sky]
     return (sky, stats) if return_stats else sky
-
-
-def _skyline_cpu(Xm: np.ndarray, plan: SkylinePlan):
-    """Run a CPU plan; Xm is float64 under minimisation.
-
-    Sort2d, SkyAlign, SFS and GGS group equal points themselves (and keep
-    the lowest index of each group for ``distinct``); brute force and BNL
-    return every copy and :func:`distinct_first` reduces them, O(s log s)
-    for s skyline points."""
-    n, d = Xm.shape
-    algorithm, distinct = plan.algorithm, plan.distinct
-    if algorithm == "sort2d":
-        return skyline_2d(Xm, distinct=distinct)
-    # the Numba engines load on first use: ``import skyjoin`` binds this module
-    from . import baselines
-    from .cpu import skyalign_cpu
-
-    if n <= 1:
-        return np.arange(n, dtype=np.int64), {"algorithm": algorithm, "device": "cpu", "n": n,
-                                              "d": d, "dominance_tests": 0, "mask_tests": 0,
-                                              "prefilter_survivors": n, "times": {}}
-    if algorithm == "skyalign":
-        return skyalign_cpu(Xm, variant=plan.variant, distinct=distinct)  # type: ignore[arg-type]
-    if algorithm == "sfs":
-        return baselines.sfs(Xm, distinct=distinct)
-    if algorithm == "ggs":
-        return baselines.ggs_cpu(Xm, distinct=distinct)
-    run = baselines.bruteforce if algorithm == "bruteforce" else baselines.bnl
-    sky, stats = run(Xm)
-    return (distinct_first(Xm, sky) if distinct else sky), stats

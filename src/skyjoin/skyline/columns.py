@@ -38,7 +38,8 @@ from .._core.device import array_module
 from .._core.validate import check_points
 
 __all__ = ["SENSE_WORDS", "parse_sense", "check_sense", "exact_float64", "exact_matrix",
-           "group_codes", "group_columns", "split_diff", "prepare_array", "frame_columns", "is_dataframe"]
+           "group_codes", "group_columns", "split_diff", "prepare_array", "prepare_device",
+           "frame_columns", "is_dataframe"]
 
 #: paretoset's sense vocabulary (paretoset.utils.validate_inputs), lower case.
 SENSE_WORDS = {"min": "min", "minimum": "min", "max": "max", "maximum": "max",
@@ -184,8 +185,10 @@ def split_diff(X, words):
 
 def prepare_array(X, sense, name: str = "X"):
     """Check a host array and return (float64 C-contiguous matrix, maximise
-    flags) for the engines; the matrix is X itself for float64 C-contiguous
-    input without diff columns.  Raises as :func:`skyjoin.skyline`."""
+    flags, number of diff columns) for the engines; the matrix is X itself
+    for float64 C-contiguous input without diff columns (with them, the
+    min / max columns and the two of the group number,
+    :func:`group_columns`).  Raises as :func:`skyjoin.skyline`."""
     try:
         arr = np.asarray(X)
     except Exception:
@@ -196,9 +199,24 @@ def prepare_array(X, sense, name: str = "X"):
     words = parse_sense(sense, Xc.shape[1])
     V, maximise, diffs = split_diff(Xc, words)
     if not diffs:
-        return Xc, maximise
+        return Xc, maximise, 0
     Xg, maximise = group_columns(V, maximise, diffs)
-    return np.ascontiguousarray(Xg), maximise
+    return np.ascontiguousarray(Xg), maximise, len(diffs)
+
+
+def prepare_device(X, sense, name: str = "X"):
+    """Check the shape and sense of a GPU (CuPy) array, without touching its
+    values or the device: (maximise flags, diff flags), one of each per
+    column.  Its values are checked on the GPU when it is copied
+    (``gpu.to_device_minimisation``), and its diff columns grouped there.
+    O(d).  Raises as :func:`skyjoin.skyline`."""
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D with shape (n_points, n_dims), got shape {X.shape}")
+    if X.shape[1] == 0:
+        raise ValueError(f"{name} has no columns (shape {X.shape})")
+    words = parse_sense(sense, X.shape[1])
+    return (np.array([w == "max" for w in words], dtype=bool),
+            np.array([w == "diff" for w in words], dtype=bool))
 
 
 # --------------------------------------------------------------------------
@@ -284,7 +302,7 @@ def _as_list(c):
 def frame_columns(df, sense=None, min_cols=None, max_cols=None, diff_cols=None,
                   all_columns: bool = False):
     """The engines' matrix for a DataFrame: (float64 C-contiguous array,
-    maximise flags).
+    maximise flags, number of diff columns).
 
     Columns and senses come from ``min_cols`` / ``max_cols`` / ``diff_cols``
     (labels, each naming one column), or else from ``sense``: one entry per
@@ -333,6 +351,6 @@ def frame_columns(df, sense=None, min_cols=None, max_cols=None, diff_cols=None,
     maximise = np.array([w == "max" for w in words if w != "diff"], dtype=bool)
     codes = [_diff_codes(df, k) for k, w in zip(pos, words) if w == "diff"]
     if not codes:
-        return Xv, maximise
+        return Xv, maximise, 0
     Xg, maximise = group_columns(Xv, maximise, codes)
-    return np.ascontiguousarray(Xg), maximise
+    return np.ascontiguousarray(Xg), maximise, len(codes)

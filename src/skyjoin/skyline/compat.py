@@ -17,8 +17,12 @@ from numpy.typing import ArrayLike
 if TYPE_CHECKING:
     import pandas
 
-from .api import Sense, skyline
+from .._core.device import resolve_device
+from .._core.plans import report
+from .api import Sense
 from .columns import frame_columns, is_dataframe, prepare_array
+from .plan import plan_skyline
+from .run import run
 
 __all__ = ["paretoset"]
 
@@ -67,7 +71,9 @@ def paretoset(costs: ArrayLike | pandas.DataFrame, sense: Sense | None = None, d
     Notes
     -----
     The dominance rule of :func:`skyjoin.skyline` (minimisation unless
-    ``sense`` says otherwise; equal rows never dominate each other).
+    ``sense`` says otherwise; equal rows never dominate each other), and
+    its route: the points checked and conditioned once, the device
+    resolved once, one plan, one run (``skyjoin.skyline.run.run``).
     Cost: that of :func:`skyjoin.skyline` plus O(n) for the mask (and the
     grouping of :mod:`skyjoin.skyline.columns` with diff columns).
 
@@ -91,17 +97,18 @@ def paretoset(costs: ArrayLike | pandas.DataFrame, sense: Sense | None = None, d
     array([ True,  True])
     """
     if is_dataframe(costs):
-        X, maximise = frame_columns(costs, sense, all_columns=True)
+        X, maximise, n_diff = frame_columns(costs, sense, all_columns=True)
     else:
         arr = costs if isinstance(costs, np.ndarray) else np.asarray(costs)
         if arr.dtype == np.dtype(object):
             raise TypeError(f"Data must be numerical. Please convert it. Data has type: {arr.dtype}")
         if arr.ndim == 1:
             arr = arr.reshape(-1, 1)
-        X, maximise = prepare_array(arr, sense, name="costs")
+        X, maximise, n_diff = prepare_array(arr, sense, name="costs")
+    plan = report(plan_skyline(X.shape[0], X.shape[1], resolve_device(device),
+                               distinct=bool(distinct), diff_columns=n_diff), "paretoset")
     mask = np.zeros(X.shape[0], dtype=bool)
     if X.shape[0]:
-        words = ["max" if m else "min" for m in maximise]
-        sky = skyline(X, sense=words, distinct=bool(distinct), device=device)
-        mask[cast(np.ndarray, sky)] = True      # an array in, an array out
+        sky, _ = run(plan, X, maximise)       # the points checked once, above
+        mask[cast(np.ndarray, sky)] = True      # host input, host indices
     return mask

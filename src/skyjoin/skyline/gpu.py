@@ -30,12 +30,12 @@ from .._core import device_prims as dp
 from .._core.device import cupy as _cupy
 from .._core.device_kernels import load
 from .._core.device_reduce import all_finite, all_true, row_sums
-from .columns import exact_matrix
+from .columns import exact_matrix, group_columns
 from .gpu_kernels import skyline_kernels
 from .groups import expand_groups, expand_runs, group_rows, run_starts
 from .plan import DEFAULT_VARIANT, GPU_VARIANTS
 
-__all__ = ["skyline_gpu", "skyalign_gpu", "ggs_gpu", "GPU_VARIANTS"]
+__all__ = ["skyline_gpu", "skyalign_gpu", "ggs_gpu", "group_on_device", "GPU_VARIANTS"]
 
 _BLOCK = 256
 _DENSE_MAX_D = 20
@@ -75,6 +75,18 @@ def to_device_minimisation(X, maximise: np.ndarray):
         skyline_kernels(d)["minimise"](_grid(n * d), (_BLOCK,),
                                        (Xd, np.int64(n), np.int32(d), sign))
     return Xd
+
+
+def group_on_device(X, maximise: np.ndarray, diff: np.ndarray):
+    """Group the rows of a GPU array by its diff columns, on the GPU: (float64
+    CuPy array of the min / max columns and the two of the group number,
+    their maximise flags), as :func:`skyjoin.skyline.columns.group_columns`.
+    ``maximise`` and ``diff`` have one flag per column of X.  One float64
+    copy of X (its values checked), O(k n log n) for k diff columns."""
+    Xd = to_device_minimisation(X, np.zeros(X.shape[1], dtype=bool))
+    keep = [k for k in range(Xd.shape[1]) if not diff[k]]      # a list, as split_diff's
+    V = Xd[:, keep] if len(keep) < Xd.shape[1] else Xd
+    return group_columns(V, maximise[keep], [Xd[:, k] for k in range(Xd.shape[1]) if diff[k]])
 
 
 def skyline_gpu(X, maximise: np.ndarray, plan, count: bool = True):

@@ -2,8 +2,10 @@
 
 ``plan_skyline`` is the only place that picks the algorithm for
 ``algorithm="auto"``, the SkyAlign variant for ``variant=None``, and refuses
-combinations a device cannot run.  ``skyjoin.skyline`` builds the plan once,
-after resolving the device; the engines (``sort2d.skyline_2d``,
+combinations a device cannot run.  ``skyjoin.skyline`` checks and
+conditions the points, resolves the device once, builds the plan once and
+hands it to the one run entry (:func:`skyjoin.skyline.run.run`), which makes
+the one device memory check; the engines (``sort2d.skyline_2d``,
 ``cpu.skyalign_cpu``, ``gpu.skyline_gpu``, ``baselines``) run what it says.
 """
 
@@ -36,6 +38,15 @@ class SkylinePlan:
         The SkyAlign variant (None for the other algorithms).
     distinct : bool
     n, d : int
+        The rows, and the columns the engine compares (with diff columns:
+        the min / max columns plus the two of the group number).
+    residence : {"host", "device"}
+        Where the points are: "device" for a GPU (CuPy) array, which only a
+        GPU plan takes, and whose result stays on the GPU.
+    diff_columns : int
+        The diff columns the rows are grouped by (0: none).  Host input
+        arrives grouped; device input is grouped on the GPU by the run
+        entry, inside its memory handling.
     """
 
     device: str
@@ -44,12 +55,16 @@ class SkylinePlan:
     distinct: bool
     n: int
     d: int
+    residence: str = "host"
+    diff_columns: int = 0
 
     def describe(self) -> str:
         """One line for ``-v`` logging."""
         v = f" ({self.variant})" if self.variant else ""
+        where = ", points on the GPU" if self.residence == "device" else ""
+        groups = f", grouped by {self.diff_columns} diff column(s)" if self.diff_columns else ""
         return (f"skyline of {self.n:,} x {self.d} on the {self.device}: {self.algorithm}{v}"
-                + (", distinct" if self.distinct else ""))
+                + (", distinct" if self.distinct else "") + groups + where)
 
 
 def check_algorithm(algorithm, variant):
@@ -66,7 +81,8 @@ def check_algorithm(algorithm, variant):
 
 
 def plan_skyline(n: int, d: int, device: str, algorithm: str = "auto",
-                 variant: str | None = None, distinct: bool = False) -> SkylinePlan:
+                 variant: str | None = None, distinct: bool = False, residence: str = "host",
+                 diff_columns: int = 0) -> SkylinePlan:
     """The rule.
 
     * ``algorithm="auto"``: on the CPU with d == 2 and no SkyAlign variant
@@ -78,10 +94,19 @@ def plan_skyline(n: int, d: int, device: str, algorithm: str = "auto",
       one pass per mask order), "padded" on the GPU (§6.2.3).
     * Refused: SkyAlign beyond 64 dimensions; "sort2d" for d != 2;
       "sort2d", "bruteforce", "bnl" and "sfs" on the GPU; a GPU-only
-      variant ("padded") on the CPU.
+      variant ("padded") on the CPU; points on the GPU (``residence="device"``)
+      with a CPU device.
 
+    ``device`` is resolved ("cpu" or "gpu"): the caller resolved it once.
     O(1).
     """
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"plan_skyline takes a resolved device ('cpu' or 'gpu'), got {device!r}")
+    if residence not in ("host", "device"):
+        raise ValueError(f"residence must be 'host' or 'device', got {residence!r}")
+    if residence == "device" and device != "gpu":
+        raise ValueError("X is a GPU array but device resolved to 'cpu'; pass device='gpu' or "
+                         "copy it to the host")
     algorithm, variant = check_algorithm(algorithm, variant)
     if algorithm == "auto":
         if device == "cpu" and d == 2 and variant is None:
@@ -106,4 +131,5 @@ def plan_skyline(n: int, d: int, device: str, algorithm: str = "auto",
     else:
         variant = None
     return SkylinePlan(device=device, algorithm=algorithm, variant=variant,
-                       distinct=bool(distinct), n=int(n), d=int(d))
+                       distinct=bool(distinct), n=int(n), d=int(d), residence=residence,
+                       diff_columns=int(diff_columns))

@@ -58,9 +58,9 @@ from ..._core.validate import check_eps, check_min_samples, check_points, check_
 from ..grid_gpu import gpu_grid_dbscan
 from ..params import check_sample_weight
 from ..plan import SWEEP_METHODS, DBSCANPlan, plan_sweep
-from .grid_links import _assign_grid_levels
-from .pipeline import _tables
-from .table import _assign_levels, _n_clusters
+from .grid_links import assign_grid_levels
+from .pipeline import eps_tables
+from .table import assign_levels, count_clusters
 
 __all__ = ["SweepResult", "dbscan_sweep"]
 
@@ -259,7 +259,7 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress, plan=None):
                     res = gpu_grid_dbscan(Xd, e, m)
                 core, labels = res
                 r = SweepResult(eps=e, min_samples=m, labels=labels, core_sample_indices=core,
-                                n_clusters=_n_clusters(labels),
+                                n_clusters=count_clusters(labels),
                                 timings={"table": 0.0, "assign": time.perf_counter() - t0,
                                          "path": "grid-gpu",
                                          "finished": time.perf_counter() - start})
@@ -278,13 +278,13 @@ def _sweep(X, eps_list, ms_list, sample_weight, plan: DBSCANPlan, progress):
     start = time.perf_counter()
     assign_threads = plan.assign_threads
     try:
-        for e, built, table_s in _tables(X, eps_list, plan, ms_list, sample_weight):
+        for e, built, table_s in eps_tables(X, eps_list, plan, ms_list, sample_weight):
             if built[0] == "grid":
-                levels = _assign_grid_levels(built[1], ms_list)
+                levels = assign_grid_levels(built[1], ms_list)
                 info = {"path": "grid-cpu"}
             else:
                 _, nt, order = built
-                levels = _assign_levels(nt, ms_list, sample_weight, order)
+                levels = assign_levels(nt, ms_list, sample_weight, order)
                 info = {"path": "table", "pairs": nt.n_pairs}
             while True:
                 with numba_threads(assign_threads):  # not around the yield: the caller's code

@@ -1,9 +1,9 @@
 """Sweep grid path, first stage: the level of every point on the fine grid (§7.6 without T).
 
 The level of a point is the number of the sweep's min_samples it is core
-for, from one capped count per point (``_grid_levels``; with weights the
-exact-sum rule of ``core_points``, ``_grid_levels_weighted`` then
-``_exact_levels``).  Costs: O(n + cells) for the grid, and per point the
+for, from one capped count per point (``point_levels``; with weights the
+exact-sum rule of ``core_points``, ``point_levels_weighted`` then
+``exact_levels``).  Costs: O(n + cells) for the grid, and per point the
 distance tests over the cells that can hold a neighbour, stopping at the
 largest min_samples.
 """
@@ -57,7 +57,7 @@ from ..grid_cpu import d2, neighbour_slots
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
-def _gap2(Xs, p, box_lo, box_hi, u):
+def gap2(Xs, p, box_lo, box_hi, u):
     """Squared gap from point p to the box of cell slot u: no pair test passes if this fails.
 
     Branch-free (max is exact): the outcome of these tests is data-dependent.
@@ -71,7 +71,7 @@ def _gap2(Xs, p, box_lo, box_hi, u):
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
-def _span2(Xs, p, box_lo, box_hi, u):
+def span2(Xs, p, box_lo, box_hi, u):
     """Squared distance from p to the far corner of box u: every pair test passes if this does.
 
     ``fl(x - q)`` is monotone in q, so for q in [lo, hi] its magnitude is at
@@ -121,7 +121,7 @@ def _level_of(s, m_asc):
     return lo
 
 
-_SCAN_PARTS = 4  # parts of a cell's box per dimension with their own scan order (d <= 2)
+SCAN_PARTS = 4  # parts of a cell's box per dimension with their own scan order (d <= 2)
 
 
 @functools.lru_cache(maxsize=16)
@@ -136,7 +136,7 @@ def _scan_orders_cached(offsets_bytes, d, R):
     return np.ascontiguousarray(rows, dtype=np.int64)
 
 
-def _scan_orders(offsets, R):
+def scan_orders(offsets, R):
     """For each of the R^d parts of a cell, the offsets by increasing distance from
     the part's centre (ties: nearer far corner first), the count pass's scan order.
 
@@ -148,7 +148,7 @@ def _scan_orders(offsets, R):
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, m_asc,
+def point_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas, eps2, m_asc,
                  hits, scan_order, R):
     """Level of every (sorted) point: how many of m_asc its neighbourhood size reaches.
 
@@ -156,7 +156,7 @@ def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delt
     points makes them all reach it at once); a cell wholly within eps of a
     point counts at once, one out of reach is skipped.  The neighbour cells
     are scanned nearest first, for where the point lies in its cell's box
-    (``scan_order``, one row per box part of ``_scan_orders``): the cap is
+    (``scan_order``, one row per box part of ``scan_orders``): the cap is
     reached after fewer distances.  ``hits[p]`` (when there are at most 64
     offsets): bit o set iff the cell at offset o holds a neighbour of p,
     complete for the points below the top level (their whole neighbourhood
@@ -194,10 +194,10 @@ def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delt
             for i in range(n_off):
                 o = scan_order[part, i]
                 t2 = nb[o]
-                if t2 < 0 or t2 == t or _gap2(Xs, p, box_lo, box_hi, t2) > eps2:
+                if t2 < 0 or t2 == t or gap2(Xs, p, box_lo, box_hi, t2) > eps2:
                     continue
                 c2 = cells[t2]
-                if _span2(Xs, p, box_lo, box_hi, t2) <= eps2:
+                if span2(Xs, p, box_lo, box_hi, t2) <= eps2:
                     got = start[c2 + 1] - start[c2]
                 else:
                     got = _count_within(Xs, p, start[c2], start[c2 + 1], eps2)
@@ -215,20 +215,20 @@ def _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, delt
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
 def _near_cell(Xs, p, t, t2, box_lo, box_hi, eps2):
     """0: no point of cell slot t2 is within eps of p; 1: every point is; 2: test each."""
-    if t2 < 0 or t2 == t or _gap2(Xs, p, box_lo, box_hi, t2) > eps2:
+    if t2 < 0 or t2 == t or gap2(Xs, p, box_lo, box_hi, t2) > eps2:
         return 0
-    return 1 if _span2(Xs, p, box_lo, box_hi, t2) <= eps2 else 2
+    return 1 if span2(Xs, p, box_lo, box_hi, t2) <= eps2 else 2
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
+def point_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
                           eps2, m_asc, w, hits):
-    """``_grid_levels`` with sample weights: complete sums (weights may be negative).
+    """``point_levels`` with sample weights: complete sums (weights may be negative).
 
     Each point's weight sum is added naively (cell subtotals), with the sum
     of |w| and the number of terms: a point whose sum cannot decide against
     the min_samples on either side of it (``core_points.naive_sum_decides``) gets
-    level -1, for ``_exact_levels`` to decide by the correctly rounded sum.
+    level -1, for ``exact_levels`` to decide by the correctly rounded sum.
     """
     n = Xs.shape[0]
     m = cells.shape[0]
@@ -316,9 +316,9 @@ def _weights_near(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, del
             indptr[r + 1] = pos - indptr[r]
 
 
-def _exact_levels(level, Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
-                  eps2, w, m_asc):
-    """Decide the points ``_grid_levels_weighted`` left at -1 by the correctly
+def exact_levels(level, Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
+                 eps2, w, m_asc):
+    """Decide the points ``point_levels_weighted`` left at -1 by the correctly
     rounded sum of their neighbourhood's weights (``core_points.exact_row_sums``),
     in place.  O(neighbours * partials) per such point."""
     points = np.flatnonzero(level < 0)
@@ -337,7 +337,7 @@ def _exact_levels(level, Xs, start, cells, slot_of, box_lo, box_hi, radix, offse
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
-def _sort_by_level(Xs, perm, level, hits, start, cells, K):
+def sort_by_level(Xs, perm, level, hits, start, cells, K):
     """In place, each cell's points by decreasing level (stable): rows of Xs, perm, level
     and hits (when not empty).  Cells already in order (all those of one level, such as
     the cells of at least the largest min_samples points) are left as they are."""
@@ -388,7 +388,7 @@ def _sort_by_level(Xs, perm, level, hits, start, cells, K):
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _codes(start, cells, perm, level, bits, like):
+def level_codes(start, cells, perm, level, bits, like):
     """``cell slot << bits | level`` of every point, in the caller's order."""
     code = np.empty(perm.shape[0], dtype=like.dtype)
     for t in range(cells.shape[0]):

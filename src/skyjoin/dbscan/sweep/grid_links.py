@@ -1,7 +1,7 @@
 """Sweep grid path: the grid index of one eps, the links between cells, the labels (§7.6).
 
-``_grid_index`` builds the first stage of the pipeline (the fine grid and
-the level of every point, ``grid_levels``); ``_assign_grid_levels`` is the
+``grid_index`` builds the first stage of the pipeline (the fine grid and
+the level of every point, ``grid_levels``); ``assign_grid_levels`` is the
 second: pairs of near cells, one union-find over the cells for the whole
 sweep (``union_find.find/union``, Kruskal-style by decreasing level), the
 border reaches (``grid_reach``) and the labels of every level.  Costs: O(n)
@@ -21,9 +21,9 @@ from ..._core.config import NUMBA_CACHE
 from ...index.fine_grid import positive_offsets
 from ..grid_cpu import MAX_DIMS, boxes_apart, d2, fine_grid, neighbour_slots
 from ..union_find import find, union
-from .grid_levels import (_SCAN_PARTS, _gap2, _codes, _exact_levels, _grid_levels,
-                          _grid_levels_weighted, _scan_orders, _sort_by_level)
-from .grid_reach import _reaches
+from .grid_levels import (SCAN_PARTS, exact_levels, gap2, level_codes, point_levels,
+                          point_levels_weighted, scan_orders, sort_by_level)
+from .grid_reach import border_reaches
 
 
 @njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
@@ -97,7 +97,7 @@ def _bottleneck(Xs, start, cells, box_lo, box_hi, eps2, level, t, u, ub):
         lp = level[p]
         if lp <= best:
             break
-        if _gap2(Xs, p, box_lo, box_hi, u) > eps2:
+        if gap2(Xs, p, box_lo, box_hi, u) > eps2:
             continue
         for q in range(a2, b2):
             lq = level[q]
@@ -264,7 +264,7 @@ def _labels_levels(k_hi, k_lo, at_least, code, bits, tab, cand, cand_level, row_
 
 @dataclass
 class _GridIndex:
-    """One eps on the fine grid (``_grid_index``): the first stage of the pipeline, no table.
+    """One eps on the fine grid (``grid_index``): the first stage of the pipeline, no table.
 
     The grid, the points in cell order and their levels (the neighbourhood
     sizes that T would give); the assignment stage adds the rest.
@@ -292,7 +292,7 @@ class _GridIndex:
     at_least: np.ndarray = None  # at_least[k]: how many points have level >= k
 
 
-def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
+def grid_index(X, eps, m_asc, sample_weight=None, timings=None):
     """The grid of one eps and the level of every point, or None (§7.6 without T).
 
     None when ``grid_cpu.grid_dbscan`` would not take the grid (d > 4, too many
@@ -322,15 +322,15 @@ def _grid_index(X, eps, m_asc, sample_weight=None, timings=None):
     m_arr = np.asarray(m_asc, dtype=np.float64)
     hits = np.empty(n if len(offsets) <= 64 else 0, dtype=np.uint64)
     if sample_weight is None:
-        R = _SCAN_PARTS if d <= 2 else 2
-        level = _grid_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
-                             eps2, m_arr, hits, _scan_orders(offsets, R), R)
+        R = SCAN_PARTS if d <= 2 else 2
+        level = point_levels(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
+                             eps2, m_arr, hits, scan_orders(offsets, R), R)
     else:
         w = np.ascontiguousarray(sample_weight[perm], dtype=np.float64)
-        level = _grid_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets,
+        level = point_levels_weighted(Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets,
                                       deltas, eps2, m_arr, w, hits)
-        _exact_levels(level, Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
-                      eps2, w, m_arr)
+        exact_levels(level, Xs, start, cells, slot_of, box_lo, box_hi, radix, offsets, deltas,
+                     eps2, w, m_arr)
     tick("levels")
     return _GridIndex(n_levels=K, Xs=Xs, start=start, cells=cells, slot_of=slot_of,
                       box_lo=box_lo, box_hi=box_hi, radix=radix, offsets=offsets, deltas=deltas,
@@ -341,11 +341,11 @@ def _order_by_level(g):
     """Each cell's points by decreasing level, the cells' max levels and the caller-order
     codes (the start of the assignment stage)."""
     K = g.n_levels
-    _sort_by_level(g.Xs, g.perm, g.level, g.hits, g.start, g.cells, K)
+    sort_by_level(g.Xs, g.perm, g.level, g.hits, g.start, g.cells, K)
     g.maxlev = g.level[g.start[g.cells]]
     g.bits = max(1, int(K).bit_length())
     code_t = np.int32 if (len(g.cells) << g.bits) < 2**31 else np.int64
-    g.code = _codes(g.start, g.cells, g.perm, g.level, g.bits, np.zeros(0, dtype=code_t))
+    g.code = level_codes(g.start, g.cells, g.perm, g.level, g.bits, np.zeros(0, dtype=code_t))
     g.at_least = np.cumsum(np.bincount(g.level, minlength=K + 1)[::-1])[::-1]
 
 
@@ -362,7 +362,7 @@ def _prepare_links(g):
                        g.deltas, g.positive, g.eps2, g.maxlev, g.n_levels, U)
 
 
-def _assign_grid_levels(gi, min_samples_desc):
+def assign_grid_levels(gi, min_samples_desc):
     """Yield (min_samples, core indices, labels, n_clusters, seconds), largest first (§7.6).
 
     The second stage of the pipeline: the points ordered by level, the
@@ -389,7 +389,7 @@ def _assign_grid_levels(gi, min_samples_desc):
 
     # the union-find (sequential) beside the border reaches, in the assignment
     # stage rather than the build stage (docs/design.md)
-    cand, cand_level, row_at, row_len, reach, reach_cell = _reaches(g, links)
+    cand, cand_level, row_at, row_len, reach, reach_cell = border_reaches(g, links)
     k_hi = K
     while k_hi >= 1:
         k_lo = k_hi

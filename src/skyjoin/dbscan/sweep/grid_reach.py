@@ -19,7 +19,7 @@ from numba import njit, prange
 from ..._core.config import NUMBA_CACHE
 from ..._core.threads import numba_threads
 from ..grid_cpu import d2, neighbour_slots
-from .grid_levels import _gap2, _span2
+from .grid_levels import gap2, span2
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
@@ -42,10 +42,10 @@ def _reach_scan(Xs, p, t, nb, start, cells, box_lo, box_hi, eps2, level, maxlev,
         if use_hits and (hits[p] >> np.uint64(o)) & np.uint64(1) == 0:
             continue
         u = nb[o]
-        if u < 0 or u == t or maxlev[u] <= lp or _gap2(Xs, p, box_lo, box_hi, u) > eps2:
+        if u < 0 or u == t or maxlev[u] <= lp or gap2(Xs, p, box_lo, box_hi, u) > eps2:
             continue
         c2 = cells[u]
-        if _span2(Xs, p, box_lo, box_hi, u) <= eps2:  # all of u within eps: its best point
+        if span2(Xs, p, box_lo, box_hi, u) <= eps2:  # all of u within eps: its best point
             if at >= 0:
                 out_r[at + cnt] = maxlev[u]
                 out_c[at + cnt] = u
@@ -98,7 +98,7 @@ def _reach_room(start, cells, slot_of, radix, offsets, deltas, level, maxlev, K,
                     continue
                 u = nb[o]
                 if u >= 0 and u != t and maxlev[u] > lp:
-                    if not gap_test or _gap2(Xs, p, box_lo, box_hi, u) <= eps2:
+                    if not gap_test or gap2(Xs, p, box_lo, box_hi, u) <= eps2:
                         r += 1
             room[p + 1] = r
     return room
@@ -265,7 +265,7 @@ def _share(serial, prepare, task, n_tasks, n_threads=None):
 _REACH_PARTS_PER_THREAD = 32  # ranges of cells of the border reaches per thread
 
 
-def _reaches(g, serial):
+def border_reaches(g, serial):
     """The border reaches of ``g`` (``_Reach``), found beside ``serial()`` (``_share``)."""
     rc = _Reach(g, _REACH_PARTS_PER_THREAD * max(2, numba.get_num_threads()))
     _share(serial, rc.prepare, rc.fill, rc.n_parts)

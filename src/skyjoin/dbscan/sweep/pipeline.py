@@ -17,7 +17,7 @@ import numba
 
 from ..._core.conditioning import condition_points
 from ..hybrid import cell_order, neighbor_table
-from .grid_links import _grid_index
+from .grid_links import grid_index
 
 
 def ideal_pipeline_time(non_pipelined_s: float, n_variants: int) -> float:
@@ -52,7 +52,7 @@ def _build(X, e, plan, ms_list, sample_weight):
     """Build what one eps's clusterings read, and time it (the first stage of §7.5).
 
     Plan path "grid-cpu": the fine-grid index of this eps (the levels,
-    ``grid_links._grid_index``), which replaces T for a whole min_samples
+    ``grid_links.grid_index``), which replaces T for a whole min_samples
     sweep; when its grid does not fit, or otherwise, the table T on the
     points in cell order: kept in GPU memory when ``plan.table_on_device``
     and it fits (every min_samples is then assigned there), else on the host
@@ -61,7 +61,7 @@ def _build(X, e, plan, ms_list, sample_weight):
     t0 = time.perf_counter()
     (X,), e = condition_points([X], e)           # the grids' float64 range
     if plan.path == "grid-cpu":
-        gi = _grid_index(X, e, ms_list[::-1], sample_weight)
+        gi = grid_index(X, e, ms_list[::-1], sample_weight)
         if gi is not None:
             return ("grid", gi), time.perf_counter() - t0
     Xo, order = cell_order(X, e, plan.device, plan.precision)
@@ -77,7 +77,7 @@ def _build(X, e, plan, ms_list, sample_weight):
     return ("table", nt, order), time.perf_counter() - t0
 
 
-def _tables(X, eps_list, plan, ms_list, sample_weight):
+def eps_tables(X, eps_list, plan, ms_list, sample_weight):
     """Yield (eps, table, seconds); with ``plan.pipelined``, built one ahead in a thread
     (§7.5) on ``plan.build_threads``."""
     build_threads = plan.build_threads

@@ -46,7 +46,7 @@ def add_core_level(indptr, indices, weight, level, previous_level, parent):
             ri = hang(parent, ri, p)
 
 
-def _assign_levels(nt, min_samples_desc, sample_weight, order):
+def assign_levels(nt, min_samples_desc, sample_weight, order):
     """Yield (min_samples, core indices, labels, n_clusters, seconds), incrementally (§7.6).
 
     The table's point p is the caller's row ``order[p]``; results come back
@@ -76,7 +76,7 @@ def _assign_levels(nt, min_samples_desc, sample_weight, order):
         core_out[order] = is_core
         labels_out = np.empty_like(labels)
         labels_out[order] = labels
-        yield (m, np.flatnonzero(core_out), labels_out, _n_clusters(labels_out),
+        yield (m, np.flatnonzero(core_out), labels_out, count_clusters(labels_out),
                time.perf_counter() - t0)
 
 
@@ -94,9 +94,9 @@ def _assign_levels_gpu(nt, min_samples_desc, sample_weight, order):
         core_out[order] = cp.asnumpy(is_core)
         labels_out = np.empty(n, dtype=np.intp)
         labels_out[order] = cp.asnumpy(labels)
-        yield (m, np.flatnonzero(core_out), labels_out, _n_clusters(labels_out),
+        yield (m, np.flatnonzero(core_out), labels_out, count_clusters(labels_out),
                time.perf_counter() - t0)
 
 
-def _n_clusters(labels):
+def count_clusters(labels):
     return int(labels.max()) + 1 if len(labels) else 0
