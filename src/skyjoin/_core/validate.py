@@ -159,10 +159,16 @@ def describe_number(value) -> str:
         if isinstance(value, numbers.Rational):      # int, Fraction: math.log10 takes big ints
             digits = math.log10(abs(value.numerator)) - math.log10(value.denominator)
             sign = "-" if value < 0 else ""
-            return (f"an {type(value).__name__} of about {sign}10**{digits:.0f} "
+            return (f"{_article(value)} of about {sign}10**{digits:.0f} "
                     "(too large for a float)")
-        return f"a {type(value).__name__} too large for a float"
+        return f"{_article(value)} too large for a float"
     return repr(value)
+
+
+def _article(value) -> str:
+    """'an int', 'a Fraction': the type's name with its article."""
+    name = type(value).__name__
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
 
 
 def check_eps(eps) -> float:
@@ -176,8 +182,13 @@ def check_eps(eps) -> float:
         raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
     value = as_float(eps)
     if value is None or not math.isfinite(value) or value <= 0.0:
-        rounded = " (0.0 as a float)" if value == 0.0 and eps > 0 else ""
-        raise ValueError(f"eps must be finite and > 0, got {describe_number(eps)}{rounded}")
+        if value is None:
+            shown = describe_number(eps)
+        elif value == 0.0 and eps > 0:
+            shown = f"{eps!r}, 0.0 as a float"
+        else:
+            shown = str(value)
+        raise ValueError(f"eps must be finite and > 0, got {shown}")
     return value
 
 
