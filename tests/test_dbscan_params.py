@@ -124,3 +124,16 @@ def test_finite_weights_near_the_limit_raise_no_warning():
     np.testing.assert_array_equal(got, w)
     with pytest.raises(ValueError, match="infinity"):
         check_sample_weight(np.array([1e308, np.inf, 0.5]), 3)
+
+
+@pytest.mark.parametrize("name,value", [("eps", 10**400), ("eps", -10**400), ("p", 10**400),
+                                        ("eps", np.inf), ("p", np.inf)],
+                         ids=["eps-1e400", "eps--1e400", "p-1e400", "eps-inf", "p-inf"])
+def test_a_number_beyond_float_range_is_refused_by_name(name, value):
+    """float(10**400) overflows: a clear InvalidParameterError naming the
+    parameter (a ValueError), not numpy's TypeError from isnan."""
+    with pytest.raises(InvalidParameterError, match=f"The '{name}' parameter of DBSCAN") as info:
+        sj.DBSCAN(device="cpu", **{name: value}).fit(X)
+    assert isinstance(info.value, ValueError)
+    if isinstance(value, int):
+        assert "(too large for a float)" in str(info.value) and len(str(info.value)) < 200

@@ -346,3 +346,48 @@ def test_parquet_pair_writer_copies_buffered_chunks(tmp_path):
     t = pq.read_table(path)
     got = np.column_stack([t.column("i").to_numpy(), t.column("j").to_numpy()])
     assert np.array_equal(got, np.concatenate(want))
+
+
+@pytest.mark.parametrize("kw", [{}, {"return_distance": True},
+                                {"return_distance": True, "precision": "float32"}],
+                         ids=["connectivity", "distance", "distance-float32"])
+def test_npz_and_to_scipy_differ_only_in_the_documented_value_dtype(tmp_path, kw):
+    """The .npz of write_neighbor_table (and of ``skyjoin join --out``) holds
+    bool ones or the table's distance dtype; ``to_scipy()`` float64.  With
+    that dtype asked, ``to_scipy`` equals ``load_npz`` in every array."""
+    import scipy.sparse as sp
+
+    import skyjoin as sj
+
+    X = np.random.default_rng(8).random((400, 2))
+    nt = sj.self_join(X, 0.08, device="cpu", **kw)
+    path = tmp_path / "t.npz"
+    io.write_neighbor_table(path, nt)
+    got = sp.load_npz(path)
+    mode = "distance" if kw else "connectivity"
+    assert nt.to_scipy(mode).dtype == np.float64
+    want_dtype = nt.distances.dtype if kw else np.bool_
+    assert got.dtype == want_dtype
+    same = nt.to_scipy(mode, dtype=want_dtype)
+    for name in ("data", "indices", "indptr"):
+        a, b = getattr(same, name), getattr(got, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert same.shape == got.shape
+
+
+def test_cli_npz_holds_bool_ones(tmp_path, monkeypatch):
+    import scipy.sparse as sp
+    from click.testing import CliRunner
+
+    import skyjoin as sj
+    from skyjoin.cli import main
+
+    X = np.random.default_rng(9).random((300, 2))
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",")
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["join", "x.csv", "--eps", "0.08", "--out", "t.npz"])
+    assert res.exit_code == 0, res.output
+    got = sp.load_npz(tmp_path / "t.npz")
+    assert got.dtype == np.bool_
+    want = sj.self_join(X, 0.08, device="cpu").to_scipy(dtype=bool)
+    assert (got != want).nnz == 0 and np.array_equal(got.indptr, want.indptr)

@@ -15,7 +15,7 @@ import pytest
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
 import skyjoin as sj
-from skyjoin._core.conditioning import condition_points, plan_conditioning
+from skyjoin._core.conditioning import condition_points, plan_conditioning, power_of_two_factors
 from skyjoin._core.memory import alloc_host
 
 from oracles import brute_pairs, table_matrix
@@ -58,6 +58,9 @@ def extreme_cases():
     cases.append(("+-1e308 eps 3e308", X, 1.5e308))
     cases.append(("zeros eps 1e155", np.zeros((3, 2)), 1e155))
     cases.append(("spread eps 1e200", rng.uniform(-1, 1, (40, 3)) * 1e200, 5e199))
+    for unit in (5e-324, 1e-310):                        # subnormal eps: scaled by up to 2**1074
+        K = rng.integers(0, 9, (50, 2))
+        cases.append((f"lattice*{unit:g}", K * unit, 2.5 * unit))
     return cases
 
 
@@ -106,6 +109,114 @@ def test_issue_examples():
     assert sj.self_join(X, 1.0, output="counts", device="cpu").tolist() == [1, 0, 1]
     assert sj.join(X, X, 1.0, device="cpu").pairs().tolist() == [
         [0, 0], [0, 2], [1, 1], [2, 0], [2, 2]]
+
+
+#: the spacing of the points, eps = 5 units: subnormal (down to the smallest
+#: float, 2**-1074), the smallest normal and a normal power of two below 2**-400
+TINY_UNITS = [5e-324, 1e-320, 1e-310, 2.0 ** -1040, 2.2250738585072014e-308, 2.0 ** -1000]
+
+
+def tiny_lattice(unit, seed=0, span=12):
+    """(X, eps, K): points K * unit on an integer lattice K in [0, span)**2,
+    eps = 5 units, with 3-4-5 ties.  K * unit is exact (checked)."""
+    rng = np.random.default_rng(seed)
+    K = np.vstack([[[0, 0], [3, 4], [0, 5], [5, 0], [4, 3], [4, 3]],
+                   rng.integers(0, span, (60, 2))]).astype(np.float64)
+    X = K * unit
+    assert all(Fraction(x) == Fraction(k) * Fraction(unit) for x, k in zip(X.ravel(), K.ravel()))
+    return X, 5 * unit, K
+
+
+def scaled_brute(R, S, eps, self_join=False):
+    """The oracle of the README's rule: the float64 test on the points and eps
+    multiplied by 2**1074, which no value here under- or overflows (so any
+    such power of two gives the same answer)."""
+    return brute_pairs(np.ldexp(R, 1074), np.ldexp(S, 1074), math.ldexp(eps, 1074),
+                       self_join=self_join)
+
+
+def test_issue_subnormal_eps_examples():
+    """Every positive float is an eps: the scaling of 2**1074 that brings
+    5e-324 to 1 is applied in exact steps (2**1074 is no float64)."""
+    assert sj.self_join(np.zeros((2, 1)), 1e-310, device="cpu").n_pairs == 2
+    assert sj.self_join(np.zeros((2, 1)), 5e-324, device="cpu").n_pairs == 2
+    assert sj.join(np.zeros((2, 1)), np.zeros((3, 1)), 5e-324, device="cpu").n_pairs == 6
+    assert sj.DBSCAN(eps=1e-310, min_samples=2, device="cpu").fit(
+        np.zeros((2, 1))).labels_.tolist() == [0, 0]
+    (res,) = sj.dbscan_sweep(np.zeros((2, 1)), eps=[5e-324], min_samples=[2], device="cpu")
+    assert res.labels.tolist() == [0, 0]
+    plan = plan_conditioning([np.zeros((2, 1))], 5e-324)
+    assert plan.exp == 1074 and plan.eps(5e-324) == 1.0
+    (Y,), e = condition_points([np.array([[5e-324], [1e-310]])], 5e-324)
+    assert e == 1.0 and Y.ravel().tolist() == [1.0, float(Fraction(1e-310) * 2 ** 1074)]
+
+
+def test_power_of_two_factors_round_once():
+    """The factors multiply as ``numpy.ldexp`` does (one rounding), where
+    2**exp itself is no float64 too."""
+    x = np.array([5e-324, 3 * 5e-324, 1e-310, 2.0 ** -1022, 1e-300, 0.75, 3.0, -1e-320])
+    for exp in (0, 1, 52, 1023, 1024, 1074, 1100, -1, -52, -1023):
+        with np.errstate(over="ignore"):
+            want = np.ldexp(x, exp)
+        got = x.copy()
+        with np.errstate(over="ignore"):
+            for f in power_of_two_factors(exp):
+                got *= f
+        finite = np.isfinite(want)
+        assert finite.any() and np.array_equal(got[finite], want[finite]), exp
+    assert power_of_two_factors(0) == [] and len(power_of_two_factors(1074)) == 2
+
+
+@pytest.mark.parametrize("unit", TINY_UNITS, ids=[f"{u:g}" for u in TINY_UNITS])
+def test_tiny_eps_joins_match_scaled_brute_force(unit):
+    X, eps, K = tiny_lattice(unit)
+    want = scaled_brute(X, X, eps, self_join=True)
+    if unit != 1e-310:
+        # the unit's multiples square exactly: the integer problem, ties included
+        assert np.array_equal(want, brute_pairs(K, K, 5.0, self_join=True))
+        assert want[0, 1] and want[0, 2]
+    for pattern in PATTERNS:
+        nt = sj.self_join(X, eps, pattern=pattern, device="cpu")
+        assert np.array_equal(table_matrix(nt), want), pattern
+    assert np.array_equal(sj.self_join(X, eps, output="counts", device="cpu"), want.sum(axis=1))
+    assert np.array_equal(table_matrix(sj.self_join(X, eps, include_self=True, device="cpu")),
+                          want | np.eye(len(X), dtype=bool))
+    got = np.zeros_like(want)
+    for c in sj.self_join_chunks(X, eps, max_pairs=50, device="cpu"):
+        got[c.i, c.j] = True
+    assert np.array_equal(got, want)
+    m = table_matrix(sj.join(X[::3], X, eps, device="cpu"))
+    assert np.array_equal(m, scaled_brute(X[::3], X, eps))
+    if unit != 1e-310:        # the lattice is exact in float32 too
+        nt = sj.self_join(X, eps, precision="float32", device="cpu")
+        assert np.array_equal(table_matrix(nt), want)
+
+
+@pytest.mark.parametrize("min_samples", [2, 4])
+@pytest.mark.parametrize("unit", TINY_UNITS, ids=[f"{u:g}" for u in TINY_UNITS])
+def test_tiny_eps_dbscan_matches_sklearn(unit, min_samples):
+    """scikit-learn on X itself is no oracle (5e-324**2 is 0: its squared
+    distances underflow).  It clusters the neighbourhoods of the scaled
+    float64 test instead (metric="precomputed"); and where the unit is a
+    power of two, scikit-learn's brute force on K and eps 5 (integers, exact)
+    gives the same labels."""
+    X, eps, K = tiny_lattice(unit, seed=1, span=40)
+    adj = scaled_brute(X, X, eps)
+    want = SkDBSCAN(eps=0.5, min_samples=min_samples, metric="precomputed").fit(
+        np.where(adj, 0.0, 1.0)).labels_
+    assert len(set(want)) > 2                            # clusters and noise: not vacuous
+    if math.frexp(unit)[0] == 0.5:
+        assert np.array_equal(
+            SkDBSCAN(eps=5.0, min_samples=min_samples, algorithm="brute").fit(K).labels_, want)
+    est = sj.DBSCAN(eps=eps, min_samples=min_samples, device="cpu").fit(X)
+    assert np.array_equal(est.labels_, want), est.path_
+    lw = sj.DBSCAN(eps=eps, min_samples=min_samples, device="cpu").fit(
+        X, sample_weight=np.ones(len(X))).labels_
+    assert np.array_equal(lw, want)
+    for method in ("auto", "hybrid"):
+        (res,) = sj.dbscan_sweep(X, eps=[eps], min_samples=[min_samples], device="cpu",
+                                 method=method)
+        assert np.array_equal(res.labels, want), method
 
 
 def test_float32_extremes():

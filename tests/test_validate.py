@@ -102,3 +102,54 @@ def test_all_finite_over_chunks_equals_numpy(seed):
         assert all_finite(Y, chunk_items=chunk) == bool(np.isfinite(Y).all())
         with pytest.raises(ValueError, match=f"first at row {row}"):
             check_points(Y)
+
+
+@pytest.mark.parametrize("eps", [10**400, -10**400, 10**5000], ids=["1e400", "-1e400", "1e5000"])
+def test_eps_beyond_float_range_is_a_value_error_naming_eps(eps):
+    """float(10**400) raises OverflowError; every entry point says what is wrong
+    instead, without printing (or failing to print) thousands of digits."""
+    from fractions import Fraction
+
+    X = np.zeros((3, 2))
+    calls = [lambda e: sj.self_join(X, e, device="cpu"),
+             lambda e: sj.join(X, X, e, device="cpu"),
+             lambda e: list(sj.self_join_chunks(X, e, device="cpu")),
+             lambda e: list(sj.dbscan_sweep(X, eps=[1.0, e], min_samples=[2], device="cpu"))]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"eps must be finite and > 0, got an int of about "
+                                             r"-?10\*\*\d+ \(too large for a float\)"):
+            call(eps)
+    with pytest.raises(ValueError, match=r"'eps' parameter of DBSCAN .* Got an int of about"):
+        sj.DBSCAN(eps=eps, device="cpu").fit(X)
+    with pytest.raises(ValueError, match="got a Fraction of about 10\\*\\*400"):
+        sj.self_join(X, Fraction(10**400, 3), device="cpu")
+
+
+def test_positive_eps_rounding_to_zero_says_so():
+    from fractions import Fraction
+
+    with pytest.raises(ValueError, match=r"got Fraction\(1, 10+\), 0.0 as a float"):
+        sj.self_join(np.zeros((3, 2)), Fraction(1, 10**400), device="cpu")
+
+
+@pytest.mark.parametrize("fmt", ["csr_matrix", "coo_matrix", "csc_array"])
+def test_sparse_points_are_refused_by_name(fmt):
+    """NumPy reads a scipy.sparse matrix as one object ("dtype object"); the
+    error names it and the way out.  (DBSCAN takes sparse input, as
+    scikit-learn's does.)"""
+    import scipy.sparse
+
+    X = np.random.default_rng(0).random((12, 2))
+    A = getattr(scipy.sparse, fmt)(X)
+    calls = [("X", lambda: sj.self_join(A, 0.3, device="cpu")),
+             ("R", lambda: sj.join(A, X, 0.3, device="cpu")),
+             ("S", lambda: sj.join(X, A, 0.3, device="cpu")),
+             ("X", lambda: list(sj.self_join_chunks(A, 0.3, device="cpu"))),
+             ("X", lambda: list(sj.dbscan_sweep(A, eps=[0.3], min_samples=[2], device="cpu"))),
+             ("X", lambda: sj.skyline(A, device="cpu"))]
+    for name, call in calls:
+        with pytest.raises(TypeError, match=f"{name} is a scipy.sparse {fmt}; .* "
+                                            f"pass {name}.toarray\\(\\)"):
+            call()
+    want = sj.DBSCAN(eps=0.3, min_samples=2, device="cpu").fit(X).labels_
+    assert np.array_equal(sj.DBSCAN(eps=0.3, min_samples=2, device="cpu").fit(A).labels_, want)

@@ -17,7 +17,9 @@ boundary, before any rounding to float32:
   where it did, the scaled test is the Euclidean test in real arithmetic up
   to rounding.  If no power of two brings both eps and the coordinates into
   range (the largest coordinate over about 2**1500 times eps; float32:
-  2**180), ValueError.
+  2**180), ValueError.  Every positive float eps is in reach, subnormals
+  included: 5e-324 = 2**-1074 takes 2**1074, which is no float64 and is
+  applied as two exact factors (``power_of_two_factors``).
 * Otherwise the points are used as they are.
 
 The rule is idempotent: data already in range is returned as is, so layers
@@ -46,7 +48,7 @@ from .magnitude import max_magnitude
 from .validate import check_points
 
 __all__ = ["Conditioning", "plan_conditioning", "condition_points", "condition_checked",
-           "largest_magnitude"]
+           "largest_magnitude", "power_of_two_factors"]
 
 #: eps kept within [2**-eps_exp, 2**eps_exp), coordinates below 2**max_exp, and a
 #: scaled eps of at least 2**min_eps_exp
@@ -91,8 +93,31 @@ class Conditioning:
         if self.identity:
             return xp.ascontiguousarray(X, dtype=dtype)
         Y = xp.array(X, dtype=np.float64, order="C", copy=True)
-        Y *= math.ldexp(1.0, self.exp)
+        for factor in power_of_two_factors(self.exp):
+            Y *= factor
         return xp.ascontiguousarray(Y, dtype=dtype)
+
+
+def power_of_two_factors(exp: int) -> list[float]:
+    """float64 factors whose product, applied one after another, multiplies by
+    ``2**exp`` with a single rounding.
+
+    ``2**exp`` itself is a float64 only for -1074 <= exp <= 1023, but the
+    rule's scaling reaches 2**1074 (eps = 5e-324 scaled to 1).  Scaling up is
+    exact step by step (the values only grow, towards a final result that
+    does not overflow), so upward factors are 2**1023 and the rest; scaling
+    down takes one factor (exp >= -1023 under the rule), which rounds once
+    where a value becomes subnormal, as ``math.ldexp`` would.  O(1).
+    """
+    if exp < -1074:
+        raise ValueError(f"a scaling by 2**{exp} leaves nothing of float64 values")
+    factors = []
+    while exp > 1023:
+        factors.append(math.ldexp(1.0, 1023))
+        exp -= 1023
+    if exp:
+        factors.append(math.ldexp(1.0, exp))
+    return factors
 
 
 #: arrays with at least this many values take the parallel pass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 
 import numpy as np
 
@@ -19,6 +20,8 @@ __all__ = [
     "check_bool",
     "all_finite",
     "working_dtype",
+    "as_float",
+    "describe_number",
 ]
 
 _PRECISIONS = {"float64": np.float64, "float32": np.float32}
@@ -69,10 +72,13 @@ def check_points(X, name: str = "X", dtype=np.float64, allow_empty: bool = True,
     Raises
     ------
     TypeError
-        If the values are not real numbers (strings, objects, complex).
+        If the values are not real numbers (strings, objects, complex), or
+        ``X`` is a scipy.sparse matrix or array (refused by name: its
+        ``toarray()`` gives the dense points).
     ValueError
         If the array is not 2-D, has no columns, or holds NaN or inf.
     """
+    _refuse_sparse(X, name)
     if hasattr(X, "__cuda_array_interface__"):
         raise TypeError(
             f"{name} is a GPU array; pass it to a device='gpu' operator or "
@@ -82,6 +88,8 @@ def check_points(X, name: str = "X", dtype=np.float64, allow_empty: bool = True,
         arr = np.asarray(X)
     except Exception as exc:  # e.g. ragged lists
         raise ValueError(f"{name} cannot be read as an array: {exc}") from exc
+    if arr.dtype == object and arr.ndim == 0:
+        _refuse_sparse(arr.item(), name)          # np.asarray(a sparse matrix), from a caller
     if arr.dtype == np.bool_:
         arr = arr.astype(np.uint8)
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
@@ -112,6 +120,18 @@ def check_points(X, name: str = "X", dtype=np.float64, allow_empty: bool = True,
     return out
 
 
+def _refuse_sparse(X, name: str) -> None:
+    """TypeError naming a scipy.sparse matrix or array (NumPy would read it as
+    one object).  scipy.sparse is not imported here: where it is not loaded,
+    X cannot be one.  O(1)."""
+    sparse = sys.modules.get("scipy.sparse")
+    if sparse is not None and sparse.issparse(X):
+        raise TypeError(
+            f"{name} is a scipy.sparse {type(X).__name__}; skyjoin needs dense "
+            f"points: pass {name}.toarray()"
+        )
+
+
 def all_finite(a, chunk_items: int = 1 << 17) -> bool:
     """``np.isfinite(a).all()`` for a 2-D array, over row chunks, stopping at the first bad one.
 
@@ -122,14 +142,54 @@ def all_finite(a, chunk_items: int = 1 << 17) -> bool:
     return all(bool(np.isfinite(a[i:i + rows]).all()) for i in range(0, a.shape[0], rows))
 
 
+def as_float(value: numbers.Real) -> float | None:
+    """``float(value)``, or None where the value lies beyond float64's range (an
+    int or Fraction of 10**309 and more: Python raises OverflowError there)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
+def describe_number(value) -> str:
+    """``repr(value)`` for an error message, except for a number too large for
+    a float, which is described by its magnitude (the repr of such an int can
+    run to thousands of digits, or fail beyond Python's digit limit)."""
+    if isinstance(value, numbers.Real) and as_float(value) is None:
+        if isinstance(value, numbers.Rational):      # int, Fraction: math.log10 takes big ints
+            digits = math.log10(abs(value.numerator)) - math.log10(value.denominator)
+            sign = "-" if value < 0 else ""
+            return (f"{_article(value)} of about {sign}10**{digits:.0f} "
+                    "(too large for a float)")
+        return f"{_article(value)} too large for a float"
+    return repr(value)
+
+
+def _article(value) -> str:
+    """'an int', 'a Fraction': the type's name with its article."""
+    name = type(value).__name__
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
+
+
 def check_eps(eps) -> float:
-    """Check the join radius: a finite real number > 0."""
+    """Check the join radius: a real number > 0 that is finite as a float.
+
+    Every positive float is accepted, subnormals included (5e-324): the join
+    brings it into range (``skyjoin._core.conditioning``).  A number beyond
+    float64's range (``10**400``) is refused with ValueError.
+    """
     if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
-    eps = float(eps)
-    if not math.isfinite(eps) or eps <= 0.0:
-        raise ValueError(f"eps must be finite and > 0, got {eps}")
-    return eps
+    value = as_float(eps)
+    if value is None or not math.isfinite(value) or value <= 0.0:
+        if value is None:
+            shown = describe_number(eps)
+        elif value == 0.0 and eps > 0:
+            shown = f"{eps!r}, 0.0 as a float"
+        else:
+            shown = str(value)
+        raise ValueError(f"eps must be finite and > 0, got {shown}")
+    return value
 
 
 def check_bool(value, name: str) -> bool:

@@ -79,7 +79,8 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     """DBSCAN clustering on the epsilon join, with scikit-learn's exact results.
 
     A drop-in replacement for ``sklearn.cluster.DBSCAN``: same parameters,
-    attributes and labels (not only the same partition).  Euclidean DBSCAN
+    attributes and labels (not only the same partition; scikit-learn's
+    brute force on float64 input is the reference, see the Notes).  Euclidean DBSCAN
     on dense data runs HYBRID-DBSCAN (Gowanlock et al. 2019): the neighbour
     table from skyjoin's epsilon join (CPU or GPU), then a parallel point
     assignment; on a GPU a single clustering runs entirely on the GPU.  See
@@ -181,6 +182,29 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     finds them core.  Weights whose sums float64 holds exactly in any order
     (integers, multiples of one power of two that stay small) decide
     identically.
+
+    Which scikit-learn settings the labels equal.  Two samples are
+    neighbours iff the float64 sum of their squared differences is at most
+    ``fl(eps)**2``; scikit-learn's ``algorithm="brute"`` on float64 input
+    decides the same, as do scipy's ``cKDTree`` neighbourhoods.  Two of
+    scikit-learn's settings decide otherwise:
+
+    * Its trees (``algorithm="kd_tree"`` and, in scikit-learn 1.9, also
+      ``"ball_tree"``; ``"auto"`` where it picks one) take a whole tree node
+      when a rounded distance bound is ``<= eps``, so at an exact tie they
+      can admit pairs whose squared distance exceeds ``fl(eps)**2``.
+      Example: 6 copies each of (0, 1, 0) and (1, 0, 1), ``eps=np.sqrt(3)``,
+      ``min_samples=7``.  The squared distance across is 3, above
+      fl(sqrt(3))**2 = 2.9999999999999996: brute force, cKDTree and skyjoin
+      label all 12 samples -1, scikit-learn's kd_tree and ball_tree all 0.
+    * Its brute force computes float32 input in float32.  Example: the
+      float32 points 0
+      and 0.1 (0.10000000149 in float64), ``eps=0.1``, ``min_samples=2``:
+      scikit-learn's brute force labels them 0, 0; skyjoin works in float64
+      and labels them -1, -1, as scikit-learn does for
+      ``X.astype(np.float64)`` (``precision="float32"`` gives 0, 0 here).
+
+    ``tests/test_dbscan_sklearn_differences.py`` checks both examples.
 
     References
     ----------

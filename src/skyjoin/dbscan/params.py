@@ -8,6 +8,7 @@ here with the public parts of scikit-learn only (``VALID_METRICS``,
 
 from __future__ import annotations
 
+import math
 from numbers import Integral, Real
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 from sklearn.neighbors import VALID_METRICS
 from sklearn.utils.validation import check_array
 
+from .._core.validate import as_float, describe_number
 from ..errors import InvalidParameterError
 
 __all__ = ["METRICS", "ALGORITHMS", "check_params",
@@ -31,8 +33,13 @@ def _number(v, kind) -> bool:
 
 
 def _real_above(lo, closed_left):
+    """A real number, finite as a float (scikit-learn's "(lo, inf)" / "[lo, inf)"
+    refuses inf and NaN; an int beyond float64's range, such as 10**400, is
+    refused too, where scikit-learn's check lets it through: for eps, to an
+    OverflowError in ``fit``)."""
     def ok(v):
-        return _number(v, Real) and not np.isnan(v) and (v >= lo if closed_left else v > lo)
+        f = as_float(v) if _number(v, Real) else None
+        return f is not None and math.isfinite(f) and (f >= lo if closed_left else f > lo)
     return ok
 
 
@@ -79,7 +86,8 @@ def check_params(est) -> None:
             continue
         wanted = " or ".join(what for _, what in rules)
         raise InvalidParameterError(
-            f"The {param!r} parameter of {name} must be {wanted}. Got {value!r} instead.")
+            f"The {param!r} parameter of {name} must be {wanted}. "
+            f"Got {describe_number(value)} instead.")
 
 
 def check_sample_weight(sample_weight, n_samples: int) -> np.ndarray:

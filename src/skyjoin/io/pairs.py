@@ -16,9 +16,9 @@ Formats (every one read back by pandas: ``pd.read_parquet``,
 ``pd.read_csv``, ``pd.DataFrame(np.load(path), columns=["i", "j"])``):
 
 * ``.parquet``: columns ``i`` and ``j`` (required, no nulls), one row group
-  a block; the table's shape and sortedness in the file's metadata when
-  given (so that :func:`skyjoin.io.read_neighbor_table` can rebuild the
-  table);
+  a block; the table's shape (when given) and sortedness (given, or found
+  from the pairs) in the file's metadata (so that
+  :func:`skyjoin.io.read_neighbor_table` can rebuild the table);
 * ``.csv``: a header line ``i,j`` then one pair a line;
 * ``.npy``: one (n_pairs, 2) array; its header is written first with room
   for any count and rewritten with the final count on closing.
@@ -39,7 +39,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from .._core.pool import map_spans
 from .atomic import atomic_path
 from .formats import file_format
-from .pair_writer import Block, PairWriter, int_vector, pair_dtype
+from .pair_writer import Block, PairWriter, RowOrder, int_vector, pair_dtype
 
 __all__ = ["PAIR_FORMATS", "PairWriter", "ParquetPairWriter", "CsvPairWriter", "NpyPairWriter",
            "open_pair_writer", "write_pairs", "int_vector", "pair_dtype", "pair_schema"]
@@ -88,7 +88,14 @@ class ParquetPairWriter(PairWriter):
         int32 ids when both sides are below 2**31 (else, or without it,
         int64).
     sorted : bool, optional
-        Whether columns are ascending within rows, stored likewise.
+        Whether the pairs are sorted (rows ascending, columns ascending
+        within a row), recorded in the metadata as ``skyjoin.sorted`` (``1``
+        or ``0``), as ``skyjoin join --out`` does.  None (default): found
+        from the pairs written (:class:`~skyjoin.io.pair_writer.RowOrder`,
+        O(pairs) on the writer's thread) and recorded when the file closes
+        (needs pyarrow >= 17, whose ``ParquetWriter`` can add metadata
+        then; with an older pyarrow nothing is recorded, as for a file of
+        unknown order).
     row_group_size : int
         Pairs per row group (one block).
     compression : str or dict, optional
@@ -128,6 +135,8 @@ class ParquetPairWriter(PairWriter):
         self._schema = pair_schema(shape, sorted)
         self._tmp = ""
         self._writer: Any = None        # pyarrow.parquet.ParquetWriter, from the first block
+        if sorted is None:
+            self._order = RowOrder()
         super().__init__(path, shape, block_pairs=int(row_group_size), background=background)
 
     def _open(self, tmp: str) -> None:
@@ -162,7 +171,21 @@ class ParquetPairWriter(PairWriter):
     def _finish(self) -> None:
         if self._writer is None:        # no pairs: a file with the schema alone
             self._open_for(np.zeros(0, dtype=self.dtype))
+        if self._order is not None and hasattr(self._writer, "add_key_value_metadata"):
+            self._add_metadata({META_SORTED: b"1" if self._order.sorted else b"0"})
         self._writer.close()
+
+    def _add_metadata(self, meta: dict[bytes, bytes]) -> None:
+        """Record ``meta`` in the open file as if the schema had carried it: in
+        the file's key-value metadata and in the Arrow schema stored there
+        (``ARROW:schema``, the base64 of the IPC-serialised schema, which
+        pyarrow reads back as the file's schema), so that readers of either
+        find it.  O(1)."""
+        import base64
+
+        schema = self._schema.with_metadata({**(self._schema.metadata or {}), **meta})
+        stored = base64.b64encode(schema.serialize().to_pybytes())
+        self._writer.add_key_value_metadata({**meta, b"ARROW:schema": stored})
 
     def _abort(self) -> None:
         if self._writer is not None:
@@ -300,7 +323,11 @@ def open_pair_writer(path: str | os.PathLike[str], shape: tuple[int, int] | None
     shape : tuple (n_rows, n_cols), optional
         The table's shape: the id dtype of every format (:func:`pair_dtype`),
         and the Parquet file's metadata.
-    sorted, **parquet_options
+    sorted : bool, optional
+        Whether the pairs are sorted, recorded in a Parquet file's metadata
+        (``skyjoin.sorted``); None (default): found from the pairs written
+        (see :class:`ParquetPairWriter`).  ``.parquet`` only.
+    **parquet_options
         Passed to :class:`ParquetPairWriter` (``.parquet`` only).
 
     Raises

@@ -199,7 +199,10 @@ class NeighborTable:
             Values: ones, or the distance of each pair (the table must hold
             them: ``return_distance=True``).
         dtype : dtype, default float64
-            Type of the stored values.
+            Type of the stored values: float64 by default, as
+            scikit-learn's ``radius_neighbors_graph`` (the ``.npz`` file of
+            ``skyjoin.io.write_neighbor_table`` and ``skyjoin join --out``
+            stores other dtypes: see the Notes).
         memory_limit : int or "auto"
             Bytes the matrix may take ("auto": the host memory available).
 
@@ -207,10 +210,10 @@ class NeighborTable:
         -------
         scipy.sparse.csr_matrix, shape ``self.shape``
             Entry ``(i, j)`` is stored iff ``(i, j)`` is a pair.  It shares
-            ``indptr`` and ``indices`` with a host table (a table on the GPU
-            is copied to the host first), so the matrix carries its index
-            dtype (int32 when the column count allows).  Its rows are
-            sorted iff :attr:`sorted`.
+            ``indices`` with a host table (a table on the GPU is copied to
+            the host first), so the matrix carries its index dtype (int32
+            when the column count allows); scipy casts ``indptr`` to that
+            dtype (a copy, O(n)).  Its rows are sorted iff :attr:`sorted`.
 
         Raises
         ------
@@ -244,9 +247,18 @@ class NeighborTable:
           ``include_self=False``; with ``include_self=True``, that of
           ``include_self=True``.
 
+        The ``.npz`` file (``skyjoin.io.write_neighbor_table``, ``skyjoin
+        join --out t.npz``) stores the same sparsity and index arrays, but
+        its values in fewer bytes: boolean ones (a byte a pair) for a table
+        without distances, and the distances in the table's own dtype
+        (float32 after ``precision="float32"``).  So
+        ``scipy.sparse.load_npz`` returns a bool (or float32) matrix, equal
+        to ``to_scipy(dtype=bool)`` (or ``to_scipy("distance",
+        dtype=nt.distances.dtype)``), where ``to_scipy()`` gives float64.
+
         O(n_pairs) time and memory for the values (the guard counts 16
-        bytes a pair, in case scipy widens the indices); the index arrays
-        are not copied.
+        bytes a pair, in case scipy widens the indices); ``indices`` is not
+        copied.
 
         Examples
         --------
