@@ -58,11 +58,11 @@ def suite_runner(suite: str, device: str):
 @DEVICE
 @click.option("--quick", is_flag=True, help="Small versions of the cases (a smoke test); "
                                             "their names carry their real sizes.")
-@click.option("--case", "names", multiple=True,
+@click.option("--case", "names", multiple=True, metavar="NAME",
               help="Run only these cases (repeatable); --list shows them.")
 @click.option("--list", "list_cases", is_flag=True,
               help="List the cases --case accepts (with --quick: the quick ones) and exit.")
-@click.option("--out", "out_dir", default="bench-results", show_default=True,
+@click.option("--out", "out_dir", default="bench-results", show_default=True, metavar="DIR",
               help="Folder for the JSON report and the PNG chart.")
 @VERBOSE
 @user_errors

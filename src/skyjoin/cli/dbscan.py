@@ -42,15 +42,15 @@ def _one_or_sweep(value, sweep, option: str, kind) -> list:
 @click.option("--min-samples", type=click.IntRange(min=1), default=None,
               help="Core points have at least this many neighbours, themselves included. "
                    "Required unless --sweep-min-samples.")
-@click.option("--sweep-eps", default=None,
+@click.option("--sweep-eps", default=None, metavar="E1,E2,...",
               help="Comma-separated eps values: one neighbour table each (pipelined).")
-@click.option("--sweep-min-samples", default=None,
+@click.option("--sweep-min-samples", default=None, metavar="M1,M2,...",
               help="Comma-separated min_samples values: all reuse each eps's table.")
 @COLUMNS
-@click.option("--out", default=None, type=click.Path(dir_okay=False),
+@click.option("--out", default=None, type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the labels (.csv, .parquet or .npy; one column, -1 is noise). With "
                    "a sweep, one file per clustering: FILE_eps<e>_ms<m>.ext.")
-@click.option("--plot", default=None, type=click.Path(dir_okay=False),
+@click.option("--plot", default=None, type=click.Path(dir_okay=False), metavar="FILE",
               help="Write a picture of the clusters (.png, .pdf or .svg; first two columns; "
                    "noise in grey); with a sweep, one panel per clustering (the first 16).")
 @PROGRESS

@@ -253,9 +253,9 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
 @click.command("demo")
 @click.option("-n", "--n-points", "n", type=int, default=200_000, show_default=True,
               help="Points to generate.")
-@click.option("--out", "out_dir", default="skyjoin-demo", show_default=True,
+@click.option("--out", "out_dir", default="skyjoin-demo", show_default=True, metavar="DIR",
               help="Folder for the picture (demo.png).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @DEVICE
 @VERBOSE
 @user_errors

@@ -37,7 +37,7 @@ _OUTPUTS = {"summary": "counts only, summed for the summary (no table is built)"
                 type=click.Path(exists=True, dir_okay=False))
 @click.option("--eps", type=EPS, required=True,
               help="Join radius (distance <= eps), a finite number > 0.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write the result: pairs to .parquet, .csv or .npy (streamed in bounded "
                    "chunks, any size), the CSR table to .npz (scipy.sparse.load_npz reads "
                    "it); with --counts, counts to .csv, .parquet or .npy.")
