@@ -41,6 +41,7 @@ def fresh_notice(monkeypatch):
     monkeypatch.setattr(compiling, "_noticed", False)
     monkeypatch.setattr(compiling, "_estimates", {"skyjoin.join": 4.6, "skyjoin.skyline": 0.4,
                                                   "skyjoin.dbscan": 3.0})
+    monkeypatch.setattr(compiling, "busy_factor", lambda: 1.0)     # a quiet machine
     return compiling
 
 
@@ -57,6 +58,23 @@ def test_notice_appears_exactly_once(fresh_notice, caplog):
     assert len(got) == 1
     assert got[0].levelno == logging.WARNING
     assert "compiling kernels, one time, about 5 s" in got[0].getMessage()
+
+
+def test_the_estimate_scales_with_the_load(fresh_notice, caplog, monkeypatch):
+    """On a busy machine (load 3x the cores) the join's 4.6 s take about 14 s."""
+    caplog.set_level(logging.WARNING, logger="skyjoin.compile")
+    monkeypatch.setattr(compiling, "busy_factor", lambda: 3.0)
+    probe_kernel()(1)
+    msg = notices(caplog)[0].getMessage()
+    assert "about 14 s on this busy machine" in msg
+
+
+def test_busy_factor_reads_the_load(monkeypatch):
+    monkeypatch.setattr(os, "getloadavg", lambda: (8.0, 0.0, 0.0))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert compiling.busy_factor() == 4.0
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.0, 0.0))
+    assert compiling.busy_factor() == 1.0
 
 
 def test_no_notice_for_a_short_compile_or_foreign_kernels(fresh_notice, caplog):
