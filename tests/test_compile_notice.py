@@ -150,13 +150,21 @@ def test_warm_calls_cover_every_path():
     labels = [label for label, _ in warm_calls("cpu")]
     assert len(labels) == len(set(labels))
     for prec in ("float64", "float32"):
-        for what in ("full pattern", "LID-UNICOMP", "counts", "chunks", "R with S", "6-D",
+        for what in ("full pattern", "LID-UNICOMP", ": UNICOMP", "counts", "chunks", "R with S", "6-D",
                      "DBSCAN {}: grid", "DBSCAN {}: join path"):
             assert any(what.format(prec) in lab and prec in lab for lab in labels), (what, prec)
     for d in (2, 4, 20):
-        for v in CPU_VARIANTS:
+        for v in CPU_VARIANTS + ("bruteforce", "bnl", "sfs", "ggs"):
             assert f"skyline {d}-D {v}" in labels
+    assert "skyline 2-D sort2d" in labels
+    for prec in ("float64", "float32"):
+        assert f"join {prec}: dense grid" in labels
+    for ext in (".parquet", ".csv", ".npy"):
+        assert f"join pairs to {ext}" in labels and f"join table to {ext}" in labels
+    for kind in ("uniform", "blobs", "independent", "anticorrelated", "pareto"):
+        assert f"generate {kind}" in labels
     assert "DBSCAN sweep" in labels and "DBSCAN: weights" in labels
+    assert "DBSCAN sweep, hybrid" in labels
     assert DBSCAN_WARM in labels              # the demo's helper process runs it
 
 

@@ -67,9 +67,10 @@ def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, 
     .parquet or .npy, one point a row.  Prints a one-line summary: points,
     dimensions, pairs, mean neighbours per point and time; without --out
     only the counts are computed.  Every column is a dimension unless
-    --columns chooses some; all must hold numbers.  With --scheduler or --local-cluster the
-    self-join runs on a Dask cluster (the workers read DATA themselves;
-    --out naming a folder gets one Parquet file of pairs per partition).
+    --columns chooses some; all must hold numbers.  With --scheduler or
+    --local-cluster the self-join runs on a Dask cluster (the workers read
+    DATA themselves; --out naming a folder gets one Parquet file of pairs per
+    partition).
 
     \b
     Examples:
