@@ -133,12 +133,20 @@ def test_ctrl_c_in_process_is_130(tmp_path, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
+    from skyjoin.cli import bench, demo, generate, warmup
+
     for name in ("self_join", "DBSCAN", "skyline"):
         monkeypatch.setattr(sj, name, interrupted)
+    monkeypatch.setattr(generate, "generate", interrupted)
+    monkeypatch.setattr(demo, "run_demo", interrupted)
+    monkeypatch.setattr(warmup, "run_warmup", interrupted)
+    monkeypatch.setattr(bench, "suite_runner", interrupted)
     csv = tmp_path / "p.csv"
     csv.write_text("a,b\n1,2\n2,1\n")
     for args in (["join", csv, "--eps", "1"], ["dbscan", csv, "--eps", "1", "--min-samples", "2"],
-                 ["skyline", csv]):
+                 ["skyline", csv], ["generate", "uniform", "-n", "5", "-d", "2", "--out",
+                                    tmp_path / "g.npy"],
+                 ["demo", "--out", tmp_path], ["warmup"], ["bench", "join"]):
         res = CliRunner().invoke(main, [str(a) for a in args])
         assert res.exit_code == 130, res.output
         assert "Interrupted (Ctrl-C)." in res.output and "Traceback" not in res.output

@@ -251,8 +251,8 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
 
 
 @click.command("demo")
-@click.option("-n", "--n-points", "n", type=int, default=200_000, show_default=True,
-              help="Points to generate.")
+@click.option("-n", "--n-points", "n", type=click.IntRange(min=10), default=200_000,
+              show_default=True, help="Points to generate (at least 10).")
 @click.option("--out", "out_dir", default="skyjoin-demo", show_default=True, metavar="DIR",
               help="Folder for the picture (demo.png).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
