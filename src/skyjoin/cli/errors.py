@@ -139,10 +139,11 @@ class SkyjoinGroup(click.Group):
             except click.ClickException as exc:
                 exc.show()
                 code = exc.exit_code
-            except click.Abort as exc:                  # Ctrl-C while the line is parsed
-                if not isinstance(exc.__context__, KeyboardInterrupt):
-                    raise
-                raise _Interrupted() from exc
+            except click.Abort as exc:
+                if isinstance(exc.__context__, KeyboardInterrupt):  # while the line is parsed
+                    raise _Interrupted() from exc
+                _echo_err("Aborted!")                   # click's own abort, as click says it
+                code = EXIT_DATA
             sys.stdout.flush()                          # a closed pipe shows here at the latest
         except (_Interrupted, KeyboardInterrupt):
             _echo_err(INTERRUPTED_LINE)

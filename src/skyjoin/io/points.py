@@ -422,10 +422,12 @@ def read_points(path: str | os.PathLike[str], columns: Columns | None = None,
     FileNotFoundError
         If there is no such file.
     ValueError
-        For an unknown extension, ragged rows, a non-numeric column, missing
-        (empty) fields, NaN or infinite values (the message names the file,
-        the column and the 0-based data row), an unknown column name or an
-        out-of-range position.
+        For an unknown extension, ragged rows, missing (empty) fields, NaN
+        or infinite values (the message names the file, the column and the
+        0-based data row); :class:`NonNumericColumns` for columns that are
+        not numbers (all of them named, the first value that is not a number
+        quoted with its row); :class:`ColumnError` for an unknown column
+        name or an out-of-range position.
 
     Notes
     -----
