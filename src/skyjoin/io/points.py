@@ -455,10 +455,10 @@ def read_points(path: str | os.PathLike[str], columns: Columns | None = None,
     numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t)
                for t in table.schema.types]
     if not all(numeric):
-        bad = [k for k in range(d) if not numeric[k]]
+        others = [k for k in range(d) if not numeric[k]]
         raise NonNumericColumns(
-            non_numeric_message([(table.column(k), labels[k]) for k in bad], where),
-            where, [labels[k] for k in bad], [labels[k] for k in range(d) if numeric[k]])
+            non_numeric_message([(table.column(k), labels[k]) for k in others], where),
+            where, [labels[k] for k in others], [labels[k] for k in range(d) if numeric[k]])
     out = np.empty((n, d), dtype=dtype)
     for k in range(d):
         col = table.column(k)
