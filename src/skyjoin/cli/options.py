@@ -8,7 +8,12 @@ a usage error); :func:`distributed_options` adds ``--scheduler`` /
 (on a terminal only, unless ``--progress`` / ``--no-progress`` says).
 
 :func:`operator_clock` times an operator call without the kernel compiles
-in it (:func:`compile_note` says how long they took).
+in it (:func:`compile_note` says how long they took).  The first call of an
+operator in a process also loads its engine and kernels (imports, Numba's
+cache, the GPU's start): the commands make it on the first
+:data:`WARM_ROWS` rows, untimed, and report its time apart
+(:func:`kernel_note`), so that the time printed is the operator's, as on
+every later run.
 
 Verbosity: ``-v`` (on ``skyjoin`` or on any command, counted together)
 logs each operator's plan and the command's phases with their times
@@ -31,9 +36,11 @@ from .._core import compiling
 
 __all__ = ["DEVICE", "PRECISION", "COLUMNS", "VERBOSE", "EPS", "PROGRESS", "column_list",
            "distributed_options", "setup_logging", "verbosity", "phase", "operator_clock",
-           "compile_note", "kernel_note", "show_progress", "number_list", "ran_on"]
+           "compile_note", "kernel_note", "show_progress", "number_list", "ran_on", "WARM_ROWS"]
 
 _VERBOSITY_KEY = "skyjoin.verbosity"
+#: rows of the untimed first call that loads (or compiles) an operator's kernels
+WARM_ROWS = 256
 log = logging.getLogger("skyjoin.cli")
 
 DEVICE = click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default=None,

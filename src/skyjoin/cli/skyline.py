@@ -17,17 +17,13 @@ from ..skyline.plan import ALGORITHMS
 from .distributed import client_from_options, run_skyline, uses_cluster
 from .errors import user_errors
 from .inputs import column_usage_error, not_numbers_error, read_input_frame
-from .options import (DEVICE, VERBOSE, column_list, distributed_options, kernel_note,
-                      operator_clock, phase, ran_on)
+from .options import (DEVICE, VERBOSE, WARM_ROWS, column_list, distributed_options,
+                      kernel_note, operator_clock, phase, ran_on)
 from .outputs import COLUMN_OUT, PLOT_OUT, check_out
 from .plots import save_skyline
 from .wording import plural
 
 __all__ = ["skyline_cmd"]
-
-#: rows of the untimed first call that loads (or compiles) the kernels
-_WARM_ROWS = 256
-
 
 def _columns(df, mins, maxs, path):
     """The columns of ``df`` to minimise and to maximise, checked.
@@ -154,7 +150,7 @@ def skyline_cmd(data, min_cols, max_cols, distinct, device, algorithm, out, plot
     # the first call of a process loads (or compiles) the kernels: a call
     # on a few rows takes that time, reported apart from the skyline's
     with operator_clock() as warm:
-        sj.skyline(table.iloc[:_WARM_ROWS], **kw)
+        sj.skyline(table.iloc[:WARM_ROWS], **kw)
     with phase("skyline"), operator_clock() as clock, recording() as plans:
         res, st = sj.skyline(table, return_stats=True, **kw)
     dev = ran_on(plans) or st.get("device")
