@@ -1,6 +1,7 @@
 """Every mistake of the command line gives one ``Error:`` line, no traceback
-(CliRunner); ``--out`` is checked before any computation; ``-vv`` shows the
-traceback."""
+(CliRunner), and the exit status of the rule in ``skyjoin.cli.errors``:
+1 for the data, 2 for the command line, the same in every command;
+``--out`` is checked before any computation; ``-vv`` shows the traceback."""
 
 import numpy as np
 import pytest
@@ -38,16 +39,34 @@ def one_error_line(res, code):
 
 
 OPS = {"join": ["join", "{data}", "--eps", "1", "--device", "cpu"],
-       "dbscan": ["dbscan", "{data}", "--eps", "1", "--min-samples", "3", "--device", "cpu"]}
+       "dbscan": ["dbscan", "{data}", "--eps", "1", "--min-samples", "3", "--device", "cpu"],
+       "skyline": ["skyline", "{data}", "--device", "cpu"]}
+#: the option that chooses columns, by command
+SELECT = {"join": "--columns", "dbscan": "--columns", "skyline": "--min"}
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+@pytest.mark.parametrize("data, cols, expect", [
+    ("csv", "lon,z", ["unknown column 'z'", "p.csv", "lon, lat"]),
+    ("csv", "5", ["position 5", "out of range", "p.csv"]),
+    ("npy", "lon", ["p.npy", "plain NumPy array", "by position"]),
+])
+def test_column_mistakes_are_usage_errors(files, op, data, cols, expect):
+    """A column that the file does not have is a mistake of the command
+    line: exit status 2 and the same words in every command."""
+    args = [a.format(data=files[data]) for a in OPS[op]] + [SELECT[op], cols]
+    line = one_error_line(run(args), 2)
+    for word in expect:
+        assert word in line
+    assert SELECT[op] in line
 
 
 @pytest.mark.parametrize("op", sorted(OPS))
 @pytest.mark.parametrize("data, extra, expect", [
-    ("csv", ["--columns", "lon,z"], ["unknown column 'z'", "p.csv", "lon, lat"]),
-    ("npy", ["--columns", "lon"], ["p.npy", "plain NumPy array", "by position"]),
     ("nan", [], ["nan.csv", "column 'lat'", "data row 1"]),
     ("inf", [], ["inf.csv", "infinite", "column 'lat'", "data row 1"]),
-    ("text", [], ["text.csv", "column 'lat'", "holds text"]),
+    ("text", [], ["text.csv", "column 'lat'", "holds text", "'x' at data row 0",
+                  "these hold numbers: lon"]),
     ("empty", [], ["empty.csv", "no data"]),
     ("ragged", [], ["ragged.csv", "ragged rows"]),
 ])
@@ -63,6 +82,32 @@ def test_data_mistakes(files, op, data, extra, expect):
 @pytest.mark.parametrize("args, expect", [
     (["join", "{npy}", "--eps", "-1"], "'--eps'"),
     (["join", "{npy}", "--eps", "0"], "'--eps'"),
+    (["join", "{npy}", "--eps", "nan"], "'--eps'"),
+    (["join", "{npy}", "--eps", "inf"], "'--eps'"),
+    (["join", "{npy}", "--eps", "one"], "'--eps'"),
+    (["dbscan", "{npy}", "--eps", "nan", "--min-samples", "3"], "'--eps'"),
+    (["dbscan", "{npy}", "--sweep-eps", "0.5,nan", "--min-samples", "3"], "'--sweep-eps'"),
+    (["dbscan", "{npy}", "--sweep-eps", "0.5,x", "--min-samples", "3"], "'--sweep-eps'"),
+    (["dbscan", "{npy}", "--eps", "1", "--sweep-min-samples", "3,0"], "'--sweep-min-samples'"),
+    (["dbscan", "{npy}", "--eps", "1", "--sweep-eps", "0.5,1", "--min-samples", "3"],
+     "--eps or --sweep-eps, not both"),
+    (["dbscan", "{npy}", "--eps", "1", "--min-samples", "3", "--sweep-min-samples", "3,4"],
+     "--min-samples or --sweep-min-samples, not both"),
+    (["dbscan", "{npy}", "--min-samples", "3"], "--eps"),
+    (["join", "{npy}", "--eps", "1", "--scheduler", "tcp://127.0.0.1:1", "--local-cluster", "2"],
+     "not both"),
+    (["dbscan", "{npy}", "--eps", "1", "--min-samples", "3", "--scheduler", "tcp://127.0.0.1:1",
+      "--local-cluster", "2"], "not both"),
+    (["skyline", "{csv}", "--scheduler", "tcp://127.0.0.1:1", "--local-cluster", "2"],
+     "not both"),
+    (["join", "{dir}/missing.csv", "--eps", "1"], "does not exist"),
+    (["skyline", "{dir}/missing.csv"], "does not exist"),
+    (["dbscan", "{dir}/missing.csv", "--eps", "1", "--min-samples", "3"], "does not exist"),
+    (["skyline", "{csv}", "--plot", "{dir}/s.jpg"], "'--plot'"),
+    (["skyline", "{csv}", "--min", "lon", "--max", "lon"], "both min and max"),
+    (["demo", "-n", "5", "--out", "{dir}"], "'-n'"),
+    (["warmup", "--jobs", "0"], "'--jobs'"),
+    (["bench", "nope"], "'nope'"),
     (["dbscan", "{npy}", "--eps", "-1", "--min-samples", "3"], "'--eps'"),
     (["dbscan", "{npy}", "--eps", "1", "--min-samples", "0"], "'--min-samples'"),
     (["dbscan", "{npy}", "--sweep-eps", "0.5,-1", "--min-samples", "3"], "'--sweep-eps'"),

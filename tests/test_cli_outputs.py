@@ -115,7 +115,7 @@ def test_summary_uses_counts_only(pts, monkeypatch):
     monkeypatch.setattr(sj, "self_join", spy)
     res = run(["join", path, "--eps", "0.8", "--device", "cpu"])
     assert res.exit_code == 0, res.output
-    assert outputs == ["counts"]
+    assert outputs == ["counts", "counts"]       # the first rows (loading), then all
     assert f"{real(X, 0.8, device='cpu').n_pairs:,} pairs" in res.output
 
 

@@ -41,6 +41,7 @@ def fresh_notice(monkeypatch):
     monkeypatch.setattr(compiling, "_noticed", False)
     monkeypatch.setattr(compiling, "_estimates", {"skyjoin.join": 4.6, "skyjoin.skyline": 0.4,
                                                   "skyjoin.dbscan": 3.0})
+    monkeypatch.setattr(compiling, "busy_factor", lambda: 1.0)     # a quiet machine
     return compiling
 
 
@@ -57,6 +58,23 @@ def test_notice_appears_exactly_once(fresh_notice, caplog):
     assert len(got) == 1
     assert got[0].levelno == logging.WARNING
     assert "compiling kernels, one time, about 5 s" in got[0].getMessage()
+
+
+def test_the_estimate_scales_with_the_load(fresh_notice, caplog, monkeypatch):
+    """On a busy machine (load 3x the cores) the join's 4.6 s take about 14 s."""
+    caplog.set_level(logging.WARNING, logger="skyjoin.compile")
+    monkeypatch.setattr(compiling, "busy_factor", lambda: 3.0)
+    probe_kernel()(1)
+    msg = notices(caplog)[0].getMessage()
+    assert "about 14 s on this busy machine" in msg
+
+
+def test_busy_factor_reads_the_load(monkeypatch):
+    monkeypatch.setattr(os, "getloadavg", lambda: (8.0, 0.0, 0.0))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert compiling.busy_factor() == 4.0
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.0, 0.0))
+    assert compiling.busy_factor() == 1.0
 
 
 def test_no_notice_for_a_short_compile_or_foreign_kernels(fresh_notice, caplog):
@@ -132,13 +150,21 @@ def test_warm_calls_cover_every_path():
     labels = [label for label, _ in warm_calls("cpu")]
     assert len(labels) == len(set(labels))
     for prec in ("float64", "float32"):
-        for what in ("full pattern", "LID-UNICOMP", "counts", "chunks", "R with S", "6-D",
+        for what in ("full pattern", "LID-UNICOMP", ": UNICOMP", "counts", "chunks", "R with S", "6-D",
                      "DBSCAN {}: grid", "DBSCAN {}: join path"):
             assert any(what.format(prec) in lab and prec in lab for lab in labels), (what, prec)
     for d in (2, 4, 20):
-        for v in CPU_VARIANTS:
+        for v in CPU_VARIANTS + ("bruteforce", "bnl", "sfs", "ggs"):
             assert f"skyline {d}-D {v}" in labels
+    assert "skyline 2-D sort2d" in labels
+    for prec in ("float64", "float32"):
+        assert f"join {prec}: dense grid" in labels
+    for ext in (".parquet", ".csv", ".npy"):
+        assert f"join pairs to {ext}" in labels and f"join table to {ext}" in labels
+    for kind in ("uniform", "blobs", "independent", "anticorrelated", "pareto"):
+        assert f"generate {kind}" in labels
     assert "DBSCAN sweep" in labels and "DBSCAN: weights" in labels
+    assert "DBSCAN sweep, hybrid" in labels
     assert DBSCAN_WARM in labels              # the demo's helper process runs it
 
 

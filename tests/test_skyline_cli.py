@@ -48,9 +48,21 @@ def test_cli_errors(cars):
     assert res.exit_code != 0 and "nope" in res.output
 
 
+def test_cli_text_column_is_refused_with_the_numeric_ones_named(cars):
+    """As in ``join``: every column takes part unless chosen, and a text
+    column is refused, naming it and the columns that hold numbers."""
+    res = run([cars, "--device", "cpu"])
+    assert res.exit_code == 1, res.output
+    assert "column 'name'" in res.output and "holds text" in res.output
+    assert "'a' at data row 0" in res.output
+    assert "--min/--max" in res.output and "price, rating, hp" in res.output
+    res = run([cars, "--device", "cpu", "--max", "name"])
+    assert res.exit_code == 1 and "column 'name'" in res.output
+
+
 def test_cli_all_numeric_npy_out(cars, tmp_path):
     out = tmp_path / "idx.npy"
-    res = run([cars, "--device", "cpu", "--out", out])
+    res = run([cars, "--device", "cpu", "--out", out, "--min", "price,rating,hp"])
     assert res.exit_code == 0, res.output
     X = pd.read_csv(cars)[["price", "rating", "hp"]].to_numpy()
     import skyjoin as sj

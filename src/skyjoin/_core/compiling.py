@@ -28,8 +28,9 @@ The operator is the outermost frame of a skyjoin operator package
 (``skyjoin.join``, ``skyjoin.dbscan``, ``skyjoin.dbscan.sweep``,
 ``skyjoin.skyline``, ``skyjoin.datasets``) on the compiling thread's stack
 (a kernel run from a pool thread: the kernel's own package); N is that
-operator's first-call compile time on the reference machine, kept in
-``compile_estimates.json`` beside this module (written by
+operator's first-call compile time on the quiet reference machine, times
+:func:`busy_factor` (the load over the cores: 4.5x on a 2-core machine
+with other work running), kept in ``compile_estimates.json`` beside this module (written by
 ``scripts/compile-times --write-estimates``; docs/design.md, "Compile
 time").
 
@@ -52,7 +53,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 __all__ = ["CompileEvent", "install", "record", "expect", "when_compiling", "estimate_s",
-           "operator_of", "compile_wall", "NOTICE_MIN_S"]
+           "operator_of", "compile_wall", "busy_factor", "NOTICE_MIN_S"]
 
 log = logging.getLogger("skyjoin.compile")
 
@@ -143,11 +144,31 @@ def _notice(kernel_module: str) -> None:
         else:
             op = operator_of(kernel_module)
             seconds = estimate_s(op) if op is not None else 0.0
+        busy = busy_factor()
+        seconds *= busy
         if seconds < NOTICE_MIN_S:
             return
         _noticed = True
-    log.warning("compiling kernels, one time, about %d s (kept in Numba's cache for later "
-                "runs; 'skyjoin warmup' compiles them all ahead)", max(1, round(seconds)))
+    log.warning("compiling kernels, one time, about %d s%s (kept in Numba's cache for later "
+                "runs; 'skyjoin warmup' compiles them all ahead)", max(1, round(seconds)),
+                " on this busy machine" if busy >= 1.25 else "")
+
+
+def busy_factor() -> float:
+    """How many times longer than on a quiet machine a compile takes now:
+    the 1-minute load average over the cores this process may use, at
+    least 1 (1 where the load cannot be read).  Numba compiles on one
+    thread, which shares the cores with every runnable process; the
+    estimates were taken on a quiet machine.  O(1)."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return 1.0
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    return max(1.0, load / max(1, cpus))
 
 
 def _on_start(event) -> None:

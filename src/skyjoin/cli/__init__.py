@@ -8,7 +8,16 @@ work), ``wording`` (counts and plurals), ``plots`` (every picture;
 Matplotlib loaded on first use) and
 ``distributed`` (``--scheduler`` / ``--local-cluster``: the commands on a
 Dask cluster; Dask loaded on first use).  The ``skyjoin`` entry point is
-:func:`main`.
+:func:`main` (also ``python -m skyjoin``); its exit statuses are
+:mod:`skyjoin.cli.errors`'s rule.
+
+Start-up: ``import skyjoin.cli`` loads click and the command modules, which
+import at module level only what ``--help`` and the checks of the command
+line need.  What a command computes with (Numba's engines, scikit-learn,
+pandas, tqdm, Dask, the bench suites, Matplotlib) is imported when the
+command runs, so that ``skyjoin --help`` and a usage error take about as
+long as ``import skyjoin`` (``tests/test_cli_startup.py`` checks which
+modules load).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import click
 from .bench import bench_cmd
 from .dbscan import dbscan_cmd
 from .demo import demo_cmd
+from .errors import SkyjoinGroup
 from .generate import generate_cmd
 from .join import join_cmd
 from .options import VERBOSE
@@ -27,7 +37,7 @@ from .warmup import warmup_cmd
 __all__ = ["main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=SkyjoinGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="skyjoin")
 @VERBOSE
 def main():
@@ -40,6 +50,7 @@ def main():
       skyjoin join points.npy --eps 0.5 --out pairs.parquet
       skyjoin generate blobs -n 200000 -d 2 --out blobs.npy
       skyjoin dbscan blobs.npy --eps 0.3 --min-samples 10 --plot clusters.png
+      skyjoin generate anticorrelated -n 100000 -d 3 --out cars.csv
       skyjoin skyline cars.csv --min x0,x1 --max x2
       skyjoin bench join --device cpu
       skyjoin warmup

@@ -1,5 +1,6 @@
-"""``python -m skyjoin.cli``: the ``skyjoin`` command."""
+"""``python -m skyjoin.cli``: the ``skyjoin`` command (as ``python -m skyjoin``)."""
 
 from . import main
 
-main()
+if __name__ == "__main__":
+    main(prog_name="skyjoin")

@@ -8,14 +8,15 @@ import click
 
 import skyjoin as sj
 
-from .._core.device import resolve_device
+from .._core.plans import recording
 from ..io import write_labels
 from .demo import cluster_summary
 from .distributed import client_from_options, run_dbscan, uses_cluster
 from .errors import user_errors
-from .inputs import read_input
-from .options import (COLUMNS, DEVICE, PRECISION, VERBOSE, column_list, compile_note,
-                      distributed_options, operator_clock, phase)
+from .inputs import column_names_text, read_input
+from .options import (COLUMNS, DEVICE, EPS, PRECISION, PROGRESS, VERBOSE, WARM_ROWS,
+                      column_list, distributed_options, kernel_note, number_list,
+                      operator_clock, phase, ran_on, show_progress)
 from .outputs import COLUMN_OUT, PLOT_OUT, check_out, sweep_path
 from .plots import save_clusters
 from .wording import plural
@@ -23,34 +24,36 @@ from .wording import plural
 __all__ = ["dbscan_cmd"]
 
 
-def _numbers(spec, name, kind):
-    """Parse "0.1,0.2" into a list of ``kind`` (float or int)."""
-    try:
-        return [kind(s) for s in spec.split(",") if s.strip()]
-    except ValueError:
-        what = "numbers" if kind is float else "integers"
-        raise click.BadParameter(f"expected comma-separated {what}, got {spec!r}",
-                                 param_hint=name) from None
+def _one_or_sweep(value, sweep, option: str, kind) -> list:
+    """The values of a parameter: ``--X`` or ``--sweep-X``, never both (a
+    usage error, exit status 2: the one would be ignored)."""
+    if value is not None and sweep is not None:
+        raise click.UsageError(f"give --{option} or --sweep-{option}, not both")
+    if sweep is not None:
+        return number_list(sweep, f"--sweep-{option}", kind)
+    return [value] if value is not None else []
 
 
 @click.command("dbscan")
 @click.argument("data", type=click.Path(exists=True, dir_okay=False))
-@click.option("--eps", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Neighbourhood radius (distance <= eps), > 0.  Required unless --sweep-eps.")
+@click.option("--eps", type=EPS, default=None,
+              help="Neighbourhood radius (distance <= eps), a finite number > 0.  Required "
+                   "unless --sweep-eps.")
 @click.option("--min-samples", type=click.IntRange(min=1), default=None,
               help="Core points have at least this many neighbours, themselves included. "
                    "Required unless --sweep-min-samples.")
-@click.option("--sweep-eps", default=None,
+@click.option("--sweep-eps", default=None, metavar="E1,E2,...",
               help="Comma-separated eps values: one neighbour table each (pipelined).")
-@click.option("--sweep-min-samples", default=None,
+@click.option("--sweep-min-samples", default=None, metavar="M1,M2,...",
               help="Comma-separated min_samples values: all reuse each eps's table.")
 @COLUMNS
-@click.option("--out", default=None, type=click.Path(dir_okay=False),
+@click.option("--out", default=None, type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the labels (.csv, .parquet or .npy; one column, -1 is noise). With "
                    "a sweep, one file per clustering: FILE_eps<e>_ms<m>.ext.")
-@click.option("--plot", default=None, type=click.Path(dir_okay=False),
+@click.option("--plot", default=None, type=click.Path(dir_okay=False), metavar="FILE",
               help="Write a picture of the clusters (.png, .pdf or .svg; first two columns; "
                    "noise in grey); with a sweep, one panel per clustering (the first 16).")
+@PROGRESS
 @DEVICE
 @PRECISION
 @click.option("--sweep-method", type=click.Choice(["auto", "hybrid"]), default="auto",
@@ -60,11 +63,12 @@ def _numbers(spec, name, kind):
 @distributed_options
 @VERBOSE
 @user_errors
-def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, out, plot, device,
-               precision, sweep_method, scheduler, local_cluster):
+def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, out, plot,
+               progress, device, precision, sweep_method, scheduler, local_cluster):
     """Cluster the points in DATA with DBSCAN (scikit-learn's exact labels).
 
-    DATA is a .csv/.txt, .parquet or .npy file of points, one per row.  With
+    DATA is a .csv/.txt, .parquet or .npy file of points, one per row; every
+    column is a dimension unless --columns chooses some.  With
     --sweep-eps and/or --sweep-min-samples, every combination is clustered;
     each eps's neighbour table is built once (the next one in the background)
     and reused by every min_samples.
@@ -75,19 +79,12 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
       skyjoin dbscan blobs.npy --sweep-eps 0.2,0.3,0.4 --sweep-min-samples 5,10,20
     """
     col = column_list(columns)
-    eps_list = (_numbers(sweep_eps, "--sweep-eps", float) if sweep_eps
-                else ([eps] if eps is not None else []))
-    ms_list = (_numbers(sweep_min_samples, "--sweep-min-samples", int) if sweep_min_samples
-               else ([min_samples] if min_samples is not None else []))
+    eps_list = _one_or_sweep(eps, sweep_eps, "eps", float)
+    ms_list = _one_or_sweep(min_samples, sweep_min_samples, "min-samples", int)
     if not eps_list:
         raise click.UsageError("give --eps (or --sweep-eps)")
     if not ms_list:
         raise click.UsageError("give --min-samples (or --sweep-min-samples)")
-    if any(e <= 0 for e in eps_list):
-        raise click.BadParameter("every eps must be > 0", param_hint="'--sweep-eps'")
-    if any(m < 1 for m in ms_list):
-        raise click.BadParameter("every min_samples must be >= 1",
-                                 param_hint="'--sweep-min-samples'")
     check_out(out, COLUMN_OUT, what="the labels")
     check_out(plot, PLOT_OUT, option="--plot", what="the picture")
     if uses_cluster(scheduler, local_cluster):
@@ -99,16 +96,16 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
                                 precision=precision, columns=col, device=device)
         click.echo(msg)
         return
-    device = resolve_device(device)
     t0 = time.perf_counter()
     X, names = read_input(data, col)
     t_read = time.perf_counter() - t0
     click.echo(f"read {plural(X.shape[0], 'point')} in {plural(X.shape[1], 'dimension')} "
-               f"from {data} ({t_read:.2f} s)")
+               f"({column_names_text(names)}) from {data} ({t_read:.2f} s)")
     if len(eps_list) == 1 and len(ms_list) == 1:
         _single(X, names, eps_list[0], ms_list[0], out, plot, device, precision)
     else:
-        _sweep(X, names, eps_list, ms_list, out, plot, device, precision, sweep_method)
+        _sweep(X, names, eps_list, ms_list, out, plot, device, precision, sweep_method,
+               show_progress(progress))
 
 
 def _title(eps, min_samples, n_clusters) -> str:
@@ -118,14 +115,19 @@ def _title(eps, min_samples, n_clusters) -> str:
 
 def _single(X, names, eps, min_samples, out, plot, device, precision):
     """One clustering: print a summary, write labels and picture."""
-    with phase("dbscan"), operator_clock() as clock:
+    with operator_clock() as warm:          # loads the engine: reported apart
+        sj.DBSCAN(eps=eps, min_samples=min_samples, device=device,
+                  precision=precision).fit(X[:WARM_ROWS])
+    with phase("dbscan"), operator_clock() as clock, recording() as plans:
         est = sj.DBSCAN(eps=eps, min_samples=min_samples, device=device,
                         precision=precision).fit(X)
     s = cluster_summary(est.labels_, est.core_sample_indices_, clock["seconds"], eps,
                         min_samples)
+    dev = ran_on(plans)
     click.echo(f"eps={eps:g} min_samples={min_samples}: {plural(s['clusters'], 'cluster')}, "
                f"{s['core']:,} core, {plural(s['noise'], 'noise point')} "
-               f"({s['seconds']:.3f} s, path {est.path_}){compile_note(clock['compile'])}")
+               f"({s['seconds']:.3f} s, path {est.path_}{f' on {dev}' if dev else ''})"
+               f"{kernel_note(warm['compile'] + clock['compile'], warm['seconds'])}")
     if out:
         with phase(f"write {out}"):
             write_labels(out, est.labels_)
@@ -137,9 +139,11 @@ def _single(X, names, eps, min_samples, out, plot, device, precision):
         click.echo(f"picture: {plot}")
 
 
-def _sweep(X, names, eps_list, ms_list, out, plot, device, precision, method="auto"):
-    """A sweep: progress bar, a table of results in ascending (eps,
-    min_samples) order, files per clustering, the first 16 panels."""
+def _sweep(X, names, eps_list, ms_list, out, plot, device, precision, method="auto",
+           progress=False):
+    """A sweep: progress bar (``progress``: on a terminal only), a table of
+    results in ascending (eps, min_samples) order, files per clustering, the
+    first 16 panels."""
     panels = []
     rows = []
     # the first clustering of a process compiles the kernels, which its
@@ -151,7 +155,7 @@ def _sweep(X, names, eps_list, ms_list, out, plot, device, precision, method="au
     t0 = time.perf_counter()
     with phase("dbscan sweep"), operator_clock() as clock:
         for r in sj.dbscan_sweep(X, eps=eps_list, min_samples=ms_list, device=device,
-                                 precision=precision, progress=True, method=method):
+                                 precision=precision, progress=progress, method=method):
             path = r.timings.get("path")
             rows.append((r.eps, r.min_samples, r.n_clusters, len(r.core_sample_indices),
                          int((r.labels < 0).sum()), r.timings["table"], r.timings["assign"]))
@@ -168,7 +172,7 @@ def _sweep(X, names, eps_list, ms_list, out, plot, device, precision, method="au
     for e, m, k, c, z, tt, ta in rows:
         click.echo(f"{e:>10g} {m:>11d} {k:>9d} {c:>11,d} {z:>11,d} {tt:8.3f} {ta:9.3f}")
     click.echo(f"{plural(len(rows), 'clustering')} in {total:.2f} s ({method}, path {path})"
-               + compile_note(warm["compile"] + clock["compile"]))
+               + kernel_note(warm["compile"] + clock["compile"], warm["seconds"]))
     if out:
         click.echo(f"labels: one file per clustering, e.g. "
                    f"{sweep_path(out, rows[0][0], rows[0][1])}")

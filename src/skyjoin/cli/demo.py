@@ -19,12 +19,10 @@ import numpy as np
 import skyjoin as sj
 
 from .._core import compiling
-from .._core.device import resolve_device
+from .._core.plans import recording
 from ..datasets import blobs, skyline_data
-from ..index.grid import build_grid
-from ..join.plan import auto_pattern
 from .errors import user_errors
-from .options import DEVICE, VERBOSE
+from .options import DEVICE, VERBOSE, ran_on
 from .plots import plot_clusters, plot_skyline, save_demo
 from .warmup import compile_elsewhere
 from .wording import plural
@@ -116,8 +114,9 @@ def demo_skyline(X_or_n=20_000, d=2, kind="anticorrelated", seed=0, device=None,
     Returns
     -------
     dict
-        n, d, skyline size, seconds, device, pre-filter survivors, work
-        counters (None without ``stats``), and indices (the skyline's rows).
+        n, d, skyline size, seconds, device (as the skyline reports it; None
+        if it reports none), pre-filter survivors, work counters (None
+        without ``stats``), and indices (the skyline's rows).
 
     Notes
     -----
@@ -136,14 +135,16 @@ def demo_skyline(X_or_n=20_000, d=2, kind="anticorrelated", seed=0, device=None,
         X = skyline_data(int(X_or_n), d, kind, seed=seed)
     else:
         X = np.asarray(X_or_n, dtype=np.float64)
-    dev = resolve_device(device)
-    if stats:
-        (sky, st), secs = _timed(lambda: sj.skyline(X, device=dev, return_stats=True))
-    else:
-        sky, secs = _timed(lambda: sj.skyline(X, device=dev))
-        st = {}
+    with recording() as plans:
+        if stats:
+            (sky, st), secs = _timed(lambda: sj.skyline(X, device=device, return_stats=True))
+        else:
+            sky, secs = _timed(lambda: sj.skyline(X, device=device))
+            st = {}
+    dev = ran_on(plans) or st.get("device")
     if ax is not None:
-        plot_skyline(ax, X, sky, title=f"skyline: {len(sky):,} of {len(X):,} points ({dev})")
+        on = f" ({dev})" if dev else ""
+        plot_skyline(ax, X, sky, title=f"skyline: {len(sky):,} of {len(X):,} points{on}")
     return {"n": int(X.shape[0]), "d": int(X.shape[1]), "skyline": int(sky.size),
             "seconds": secs, "device": dev, "prefilter_survivors": st.get("prefilter_survivors"),
             "dominance_tests": st.get("dominance_tests"), "mask_tests": st.get("mask_tests"),
@@ -182,14 +183,14 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
     """
     if n < 10:
         raise ValueError(f"the demo needs at least 10 points, got n={n}")
-    dev = resolve_device(device)
     X = blobs(n, 2, centers=50, std=1.5, seed=seed)
     eps, min_samples = 0.3, 10
-    echo(f"skyjoin demo: {n:,} points in 2-D (50 Gaussian blobs), device {dev}")
+    echo(f"skyjoin demo: {n:,} points in 2-D (50 Gaussian blobs)")
     # warm-up on small inputs: the first call of each operator compiles its
     # kernels (cached on disk afterwards), which the table should not count.
-    # The join warms the pattern that "auto" takes on the whole set (a
-    # sparse slice alone would compile the other one too).
+    # The join warms the pattern that its plan for the whole set reports
+    # (its counts pass decides it; a sparse slice alone would compile the
+    # other one too).
     clump = np.random.default_rng(seed).normal(50.0, 0.05, (2000, 2))
     warm = np.concatenate([X[:2000], clump])
     # DBSCAN's kernels compile in another process (another core) while this
@@ -200,24 +201,31 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
     # (docs/design.md, "Compile time").
     t0 = time.perf_counter()
     helper: list = []
-    ops = ("skyjoin.cli.demo",) if dev == "cpu" else \
-        ("skyjoin.join", "skyjoin.dbscan", "skyjoin.skyline")
-    with compiling.when_compiling(lambda: helper.append(compile_elsewhere([DBSCAN_WARM], dev))), \
-            compiling.expect(ops):
-        pattern = auto_pattern(build_grid(X, eps)) if dev == "cpu" else "auto"
-        sj.self_join(warm, eps, device=dev, pattern=pattern)
-        sj.self_join(warm, eps, output="counts", device=dev)
+    ops = ("skyjoin.join", "skyjoin.dbscan", "skyjoin.skyline") if device == "gpu" else \
+        ("skyjoin.cli.demo",)
+
+    def start_helper():         # at the first compile: the join has reported its plan
+        helper.append(compile_elsewhere([DBSCAN_WARM], ran_on(plans)))
+
+    with recording() as plans, compiling.when_compiling(start_helper), compiling.expect(ops):
+        sj.self_join(X, eps, output="counts", device=device)
+        ran = plans[-1] if plans else None
+        pattern = getattr(ran, "pattern", "auto")
+        sj.self_join(warm, eps, device=device, pattern=pattern)
         for p in helper:
             if p is not None:
                 p.wait()
-        sj.DBSCAN(eps=eps, min_samples=min_samples, device=dev).fit(warm)
-        sj.skyline(X[:20000], device=dev)
+        sj.DBSCAN(eps=eps, min_samples=min_samples, device=device).fit(warm)
+        sj.skyline(X[:20000], device=device)
     t_compile = time.perf_counter() - t0
-    echo(f"kernels ready in {t_compile:.1f} s (compiled on the first run, then loaded from cache)")
-    nt, t_join = _timed(lambda: sj.self_join(X, eps, device=dev))
-    counts, t_counts = _timed(lambda: sj.self_join(X, eps, output="counts", device=dev))
-    db = demo_dbscan(X, eps, min_samples, device=dev)
-    sk = demo_skyline(X, device=dev, stats=False)
+    where = f" on the {ran.device}, the join's pattern {pattern}" if ran is not None else ""
+    echo(f"kernels ready in {t_compile:.1f} s{where} (compiled on the first run, then loaded "
+         f"from cache)")
+    nt, t_join = _timed(lambda: sj.self_join(X, eps, device=device, pattern=pattern))
+    counts, t_counts = _timed(lambda: sj.self_join(X, eps, output="counts", device=device,
+                                                   pattern=pattern))
+    db = demo_dbscan(X, eps, min_samples, device=device)
+    sk = demo_skyline(X, device=device, stats=False)
     labels, sky = db["labels"], sk["indices"]
     rows = [
         ("self-join (CSR table)", f"eps={eps}", f"{nt.n_pairs:,} pairs, {nt.n_pairs / n:.1f} per point", t_join),
@@ -243,11 +251,11 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
 
 
 @click.command("demo")
-@click.option("-n", "--n-points", "n", type=int, default=200_000, show_default=True,
-              help="Points to generate.")
-@click.option("--out", "out_dir", default="skyjoin-demo", show_default=True,
+@click.option("-n", "--n-points", "n", type=click.IntRange(min=10), default=200_000,
+              show_default=True, help="Points to generate (at least 10).")
+@click.option("--out", "out_dir", default="skyjoin-demo", show_default=True, metavar="DIR",
               help="Folder for the picture (demo.png).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @DEVICE
 @VERBOSE
 @user_errors

@@ -15,10 +15,11 @@ import contextlib
 import sys
 import time
 
-from .. import distributed as sd
+import click
+
 from .._core.device import resolve_device
-from .options import distributed_options
 from ..io import write_counts, write_indices, write_labels, write_neighbor_table
+from .options import distributed_options
 from .outputs import join_output
 from .wording import plural
 
@@ -27,14 +28,32 @@ __all__ = ["distributed_options", "client_from_options", "local_cluster_device",
 
 
 def uses_cluster(scheduler, local_cluster) -> bool:
-    """Whether the options ask for a Dask cluster."""
+    """Whether the options ask for a Dask cluster.
+
+    Raises
+    ------
+    click.UsageError
+        Both options given (exit status 2).
+    """
+    if scheduler is not None and local_cluster is not None:
+        raise click.UsageError("give --scheduler or --local-cluster, not both")
     return scheduler is not None or local_cluster is not None
+
+
+def _sd():
+    """skyjoin.distributed (Numba's engines and Dask), imported when a
+    cluster command runs."""
+    from .. import distributed
+
+    return distributed
 
 
 def local_cluster_device(device=None) -> str:
     """The kind of workers ``--local-cluster`` starts: the command's device,
     resolved once ("auto" and ``SKYJOIN_DEVICE`` included), so that a GPU
-    host gets GPU workers unless the command says ``--device cpu``."""
+    host gets GPU workers unless the command says ``--device cpu``.  This
+    chooses which cluster to start; the operators receive the command's
+    ``device`` as given."""
     return resolve_device(device)
 
 
@@ -85,6 +104,7 @@ def client_from_options(scheduler=None, local_cluster=None, device=None, echo=No
         if scheduler is not None:
             client = stack.enter_context(Client(scheduler))
         else:
+            sd = _sd()
             if local_cluster_device(device) == "gpu":
                 cluster = sd.local_gpu_cluster(local_cluster)
             else:
@@ -106,6 +126,7 @@ def run_join(client, data, eps, *, out=None, counts=False, include_self=False, s
     pairs per partition (for results larger than this machine's memory); see
     :func:`skyjoin.cli.outputs.join_output`.
     """
+    sd = _sd()
     t0 = time.perf_counter()
     kind = join_output(out, counts, distributed=True)
     kw = dict(client=client, include_self=include_self, device=device, precision=precision,
@@ -136,6 +157,7 @@ def run_dbscan(client, data, eps, min_samples, *, out=None, precision="float64",
                device=None):
     """The ``skyjoin dbscan`` command (one clustering) on a Dask cluster; returns (labels, summary).
     """
+    sd = _sd()
     t0 = time.perf_counter()
     est = sd.DBSCAN(eps=eps, min_samples=min_samples, client=client, device=device,
                     precision=precision).fit(data, columns=columns)
@@ -162,6 +184,7 @@ def run_skyline(client, data, *, min_cols=(), max_cols=(), distinct=False, devic
     """
     cols = list(min_cols) + list(max_cols)
     sense = ["min"] * len(min_cols) + ["max"] * len(max_cols) if cols else None
+    sd = _sd()
     t0 = time.perf_counter()
     ids = sd.skyline(data, client=client, sense=sense, distinct=distinct, device=device,
                      columns=cols or None)

@@ -22,7 +22,7 @@ __all__ = ["generate_cmd"]
 @click.option("-d", "--dims", "d", type=click.IntRange(min=1), required=True,
               help="Number of dimensions.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
-@click.option("--out", type=click.Path(dir_okay=False), required=True,
+@click.option("--out", type=click.Path(dir_okay=False), required=True, metavar="FILE",
               help="Output file: .npy, .parquet or .csv/.txt (CSV and Parquet name the "
                    "columns x0, x1, ...).")
 @VERBOSE

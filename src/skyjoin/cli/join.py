@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 
 import click
-from tqdm import tqdm
 
 import skyjoin as sj
 
-from .._core.device import resolve_device
+from .._core.plans import recording
 from ..io import open_pair_writer, write_counts, write_neighbor_table
 from ..join.api import DEFAULT_CHUNK_PAIRS
 from .distributed import client_from_options, run_join, uses_cluster
 from .errors import user_errors
-from .inputs import read_input
-from .options import (COLUMNS, DEVICE, PRECISION, VERBOSE, column_list, compile_note,
-                      distributed_options, operator_clock, phase)
+from .inputs import column_names_text, read_input
+from .options import (COLUMNS, DEVICE, EPS, PRECISION, PROGRESS, VERBOSE, WARM_ROWS,
+                      column_list, distributed_options, kernel_note, operator_clock, phase,
+                      ran_on, show_progress)
 from .outputs import COLUMN_OUT, PAIRS_OUT, check_out, join_output
 from .wording import plural
 
@@ -36,9 +35,9 @@ _OUTPUTS = {"summary": "counts only, summed for the summary (no table is built)"
 @click.command("join")
 @click.argument("data", nargs=-1, required=True, metavar="DATA [S]",
                 type=click.Path(exists=True, dir_okay=False))
-@click.option("--eps", type=click.FloatRange(min=0, min_open=True), required=True,
-              help="Join radius (distance <= eps), > 0.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
+@click.option("--eps", type=EPS, required=True,
+              help="Join radius (distance <= eps), a finite number > 0.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write the result: pairs to .parquet, .csv or .npy (streamed in bounded "
                    "chunks, any size), the CSR table to .npz (scipy.sparse.load_npz reads "
                    "it); with --counts, counts to .csv, .parquet or .npy.")
@@ -55,8 +54,7 @@ _OUTPUTS = {"summary": "counts only, summed for the summary (no table is built)"
                    "for the chunk being computed and the one being written).")
 @COLUMNS
 @DEVICE
-@click.option("--progress/--no-progress", default=None,
-              help="Progress bar (default: when writing to a terminal).")
+@PROGRESS
 @distributed_options
 @VERBOSE
 @user_errors
@@ -68,9 +66,11 @@ def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, 
     Files are .csv/.txt (comma or whitespace separated, optional header),
     .parquet or .npy, one point a row.  Prints a one-line summary: points,
     dimensions, pairs, mean neighbours per point and time; without --out
-    only the counts are computed.  With --scheduler or --local-cluster the
-    self-join runs on a Dask cluster (the workers read DATA themselves;
-    --out naming a folder gets one Parquet file of pairs per partition).
+    only the counts are computed.  Every column is a dimension unless
+    --columns chooses some; all must hold numbers.  With --scheduler or
+    --local-cluster the self-join runs on a Dask cluster (the workers read
+    DATA themselves; --out naming a folder gets one Parquet file of pairs per
+    partition).
 
     \b
     Examples:
@@ -101,22 +101,30 @@ def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, 
                                 columns=col, device=device))
         return
     check_out(out, COLUMN_OUT if counts else PAIRS_OUT, what="counts" if counts else "the pairs")
-    dev = resolve_device(device)
     t0 = time.perf_counter()
-    R, _ = read_input(data[0], col)
+    R, names = read_input(data[0], col)
     S = read_input(data[1], col)[0] if two else None
     t_load = time.perf_counter() - t0
     kind = join_output(out, counts)
     log.info("output: %s%s", _OUTPUTS[kind], f" to {out}" if out else "")
-    show = sys.stderr.isatty() if progress is None else progress
-    opts = dict(sort=not no_sort, device=dev, precision=precision)
+    show = show_progress(progress)
+    opts = dict(sort=not no_sort, device=device, precision=precision)
     streamed = kind == "stream" and not two
+    output = "counts" if kind in ("summary", "counts") else "table"
+    with operator_clock() as warm:          # loads the engine: reported apart
+        if two:
+            sj.join(R[:WARM_ROWS], S[:WARM_ROWS], eps, output=output, device=device,
+                    precision=precision)
+        else:
+            sj.self_join(R[:WARM_ROWS], eps, output=output, include_self=include_self,
+                         pattern=pattern, device=device, precision=precision)
     t0 = time.perf_counter()
-    with phase("join and write" if streamed else "join"), operator_clock() as clock:
-        if kind in ("summary", "counts"):
-            c = (sj.join(R, S, eps, output="counts", device=dev, precision=precision) if two
+    with phase("join and write" if streamed else "join"), operator_clock() as clock, \
+            recording() as plans:
+        if output == "counts":
+            c = (sj.join(R, S, eps, output="counts", device=device, precision=precision) if two
                  else sj.self_join(R, eps, output="counts", include_self=include_self,
-                                   pattern=pattern, device=dev, precision=precision))
+                                   pattern=pattern, device=device, precision=precision))
             n_pairs = int(c.sum())
         elif streamed:
             n_pairs = _stream(R, eps, out, include_self, chunk_pairs, show, opts)
@@ -131,7 +139,8 @@ def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, 
             else:
                 write_neighbor_table(out, nt)
     dt = time.perf_counter() - t0 - clock["compile"]
-    click.echo(_summary(R, S, eps, n_pairs, dt, dev, t_load) + compile_note(clock["compile"])
+    note = kernel_note(warm["compile"] + clock["compile"], warm["seconds"])
+    click.echo(_summary(R, S, names, eps, n_pairs, dt, ran_on(plans), t_load, note)
                + (f"; wrote {out}" if out else ""))
 
 
@@ -145,6 +154,8 @@ def _stream(X, eps, out, include_self, chunk_pairs, show, opts) -> int:
     chunk is computed.  Memory: the join's (O(n) plus the chunks in
     flight) plus the writer's blocks (``skyjoin.io.PairWriter``).
     """
+    from tqdm import tqdm
+
     n = X.shape[0]
     stream = sj.self_join_chunks(X, eps, include_self=include_self, max_pairs=chunk_pairs,
                                  **opts)
@@ -162,12 +173,15 @@ def _stream(X, eps, out, include_self, chunk_pairs, show, opts) -> int:
     return w.n_pairs
 
 
-def _summary(R, S, eps, n_pairs, seconds, dev, t_load) -> str:
-    """The one-line summary of a join."""
+def _summary(R, S, names, eps, n_pairs, seconds, dev, t_load, note="") -> str:
+    """The one-line summary of a join: sizes, the result, the time, the
+    device the join's plan reports (left out if it reported none), the
+    one-time kernel ``note``, the reading time and the columns used."""
     n, d = R.shape
     mean = n_pairs / n if n else 0.0
     pts = plural(n, "point") if S is None else \
         f"{plural(n, 'point')} joined with {plural(S.shape[0], 'point')}"
-    return (f"{pts}, {plural(d, 'dimension')}, eps {eps:g}: {plural(n_pairs, 'pair')} "
-            f"({mean:.2f} neighbours per point) in {seconds:.3f} s on {dev} "
-            f"(+{t_load:.2f} s reading)")
+    on = f" on {dev}" if dev else ""
+    return (f"{pts}, {plural(d, 'dimension')}, eps {eps:g}: "
+            f"{plural(n_pairs, 'pair')} ({mean:.2f} neighbours per point) in {seconds:.3f} s"
+            f"{on}{note} (+{t_load:.2f} s reading); columns {column_names_text(names)}")

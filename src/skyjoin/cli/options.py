@@ -1,11 +1,19 @@
 """Options shared by several commands, each defined once.
 
 ``DEVICE``, ``PRECISION``, ``COLUMNS`` and ``VERBOSE`` are click decorators;
-:func:`distributed_options` adds ``--scheduler`` / ``--local-cluster``;
-:func:`column_list` parses a ``--columns`` / ``--min`` / ``--max`` value.
+:data:`EPS` is the type of every eps (a finite number > 0: anything else is
+a usage error); :func:`distributed_options` adds ``--scheduler`` /
+``--local-cluster``; :func:`column_list` parses a ``--columns`` / ``--min``
+/ ``--max`` value; :func:`show_progress` says whether to draw progress bars
+(on a terminal only, unless ``--progress`` / ``--no-progress`` says).
 
 :func:`operator_clock` times an operator call without the kernel compiles
-in it (:func:`compile_note` says how long they took).
+in it (:func:`compile_note` says how long they took).  The first call of an
+operator in a process also loads its engine and kernels (imports, Numba's
+cache, the GPU's start): the commands make it on the first
+:data:`WARM_ROWS` rows, untimed, and report its time apart
+(:func:`kernel_note`), so that the time printed is the operator's, as on
+every later run.
 
 Verbosity: ``-v`` (on ``skyjoin`` or on any command, counted together)
 logs each operator's plan and the command's phases with their times
@@ -18,16 +26,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
+import sys
 import time
 
 import click
 
 from .._core import compiling
 
-__all__ = ["DEVICE", "PRECISION", "COLUMNS", "VERBOSE", "column_list", "distributed_options",
-           "setup_logging", "verbosity", "phase", "operator_clock", "compile_note"]
+__all__ = ["DEVICE", "PRECISION", "COLUMNS", "VERBOSE", "EPS", "PROGRESS", "column_list",
+           "distributed_options", "setup_logging", "verbosity", "phase", "operator_clock",
+           "compile_note", "kernel_note", "show_progress", "number_list", "ran_on", "WARM_ROWS"]
 
 _VERBOSITY_KEY = "skyjoin.verbosity"
+#: rows of the untimed first call that loads (or compiles) an operator's kernels
+WARM_ROWS = 256
 log = logging.getLogger("skyjoin.cli")
 
 DEVICE = click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default=None,
@@ -36,9 +49,75 @@ DEVICE = click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), def
 PRECISION = click.option("--precision", type=click.Choice(["float64", "float32"]),
                          default="float64", show_default=True,
                          help="Working precision of the distance test.")
-COLUMNS = click.option("--columns", default=None,
+COLUMNS = click.option("--columns", default=None, metavar="COLS",
                        help="Comma-separated column names or 0-based positions to use "
-                            "(default: every column).")
+                            "(default: every column; all must hold numbers).")
+PROGRESS = click.option("--progress/--no-progress", default=None,
+                        help="Progress bar on standard error (default: when it is a terminal).")
+
+
+class _Eps(click.ParamType):
+    """A join radius: a finite number > 0 (NaN, inf, 0 and negatives are usage errors)."""
+
+    name = "eps"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float) and math.isfinite(value) and value > 0:
+            return value
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not (math.isfinite(x) and x > 0):
+            self.fail(f"{value!r}: eps must be a finite number > 0", param, ctx)
+        return x
+
+
+#: The type of ``--eps``.
+EPS = _Eps()
+
+
+def number_list(spec: str, option: str, kind=float) -> list:
+    """Parse "0.1,0.2" into a list of ``kind`` for ``option``: every entry a
+    finite eps (float) or an integer >= 1 (int), else a usage error naming
+    the option and the entry."""
+    out = []
+    for s in spec.split(","):
+        s = s.strip()
+        if not s:
+            continue
+        try:
+            v = EPS.convert(s, None, None) if kind is float else int(s)
+        except (click.BadParameter, ValueError):
+            what = "a finite number > 0" if kind is float else "an integer >= 1"
+            raise click.BadParameter(f"every entry must be {what}, got {s!r} in {spec!r}",
+                                     param_hint=f"'{option}'") from None
+        if kind is int and v < 1:
+            raise click.BadParameter(f"every entry must be an integer >= 1, got {s!r} in "
+                                     f"{spec!r}", param_hint=f"'{option}'")
+        out.append(v)
+    if not out:
+        raise click.BadParameter(f"no value in {spec!r}", param_hint=f"'{option}'")
+    return out
+
+
+def ran_on(plans) -> str | None:
+    """The device of the last plan an operator reported (the one that ran;
+    see :func:`skyjoin._core.plans.recording`), or None if none reported
+    one: the command line never decides the device again."""
+    return getattr(plans[-1], "device", None) if plans else None
+
+
+def show_progress(progress: bool | None) -> bool:
+    """Whether to draw progress bars: as ``--progress`` / ``--no-progress``
+    say, else only when standard error is a terminal (never into a file or
+    a pipe)."""
+    if progress is not None:
+        return progress
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _count_verbosity(ctx, param, value):
@@ -90,6 +169,16 @@ def operator_clock():
 def compile_note(seconds: float) -> str:
     """' (+N s compiling kernels, once)' when ``seconds`` is worth saying, else ''."""
     return f" (+{seconds:.1f} s compiling kernels, once)" if seconds >= 0.05 else ""
+
+
+def kernel_note(compile_s: float, load_s: float) -> str:
+    """The note for a first call's one-time cost, apart from the operator's
+    time: ' (+N s compiling kernels, once)' when kernels compiled, else
+    ' (+N s loading kernels, once)' (Numba's cache, imports, the GPU's
+    start) when that is worth saying, else ''."""
+    if compile_s >= 0.05:
+        return f" (+{compile_s + load_s:.1f} s compiling kernels, once)"
+    return f" (+{load_s:.1f} s loading kernels, once)" if load_s >= 0.05 else ""
 
 
 def column_list(spec):

@@ -16,6 +16,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Callable
 
@@ -27,7 +28,9 @@ import skyjoin as sj
 from .._core import compiling
 from .._core.config import numba_cache_enabled
 from .._core.device import resolve_device
-from ..skyline.plan import CPU_VARIANTS, GPU_VARIANTS
+from ..datasets import KINDS, generate
+from ..io import PAIR_FORMATS, TABLE_FORMATS, open_pair_writer, write_neighbor_table
+from ..skyline.plan import CPU_ONLY, CPU_VARIANTS, GPU_VARIANTS
 from .errors import user_errors
 from .options import VERBOSE
 
@@ -40,27 +43,48 @@ WARM_OPERATORS = ("skyjoin.join", "skyjoin.dbscan", "skyjoin.dbscan.sweep", "sky
 
 def _data(seed=0):
     """Small inputs that reach every path: a sparse 2-D set (LID-UNICOMP,
-    point-by-point), a crowded clump (the full pattern's tiled cells), 6-D
-    points (the join path of DBSCAN), skyline data up to 20 dimensions
-    (both words of the quartile masks)."""
+    point-by-point, a grid sorted by comparison), a crowded clump (the full
+    pattern's tiled cells), a dense set (about one point a cell: the grid's
+    counting sort), 6-D points (the join path of DBSCAN), skyline data up to
+    20 dimensions (both words of the quartile masks)."""
     rng = np.random.default_rng(seed)
     sparse = rng.uniform(0.0, 100.0, (3000, 2))
     clump = rng.normal(50.0, 0.05, (2000, 2))
     return {"sparse": sparse, "mixed": np.concatenate([sparse, clump]),
+            "dense": rng.uniform(0.0, 10.0, (3000, 2)),
             "six": rng.uniform(0.0, 10.0, (2000, 6)),
             "sky": {d: rng.random((3000, d)) for d in (2, 4, 20)}}
+
+
+def _write_pairs(X, eps, ext: str, device: str, table: bool = False) -> None:
+    """The pairs of X to a file of ``ext`` in a folder of its own, as
+    ``skyjoin join --out`` writes them: streamed chunk by chunk, or (with
+    ``table``) the CSR table at once (R join S, the Dask command)."""
+    with tempfile.TemporaryDirectory(prefix="skyjoin-warmup-") as folder:
+        out = os.path.join(folder, "pairs" + ext)
+        if table:
+            write_neighbor_table(out, sj.self_join(X, eps, device=device))
+            return
+        n = X.shape[0]
+        with open_pair_writer(out, shape=(n, n), sorted=True) as w:
+            for ch in sj.self_join_chunks(X, eps, max_pairs=1 << 12, device=device):
+                w.write_chunk(ch)
 
 
 def warm_calls(device: str) -> list[tuple[str, Callable[[], object]]]:
     """The calls of the warm-up on ``device`` ("cpu" or "gpu"): (label, call).
 
     Every join pattern and output in both precisions, both joins, the
-    chunked join; DBSCAN on its grid and join paths with and without
-    weights, the sweep; the skyline's variants of the device on few and many
-    dimensions.  Each call takes well under a second once compiled.
+    chunked join, sparse and dense grids, the pairs written to every format
+    ``skyjoin join --out`` takes; DBSCAN on its grid and join paths with and
+    without weights, the sweep by both methods; the skyline's variants and
+    algorithms of the device on few and many dimensions; every kind of
+    ``skyjoin generate``.  Each call takes well under a second once
+    compiled.  (``tests/test_cli_warmup.py`` runs every command after
+    these calls and checks that nothing compiles.)
     """
     x = _data()
-    sparse, mixed, six = x["sparse"], x["mixed"], x["six"]
+    sparse, mixed, dense, six = x["sparse"], x["mixed"], x["dense"], x["six"]
     calls: list[tuple[str, Callable[[], object]]] = []
     for prec in ("float64", "float32"):
         kw = {"device": device, "precision": prec}
@@ -68,12 +92,17 @@ def warm_calls(device: str) -> list[tuple[str, Callable[[], object]]]:
             (f"join {prec}: auto pattern, table", lambda kw=kw: sj.self_join(mixed, 0.3, **kw)),
             (f"join {prec}: full pattern",
              lambda kw=kw: sj.self_join(mixed, 0.3, pattern="full", **kw)),
+            (f"join {prec}: UNICOMP",
+             lambda kw=kw: sj.self_join(mixed, 0.3, pattern="unicomp", **kw)),
             (f"join {prec}: LID-UNICOMP",
              lambda kw=kw: sj.self_join(sparse, 0.5, pattern="lid_unicomp", **kw)),
             (f"join {prec}: counts", lambda kw=kw: sj.self_join(mixed, 0.3, output="counts", **kw)),
             (f"join {prec}: distances",
              lambda kw=kw: sj.self_join(mixed, 0.3, return_distance=True, **kw)),
             (f"join {prec}: 6-D", lambda kw=kw: sj.self_join(six, 1.0, **kw)),
+            (f"join {prec}: dense grid", lambda kw=kw: sj.self_join(dense, 0.3, **kw)),
+            (f"join {prec}: dense grid, counts",
+             lambda kw=kw: sj.self_join(dense, 0.3, output="counts", **kw)),
             (f"join {prec}: R with S", lambda kw=kw: sj.join(sparse[:1000], mixed, 0.3, **kw)),
             (f"join {prec}: chunks",
              lambda kw=kw: list(sj.self_join_chunks(mixed, 0.3, max_pairs=1 << 16, **kw))),
@@ -87,12 +116,27 @@ def warm_calls(device: str) -> list[tuple[str, Callable[[], object]]]:
                                               device=device)),
         ("DBSCAN sweep", lambda: list(sj.dbscan_sweep(mixed, [0.2, 0.3], [5, 10],
                                                       device=device))),
+        ("DBSCAN sweep, hybrid", lambda: list(sj.dbscan_sweep(mixed, [0.2, 0.3], [5, 10],
+                                                              device=device, method="hybrid"))),
     ]
+    for ext in PAIR_FORMATS:
+        calls.append((f"join pairs to {ext}",
+                      lambda ext=ext: _write_pairs(mixed, 0.3, ext, device)))
+    for ext in TABLE_FORMATS:
+        calls.append((f"join table to {ext}",
+                      lambda ext=ext: _write_pairs(mixed, 0.3, ext, device, table=True)))
+    algorithms = ("ggs",) if device == "gpu" else CPU_ONLY + ("ggs",)
     for d, X in x["sky"].items():
         calls.append((f"skyline {d}-D", lambda X=X: sj.skyline(X, device=device)))
         for v in (GPU_VARIANTS if device == "gpu" else CPU_VARIANTS):
             calls.append((f"skyline {d}-D {v}", lambda X=X, v=v: sj.skyline(X, device=device,
                                                                            variant=v)))
+        for a in algorithms:
+            if a != "sort2d" or d == 2:
+                calls.append((f"skyline {d}-D {a}",
+                              lambda X=X, a=a: sj.skyline(X, device=device, algorithm=a)))
+    for kind in KINDS:
+        calls.append((f"generate {kind}", lambda kind=kind: generate(kind, 1000, 3, seed=0)))
     return calls
 
 

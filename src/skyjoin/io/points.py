@@ -5,6 +5,12 @@ with a :class:`DroppedIndexColumn` warning: the row index that pandas'
 ``to_csv`` writes first (a header field that is empty or ``Unnamed: 0`` over
 the integers 0..n-1), and the index columns that pandas' ``to_parquet``
 names in the file's pandas metadata.
+
+Two kinds of refusal carry their own ``ValueError`` subclass, so that the
+command line can tell a wrong selection from wrong data:
+:class:`ColumnError` (a selection that names no column of the file) and
+:class:`NonNumericColumns` (columns that hold something other than numbers;
+the message quotes the first value that is not a number, with its row).
 """
 
 from __future__ import annotations
@@ -22,11 +28,38 @@ if TYPE_CHECKING:
 from .atomic import atomic_path
 from .formats import POINT_FORMATS, TEXT_FORMATS, existing_path, file_format
 
-__all__ = ["read_points", "read_frame", "write_points", "POINT_FORMATS", "DroppedIndexColumn"]
+__all__ = ["read_points", "read_frame", "write_points", "POINT_FORMATS", "DroppedIndexColumn",
+           "ColumnError", "NonNumericColumns", "first_non_number", "non_numeric_message",
+           "column_positions"]
 
 
 class DroppedIndexColumn(UserWarning):
     """A reader dropped a column that holds a row index written by pandas, not data."""
+
+
+class ColumnError(ValueError):
+    """A column selection that names no column of the file: an unknown name,
+    a position out of range, a name for a file whose columns have no names,
+    or an empty selection."""
+
+
+class NonNumericColumns(ValueError):
+    """Columns that hold values other than numbers (text, dates, true/false).
+
+    Attributes
+    ----------
+    path : str
+        The file.
+    columns : list
+        Labels of the columns that are not numbers, in file order (names, or
+        0-based positions for files without names).
+    numeric : list
+        Labels of the columns that are.
+    """
+
+    def __init__(self, message: str, path: str, columns: list, numeric: list):
+        super().__init__(message)
+        self.path, self.columns, self.numeric = path, list(columns), list(numeric)
 
 #: columns to keep: one name or position, or a sequence of them
 Columns = Union[Hashable, Sequence[Hashable]]
@@ -181,40 +214,73 @@ def _read_npy(path: str) -> _Columns:
     return _Columns(pa.table({str(k): arr[:, k] for k in range(arr.shape[1])}), False, kind="npy")
 
 
-def _select(cols: _Columns, columns, path: str) -> _Columns:
-    """Select columns by names or integer positions, with clear errors."""
-    if columns is None:
-        return cols
-    if isinstance(columns, (str, int, np.integer)):
-        columns = [columns]
-    wanted = list(columns)
+def column_positions(names: Sequence, wanted, path: str, named: bool = True,
+                     kind: str = "text") -> list[int]:
+    """0-based positions of a column selection among a file's columns.
+
+    Parameters
+    ----------
+    names : sequence
+        The file's column names, in order (any placeholders if ``named`` is False).
+    wanted : sequence of str or int
+        Names (files with names only) or positions (negative: from the end).
+    path : str
+        The file, for the messages.
+    named : bool
+        Whether the file names its columns.
+    kind : {"text", "npy", "parquet"}
+        What the file is (the message for a name on a file without names).
+
+    Raises
+    ------
+    ColumnError
+        An empty selection, an unknown name, a position out of range, a name
+        for a file without names.
+    TypeError
+        A selector that is neither a name nor a position.
+
+    Notes
+    -----
+    O(len(names) * len(wanted)).
+    """
+    wanted = list(wanted)
     if not wanted:
-        raise ValueError("columns must name at least one column")
-    names = list(cols.table.column_names)
+        raise ColumnError("columns must name at least one column")
+    names = [str(c) for c in names]
     picked = []
     for c in wanted:
         if isinstance(c, (bool, np.bool_)):
             raise TypeError(f"column selector must be a name or a position, got {c!r}")
         if isinstance(c, (int, np.integer)):
             if not -len(names) <= c < len(names):
-                raise ValueError(
+                raise ColumnError(
                     f"column position {c} is out of range: {path!r} has {len(names)} columns"
                 )
             picked.append(int(c) % len(names))
         elif isinstance(c, str):
-            if not cols.named:
-                why = ("is a plain NumPy array" if cols.kind == "npy" else "has no header row")
-                raise ValueError(
+            if not named:
+                why = ("is a plain NumPy array" if kind == "npy" else "has no header row")
+                raise ColumnError(
                     f"{path!r} {why}, so its columns have no names; "
                     f"select column {c!r} by position (0 to {len(names) - 1})"
                 )
             if c not in names:
-                raise ValueError(
+                raise ColumnError(
                     f"unknown column {c!r} in {path!r}; its columns are: {', '.join(names)}"
                 )
             picked.append(names.index(c))
         else:
             raise TypeError(f"column selector must be a name or a position, got {c!r}")
+    return picked
+
+
+def _select(cols: _Columns, columns, path: str) -> _Columns:
+    """Select columns by names or integer positions, with clear errors."""
+    if columns is None:
+        return cols
+    if isinstance(columns, (str, int, np.integer)):
+        columns = [columns]
+    picked = column_positions(cols.table.column_names, columns, path, cols.named, cols.kind)
     return _Columns(cols.table.select(picked), cols.named, [cols.labels[k] for k in picked],
                     cols.kind)
 
@@ -356,10 +422,12 @@ def read_points(path: str | os.PathLike[str], columns: Columns | None = None,
     FileNotFoundError
         If there is no such file.
     ValueError
-        For an unknown extension, ragged rows, a non-numeric column, missing
-        (empty) fields, NaN or infinite values (the message names the file,
-        the column and the 0-based data row), an unknown column name or an
-        out-of-range position.
+        For an unknown extension, ragged rows, missing (empty) fields, NaN
+        or infinite values (the message names the file, the column and the
+        0-based data row); :class:`NonNumericColumns` for columns that are
+        not numbers (all of them named, the first value that is not a number
+        quoted with its row); :class:`ColumnError` for an unknown column
+        name or an out-of-range position.
 
     Notes
     -----
@@ -384,12 +452,16 @@ def read_points(path: str | os.PathLike[str], columns: Columns | None = None,
     n, d = table.num_rows, table.num_columns
     if d == 0:
         raise ValueError(f"{where!r} has no columns")
+    numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t)
+               for t in table.schema.types]
+    if not all(numeric):
+        others = [k for k in range(d) if not numeric[k]]
+        raise NonNumericColumns(
+            non_numeric_message([(table.column(k), labels[k]) for k in others], where),
+            where, [labels[k] for k in others], [labels[k] for k in range(d) if numeric[k]])
     out = np.empty((n, d), dtype=dtype)
     for k in range(d):
         col = table.column(k)
-        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
-                or pa.types.is_null(col.type)):
-            raise ValueError(_not_numeric(col, labels[k], where))
         if col.null_count:
             row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
             raise ValueError(f"{where!r} has a missing value (an empty field or an NA marker) "
@@ -407,22 +479,60 @@ def read_points(path: str | os.PathLike[str], columns: Columns | None = None,
     return out
 
 
-def _not_numeric(col, label, where: str) -> str:
-    """The message for a column that does not hold numbers."""
+def first_non_number(col) -> tuple[int, object] | None:
+    """The first value of a pyarrow column (or array) that is not a number,
+    as (0-based row, value); None if every non-null value is one.
+
+    Text is a number when Python's ``float`` reads it (``"1e3"``, ``"nan"``,
+    ``" 7"``); any value of another non-numeric type (a date, true/false) is
+    not.  O(n): chunks that Arrow casts to float64 whole are skipped; the
+    first that it cannot cast is searched value by value.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    row0 = 0
+    for chunk in chunks:
+        t = chunk.type
+        if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t):
+            row0 += len(chunk)
+            continue
+        text = pa.types.is_string(t) or pa.types.is_large_string(t)
+        if text:
+            try:
+                pc.cast(chunk, pa.float64())
+                row0 += len(chunk)
+                continue
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass
+        for i, v in enumerate(chunk.to_pylist()):
+            if v is not None and not (text and _is_number(v)):
+                return row0 + i, v
+        row0 += len(chunk)
+    return None
+
+
+def non_numeric_message(cols, where: str) -> str:
+    """The message for columns that do not hold numbers: ``cols`` is a list
+    of (pyarrow column, label), the first of which is described (what it
+    holds, and its first value that is not a number, with the row); the
+    others are named."""
     import pyarrow as pa
 
+    col, label = cols[0]
     t = col.type
     what = ("text" if pa.types.is_string(t) or pa.types.is_large_string(t)
             else "true/false values" if pa.types.is_boolean(t)
             else "dates or times" if pa.types.is_temporal(t)
             else "values that are not numbers")
-    valid = col.is_valid().to_numpy(zero_copy_only=False)
-    first = np.flatnonzero(valid)
-    example = ""
-    if first.size:
-        value = col[int(first[0])].as_py()
-        example = f", e.g. {value!r} at data row {int(first[0])} (0-based)"
-    return f"column {label!r} of {where!r} holds {what}, not numbers{example}"
+    hit = first_non_number(col)
+    example = f", e.g. {hit[1]!r} at data row {hit[0]} (0-based)" if hit is not None else ""
+    more = ""
+    if len(cols) > 1:
+        others = ", ".join(repr(lab) for _, lab in cols[1:])
+        more = f"; so do column{'s' if len(cols) > 2 else ''} {others}"
+    return f"column {label!r} of {where!r} holds {what}, not numbers{example}{more}"
 
 
 def write_points(path: str | os.PathLike[str], X: ArrayLike, names: Sequence[str] | None = None) -> None:
