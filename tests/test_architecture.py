@@ -140,13 +140,16 @@ def test_the_sibling_check_finds_a_private_import(tmp_path, monkeypatch):
 
 
 def exception_classes():
-    """(module, class) for every class in the source that derives from a
-    built-in exception (by the name of a base: ...Error or Exception)."""
+    """(module, class) for every public class in the source that derives from
+    a built-in exception or warning (by the name of a base: ...Error,
+    Exception or Warning).  A private class (``_Interrupted``, the command
+    line's own signal) is no public exception."""
     found = []
     for path in sources():
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef) and any(
-                    getattr(b, "id", getattr(b, "attr", "")).endswith(("Error", "Exception"))
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and any(
+                    getattr(b, "id", getattr(b, "attr", "")).endswith(
+                        ("Error", "Exception", "Warning"))
                     for b in node.bases):
                 found.append((module_name(path), node.name))
     return found

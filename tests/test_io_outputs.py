@@ -128,10 +128,10 @@ def test_pandas_index_csv_is_dropped_with_a_notice(tmp_path):
     X = np.random.default_rng(0).uniform(0, 10, (40, 2))
     path = tmp_path / "saved.csv"
     pd.DataFrame(X, columns=["lon", "lat"]).to_csv(path)
-    with pytest.warns(io.DroppedIndexColumn, match="pandas index"):
+    with pytest.warns(sj.DroppedIndexColumn, match="pandas index"):
         Y, names = io.read_points(path, return_names=True)
     assert names == ["lon", "lat"] and np.allclose(Y, X)
-    with pytest.warns(io.DroppedIndexColumn):
+    with pytest.warns(sj.DroppedIndexColumn):
         assert list(io.read_frame(path).columns) == ["lon", "lat"]
     # a first column that is not 0..n-1, or is named, is data
     other = tmp_path / "named.csv"
@@ -147,7 +147,7 @@ def test_pandas_index_csv_is_dropped_with_a_notice(tmp_path):
 def test_pandas_index_parquet_is_dropped(tmp_path):
     path = tmp_path / "ix.parquet"
     pd.DataFrame({"a": [1.0, 2.0]}, index=[5, 7]).to_parquet(path)
-    with pytest.warns(io.DroppedIndexColumn):
+    with pytest.warns(sj.DroppedIndexColumn):
         assert io.read_points(path).tolist() == [[1.0], [2.0]]
 
 

@@ -11,6 +11,12 @@ Each is a subclass of the built-in error a caller would already catch, so
   fit the memory it goes to.
 * :class:`InvalidParameterError` (``ValueError`` and ``TypeError``): a
   DBSCAN parameter of the wrong type or value.
+* :class:`ColumnError` (``ValueError``): a column selection that names no
+  column of a points file.
+* :class:`NonNumericColumnError` (``ValueError``): columns of a points file
+  that hold values other than numbers.
+* :class:`DroppedIndexColumn` (``UserWarning``): a reader dropped a pandas
+  row-index column.
 
 This module imports nothing from skyjoin, so every layer may import it
 (pyproject's import-linter contract puts it below ``skyjoin._core``).
@@ -19,7 +25,7 @@ This module imports nothing from skyjoin, so every layer may import it
 from __future__ import annotations
 
 __all__ = ["GPUUnavailableError", "DeviceMemoryError", "ResultTooLargeError",
-           "InvalidParameterError"]
+           "InvalidParameterError", "ColumnError", "NonNumericColumnError", "DroppedIndexColumn"]
 
 
 class GPUUnavailableError(RuntimeError):
@@ -50,3 +56,32 @@ class ResultTooLargeError(MemoryError):
 class InvalidParameterError(ValueError, TypeError):
     """A DBSCAN parameter of the wrong type or value: a ``ValueError`` and a
     ``TypeError``, as scikit-learn's own error for the same mistake."""
+
+
+class DroppedIndexColumn(UserWarning):
+    """A reader dropped a column that holds a row index written by pandas, not data."""
+
+
+class ColumnError(ValueError):
+    """A column selection that names no column of the file: an unknown name,
+    a position out of range, a name for a file whose columns have no names,
+    or an empty selection."""
+
+
+class NonNumericColumnError(ValueError):
+    """Columns that hold values other than numbers (text, dates, true/false).
+
+    Attributes
+    ----------
+    path : str
+        The file.
+    columns : list
+        Labels of the columns that are not numbers, in file order (names, or
+        0-based positions for files without names).
+    numeric : list
+        Labels of the columns that are.
+    """
+
+    def __init__(self, message: str, path: str, columns: list, numeric: list):
+        super().__init__(message)
+        self.path, self.columns, self.numeric = path, list(columns), list(numeric)

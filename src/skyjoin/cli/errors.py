@@ -42,7 +42,7 @@ import sys
 
 import click
 
-from .._core.device import GPUUnavailableError
+from ..errors import GPUUnavailableError
 from .options import verbosity
 
 __all__ = ["USER_ERRORS", "EXIT_DATA", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE",

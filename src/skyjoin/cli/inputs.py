@@ -1,10 +1,10 @@
 """What each command reads: point files and tables, with the readers' notices.
 
-A reader's :class:`skyjoin.io.DroppedIndexColumn` warning (a pandas index
+A reader's :class:`skyjoin.DroppedIndexColumn` warning (a pandas index
 column left out) becomes one ``Notice:`` line on standard error.  A column
-selection that names no column of the file (:class:`skyjoin.io.points.ColumnError`)
+selection that names no column of the file (:class:`skyjoin.ColumnError`)
 is a usage error of the option that selected it (exit status 2); columns
-that do not hold numbers (:class:`skyjoin.io.points.NonNumericColumns`) are
+that do not hold numbers (:class:`skyjoin.NonNumericColumnError`) are
 a data error (exit status 1) whose message quotes the first bad value and
 says which columns do hold numbers and how to choose them.  Other errors
 propagate to :mod:`skyjoin.cli.errors`.
@@ -19,8 +19,8 @@ import warnings
 
 import click
 
-from ..io import DroppedIndexColumn, read_frame, read_points
-from ..io.points import ColumnError, NonNumericColumns
+from ..errors import ColumnError, DroppedIndexColumn, NonNumericColumnError
+from ..io import read_frame, read_points
 from .options import phase
 
 __all__ = ["read_input", "read_input_frame", "column_names_text", "not_numbers_error",
@@ -53,7 +53,7 @@ def column_names_text(names, most: int = 8) -> str:
     return ", ".join(names[:most]) + f" and {len(names) - most} more"
 
 
-def not_numbers_error(exc: NonNumericColumns, option: str) -> ValueError:
+def not_numbers_error(exc: NonNumericColumnError, option: str) -> ValueError:
     """The data error for columns that are not numbers: the reader's message
     and how to choose others with ``option``."""
     hint = (f"; choose the columns with {option} (these hold numbers: "
@@ -87,7 +87,7 @@ def read_input(path, columns=None, option: str = "--columns"):
             return _with_notices(read_points, path, columns=columns, return_names=True)
         except ColumnError as exc:
             raise column_usage_error(exc, option) from None
-        except NonNumericColumns as exc:
+        except NonNumericColumnError as exc:
             raise not_numbers_error(exc, option) from None
 
 

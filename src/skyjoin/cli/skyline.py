@@ -12,7 +12,8 @@ import skyjoin as sj
 
 from .._core.plans import recording
 from ..io import write_rows
-from ..io.points import ColumnError, NonNumericColumns, column_positions, non_numeric_message
+from ..errors import ColumnError, NonNumericColumnError
+from ..io.points import column_positions, non_numeric_message
 from ..skyline.plan import ALGORITHMS
 from .distributed import client_from_options, run_skyline, uses_cluster
 from .errors import user_errors
@@ -77,7 +78,7 @@ def _check_numbers(df, cols, labels, path) -> None:
     bad = [c for c in cols if not numeric(c)]
     if bad:
         arrays = [(pa.array(df[c], from_pandas=True), c) for c in bad]
-        exc = NonNumericColumns(non_numeric_message(arrays, path), path, bad,
+        exc = NonNumericColumnError(non_numeric_message(arrays, path), path, bad,
                                 [c for c in labels if numeric(c)])
         raise not_numbers_error(exc, "--min/--max")
     for c in cols:

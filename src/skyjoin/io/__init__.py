@@ -6,7 +6,7 @@ Readers and the point writer (``skyjoin.io.points``)
     ``.txt`` / ``.tsv`` (comma, tab, semicolon or whitespace separated, an
     optional header row detected automatically, a trailing delimiter at the
     end of every line ignored, a pandas index column dropped with a
-    :class:`DroppedIndexColumn` warning), ``.parquet`` and ``.npy``;
+    :class:`skyjoin.DroppedIndexColumn` warning), ``.parquet`` and ``.npy``;
     :func:`write_points` writes them.
 Pairs (``skyjoin.io.pairs``)
     :func:`open_pair_writer` streams pair chunks into one ``.parquet``,
@@ -32,7 +32,7 @@ parser.
 from .atomic import PendingFile, atomic_path, check_writable
 from .pairs import (PAIR_FORMATS, CsvPairWriter, NpyPairWriter, PairWriter, ParquetPairWriter,
                     open_pair_writer, write_pairs)
-from .points import POINT_FORMATS, DroppedIndexColumn, read_frame, read_points, write_points
+from .points import POINT_FORMATS, read_frame, read_points, write_points
 from .results import (COLUMN_FORMATS, TABLE_FORMATS, read_neighbor_table, write_counts,
                       write_indices, write_labels, write_neighbor_table, write_rows)
 
@@ -40,7 +40,6 @@ __all__ = [
     "read_points",
     "read_frame",
     "write_points",
-    "DroppedIndexColumn",
     "write_pairs",
     "open_pair_writer",
     "PairWriter",

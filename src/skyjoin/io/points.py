@@ -9,7 +9,7 @@ names in the file's pandas metadata.
 Two kinds of refusal carry their own ``ValueError`` subclass, so that the
 command line can tell a wrong selection from wrong data:
 :class:`ColumnError` (a selection that names no column of the file) and
-:class:`NonNumericColumns` (columns that hold something other than numbers;
+:class:`NonNumericColumnError` (columns that hold something other than numbers;
 the message quotes the first value that is not a number, with its row).
 """
 
@@ -26,40 +26,13 @@ if TYPE_CHECKING:
     import pandas
 
 from .atomic import atomic_path
+from ..errors import ColumnError, DroppedIndexColumn, NonNumericColumnError
 from .formats import POINT_FORMATS, TEXT_FORMATS, existing_path, file_format
 
 __all__ = ["read_points", "read_frame", "write_points", "POINT_FORMATS", "DroppedIndexColumn",
-           "ColumnError", "NonNumericColumns", "first_non_number", "non_numeric_message",
+           "ColumnError", "NonNumericColumnError", "first_non_number", "non_numeric_message",
            "column_positions"]
 
-
-class DroppedIndexColumn(UserWarning):
-    """A reader dropped a column that holds a row index written by pandas, not data."""
-
-
-class ColumnError(ValueError):
-    """A column selection that names no column of the file: an unknown name,
-    a position out of range, a name for a file whose columns have no names,
-    or an empty selection."""
-
-
-class NonNumericColumns(ValueError):
-    """Columns that hold values other than numbers (text, dates, true/false).
-
-    Attributes
-    ----------
-    path : str
-        The file.
-    columns : list
-        Labels of the columns that are not numbers, in file order (names, or
-        0-based positions for files without names).
-    numeric : list
-        Labels of the columns that are.
-    """
-
-    def __init__(self, message: str, path: str, columns: list, numeric: list):
-        super().__init__(message)
-        self.path, self.columns, self.numeric = path, list(columns), list(numeric)
 
 #: columns to keep: one name or position, or a sequence of them
 Columns = Union[Hashable, Sequence[Hashable]]
@@ -424,7 +397,7 @@ def read_points(path: str | os.PathLike[str], columns: Columns | None = None,
     ValueError
         For an unknown extension, ragged rows, missing (empty) fields, NaN
         or infinite values (the message names the file, the column and the
-        0-based data row); :class:`NonNumericColumns` for columns that are
+        0-based data row); :class:`NonNumericColumnError` for columns that are
         not numbers (all of them named, the first value that is not a number
         quoted with its row); :class:`ColumnError` for an unknown column
         name or an out-of-range position.
@@ -456,7 +429,7 @@ def read_points(path: str | os.PathLike[str], columns: Columns | None = None,
                for t in table.schema.types]
     if not all(numeric):
         others = [k for k in range(d) if not numeric[k]]
-        raise NonNumericColumns(
+        raise NonNumericColumnError(
             non_numeric_message([(table.column(k), labels[k]) for k in others], where),
             where, [labels[k] for k in others], [labels[k] for k in range(d) if numeric[k]])
     out = np.empty((n, d), dtype=dtype)
