@@ -25,12 +25,12 @@ import time
 
 import numpy as np
 
-from .._core import device_prims as dp
-from .._core.device_kernels import launch, load
-from .._core.device_reduce import flag_differ, weighted_span_sum, work_sums
-from .._core.transfer import to_device
-from .._core.validate import working_dtype
-from ..index import grid_gpu
+from ..._core import device_prims as dp
+from ..._core.device_kernels import launch, load
+from ..._core.device_reduce import flag_differ, weighted_span_sum, work_sums
+from ..._core.transfer import to_device
+from ..._core.validate import working_dtype
+from ...index import grid_gpu
 
 __all__ = ["GpuEngine"]
 
