@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from .._core.conditioning import condition_points
+from .._core.conditioning import condition_checked
 from .._core.device import cupy
 from .._core.device_kernels import load
 from .._core.device_memory import check_points_fit, oom_as_error
@@ -135,11 +135,12 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit):
 
 def cluster_points(X, eps: float, min_samples: int, *, device: str, precision: str,
                    timings: dict | None = None):
-    """Euclidean DBSCAN of a task's points X (checked by the caller: finite,
-    (n, d), float) on the resolved ``device``: conditioned once here, planned
+    """Euclidean DBSCAN of a task's points X ((n, d) float arrays; a NaN or inf
+    is found by the range pass of the conditioning and reported with its
+    row) on the resolved ``device``: conditioned once here, planned
     by ``plan.plan_fit`` and run by ``run``.  For the distributed DBSCAN's
     tasks, whose driver has checked eps, min_samples and precision.
     Returns (core indices, labels, path).  Cost: ``run``'s plus O(n d)."""
-    (Xc,), eps_c = condition_points([X], eps, precision)
+    (Xc,), eps_c = condition_checked([X], ["X"], eps, precision)
     plan = plan_fit("join", device, precision, False, X.shape[1])
     return run(plan, Xc, eps_c, min_samples, timings=timings)

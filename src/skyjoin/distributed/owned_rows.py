@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._core.conditioning import condition_points
+from .._core.conditioning import condition_checked
 from ..join import engine
 from ..join.plan import request
 from ..join.result import NeighborTable, index_dtype
@@ -35,14 +35,16 @@ def task_self_join(X, eps, *, device: str, precision: str, include_self: bool = 
     """The single-machine self-join of a task's points X on the resolved
     ``device``, through the join's engine entry (``skyjoin.join.engine.run``).
 
-    The driver has checked eps, precision and the points; the task's points
-    are conditioned once here (``skyjoin._core.conditioning``: host or device
-    arrays), the request built by ``skyjoin.join.plan.request``.
+    The driver has checked eps and precision; the task's points are
+    conditioned once here (``skyjoin._core.conditioning.condition_checked``:
+    host or device arrays; the range pass is the finiteness check of points
+    the driver has not read, a NaN or inf reported with its row), the
+    request built by ``skyjoin.join.plan.request``.
     ``query_rows``, ``column_ids``, ``n_columns``, ``rows_ready`` and
     ``batch_pairs`` are the GPU engine's (``gpu.pipeline.run``): a
     partition's owned rows in global column ids, a part written as it is
     filled.  Cost: the join's, plus O(n d) for the conditioning."""
-    (Xc,), e = condition_points([X], eps, precision)
+    (Xc,), e = condition_checked([X], ["X"], eps, precision)
     plan = request(device, self_join=True, output=output, sort=sort, include_self=include_self,
                    precision=precision, on_device=on_device, batch_pairs=batch_pairs)
     return engine.run(plan, None, Xc, e, query_rows=query_rows, column_ids=column_ids,
