@@ -9,7 +9,7 @@ the rules of this module once its grid is built (``plan_cpu``,
 without re-deciding anything.  Each rule is written once:
 
 * ``memory_route``: where the result goes ("host table", "device table",
-  "counts", "chunks");
+  "counts", "device counts", "chunks");
 * ``id_width``: the column ids' dtype (int32 below 2**31 columns);
 
 * ``cpu_pattern``: the CPU's cell pattern for ``pattern="auto"``;
@@ -46,8 +46,9 @@ KERNELS = ("global", "shared", "bruteforce")
 SCHEDULES = ("grid", "sortbywl", "workqueue")
 THREADS_PER_POINT = (1, 2, 4, 8, 16, 32)
 #: Where a result goes: a CSR table in host memory, one kept on the GPU,
-#: the neighbour counts alone, or bounded chunks (``self_join_chunks``).
-MEMORY_ROUTES = ("host table", "device table", "counts", "chunks")
+#: the neighbour counts alone (in host memory, or kept on the GPU), or
+#: bounded chunks (``self_join_chunks``).
+MEMORY_ROUTES = ("host table", "device table", "counts", "device counts", "chunks")
 #: The engine of each device.
 ENGINES = {"cpu": "numba", "gpu": "cuda"}
 
@@ -86,7 +87,7 @@ class JoinPlan:
         Bytes the result may take (``result_size_guard``).
     return_distance : bool
         Whether the table carries the distance of every pair.
-    memory_route : {"host table", "device table", "counts", "chunks"}
+    memory_route : {"host table", "device table", "counts", "device counts", "chunks"}
         Where the result goes (``memory_route``).
     engine : {"numba", "cuda"}
         The engine that runs the plan (``ENGINES``).
@@ -205,10 +206,11 @@ def plan_cpu(request: JoinPlan, g) -> JoinPlan:
 
 def memory_route(output: str, *, on_device: bool = False, chunks: bool = False) -> str:
     """Where a join's result goes (``MEMORY_ROUTES``): "counts" for
-    ``output="counts"``, "chunks" for ``self_join_chunks``, "device table"
-    for a table kept on the GPU (``on_device``), else "host table".  O(1)."""
+    ``output="counts"`` ("device counts" kept on the GPU, ``on_device``),
+    "chunks" for ``self_join_chunks``, "device table" for a table kept on
+    the GPU (``on_device``), else "host table".  O(1)."""
     if output == "counts":
-        return "counts"
+        return "device counts" if on_device else "counts"
     if chunks:
         return "chunks"
     return "device table" if on_device else "host table"
@@ -236,7 +238,7 @@ def request(device: str, *, self_join: bool, output: str = "table", sort: bool =
     dropped on the CPU.  Cost: O(1)."""
     if isinstance(pattern, str):
         pattern = pattern.replace("-", "_")
-    route = memory_route(output, on_device=on_device, chunks=chunks)
+    route = memory_route(output, on_device=bool(on_device) and device == "gpu", chunks=chunks)
     if device != "gpu":
         return JoinPlan(device=device, self_join=bool(self_join), output=output,
                         pattern=pattern if self_join else "full", sort=bool(sort),

@@ -270,7 +270,7 @@ def run(R, S, eps, plan: JoinPlan, *, progress=None, timings=None, query_rows=No
         cp = c.cp
         res = c.counts.astype(cp.int64) if c.counts is not None \
             else cp.zeros(c.n_rows, dtype=cp.int64)
-        res = res if plan.memory_route == "device table" else cp.asnumpy(res)
+        res = res if plan.memory_route == "device counts" else cp.asnumpy(res)
         c.stats["total_s"] = time.perf_counter() - c.t_start
         report(timings, c.stats)
         return res
