@@ -26,7 +26,7 @@ from ..._core.memory import alloc_host
 from ..._core.plans import report
 from ..._core.timing import phase
 from ...index.grid import build_grid
-from .cells import PATTERN_CODE, data_args, query_args
+from .cells import PATTERN_CODE
 from ..csr import indptr_from_counts, release_free_memory, sort_csr_rows, to_caller_order
 from .full_pattern import full_kernel
 from .lid_unicomp import lid_unicomp_counts, lid_unicomp_half
