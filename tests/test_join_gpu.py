@@ -76,10 +76,10 @@ def sampled_estimate(X, eps, *, fraction=0.01, buffer_pairs=10**8, gamma=0.05,
     ``1/fraction``-th query point (in grid order, so the sample is spread over
     the data) and apply ``estimate_batches``."""
     from skyjoin.join.gpu.pipeline import configure, start
-    from skyjoin.join.plan import gpu_request
+    from skyjoin.join.plan import request as join_request
 
-    request = gpu_request(self_join=True, include_self=include_self, precision=precision,
-                          index_dims=index_dims)
+    request = join_request("gpu", self_join=True, include_self=include_self,
+                           precision=precision, index_dims=index_dims)
     cp, eng, stats = start(None, X, eps, request)
     if eng.empty:
         return {"estimate": 0, "batches": 1, "sample_pairs": 0}
@@ -571,26 +571,26 @@ def test_gpu_plan_built_at_the_boundary_is_logged(cp, caplog):
 
 def test_gpu_request_and_plan():
     """The GPU request is built at the boundary and resolved by plan_gpu alone."""
-    from skyjoin.join.plan import gpu_request, plan_gpu
+    from skyjoin.join.plan import plan_gpu, request
 
-    req = gpu_request(self_join=True, output="table", pattern="lid-unicomp",
-                      threads_per_point=16, schedule="sortbywl", memory_limit=1000,
-                      return_distance=True)
+    req = request("gpu", self_join=True, output="table", pattern="lid-unicomp",
+                  threads_per_point=16, schedule="sortbywl", memory_limit=1000,
+                  return_distance=True)
     assert (req.device, req.pattern, req.kernel, req.memory_limit) == ("gpu", "lid_unicomp",
                                                                        "auto", 1000)
     plan = plan_gpu(req, 10.0, 0.1, 2)
     assert (plan.pattern, plan.threads_per_point, plan.schedule, plan.index_dims) == \
         ("lid_unicomp", 16, "sortbywl", 2)
     assert plan.return_distance and plan.memory_limit == 1000
-    auto = plan_gpu(gpu_request(self_join=True), 1800.0, 0.2, 2)
+    auto = plan_gpu(request("gpu", self_join=True), 1800.0, 0.2, 2)
     assert (auto.kernel, auto.pattern, auto.threads_per_point, auto.schedule) == \
         ("global", "full", 8, "grid")
-    counts = plan_gpu(gpu_request(self_join=True, output="counts"), 400.0, 2.5, 6)
+    counts = plan_gpu(request("gpu", self_join=True, output="counts"), 400.0, 2.5, 6)
     assert (counts.pattern, counts.schedule) == ("lid_unicomp", "workqueue")
     with pytest.raises(ValueError, match="memory_limit"):
-        gpu_request(self_join=True, memory_limit=0)
+        request("gpu", self_join=True, memory_limit=0)
     with pytest.raises(ValueError):
-        plan_gpu(gpu_request(self_join=False, pattern="unicomp"), 1.0, 0.0, 2)
+        plan_gpu(request("gpu", self_join=False, pattern="unicomp"), 1.0, 0.0, 2)
 
 
 def test_plan_row_batches_cover_rows_within_capacity():

@@ -35,7 +35,7 @@ import numpy as np
 from .._core.memory import available_host_bytes
 
 __all__ = ["JoinPlan", "GpuConfig", "cpu_pattern", "plan_cpu", "choose_config", "request",
-           "gpu_request", "memory_route", "id_width", "MEMORY_ROUTES", "ENGINES",
+           "memory_route", "id_width", "MEMORY_ROUTES", "ENGINES",
            "plan_gpu", "plan_row_batches", "batch_capacity", "DEFAULT_BATCH_PAIRS",
            "TILE_MIN_POINTS", "PATTERNS", "KERNELS", "SCHEDULES", "THREADS_PER_POINT",
            "ResultTooLargeError", "check_memory_limit", "result_size_guard", "RESULT_FORMS",
@@ -80,7 +80,8 @@ class JoinPlan:
     kernel, threads_per_point, schedule
         GPU only: the kernel, threads per query and query order.
     batch_pairs : int or None
-        GPU only: pairs per result batch (None: ``batch_capacity``'s default).
+        GPU only: pairs per result batch (None: ``batch_capacity``'s default;
+        the engine records the size it chose and reports the plan again).
     tile_min_points : int
         CPU only: the smallest cell of the tiled path.
     memory_limit : int or "auto"
@@ -382,13 +383,8 @@ def choose_config(mean_work: float, work_cv: float, self_join: bool, *, index_di
                      reason="; ".join(why))
 
 
-def gpu_request(**kwargs) -> JoinPlan:
-    """``request("gpu", **kwargs)``: the GPU request of one join call."""
-    return request("gpu", **kwargs)
-
-
 def plan_gpu(request: JoinPlan, mean_work: float, work_cv: float, index_dims: int) -> JoinPlan:
-    """The GPU plan of ``request`` (``gpu_request``) once the engine has
+    """The GPU plan of ``request`` (``request("gpu", ...)``) once the engine has
     measured the work per query: its "auto" choices resolved by
     ``choose_config``, and the grid's indexed dimensions.  Cost: O(1)."""
     cfg = choose_config(mean_work, work_cv, request.self_join, index_dims=index_dims,

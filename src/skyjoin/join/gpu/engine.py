@@ -55,7 +55,7 @@ class GpuEngine:
     query (``mean_work``, ``work_cv``: the statistics of the configuration
     rule); ``configure`` then takes the plan resolved by ``plan.plan_gpu``
     and prepares its kernels.  ``request`` is the call's ``JoinPlan`` as
-    built at the public boundary (``plan.gpu_request``).
+    built at the public boundary (``plan.request``).
     """
 
     def __init__(self, cp, R, S, eps, request, stats):
