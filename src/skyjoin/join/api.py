@@ -43,12 +43,11 @@ __all__ = ["self_join", "join", "self_join_chunks"]
 
 OUTPUTS = ("table", "counts")
 PATTERNS = ("auto",) + CELL_PATTERNS
-# Options understood by the GPU engine only: routing choices (in the plan)
-# and how the call runs.
+# Options understood by the GPU engine only: its choices (recorded in the
+# plan, ``plan.request``) and how the call reports progress.
 GPU_ROUTING = ("kernel", "threads_per_point", "schedule", "batch_pairs", "device_memory_limit",
                "on_device")
 GPU_RUN = ("progress",)
-GPU_OPTIONS = GPU_ROUTING
 
 
 def _check_choice(value, name, choices):
@@ -58,11 +57,12 @@ def _check_choice(value, name, choices):
 
 
 def _split_options(device: str, options: dict) -> dict:
-    unknown = [k for k in options if k not in GPU_OPTIONS and k not in GPU_RUN]
+    unknown = [k for k in options if k not in GPU_ROUTING and k not in GPU_RUN]
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
     if device == "cpu":
-        gpu_only = [k for k, v in options.items() if k in GPU_OPTIONS and v not in (None, False, "auto")]
+        gpu_only = [k for k, v in options.items()
+                    if k in GPU_ROUTING and v not in (None, False, "auto")]
         if gpu_only:
             raise TypeError(
                 f"option(s) {', '.join(sorted(gpu_only))} apply to device='gpu' only"
