@@ -145,7 +145,7 @@ def test_cpu_hybrid_path_builds_the_grid_once(monkeypatch):
     """HYBRID-DBSCAN on the CPU: the grid that orders the points serves the join
     (one build, not two), and the labels are scikit-learn's."""
     from skyjoin.index import grid as grid_mod
-    from skyjoin.join import api as join_api
+    from skyjoin.join.cpu import engine as join_engine
 
     hybrid_mod = hybrid
     calls = []
@@ -155,7 +155,7 @@ def test_cpu_hybrid_path_builds_the_grid_once(monkeypatch):
         return grid_mod.build_grid(*a, **k)
 
     monkeypatch.setattr(hybrid_mod, "build_grid", counting)
-    monkeypatch.setattr(join_api, "build_grid", counting)
+    monkeypatch.setattr(join_engine, "build_grid", counting)
     X = np.random.default_rng(3).normal(0, 1, (2000, 2))
     w = np.ones(len(X))
     core, labels = hybrid_mod.hybrid_dbscan(X, 0.15, 5, sample_weight=w)

@@ -168,11 +168,12 @@ def test_skyline_checks_before_any_engine(monkeypatch):
 
 def test_dbscan_checks_before_any_engine(monkeypatch):
     pytest.importorskip("sklearn")
-    from skyjoin.dbscan import estimator
+    from skyjoin.dbscan import engine, estimator
 
     from skyjoin.dbscan.sweep import api as sweep_api
 
-    _force_gpu(monkeypatch, estimator, free=1000)
+    monkeypatch.setattr(estimator, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(engine, "cupy", lambda: fake_cupy(1000))
     X = np.random.default_rng(0).random((500, 2))
     with pytest.raises(sj.DeviceMemoryError, match="GPU DBSCAN of 500 points"):
         sj.DBSCAN(eps=0.1, min_samples=5).fit(X)
@@ -193,13 +194,14 @@ def test_iterated_results_report_device_oom(monkeypatch):
     reaches it as DeviceMemoryError, after the items made before it."""
     pytest.importorskip("sklearn")
     from skyjoin.dbscan.sweep import api as sweep_api
-    from skyjoin.join import api, gpu
+    from skyjoin.join import api
+    from skyjoin.join.gpu import pipeline
 
     cp = fake_cupy(10**12)
     _force_gpu(monkeypatch, api, free=10**12)
     monkeypatch.setattr(api, "cupy", lambda: cp)
     oom = _OOM("Out of memory allocating 512 bytes")
-    monkeypatch.setattr(gpu, "chunk_stream", lambda *args, **kw: _fails_after(7, oom))
+    monkeypatch.setattr(pipeline, "chunk_stream", lambda *args, **kw: _fails_after(7, oom))
     X = np.random.default_rng(0).random((500, 2))
     stream = sj.self_join_chunks(X, 0.1)
     assert stream.count() == 7

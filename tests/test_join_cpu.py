@@ -250,3 +250,47 @@ def test_grid_structure(rng):
     lid = (ranks * g.stride).sum(axis=1)
     cell_of_point = np.repeat(np.arange(g.n_cells), np.diff(g.cell_start))
     assert np.array_equal(lid, g.cell_ids[cell_of_point])
+
+
+def test_the_plan_records_every_choice(rng):
+    """The plan an operator reports says what ran: device, engine, pattern,
+    precision, id width and memory route, each resolved (none left "auto")."""
+    from skyjoin._core.plans import recording
+    from skyjoin.join.plan import JoinPlan
+
+    X = rng.uniform(0, 1, (3000, 2))
+    with recording() as plans:
+        nt = sj.self_join(X, 0.02, device="cpu", precision="float32")
+        c = sj.self_join(X, 0.02, device="cpu", output="counts", pattern="unicomp")
+        stream = sj.self_join_chunks(X, 0.02, device="cpu", pattern="lid_unicomp", max_pairs=99)
+        chunked = sum(len(ch) for ch in stream)
+        sj.join(X[:10], X, 0.02, device="cpu")
+    table, counts, chunks, rs = [p for p in plans if isinstance(p, JoinPlan)]
+    assert (table.device, table.engine, table.precision, table.id_width, table.memory_route) \
+        == ("cpu", "numba", "float32", "int32", "host table")
+    assert table.pattern in ("full", "lid_unicomp") and table.sort
+    assert (counts.memory_route, counts.pattern) == ("counts", "full")    # no UNICOMP counter
+    assert (chunks.memory_route, chunks.pattern) == ("chunks", "full")    # chunks fill by cells
+    assert "asked lid_unicomp" in chunks.reason
+    assert (rs.self_join, rs.pattern, rs.memory_route) == (False, "full", "host table")
+    for p in (table, counts, chunks, rs):
+        assert f"route={p.memory_route}" in p.describe() and "ids=int32" in p.describe()
+    assert chunked == nt.n_pairs == int(c.sum())
+
+
+def test_gpu_requests_record_their_route():
+    """The GPU request of each output (host-only: the rule, no device)."""
+    from skyjoin.join.plan import plan_gpu, request
+
+    assert request("gpu", self_join=True).memory_route == "host table"
+    assert request("gpu", self_join=True, on_device=True).memory_route == "device table"
+    assert request("gpu", self_join=True, output="counts").memory_route == "counts"
+    assert request("gpu", self_join=True, output="counts",
+                   on_device=True).memory_route == "device counts"
+    assert request("gpu", self_join=True, chunks=True).memory_route == "chunks"
+    assert request("cpu", self_join=True, kernel="shared").kernel is None   # GPU options dropped
+    plan = plan_gpu(request("gpu", self_join=True, device_memory_limit=10**9), 300.0, 0.5, 2)
+    assert (plan.engine, plan.id_width, plan.device_memory_limit) == ("cuda", "int32", 10**9)
+    assert plan.kernel == "global" and plan.threads_per_point == 8
+    with pytest.raises(ValueError, match="device_memory_limit"):
+        request("gpu", self_join=True, device_memory_limit=0)

@@ -12,7 +12,8 @@ import pytest
 
 import skyjoin as sj
 from skyjoin.index.grid import build_grid
-from skyjoin.join import cpu_engine, full_pattern, plan
+from skyjoin.join import plan
+from skyjoin.join.cpu import engine as cpu_engine, full_pattern
 from skyjoin.join.csr import indptr_from_counts
 
 from oracles import brute_pairs, table_matrix

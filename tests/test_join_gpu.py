@@ -22,10 +22,42 @@ from skyjoin.join.result import NeighborTable
 
 
 
-def gpu():
-    from skyjoin.join import gpu as g
+def engine_self_join(X, eps, *, progress=None, timings=None, query_rows=None, column_ids=None,
+                     n_columns=None, rows_ready=None, **request_options):
+    """The GPU self-join through the engine entry (``skyjoin.join.engine.run``),
+    with a request of ``plan.request`` (the options the distributed join's
+    partitions use included: ``query_rows``, ``column_ids``)."""
+    from skyjoin.join import engine
+    from skyjoin.join.plan import request
 
-    return g
+    plan = request("gpu", self_join=True, **request_options)
+    return engine.run(plan, None, X, eps, progress=progress, timings=timings,
+                      query_rows=query_rows, column_ids=column_ids, n_columns=n_columns,
+                      rows_ready=rows_ready)
+
+
+def engine_join(R, S, eps, **request_options):
+    """R join S on the GPU through the engine entry."""
+    from skyjoin.join import engine
+    from skyjoin.join.plan import request
+
+    return engine.run(request("gpu", self_join=False, **request_options), R, S, eps)
+
+
+def engine_chunks(X, eps, *, max_pairs, **request_options):
+    """The GPU self-join's chunks through the engine entry."""
+    from skyjoin.join import engine
+    from skyjoin.join.plan import request
+    from skyjoin.join.result import PairStream
+
+    plan = request("gpu", self_join=True, chunks=True, **request_options)
+    return PairStream(engine.run_chunks(plan, X, eps, max_pairs))
+
+
+def last_stats():
+    from skyjoin.join.gpu.pipeline import last_stats as stats
+
+    return stats()
 
 
 def estimate_batches(sample_pairs, fraction, buffer_pairs, gamma=0.05):
@@ -43,11 +75,11 @@ def sampled_estimate(X, eps, *, fraction=0.01, buffer_pairs=10**8, gamma=0.05,
     """The papers' result-size estimate: count the neighbours of every
     ``1/fraction``-th query point (in grid order, so the sample is spread over
     the data) and apply ``estimate_batches``."""
-    from skyjoin.join.gpu_pipeline import configure, start
-    from skyjoin.join.plan import gpu_request
+    from skyjoin.join.gpu.pipeline import configure, start
+    from skyjoin.join.plan import request as join_request
 
-    request = gpu_request(self_join=True, include_self=include_self, precision=precision,
-                          index_dims=index_dims)
+    request = join_request("gpu", self_join=True, include_self=include_self,
+                           precision=precision, index_dims=index_dims)
     cp, eng, stats = start(None, X, eps, request)
     if eng.empty:
         return {"estimate": 0, "batches": 1, "sample_pairs": 0}
@@ -145,11 +177,11 @@ def test_self_join_random_cases(cp, seed):
     eps = eps_for(kind, d)
     include_self = bool(seed % 2)
     precision = "float32" if seed % 3 == 0 else "float64"
-    nt = gpu().gpu_self_join(X, eps, include_self=include_self, precision=precision)
+    nt = engine_self_join(X, eps, include_self=include_self, precision=precision)
     ip, ind = brute(X, X, eps, self_join=True, include_self=include_self, precision=precision)
     assert_table_equal(nt, ip, ind)
     assert nt.sorted and nt.shape == (n, n)
-    counts = gpu().gpu_self_join(X, eps, include_self=include_self, precision=precision,
+    counts = engine_self_join(X, eps, include_self=include_self, precision=precision,
                                  output="counts")
     assert counts.dtype == np.int64
     np.testing.assert_array_equal(counts, np.diff(ip))
@@ -165,11 +197,11 @@ def test_join_r_s(cp, seed):
     S = make_points(rng, int(rng.integers(1, 900)), d, "uniform" if seed % 2 else kind)
     eps = eps_for(kind, d)
     precision = "float32" if seed % 2 else "float64"
-    nt = gpu().gpu_join(R, S, eps, precision=precision)
+    nt = engine_join(R, S, eps, precision=precision)
     ip, ind = brute(R, S, eps, self_join=False, precision=precision)
     assert nt.shape == (len(R), len(S))
     assert_table_equal(nt, ip, ind)
-    c = gpu().gpu_join(R, S, eps, precision=precision, output="counts")
+    c = engine_join(R, S, eps, precision=precision, output="counts")
     np.testing.assert_array_equal(c, np.diff(ip))
 
 
@@ -177,7 +209,7 @@ def test_join_r_s(cp, seed):
 def test_sort_false_same_pairs(cp):
     rng = np.random.default_rng(5)
     X = make_points(rng, 1200, 3, "clustered")
-    nt = gpu().gpu_self_join(X, 0.5, sort=False)
+    nt = engine_self_join(X, 0.5, sort=False)
     ip, ind = brute(X, X, 0.5, self_join=True)
     assert not nt.sorted
     assert_table_equal(nt, ip, ind, sorted_rows=False)
@@ -187,8 +219,8 @@ def test_sort_false_same_pairs(cp):
 def test_deterministic(cp):
     rng = np.random.default_rng(6)
     X = make_points(rng, 2000, 2, "clustered")
-    a = gpu().gpu_self_join(X, 0.3, sort=False, threads_per_point=4)
-    b = gpu().gpu_self_join(X, 0.3, sort=False, threads_per_point=4)
+    a = engine_self_join(X, 0.3, sort=False, threads_per_point=4)
+    b = engine_self_join(X, 0.3, sort=False, threads_per_point=4)
     np.testing.assert_array_equal(a.indices, b.indices)
 
 
@@ -198,10 +230,10 @@ def test_dimensions_up_to_20(cp):
     for d in (12, 16, 20):
         X = rng.uniform(0, 1, (400, d))
         eps = 0.35 * np.sqrt(d) * 0.5
-        nt = gpu().gpu_self_join(X, eps)
+        nt = engine_self_join(X, eps)
         assert_table_equal(nt, *brute(X, X, eps, self_join=True))
         for k in (7, 8):
-            nt = gpu().gpu_self_join(X, eps, index_dims=k)
+            nt = engine_self_join(X, eps, index_dims=k)
             assert_table_equal(nt, *brute(X, X, eps, self_join=True))
 
 
@@ -212,19 +244,19 @@ def test_linear_ids_never_wrap(cp):
     rng = np.random.default_rng(8)
     X = rng.uniform(0, 1e6, (3000, 8))
     X[:100] = X[100:200] + rng.uniform(0, 0.5, (100, 8))
-    nt = gpu().gpu_self_join(X, 1.5, index_dims=8)
-    assert gpu().last_stats()["index_dims"] < 8
+    nt = engine_self_join(X, 1.5, index_dims=8)
+    assert last_stats()["index_dims"] < 8
     assert_table_equal(nt, *brute(X, X, 1.5, self_join=True))
 
 
 @pytest.mark.gpu
 def test_single_point_and_empty(cp):
     X = np.zeros((1, 3))
-    nt = gpu().gpu_self_join(X, 1.0)
+    nt = engine_self_join(X, 1.0)
     assert nt.n_pairs == 0 and nt.shape == (1, 1)
-    nt = gpu().gpu_self_join(X, 1.0, include_self=True)
+    nt = engine_self_join(X, 1.0, include_self=True)
     assert nt.pairs().tolist() == [[0, 0]]
-    nt = gpu().gpu_self_join(np.zeros((0, 2)), 1.0)
+    nt = engine_self_join(np.zeros((0, 2)), 1.0)
     assert nt.n_pairs == 0 and nt.shape == (0, 0)
 
 
@@ -252,9 +284,9 @@ def test_options_equal_bruteforce(cp, opts, d):
                         make_points(rng, 300, d, "lattice")])
     for include_self in (False, True):
         for eps in (0.5, 1.0):
-            nt = gpu().gpu_self_join(X, eps, include_self=include_self, **opts)
+            nt = engine_self_join(X, eps, include_self=include_self, **opts)
             assert_table_equal(nt, *brute(X, X, eps, self_join=True, include_self=include_self))
-            c = gpu().gpu_self_join(X, eps, include_self=include_self, output="counts", **opts)
+            c = engine_self_join(X, eps, include_self=include_self, output="counts", **opts)
             np.testing.assert_array_equal(c, np.diff(brute(X, X, eps, self_join=True,
                                                            include_self=include_self)[0]))
 
@@ -267,27 +299,28 @@ def test_join_options(cp, opts):
     rng = np.random.default_rng(40)
     R = make_points(rng, 500, 3, "clustered")
     S = make_points(rng, 800, 3, "clustered")
-    nt = gpu().gpu_join(R, S, 0.7, **opts)
+    nt = engine_join(R, S, 0.7, **opts)
     assert_table_equal(nt, *brute(R, S, 0.7, self_join=False))
 
 
 @pytest.mark.gpu
 def test_bad_options(cp):
+    """Bad options are refused at the public boundary (the engine has no door of its own)."""
     X = np.zeros((10, 2))
     with pytest.raises(ValueError):
-        gpu().gpu_self_join(X, 1.0, pattern="diagonal")
+        skyjoin.self_join(X, 1.0, device="gpu", pattern="diagonal")
     with pytest.raises(ValueError):
-        gpu().gpu_self_join(X, 1.0, threads_per_point=3)
+        skyjoin.self_join(X, 1.0, device="gpu", threads_per_point=3)
     with pytest.raises(ValueError):
-        gpu().gpu_self_join(X, 1.0, schedule="random")
+        skyjoin.self_join(X, 1.0, device="gpu", schedule="random")
     with pytest.raises(ValueError):
-        gpu().gpu_self_join(X, 1.0, kernel="shared", threads_per_point=8)
+        skyjoin.self_join(X, 1.0, device="gpu", kernel="shared", threads_per_point=8)
     with pytest.raises(ValueError):
-        gpu().gpu_self_join(X, 1.0, output="pairs")
+        skyjoin.self_join(X, 1.0, device="gpu", output="pairs")
     with pytest.raises(ValueError):
-        gpu().gpu_self_join(X, -1.0)
+        skyjoin.self_join(X, -1.0, device="gpu")
     with pytest.raises(ValueError):
-        gpu().gpu_self_join(X, 1.0, index_dims=3)
+        skyjoin.self_join(X, 1.0, device="gpu", index_dims=3)
 
 
 # ---------------------------------------------------------------------------
@@ -304,8 +337,8 @@ def test_many_batches(cp, opts):
     X = make_points(rng, 1500, 2, "clustered")
     ref = brute(X, X, 0.4, self_join=True)
     longest = int(np.diff(ref[0]).max())
-    nt = gpu().gpu_self_join(X, 0.4, batch_pairs=longest, **opts)
-    st = gpu().last_stats()
+    nt = engine_self_join(X, 0.4, batch_pairs=longest, **opts)
+    st = last_stats()
     assert st["batches"] >= 10
     assert_table_equal(nt, *ref)
 
@@ -333,18 +366,18 @@ def test_query_rows_and_column_ids(cp, opts, seed):
     expect = np.concatenate(rows) if rows else np.zeros(0, np.int32)
     longest = int(counts.max()) if m and counts.max() > 0 else 1
     for bp in (None, max(longest, int(counts.sum()) // 7 + 1)):
-        nt = gpu().gpu_self_join(X, eps, include_self=include_self, query_rows=m,
+        nt = engine_self_join(X, eps, include_self=include_self, query_rows=m,
                                  column_ids=ids, n_columns=5 * n, batch_pairs=bp, **opts)
         assert nt.shape == (m, 5 * n) and nt.sorted
         np.testing.assert_array_equal(np.diff(nt.indptr), counts)
         np.testing.assert_array_equal(nt.indices, expect)
-        c = gpu().gpu_self_join(X, eps, include_self=include_self, query_rows=m,
+        c = engine_self_join(X, eps, include_self=include_self, query_rows=m,
                                 output="counts", **opts)
         np.testing.assert_array_equal(c, counts)
     with pytest.raises(ValueError, match="query_rows"):
-        gpu().gpu_self_join(X, eps, query_rows=n + 1)
+        engine_self_join(X, eps, query_rows=n + 1)
     with pytest.raises(ValueError, match="column_ids"):
-        gpu().gpu_self_join(X, eps, column_ids=ids[:-1], n_columns=5 * n)
+        engine_self_join(X, eps, column_ids=ids[:-1], n_columns=5 * n)
 
 
 @pytest.mark.gpu
@@ -357,25 +390,25 @@ def test_device_memory_limit_forces_batches(cp):
     # the grid and counts take well under 2 MB here; the rest holds a few rows only
     limit = used + 2 * 1024 * 1024 + 12 * 3 * int(np.diff(ref[0]).max())
     assert ref[0][-1] * 12 > 4 * 1024 * 1024
-    nt = gpu().gpu_self_join(X, 0.3, device_memory_limit=limit)
-    assert gpu().last_stats()["batches"] > 1
+    nt = engine_self_join(X, 0.3, device_memory_limit=limit)
+    assert last_stats()["batches"] > 1
     assert_table_equal(nt, *ref)
     with pytest.raises(MemoryError):
-        gpu().gpu_self_join(X, 0.3, device_memory_limit=1, on_device=True)
+        engine_self_join(X, 0.3, device_memory_limit=1, on_device=True)
 
 
 @pytest.mark.gpu
 def test_on_device_result(cp):
     rng = np.random.default_rng(52)
     X = make_points(rng, 1000, 3, "clustered")
-    nt = gpu().gpu_self_join(X, 0.5, on_device=True)
+    nt = engine_self_join(X, 0.5, on_device=True)
     assert nt.on_device
     assert isinstance(nt.indptr, cp.ndarray) and nt.indices.dtype == np.int32
     assert_table_equal(nt, *brute(X, X, 0.5, self_join=True))
-    nt = gpu().gpu_self_join(X, 0.5, on_device=True, batch_pairs=2000)
-    assert gpu().last_stats()["batches"] > 1
+    nt = engine_self_join(X, 0.5, on_device=True, batch_pairs=2000)
+    assert last_stats()["batches"] > 1
     assert_table_equal(nt, *brute(X, X, 0.5, self_join=True))
-    c = gpu().gpu_self_join(X, 0.5, on_device=True, output="counts")
+    c = engine_self_join(X, 0.5, on_device=True, output="counts")
     assert isinstance(c, cp.ndarray)
 
 
@@ -383,19 +416,19 @@ def test_on_device_result(cp):
 def test_cupy_input(cp):
     rng = np.random.default_rng(53)
     X = make_points(rng, 800, 2, "uniform")
-    nt = gpu().gpu_self_join(cp.asarray(X), 0.4)
+    nt = engine_self_join(cp.asarray(X), 0.4)
     assert_table_equal(nt, *brute(X, X, 0.4, self_join=True))
-    nt = gpu().gpu_self_join(cp.asarray(X.astype(np.float32)), 0.4, precision="float32")
+    nt = engine_self_join(cp.asarray(X.astype(np.float32)), 0.4, precision="float32")
     assert_table_equal(nt, *brute(X.astype(np.float32), X.astype(np.float32), 0.4,
                                   self_join=True, precision="float32"))
     Y = cp.asarray(X)
     Y[3, 1] = cp.nan
     with pytest.raises(ValueError):
-        gpu().gpu_self_join(Y, 0.4)
+        engine_self_join(Y, 0.4)
     with pytest.raises(ValueError):
-        gpu().gpu_self_join(cp.zeros(5), 0.4)
+        engine_self_join(cp.zeros(5), 0.4)
     with pytest.raises(TypeError):
-        gpu().gpu_self_join(cp.zeros((5, 2), dtype=cp.complex64), 0.4)
+        engine_self_join(cp.zeros((5, 2), dtype=cp.complex64), 0.4)
 
 
 @pytest.mark.gpu
@@ -404,7 +437,7 @@ def test_chunks(cp):
     X = make_points(rng, 1500, 2, "clustered")
     ip, ind = brute(X, X, 0.4, self_join=True, include_self=True)
     longest = int(np.diff(ip).max())
-    chunks = list(gpu().gpu_self_join_chunks(X, 0.4, include_self=True, max_pairs=3 * longest))
+    chunks = list(engine_chunks(X, 0.4, include_self=True, max_pairs=3 * longest))
     assert len(chunks) > 3
     i = np.concatenate([c.i for c in chunks])
     j = np.concatenate([c.j for c in chunks])
@@ -423,10 +456,10 @@ def test_long_rows_are_sorted(cp):
     S = rng.uniform(0, 1, (40000, 2))
     R = rng.uniform(0, 1, (40, 2))
     for e in (0.05, 0.3, 0.6, 2.0):
-        nt = gpu().gpu_join(R, S, e)
+        nt = engine_join(R, S, e)
         assert_table_equal(nt, *brute(R, S, e, self_join=False))
     X = rng.uniform(0, 1, (3000, 2))
-    nt = gpu().gpu_self_join(X, 0.5)
+    nt = engine_self_join(X, 0.5)
     assert_table_equal(nt, *brute(X, X, 0.5, self_join=True))
 
 
@@ -435,7 +468,7 @@ def test_sampled_estimate(cp):
     rng = np.random.default_rng(56)
     X = rng.uniform(0, 10, (20000, 2))
     est = sampled_estimate(X, 0.3, fraction=0.05, buffer_pairs=10**5)
-    true = int(gpu().gpu_self_join(X, 0.3, include_self=True, output="counts").sum())
+    true = int(engine_self_join(X, 0.3, include_self=True, output="counts").sum())
     assert 0.7 * true < est["estimate"] < 1.3 * true
     assert est["batches"] == int(np.ceil(1.05 * est["estimate"] / 10**5))
 
@@ -470,7 +503,7 @@ def test_result_size_guard_on_the_gpu(cp):
         for way in ("output='counts'", "self_join_chunks", "--out x.parquet"):
             assert way in msg
         assert ("on_device=False" in msg) == bool(opts)
-        assert "fill_s" not in gpu().last_stats()           # raised before the fill
+        assert "fill_s" not in last_stats()           # raised before the fill
         with pytest.raises(skyjoin.ResultTooLargeError):
             skyjoin.join(X[:10000], X[10000:], 0.5, device="gpu", memory_limit=1 << 20, **opts)
     c = skyjoin.self_join(X, 0.5, device="gpu", output="counts", memory_limit=1)
@@ -538,26 +571,26 @@ def test_gpu_plan_built_at_the_boundary_is_logged(cp, caplog):
 
 def test_gpu_request_and_plan():
     """The GPU request is built at the boundary and resolved by plan_gpu alone."""
-    from skyjoin.join.plan import gpu_request, plan_gpu
+    from skyjoin.join.plan import plan_gpu, request
 
-    req = gpu_request(self_join=True, output="table", pattern="lid-unicomp",
-                      threads_per_point=16, schedule="sortbywl", memory_limit=1000,
-                      return_distance=True)
+    req = request("gpu", self_join=True, output="table", pattern="lid-unicomp",
+                  threads_per_point=16, schedule="sortbywl", memory_limit=1000,
+                  return_distance=True)
     assert (req.device, req.pattern, req.kernel, req.memory_limit) == ("gpu", "lid_unicomp",
                                                                        "auto", 1000)
     plan = plan_gpu(req, 10.0, 0.1, 2)
     assert (plan.pattern, plan.threads_per_point, plan.schedule, plan.index_dims) == \
         ("lid_unicomp", 16, "sortbywl", 2)
     assert plan.return_distance and plan.memory_limit == 1000
-    auto = plan_gpu(gpu_request(self_join=True), 1800.0, 0.2, 2)
+    auto = plan_gpu(request("gpu", self_join=True), 1800.0, 0.2, 2)
     assert (auto.kernel, auto.pattern, auto.threads_per_point, auto.schedule) == \
         ("global", "full", 8, "grid")
-    counts = plan_gpu(gpu_request(self_join=True, output="counts"), 400.0, 2.5, 6)
+    counts = plan_gpu(request("gpu", self_join=True, output="counts"), 400.0, 2.5, 6)
     assert (counts.pattern, counts.schedule) == ("lid_unicomp", "workqueue")
     with pytest.raises(ValueError, match="memory_limit"):
-        gpu_request(self_join=True, memory_limit=0)
+        request("gpu", self_join=True, memory_limit=0)
     with pytest.raises(ValueError):
-        plan_gpu(gpu_request(self_join=False, pattern="unicomp"), 1.0, 0.0, 2)
+        plan_gpu(request("gpu", self_join=False, pattern="unicomp"), 1.0, 0.0, 2)
 
 
 def test_plan_row_batches_cover_rows_within_capacity():

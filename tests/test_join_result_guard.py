@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import skyjoin as sj
-from skyjoin.join import cpu_engine
+from skyjoin.join.cpu import engine as cpu_engine
 from skyjoin.join.plan import (MEMORY_MARGIN, ResultTooLargeError, check_memory_limit,
                                result_size_guard)
 

@@ -82,3 +82,17 @@ def test_py_typed_is_shipped():
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
     if pyproject.is_file():  # the source tree: the wheel lists the marker
         assert '"skyjoin" = ["py.typed"]' in pyproject.read_text()
+
+
+def test_self_join_output_is_overloaded():
+    """A type checker knows what ``output=`` returns: a NeighborTable for
+    "table" (the default), an ndarray for "counts" (``typing.overload``)."""
+    import typing
+
+    import numpy as np
+
+    hints = [typing.get_type_hints(f) for f in typing.get_overloads(skyjoin.self_join)]
+    by_output = {typing.get_args(h["output"]): h["return"] for h in hints
+                 if typing.get_origin(h["output"]) is typing.Literal}
+    assert by_output == {("table",): skyjoin.NeighborTable, ("counts",): np.ndarray}
+    assert any(h["output"] is str for h in hints)           # a computed output: either

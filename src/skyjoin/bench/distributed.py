@@ -58,8 +58,8 @@ from .. import datasets
 from .. import distributed as sd
 from .._core.device import cupy
 from ..dbscan.grid_gpu import gpu_grid_dbscan
+from ..distributed.owned_rows import task_self_join
 from ..distributed.workers import visible_gpus
-from ..join.gpu import gpu_self_join
 from ..skyline.api import skyline
 from .harness import (REPEAT, Impl, case_order, check_names, data_case, format_table, run_suite,
                       size_tag, write_report)
@@ -394,11 +394,12 @@ def ideal_split(n: int = 20_000_000, eps: float = 0.03, min_samples: int = 10,
         parts.append((X[ids], ids.astype(np.int32), len(own)))
     for k in range(n_gpus):      # compile and warm every GPU
         with cp.cuda.Device(k):
-            gpu_self_join(X[:100_000], eps * 10)
+            task_self_join(X[:100_000], eps * 10, device="gpu", precision="float64")
     runs = {
-        "join": (lambda k: gpu_self_join(parts[k][0], eps, query_rows=parts[k][2],
-                                         column_ids=parts[k][1], n_columns=n),
-                 lambda: gpu_self_join(X, eps)),
+        "join": (lambda k: task_self_join(parts[k][0], eps, device="gpu", precision="float64",
+                                          query_rows=parts[k][2], column_ids=parts[k][1],
+                                          n_columns=n),
+                 lambda: task_self_join(X, eps, device="gpu", precision="float64")),
         "dbscan": (lambda k: gpu_grid_dbscan(parts[k][0], eps, min_samples),
                    lambda: gpu_grid_dbscan(X, eps, min_samples)),
     }

@@ -40,7 +40,8 @@ import skyjoin
 from .._core.memory import alloc_host
 from .._core.transfer import parallel_copy
 from ..datasets import NAMED_CASES, named_case
-from ..join import gpu as g
+from ..join.api import join, self_join
+from ..join.gpu.pipeline import last_stats
 from .harness import Row, format_table, write_report
 from .peers_gpu import tiled_bruteforce_counts
 
@@ -204,10 +205,10 @@ def run_case(name, log, peers=True, sweep=True, bounds=None,
         log(f"  {impl:<44} {ts}  size={size} {error or ''}")
 
     # --- ours: counts only
-    g.gpu_self_join(X, eps, include_self=True, output="counts")       # compile, warm up
-    t, c = _best(lambda: g.gpu_self_join(X, eps, include_self=True, output="counts"), 3)
+    self_join(X, eps, device="gpu", include_self=True, output="counts")       # compile, warm up
+    t, c = _best(lambda: self_join(X, eps, device="gpu", include_self=True, output="counts"), 3)
     pairs = int(c.sum())
-    st = g.last_stats()
+    st = last_stats()
     add("skyjoin-gpu counts", t, pairs, True, {"config": st.get("config"), "size_not_comparable": False})
     summary.update(pairs=pairs, counts_s=t, config=st.get("config"), candidates=st.get("candidates"),
                    correct=(expected is None or pairs == expected))
@@ -216,20 +217,20 @@ def run_case(name, log, peers=True, sweep=True, bounds=None,
     if huge:
         # the lent VM backs guest memory lazily: the first touch of tens of GB
         # runs at a fraction of the warm rate; time that run apart, then warm
-        t, nt = _best(lambda: g.gpu_self_join(X, eps, include_self=True, sort=False), 1)
+        t, nt = _best(lambda: self_join(X, eps, device="gpu", include_self=True, sort=False), 1)
         add("skyjoin-gpu table unsorted (first run: cold VM memory)", t, nt.n_pairs, True,
-            {"phases": {k: round(v, 4) for k, v in g.last_stats().items() if k.endswith("_s")}})
+            {"phases": {k: round(v, 4) for k, v in last_stats().items() if k.endswith("_s")}})
         summary["unsorted_cold_s"] = t
         del nt
         gc.collect()
     for sort in (False, True):
         label = "skyjoin-gpu table " + ("sorted" if sort else "unsorted")
         if not huge:
-            nt = g.gpu_self_join(X, eps, include_self=True, sort=sort)   # warm (pinned pool)
+            nt = self_join(X, eps, device="gpu", include_self=True, sort=sort)   # warm (pinned pool)
             del nt
             gc.collect()
-        t, nt = _best(lambda: g.gpu_self_join(X, eps, include_self=True, sort=sort), 1 if huge else 2)
-        st = g.last_stats()
+        t, nt = _best(lambda: self_join(X, eps, device="gpu", include_self=True, sort=sort), 1 if huge else 2)
+        st = last_stats()
         ok = nt.n_pairs == pairs and np.array_equal(np.diff(nt.indptr), counts)
         if ok and sort:   # rows ascending: check a spread of rows
             for i in np.linspace(0, n - 1, 2000).astype(np.int64):
@@ -254,8 +255,8 @@ def run_case(name, log, peers=True, sweep=True, bounds=None,
         for opts in SWEEP:
             label = "opt " + "/".join(str(v) for v in opts.values())
             try:
-                g.gpu_self_join(X, eps, include_self=True, output="counts", **opts)
-                t, c = _best(lambda: g.gpu_self_join(X, eps, include_self=True, output="counts",
+                self_join(X, eps, device="gpu", include_self=True, output="counts", **opts)
+                t, c = _best(lambda: self_join(X, eps, device="gpu", include_self=True, output="counts",
                                                      **opts), 2)
                 add(label + " counts", t, int(c.sum()), True, {"sweep": True})
             except Exception as exc:   # report, keep going
@@ -367,9 +368,9 @@ def _peers(name, X, eps, pairs, huge, add, log, max_peer_s=MAX_PEER_S):
         add(f"cupy tiled brute force ({m} queries, scaled)", t * n / m, int(cnt.sum()) * n // m,
             False, {"size_not_comparable": True, "sample_queries": m})
         m = 20000
-        g.gpu_join(X[:10], X, eps, kernel="bruteforce", output="counts")
+        join(X[:10], X, eps, device="gpu", kernel="bruteforce", output="counts")
         t0 = time.perf_counter()
-        cnt = g.gpu_join(X[:m], X, eps, kernel="bruteforce", output="counts")
+        cnt = join(X[:m], X, eps, device="gpu", kernel="bruteforce", output="counts")
         t = time.perf_counter() - t0
         add(f"gpu brute-force kernel ({m} queries, scaled)", t * n / m, int(cnt.sum()) * n // m,
             False, {"size_not_comparable": True, "sample_queries": m})

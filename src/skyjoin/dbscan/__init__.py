@@ -4,6 +4,7 @@ Modules (imported lazily by ``skyjoin``; none is imported here):
 
 * ``estimator``            ``DBSCAN`` (scikit-learn estimator) and ``dbscan``;
 * ``plan``                 ``DBSCANPlan`` and the one path rule (``plan_fit``, ``plan_sweep``);
+* ``engine``               the one entry into the paths of a clustering (conditioned points, a plan);
 * ``hybrid``               HYBRID-DBSCAN (Gowanlock et al. 2019, §3): cell order, table T;
 * ``core_points``          core points: counts, or exact weighted sums;
 * ``union_find``           the CPU union-find, clusters and border points from T;

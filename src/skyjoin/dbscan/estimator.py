@@ -1,7 +1,10 @@
 """``skyjoin.DBSCAN`` and ``skyjoin.dbscan``: scikit-learn's DBSCAN on the epsilon join.
 
-``fit`` validates X and the parameters, resolves the device once, asks
-``plan.plan_fit`` for the paths (the one rule, written there) and runs them:
+``fit`` checks X and the parameters, resolves the device once, conditions
+the points once (``skyjoin._core.conditioning``), asks ``plan.plan_fit``
+for the paths (the one rule, written there), reports the plan
+(``skyjoin._core.plans.report``) and runs it, Euclidean clustering through
+the one entry ``skyjoin.dbscan.engine.run``:
 
 * "graph": ``metric="precomputed"`` with a sparse X: X *is* a
   radius-neighbours graph, its entries ``<= eps`` (and the diagonal) are the
@@ -20,7 +23,6 @@ Measurements behind the rule: docs/design.md.
 
 from __future__ import annotations
 
-import logging
 import time
 import warnings
 from typing import Any, Callable
@@ -33,24 +35,18 @@ from sklearn.cluster import DBSCAN as SklearnDBSCAN
 from sklearn.utils.validation import validate_data
 
 from .._core.conditioning import condition_points
-from .._core.device import cupy, resolve_device
-from .._core.device_kernels import load
-from .._core.device_memory import check_points_fit, oom_as_error
-from .._core.transfer import to_device
-from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
+from .._core.device import resolve_device
+from .._core.plans import report
+from .._core.validate import check_eps, check_min_samples, check_precision
 from ..index.grid_kernels import gather_rows
 from ..join.plan import check_memory_limit
-from .grid_cpu import grid_dbscan
-from .grid_gpu import gpu_grid_dbscan
-from .hybrid import hybrid_dbscan
+from . import engine
 from .params import check_params, check_sample_weight
-from .plan import DBSCANPlan, fit_route, plan_fit
-from .table_gpu import gpu_dbscan_points
+from .plan import fit_route, plan_fit
 from .union_find import labels_from_table
 
 __all__ = ["DBSCAN", "dbscan"]
 
-log = logging.getLogger("skyjoin")
 
 def _graph_table(X, eps):
     """Neighbour table of a precomputed sparse distance graph, as scikit-learn reads it.
@@ -285,54 +281,45 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             (checked before they are copied), or CuPy ran out of device
             memory on every path that could take the clustering.
         """
-        X = self._fit_labels(X, sample_weight)
-        if len(self.core_sample_indices_):
-            self.components_ = _take_rows(X, self.core_sample_indices_)
-        else:
-            self.components_ = np.empty((0, X.shape[1]))
-        return self
-
-    def _fit_labels(self, X, sample_weight):
-        """``fit`` without ``components_`` (for callers that only need the labels);
-        returns the validated X."""
         check_params(self)
         X = validate_data(self, X, accept_sparse="csr")
         if sample_weight is not None:
             sample_weight = check_sample_weight(sample_weight, X.shape[0])
         eps = check_eps(self.eps)
         min_samples = check_min_samples(self.min_samples)
-        check_precision(self.precision)
+        precision = check_precision(self.precision)
         memory_limit = check_memory_limit(self.memory_limit)
         route = fit_route(self.metric, self.metric_params, self.p, sparse.issparse(X))
         device = resolve_device(self.device) if route == "join" else None
-        plan = plan_fit(route, device, self.precision, sample_weight is not None, X.shape[1])
-        log.debug("%s", plan.describe())
+        plan = plan_fit(route, device, precision, sample_weight is not None, X.shape[1])
         timings: dict = {}
         t0 = time.perf_counter()
-        if route == "sklearn":
-            core, labels = self._fit_sklearn(X, sample_weight)
-            path = "sklearn"
-        elif route == "graph":
-            indptr, indices, symmetric = _graph_table(X, eps)
-            is_core, labels = labels_from_table(indptr, indices, min_samples, sample_weight,
-                                                self_in_table=True, symmetric=symmetric)
-            core = np.flatnonzero(is_core)
-            path = "graph"
-        elif plan.device == "gpu":
-            check_points_fit(cupy(), "GPU DBSCAN", [X], working_dtype(plan.precision),
-                             self_join=True)
-            with oom_as_error(cupy(), "GPU DBSCAN"):
-                core, labels, path = _fit_join(plan, X, eps, min_samples, sample_weight,
-                                               timings, memory_limit)
+        if route == "join":
+            (Xc,), eps_c = condition_points([X], eps, precision)
+            core, labels, path = engine.run(plan, Xc, eps_c, min_samples, sample_weight,
+                                            timings, memory_limit)
+            del Xc
         else:
-            core, labels, path = _fit_join(plan, X, eps, min_samples, sample_weight, timings,
-                                           memory_limit)
+            report(plan, "dbscan plan")
+            if route == "sklearn":
+                core, labels = self._fit_sklearn(X, sample_weight)
+            else:
+                indptr, indices, symmetric = _graph_table(X, eps)
+                is_core, labels = labels_from_table(indptr, indices, min_samples,
+                                                    sample_weight, self_in_table=True,
+                                                    symmetric=symmetric)
+                core = np.flatnonzero(is_core)
+            path = route
         timings["total"] = time.perf_counter() - t0
         self.core_sample_indices_ = np.asarray(core, dtype=np.int64)
         self.labels_ = np.asarray(labels, dtype=np.intp)
         self.path_ = path
         self.timings_ = timings
-        return X
+        if len(self.core_sample_indices_):
+            self.components_ = _take_rows(X, self.core_sample_indices_)
+        else:
+            self.components_ = np.empty((0, X.shape[1]))
+        return self
 
     def _fit_sklearn(self, X, sample_weight):
         """Hand the fit to scikit-learn's DBSCAN (metrics we do not accelerate)."""
@@ -366,54 +353,6 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         tags.input_tags.pairwise = self.metric == "precomputed"
         tags.input_tags.sparse = True
         return tags
-
-
-def _fit_join(plan: DBSCANPlan, X, eps, min_samples, sample_weight, timings,
-              memory_limit="auto"):
-    """Euclidean DBSCAN on the join: the plan's paths in turn, until one fits.
-
-    Returns (core indices, labels, path).  A grid path returns None when its
-    grid does not fit; the "gpu" path raises MemoryError when T does not fit
-    in GPU memory; "hybrid-*" finishes, or raises ResultTooLargeError when T
-    does not fit in host memory (``memory_limit``).  Each path sees its
-    points conditioned once (``_core.conditioning``): the GPU paths on the
-    device, after the one upload (two reductions there instead of a host
-    pass), the CPU grid here, and the hybrid paths inside ``hybrid_dbscan``.
-    """
-    on_device = None
-    for path in plan.paths:
-        if path in ("grid-gpu", "gpu") and on_device is None:
-            load(cupy(), "dbscan")              # its device kernels, one compile
-            (on_device,), eps_d = condition_points([to_device(cupy(), X, "X", np.float64)], eps)
-        if path == "grid-cpu":
-            t0 = time.perf_counter()
-            (Xc,), eps_c = condition_points([np.asarray(X, dtype=np.float64)], eps)
-            res = grid_dbscan(Xc, eps_c, min_samples)
-            if res is not None:
-                timings["grid_dbscan"] = time.perf_counter() - t0
-                return res[0], res[1], path
-        elif path == "grid-gpu":
-            t0 = time.perf_counter()
-            res = gpu_grid_dbscan(on_device, eps_d, min_samples, timings=timings)
-            if res is not None:
-                timings["grid_dbscan"] = time.perf_counter() - t0
-                return res[0], res[1], path
-        elif path == "gpu":
-            try:
-                core, labels = gpu_dbscan_points(on_device, eps_d, min_samples,
-                                                 sample_weight=sample_weight,
-                                                 precision=plan.precision, timings=timings,
-                                                 memory_limit=memory_limit)
-                return core, labels, path
-            except MemoryError:
-                pass  # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
-        else:
-            on_device = None                        # the hybrid path orders on the host
-            core, labels = hybrid_dbscan(X, eps, min_samples, sample_weight=sample_weight,
-                                         device=plan.device, precision=plan.precision,
-                                         timings=timings, memory_limit=memory_limit)
-            return core, labels, path
-    raise AssertionError(f"no path of {plan.paths} finished")  # pragma: no cover
 
 
 def _take_rows(X, idx):

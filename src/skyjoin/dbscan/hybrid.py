@@ -1,9 +1,15 @@
 """HYBRID-DBSCAN (Gowanlock et al. 2019, §3, Algorithm 1): the join builds T, the CPU assigns.
 
-The neighbour table T is built once by the join engine of the chosen device
-(``neighbor_table``, Algorithm 1 lines 3-6) on the points numbered in cell
-order (``spatial_order``), then DBSCAN only assigns points by reading T
-(``union_find.labels_from_table``, line 7).
+The neighbour table T is built once by the join engine of the plan's device
+(``neighbor_table``, through ``skyjoin.join.engine``: Algorithm 1 lines
+3-6) on the points numbered in cell order (``cell_order``), then DBSCAN
+only assigns points by reading T (``union_find.labels_from_table``, line 7).
+
+``hybrid_labels`` and ``neighbor_table`` take points conditioned by their
+caller (``skyjoin._core.conditioning``, for the plan's precision) and the
+plan's device and precision: they validate, scale and route nothing.
+``hybrid_dbscan`` and ``spatial_order`` are the entries for direct callers
+(the bench, the response-time model): they check and condition once.
 
 Costs: O(n d) for the order, the join's cost for T (O(pairs) to write it),
 O(pairs) for the assignment.
@@ -21,25 +27,31 @@ from .._core.conditioning import condition_checked
 from .._core.transfer import h2d
 from .._core.validate import check_points
 from ..index.grid import build_grid
-from ..join.api import self_join, table_on_grid
+from ..join import engine as join_engine
+from ..join.plan import request as join_request
+from .plan import shares_grid
 from .union_find import labels_from_table
 
-__all__ = ["neighbor_table", "spatial_order", "cell_order", "hybrid_dbscan"]
+__all__ = ["neighbor_table", "spatial_order", "cell_order", "hybrid_labels", "hybrid_dbscan"]
 
 
 def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, on_device=False,
-                   memory_limit="auto"):
+                   memory_limit="auto", grid=None):
     """The neighbour table T of HYBRID-DBSCAN (Algorithm 1, lines 3-6) from our join.
 
     Rows list the neighbours of each point, itself excluded, unsorted
-    (DBSCAN does not need the order).
+    (DBSCAN does not need the order).  The join runs through its engine
+    entry (``skyjoin.join.engine.run``) with the request built here.
 
     Parameters
     ----------
     X : ndarray, shape (n, d)
-        Host points, or a CuPy array with ``device="gpu"``.
+        Host points, or a CuPy array with ``device="gpu"``, conditioned for
+        ``precision`` (``skyjoin._core.conditioning``).
     eps : float
+        Conditioned radius.
     device : {"cpu", "gpu"}
+        Resolved device.
     precision : {"float64", "float32"}
     timings : dict, optional
         Filled with the join's phase times.
@@ -47,6 +59,9 @@ def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, o
         GPU only: leave the table on the GPU (CuPy arrays).
     memory_limit : int or "auto"
         Bytes T may take where it goes (as ``skyjoin.self_join``).
+    grid : Grid, optional
+        CPU: the grid of X, X already in its cell order (``hybrid_labels``:
+        the grid that ordered the points serves the join).
 
     Returns
     -------
@@ -58,9 +73,10 @@ def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, o
         If T does not fit (found after the join's count, before T is
         allocated).
     """
-    opts = {"on_device": True} if on_device else {}
-    return self_join(X, eps, include_self=False, output="table", sort=False, device=device,
-                     precision=precision, timings=timings, memory_limit=memory_limit, **opts)
+    plan = join_request(device, self_join=True, output="table", sort=False, include_self=False,
+                        precision=precision, memory_limit=memory_limit,
+                        on_device=bool(on_device) and device == "gpu")
+    return join_engine.run(plan, None, X, eps, timings=timings, grid=grid)
 
 
 def spatial_order(X, eps, precision="float64", device="cpu"):
@@ -129,14 +145,19 @@ def _gpu_cell_order(cp, Xd, eps):
 
 
 def cell_order(X, eps, device, precision):
-    """``spatial_order`` for a join on ``device``: ``(X_ordered, order)``, X validated
-    and conditioned.  On the GPU ``X_ordered`` stays there (a CuPy array), so the
-    points cross to the device once: ordered there, joined from there."""
-    if device == "gpu" and len(X):
+    """``spatial_order`` for a join on ``device``: ``(X_ordered, order)``, X checked
+    and conditioned by the caller (host points, or device points on the GPU).  On
+    the GPU ``X_ordered`` stays there (a CuPy array), so the points cross to the
+    device once: ordered there, joined from there.  O(n d) plus the sort."""
+    if len(X) == 0:
+        return X, np.zeros(0, dtype=np.int64)
+    if device == "gpu":
         cp = _device.cupy()
-        Xo, order = _gpu_cell_order(cp, h2d(cp, X), eps)   # pinned staging for large X
+        Xd = X if _device.is_device_array(X) else h2d(cp, X)  # pinned staging for large X
+        Xo, order = _gpu_cell_order(cp, Xd, eps)
         return Xo, cp.asnumpy(order)
-    return spatial_order(X, eps, precision, device)
+    g = build_grid(X, eps, precision=precision)
+    return g.points, g.order             # the grid has gathered the points in its order
 
 
 def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", precision="float64",
@@ -192,10 +213,27 @@ def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
     >>> core.tolist(), labels.tolist()
     ([1], [0, 0, 0, -1])
     """
+    (X,), eps = condition_checked([check_points(X, name="X", check_finite=False)], ["X"], eps,
+                                  precision)
+    return hybrid_labels(X, eps, min_samples, sample_weight=sample_weight, device=device,
+                         precision=precision, shared_grid=shares_grid(device, precision),
+                         timings=timings, memory_limit=memory_limit)
+
+
+def hybrid_labels(X, eps, min_samples, *, sample_weight=None, device="cpu", precision="float64",
+                  shared_grid=False, timings=None, memory_limit="auto"):
+    """HYBRID-DBSCAN (§3, Algorithm 1) of conditioned points: what
+    ``hybrid_dbscan`` runs once it has checked and conditioned X, and the
+    "hybrid-*" paths of ``skyjoin.dbscan.engine``.
+
+    ``X`` is conditioned for ``precision`` (host points; on the GPU device
+    points too), ``eps`` likewise; ``device`` and ``shared_grid`` are the
+    plan's (``DBSCANPlan``, ``plan.shares_grid``).  Returns and costs as
+    ``hybrid_dbscan``; nothing here validates, scales or routes.
+    """
     t0 = time.perf_counter()
-    (X,), eps = condition_checked([check_points(X, name="X", check_finite=False)], ["X"], eps)
     join_t: dict = {}
-    if device == "cpu" and precision == "float64" and len(X):
+    if shared_grid and len(X):
         # one grid orders the points and serves the join
         g = build_grid(X, eps, precision=precision)
         order = g.order
@@ -203,7 +241,9 @@ def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
         grid = dataclasses.replace(g, order=np.arange(len(X), dtype=order.dtype))
         del g
         t1 = time.perf_counter()
-        nt = table_on_grid(Xo, grid, eps, memory_limit=memory_limit, timings=join_t)
+        nt = neighbor_table(Xo, eps, device=device, precision=precision, timings=join_t,
+                            memory_limit=memory_limit, grid=grid)
+        del grid
     else:
         Xo, order = cell_order(X, eps, device, precision)
         t1 = time.perf_counter()

@@ -2,8 +2,9 @@
 
 ``DBSCAN.fit``, ``dbscan``, ``dbscan_sweep`` and ``dbscan_model`` validate
 their input and resolve the device once, then ask ``plan_fit`` or
-``plan_sweep`` for a ``DBSCANPlan``; the engines execute it and never choose
-a path.  Measurements behind the rule are in docs/design.md.
+``plan_sweep`` for a ``DBSCANPlan``; the engines (``skyjoin.dbscan.engine``
+for one clustering) execute it and never choose a path.  Measurements
+behind the rule are in docs/design.md.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from .grid_cpu import MAX_DIMS
 
 log = logging.getLogger("skyjoin")
 
-__all__ = ["DBSCANPlan", "fit_route", "grid_applies", "plan_fit", "plan_sweep", "FIT_PATHS", "SWEEP_METHODS"]
+__all__ = ["DBSCANPlan", "fit_route", "grid_applies", "shares_grid", "plan_fit", "plan_sweep",
+           "FIT_PATHS", "SWEEP_METHODS"]
 
 #: every path of a single clustering (``DBSCAN.path_``)
 FIT_PATHS = ("grid-cpu", "grid-gpu", "gpu", "hybrid-cpu", "hybrid-gpu", "graph", "sklearn")
@@ -48,6 +50,11 @@ class DBSCANPlan:
         Sweep: build the next eps while the current one is assigned (§7.5).
     build_threads, assign_threads : int or None
         Sweep: Numba threads of the pipeline's two stages (None: all).
+    shared_grid : bool
+        "hybrid-cpu": one grid orders the points and serves the join
+        (``shares_grid``).
+    ran : str or None
+        The path that computed the result, once it has run (``path_``).
     """
 
     device: str | None
@@ -58,6 +65,8 @@ class DBSCANPlan:
     pipelined: bool = False
     build_threads: int | None = None
     assign_threads: int | None = None
+    shared_grid: bool = False
+    ran: str | None = None
 
     @property
     def path(self) -> str:
@@ -75,6 +84,10 @@ class DBSCANPlan:
         if self.pipelined:
             parts.append(f"pipelined (build threads {self.build_threads or 'all'}, "
                          f"assign threads {self.assign_threads or 'all'})")
+        if self.shared_grid:
+            parts.append("one grid orders and joins")
+        if self.ran is not None:
+            parts.append(f"ran {self.ran}")
         return ", ".join(parts)
 
 
@@ -116,6 +129,13 @@ def grid_applies(device: str, precision: str, weighted: bool, n_features: int,
     return not weighted or (sweep and device == "cpu")
 
 
+def shares_grid(device: str, precision: str) -> bool:
+    """Whether HYBRID-DBSCAN's one grid both orders the points and serves the
+    join (the join then builds no grid of its own): on the CPU in float64,
+    where the join's grid is the ordering grid.  O(1)."""
+    return device == "cpu" and precision == "float64"
+
+
 def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
              n_features: int) -> DBSCANPlan:
     """The plan of one clustering (``DBSCAN.fit``, ``dbscan``).
@@ -155,7 +175,8 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
         paths = (("grid-gpu",) if grid else ()) + ("gpu", "hybrid-gpu")
     else:
         paths = (("grid-cpu",) if grid else ()) + ("hybrid-cpu",)
-    return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted)
+    return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
+                      shared_grid=shares_grid(device, precision))
 
 
 def _thread_split(device: str, pipelined: bool):

@@ -445,7 +445,10 @@ def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="flo
     Parameters
     ----------
     X : array_like or cupy.ndarray, shape (n, d)
+        Points conditioned for ``precision`` (``skyjoin._core.conditioning``):
+        the join runs through its engine entry, which checks nothing.
     eps : float
+        Conditioned radius.
     min_samples : int
     sample_weight : array_like, optional
     precision : {"float64", "float32"}

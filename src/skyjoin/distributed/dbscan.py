@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 from .._core.device_memory import PARTITIONED_WAYS_OUT, reports_device_oom
 from .._core.memory import alloc_host
 from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
+from ..dbscan.engine import cluster_points
 from ..dbscan.plan import grid_applies
 from . import gpu_slices, in_process_gpu
 from ._kernels import true_indices
@@ -46,14 +47,11 @@ def _partition_task(p, plan, h, eps, min_samples, device, precision, d, dtype, *
 
 
 def _whole_dbscan(eps, min_samples, device, precision, d, dtype, *blocks):
-    """DBSCAN of all the points as one partition (one worker): the single-machine estimator."""
-    # lazy: the estimator imports scikit-learn, which only DBSCAN needs (docs/design.md)
-    from ..dbscan.estimator import DBSCAN as SingleDBSCAN
-
-    est = SingleDBSCAN(eps=eps, min_samples=min_samples, device=device, precision=precision)
-    est._fit_labels(stacked(blocks, d, dtype), None)     # labels only: no components_
-    return np.asarray(est.labels_, dtype=np.intp), np.asarray(est.core_sample_indices_,
-                                                               dtype=np.int64)
+    """DBSCAN of all the points as one partition (one worker): the single-machine
+    engine (``skyjoin.dbscan.engine.cluster_points``), labels only."""
+    core, labels, _ = cluster_points(stacked(blocks, d, dtype), eps, min_samples,
+                                     device=device, precision=precision)
+    return np.asarray(labels, dtype=np.intp), np.asarray(core, dtype=np.int64)
 
 
 # --------------------------------------------------------------------------

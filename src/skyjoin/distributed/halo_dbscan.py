@@ -35,9 +35,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.conditioning import condition_points
 from .._core.unique import sorted_unique
+from ..dbscan.engine import cluster_points
 from ..dbscan.union_find import edge_roots
-from ..join.api import join
+from ..join import engine as join_engine
+from ..join.plan import request as join_request
 from .partition import deep_inside, in_widened_box
 
 __all__ = ["partition_dbscan", "near_some", "merge_part", "merge_partitions", "owned_labels"]
@@ -50,8 +53,8 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
                      precision):
     """Local DBSCAN of partition p with its halo (step 1 and the edges of step 2).
 
-    The single-machine DBSCAN (``skyjoin.DBSCAN``: the grid, GPU or hybrid
-    path of the worker's device) clusters the owned and halo points S
+    The single-machine DBSCAN (``skyjoin.dbscan.engine.cluster_points``: the
+    grid, GPU or hybrid path of the worker's device) clusters the owned and halo points S
     together.  A point's count there is exact when all its neighbours are
     in S, which holds for every point within one halo width of the box
     (the halo is two widths wide); farther halo points can only be
@@ -74,9 +77,6 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
         the merge edges from local component ``edge_comp`` to global id
         ``edge_id`` (ascending).
     """
-    # lazy: the estimator imports scikit-learn, which only DBSCAN needs (docs/design.md)
-    from ..dbscan.estimator import DBSCAN as SingleDBSCAN
-
     S_X = np.concatenate([own_X, halo_X])
     S_ids = np.concatenate([own_ids, halo_ids])
     nO = len(own_ids)
@@ -85,11 +85,11 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
         return {"own_ids": own_ids, "own_core": np.zeros(0, bool), "own_comp": e,
                 "border_rows": e, "border_comps": e, "reps": e, "is_node": np.zeros(0, bool),
                 "edge_comp": e, "edge_id": e}
-    local = SingleDBSCAN(eps=eps, min_samples=min_samples, device=device,
-                         precision=precision).fit(S_X)
+    local_core, local_labels, _ = cluster_points(S_X, eps, min_samples, device=device,
+                                                 precision=precision)
     core = np.zeros(len(S_ids), dtype=bool)
-    core[local.core_sample_indices_] = True
-    comp = np.asarray(local.labels_, dtype=np.int64)     # a core point's local component
+    core[local_core] = True
+    comp = np.asarray(local_labels, dtype=np.int64)     # a core point's local component
     n_comp = int(comp.max()) + 1 if len(comp) else 0
     reps = np.full(n_comp, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(reps, comp[core], S_ids[core])
@@ -123,14 +123,23 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
     if len(rows) and len(cores):
         cores = cores[near_some(S_X[cores], own_X[rows], h)]
     if len(rows) and len(cores):
-        nt = join(own_X[rows], S_X[cores], eps, sort=False, device=device,
-                  precision=precision).to_host()
+        nt = _join(own_X[rows], S_X[cores], eps, device, precision)
         if nt.n_pairs:
             pr = nt.pairs()
             pairs = np.unique(np.stack([rows[pr[:, 0]], comp[cores[pr[:, 1]]]]), axis=1)
     return {"own_ids": own_ids, "own_core": core[:nO].copy(), "own_comp": comp[:nO].copy(),
             "border_rows": pairs[0], "border_comps": pairs[1], "reps": reps, "is_node": is_node,
             "edge_comp": edge_comp, "edge_id": edge_id}
+
+
+def _join(R, S, eps, device, precision):
+    """R join S (a table, rows unsorted, in host memory) through the join's engine
+    entry: the task's points conditioned once here, the request built by
+    ``skyjoin.join.plan.request`` on the resolved ``device``.  Cost: the join's."""
+    (Rc, Sc), e = condition_points([R, S], eps, precision)
+    plan = join_request(device, self_join=False, output="table", sort=False, pattern="full",
+                        precision=precision)
+    return join_engine.run(plan, Rc, Sc, e).to_host()
 
 
 def near_some(B, A, h, max_dims: int = 3):

@@ -47,12 +47,14 @@ import time
 import numba
 import numpy as np
 
+from .._core.conditioning import condition_points
 from .._core.device import cupy
 from .._core.threads import threadsafe_numba
 from .._core.transfer import d2h, d2pinned
 from ..dbscan.table_gpu import component_lows
 from ..dbscan.grid_gpu import compiled_module, grid_components, grid_labels
-from ..join.gpu_pipeline import count_rows, fill_rows
+from ..join.engine import count_rows, fill_rows
+from ..join.plan import request as join_request
 from ._kernels import box_counts, box_fill, place_rows, scatter_into
 from .gpu_slices import gather, send_back
 from .halo_dbscan import owned_labels, partition_dbscan
@@ -136,9 +138,11 @@ def _counted(token, p, plan, h, eps, include_self, precision, counts_only, n, st
     tick = _ticker(cp, steps)
     S, ids, n_own = partition_points(cp, token, p, plan, h)
     tick("points")
-    c = count_rows(None, S, eps, include_self=include_self, precision=precision,
-                   query_rows=n_own, column_ids=ids.astype(cp.int32), n_columns=n,
-                   counts_only=counts_only)
+    (S,), e = condition_points([S], eps, precision)
+    plan = join_request("gpu", self_join=True, output="counts" if counts_only else "table",
+                        include_self=include_self, precision=precision)
+    c = count_rows(plan, None, S, e, query_rows=n_own, column_ids=ids.astype(cp.int32),
+                   n_columns=n)
     tick("count")
     counts = c.counts if c.counts is not None else cp.zeros(n_own, dtype=cp.int64)
     if not to_host:

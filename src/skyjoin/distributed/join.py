@@ -45,8 +45,6 @@ from .._core.device import cupy
 from .._core.device_memory import PARTITIONED_WAYS_OUT, reports_device_oom
 from .._core.memory import alloc_host
 from .._core.validate import check_eps, check_precision, working_dtype
-from ..join.api import self_join as single_self_join
-from ..join.gpu import gpu_self_join
 from ..join.result import NeighborTable, index_dtype
 from . import gpu_slices, in_process_gpu
 from ._kernels import prefix_sum, select_rows
@@ -57,7 +55,7 @@ from .part_files import STREAM_BATCH_PAIRS, PartWriter, check_folder, publish, s
 from .load import load_blocks
 from .plan import (check_n_partitions, in_process_gpu_path, on_gpu, plan_run,
                    worker_of_partition, workers_device)
-from .owned_rows import OwnedRows, as_bag, assemble_table, owned_table
+from .owned_rows import OwnedRows, as_bag, assemble_table, owned_table, task_self_join
 from .routing import concat_pieces, route_blocks
 from .worker_threads import worker_threads
 
@@ -190,8 +188,8 @@ def partition_rows(own_ids, own_X, halo_ids, halo_X, eps, *, include_self, sort,
     S_ids = S_ids[order]
     S_X = np.concatenate([own_X, halo_X])[order]
     rows = np.searchsorted(S_ids, own_ids).astype(np.int64)
-    nt = single_self_join(S_X, eps, include_self=include_self, sort=sort, device=device,
-                          precision=precision).to_host()
+    nt = task_self_join(S_X, eps, include_self=include_self, sort=sort,
+                        device="gpu" if on_gpu(device) else "cpu", precision=precision).to_host()
     return select_rows(nt.indptr, nt.indices, rows, S_ids, index_dtype(n_total))
 
 
@@ -204,13 +202,10 @@ def _partition_join(p, eps, include_self, output, sort, device, precision, out_d
         return device_rows(own_ids, own_X, halo_ids, halo_X, eps, include_self=include_self,
                            sort=sort, precision=precision, n_total=shape[0])
     if output == "counts":
-        if on_gpu(device):
-            c = gpu_self_join(_cat(own_X, halo_X), eps, output="counts",
-                              include_self=include_self, precision=precision,
-                              query_rows=len(own_ids))
-        else:
-            c = single_self_join(_cat(own_X, halo_X), eps, output="counts",
-                                 include_self=include_self, device=device, precision=precision)
+        gpu = on_gpu(device)
+        c = task_self_join(_cat(own_X, halo_X), eps, output="counts", include_self=include_self,
+                           device="gpu" if gpu else "cpu", precision=precision,
+                           query_rows=len(own_ids) if gpu else None)
         return own_ids, np.asarray(c[:len(own_ids)], dtype=np.int64)
     counts, cols = partition_rows(own_ids, own_X, halo_ids, halo_X, eps, include_self=include_self,
                                   sort=sort, device=device, precision=precision,
@@ -228,17 +223,17 @@ def _whole_join(eps, include_self, output, sort, device, precision, out_dir, n, 
     X = stacked(blocks, d, dtype)
     if output == "device":
         _needs_gpu(device)
-        nt = single_self_join(X, eps, include_self=include_self, sort=sort, device="gpu",
-                              precision=precision, on_device=True)
+        nt = task_self_join(X, eps, include_self=include_self, sort=sort, device="gpu",
+                            precision=precision, on_device=True)
         return [OwnedRows(cupy().arange(n, dtype=np.int64), nt)]
     if out_dir is not None and on_gpu(device):
         # the part is encoded batch by batch while the GPU fills the next
         with PartWriter(out_dir, 0, (n, n), sort) as w:
-            gpu_self_join(X, eps, include_self=include_self, sort=sort, precision=precision,
-                          rows_ready=w.rows, batch_pairs=STREAM_BATCH_PAIRS)
+            task_self_join(X, eps, include_self=include_self, sort=sort, device="gpu",
+                           precision=precision, rows_ready=w.rows, batch_pairs=STREAM_BATCH_PAIRS)
             return w.close()
-    res = single_self_join(X, eps, include_self=include_self, output=output, sort=sort,
-                           device=device, precision=precision)
+    res = task_self_join(X, eps, include_self=include_self, output=output, sort=sort,
+                         device="gpu" if on_gpu(device) else "cpu", precision=precision)
     if output == "counts":
         return np.asarray(res, dtype=np.int64)
     nt = res.to_host()

@@ -18,11 +18,37 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..join.gpu import gpu_self_join
+from .._core.conditioning import condition_checked
+from ..join import engine
+from ..join.plan import request
 from ..join.result import NeighborTable, index_dtype
 from ._kernels import place_rows
 
-__all__ = ["OwnedRows", "owned_table", "as_bag", "to_host_table", "assemble_table"]
+__all__ = ["OwnedRows", "task_self_join", "owned_table", "as_bag", "to_host_table",
+           "assemble_table"]
+
+
+def task_self_join(X, eps, *, device: str, precision: str, include_self: bool = False,
+                   output: str = "table", sort: bool = True, on_device: bool = False,
+                   batch_pairs=None, query_rows=None, column_ids=None, n_columns=None,
+                   rows_ready=None):
+    """The single-machine self-join of a task's points X on the resolved
+    ``device``, through the join's engine entry (``skyjoin.join.engine.run``).
+
+    The driver has checked eps and precision; the task's points are
+    conditioned once here (``skyjoin._core.conditioning.condition_checked``:
+    host or device arrays; the range pass is the finiteness check of points
+    the driver has not read, a NaN or inf reported with its row), the
+    request built by ``skyjoin.join.plan.request``.
+    ``query_rows``, ``column_ids``, ``n_columns``, ``rows_ready`` and
+    ``batch_pairs`` are the GPU engine's (``gpu.pipeline.run``): a
+    partition's owned rows in global column ids, a part written as it is
+    filled.  Cost: the join's, plus O(n d) for the conditioning."""
+    (Xc,), e = condition_checked([X], ["X"], eps, precision)
+    plan = request(device, self_join=True, output=output, sort=sort, include_self=include_self,
+                   precision=precision, on_device=on_device, batch_pairs=batch_pairs)
+    return engine.run(plan, None, Xc, e, query_rows=query_rows, column_ids=column_ids,
+                      n_columns=n_columns, rows_ready=rows_ready)
 
 
 def owned_table(points, ids, n_own: int, eps: float, *, include_self: bool, sort: bool,
@@ -33,13 +59,14 @@ def owned_table(points, ids, n_own: int, eps: float, *, include_self: bool, sort
     columns renamed to the global ``ids`` (int32, so ``n_columns`` < 2**31)
     before the rows are sorted.  ``points`` and ``ids`` on the host or on this
     thread's GPU; the table in host memory, or on the GPU with ``on_device``.
-    ``rows_ready`` and ``batch_pairs``: as for
-    :func:`skyjoin.join.gpu.gpu_self_join` (a part written as it is filled).
-    Cost: the single-machine GPU join of the partition's points, the halo's
-    rows not computed."""
-    return gpu_self_join(points, eps, include_self=include_self, sort=sort, precision=precision,
-                         query_rows=n_own, column_ids=ids.astype(np.int32), n_columns=n_columns,
-                         on_device=on_device, rows_ready=rows_ready, batch_pairs=batch_pairs)
+    ``rows_ready`` and ``batch_pairs``: as for :func:`task_self_join` (a part
+    written as it is filled).  Cost: the single-machine GPU join of the
+    partition's points, the halo's rows not computed."""
+    return task_self_join(points, eps, device="gpu", precision=precision,
+                          include_self=include_self, sort=sort, on_device=on_device,
+                          batch_pairs=batch_pairs, query_rows=n_own,
+                          column_ids=ids.astype(np.int32), n_columns=n_columns,
+                          rows_ready=rows_ready)
 
 
 @dataclass

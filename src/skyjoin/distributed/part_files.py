@@ -103,7 +103,7 @@ class PartWriter:
     without pairs).
 
     :meth:`rows` is the ``rows_ready`` callback of
-    :func:`skyjoin.join.gpu.gpu_self_join`: rows [r0, r1) of the table, of
+    :func:`skyjoin.distributed.owned_rows.task_self_join`: rows [r0, r1) of the table, of
     ids ``row_ids[r0:r1]`` (``r0...`` when None), are queued for the writer
     without a copy and without being checked again (a join made them), and
     the call returns at once: the GPU's thread never waits for the

@@ -1,25 +1,29 @@
 """Public API of the epsilon join: ``self_join``, ``join``, ``self_join_chunks``.
 
-Data flows one way: api -> plan -> engine -> result.  The functions check
-their input once, resolve the device once, build the grid, let
-``skyjoin.join.plan`` fill a ``JoinPlan`` (logged at debug level on the
-"skyjoin" logger), and hand grid and plan to an engine:
-``skyjoin.join.cpu_engine`` (Numba) or ``skyjoin.join.gpu`` (CuPy and CUDA
-C++: the request built here, ``plan.gpu_request``, is resolved by
-``plan.plan_gpu`` once the engine has built its grid on the device).  Both
-return the same ``NeighborTable``; each checks that the table fits
-(``plan.result_size_guard``, with the ``memory_limit`` checked here) once
-its count pass knows the size, before the table is allocated.  Distances,
-when asked for, are computed from the table (``distances.pair_distances``).
-The engines are imported on first use, so that ``import skyjoin`` stays
-light (no Numba; CuPy only when the GPU engine runs).
+Each public function runs the same steps, once each: check its arguments
+(``skyjoin._core.validate``), resolve the device
+(``skyjoin._core.device.resolve_device``), condition the points
+(``skyjoin._core.conditioning``: into the working precision's range), build
+the call's request (``plan.request``), and hand points, eps and request to
+the one entry into the engines, ``skyjoin.join.engine``; then the result
+(with the distances, when asked for: ``distances.pair_distances``).  On the
+GPU the points are first checked against the device's free memory
+(``skyjoin._core.device_memory``), and CuPy's out-of-memory error is
+reported as ``DeviceMemoryError``.
+
+The engine builds its grid, completes the plan (``plan.plan_cpu``,
+``plan.plan_gpu``), reports it (``skyjoin._core.plans.report``: the
+"skyjoin" logger at debug level, which ``skyjoin -v`` shows, and
+``recording()`` blocks) and checks that the table fits
+(``plan.result_size_guard``) once its count pass knows the size.  The
+engines are imported on first use, so that ``import skyjoin`` stays light
+(no Numba; CuPy only when the GPU engine runs).
 """
 
 from __future__ import annotations
 
-import logging
 import math
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -30,21 +34,20 @@ from .._core.device_memory import check_points_fit, oom_as_error, oom_as_error_i
 from .._core.timing import phase
 from .._core.validate import check_bool, check_eps, check_points, check_precision, \
     working_dtype
-from ..index.grid import build_grid, check_index_dims
-from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, check_memory_limit, gpu_request, plan_cpu
-from .result import NeighborTable, PairStream, index_dtype
+from ..index.grid import check_index_dims
+from . import engine
+from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, check_memory_limit, request
+from .result import NeighborTable, PairStream
 
 __all__ = ["self_join", "join", "self_join_chunks"]
 
 OUTPUTS = ("table", "counts")
 PATTERNS = ("auto",) + CELL_PATTERNS
-# Options understood by the GPU engine only: routing choices (in the plan)
-# and how the call runs.
-GPU_ROUTING = ("kernel", "threads_per_point", "schedule", "batch_pairs")
-GPU_RUN = ("device_memory_limit", "on_device")
-GPU_OPTIONS = GPU_ROUTING + GPU_RUN
-
-_log = logging.getLogger("skyjoin")
+# Options understood by the GPU engine only: its choices (recorded in the
+# plan, ``plan.request``) and how the call reports progress.
+GPU_ROUTING = ("kernel", "threads_per_point", "schedule", "batch_pairs", "device_memory_limit",
+               "on_device")
+GPU_RUN = ("progress",)
 
 
 def _check_choice(value, name, choices):
@@ -54,11 +57,12 @@ def _check_choice(value, name, choices):
 
 
 def _split_options(device: str, options: dict) -> dict:
-    unknown = [k for k in options if k not in GPU_OPTIONS and k != "progress"]
+    unknown = [k for k in options if k not in GPU_ROUTING and k not in GPU_RUN]
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
     if device == "cpu":
-        gpu_only = [k for k, v in options.items() if k in GPU_OPTIONS and v not in (None, False, "auto")]
+        gpu_only = [k for k, v in options.items()
+                    if k in GPU_ROUTING and v not in (None, False, "auto")]
         if gpu_only:
             raise TypeError(
                 f"option(s) {', '.join(sorted(gpu_only))} apply to device='gpu' only"
@@ -66,9 +70,15 @@ def _split_options(device: str, options: dict) -> dict:
     return options
 
 
-def _prepare(named, eps, precision, device):
-    """Validate the point sets, then bring them and eps into the working
-    precision's range (``skyjoin._core.conditioning``): ``(arrays, eps)``.
+def _routing(options: dict) -> dict:
+    """The GPU routing options of a call, for ``plan.request``."""
+    return {k: options[k] for k in GPU_ROUTING if k in options}
+
+
+def _prepare(named, eps, precision, device, index_dims):
+    """Validate the point sets and ``index_dims``, then bring the points and eps
+    into the working precision's range (``skyjoin._core.conditioning``):
+    ``(arrays, eps)``.
 
     GPU arrays stay on the GPU (their values are checked there by the GPU
     engine).  Points are checked in float64 (float32 input stays float32
@@ -91,6 +101,7 @@ def _prepare(named, eps, precision, device):
             f"R and S must have the same number of dimensions, got {arrays[0].shape[1]} and "
             f"{arrays[1].shape[1]}"
         )
+    check_index_dims(index_dims, arrays[0].shape[1] if arrays[0].ndim == 2 else 0)
     return condition_checked(arrays, [name for _, name in named], eps, precision)
 
 
@@ -114,15 +125,6 @@ def _with_distances(nt, Q, S, scale_exp):
     return nt
 
 
-def _gpu_request(self_join, output, sort, include_self, precision, index_dims, pattern,
-                 memory_limit, return_distance, options):
-    """The GPU request of a call (``plan.gpu_request``) from its arguments."""
-    return gpu_request(self_join=self_join, output=output, sort=sort, include_self=include_self,
-                       precision=precision, index_dims=index_dims, pattern=pattern,
-                       memory_limit=memory_limit, return_distance=return_distance,
-                       **{k: options[k] for k in GPU_ROUTING if k in options})
-
-
 def _gpu_fits(R, S, precision) -> str:
     """Check that the points fit the GPU (``device_memory.check_points_fit``),
     before anything is copied; returns the operator's name for messages."""
@@ -132,16 +134,40 @@ def _gpu_fits(R, S, precision) -> str:
     return what
 
 
-def _gpu_run(R, S, eps, request, options, timings):
-    """Execute a GPU request (the GPU engine is loaded on first use), its points
-    checked against the free device memory first and CuPy's out-of-memory
-    error reported as ``DeviceMemoryError``."""
-    from . import gpu
-
-    what = _gpu_fits(R, S, request.precision)
-    run_options = {k: options[k] for k in GPU_RUN + ("progress",) if k in options}
+def _run(plan: JoinPlan, R, S, eps, options, timings):
+    """Hand the request to the engine entry; on the GPU, the points checked
+    against the free device memory first and CuPy's out-of-memory error
+    reported as ``DeviceMemoryError``."""
+    if plan.device != "gpu":
+        return engine.run(plan, R, S, eps, timings=timings)
+    what = _gpu_fits(R, S, plan.precision)
     with oom_as_error(cupy(), what):
-        return gpu.run(R, S, eps, request, timings=timings, **run_options)
+        return engine.run(plan, R, S, eps, timings=timings, progress=options.get("progress"))
+
+
+@overload
+def self_join(X: ArrayLike, eps: float, *, include_self: bool = ...,
+              output: Literal["table"] = ..., sort: bool = ..., pattern: str = ...,
+              device: str | None = ..., precision: str = ..., index_dims: int | None = ...,
+              return_distance: bool = ..., memory_limit: int | str = ...,
+              timings: dict[str, float] | None = ..., **options: Any) -> NeighborTable: ...
+
+
+@overload
+def self_join(X: ArrayLike, eps: float, *, include_self: bool = ...,
+              output: Literal["counts"], sort: bool = ..., pattern: str = ...,
+              device: str | None = ..., precision: str = ..., index_dims: int | None = ...,
+              return_distance: bool = ..., memory_limit: int | str = ...,
+              timings: dict[str, float] | None = ..., **options: Any) -> np.ndarray: ...
+
+
+@overload
+def self_join(X: ArrayLike, eps: float, *, include_self: bool = ..., output: str,
+              sort: bool = ..., pattern: str = ..., device: str | None = ...,
+              precision: str = ..., index_dims: int | None = ...,
+              return_distance: bool = ..., memory_limit: int | str = ...,
+              timings: dict[str, float] | None = ...,
+              **options: Any) -> NeighborTable | np.ndarray: ...
 
 
 def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: str = "table",
@@ -200,9 +226,14 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     timings : dict, optional
         If given, filled with the seconds spent in each phase.
     **options
-        GPU engine options (``kernel``, ``threads_per_point``, ``schedule``,
-        ``batch_pairs``, ``device_memory_limit``, ``on_device``); see
-        :mod:`skyjoin.join.gpu`.
+        GPU engine options: ``kernel`` ("auto", "global", "shared",
+        "bruteforce"), ``threads_per_point`` ("auto", 1, 2, ..., 32),
+        ``schedule`` ("auto", "grid", "sortbywl", "workqueue"),
+        ``batch_pairs`` (pairs per result batch), ``device_memory_limit``
+        (bytes the result buffers may take), ``on_device`` (keep the table
+        on the GPU, CuPy arrays), ``progress`` (called as
+        ``progress(rows_done, n_rows)`` after each batch); the rule is
+        :func:`skyjoin.join.plan.choose_config`.
 
     Returns
     -------
@@ -294,69 +325,16 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     memory_limit = check_memory_limit(memory_limit)
     dev = resolve_device(device)
     options = _split_options(dev, options)
-    (X,), eps_c = _prepare([(X, "X")], eps, precision, dev)
-    if dev == "gpu":
-        request = _gpu_request(True, output, sort, include_self, precision, index_dims, pattern,
-                               memory_limit, return_distance, options)
-        res = _gpu_run(None, X, eps_c, request, options, timings)
-    else:
-        request = JoinPlan(device="cpu", self_join=True, output=output, pattern=pattern,
-                           sort=sort, include_self=include_self, precision=precision,
-                           index_dims=index_dims, memory_limit=memory_limit,
-                           return_distance=return_distance)
-        res = _cpu_self_join(X, eps_c, request, timings)
+    (X,), eps_c = _prepare([(X, "X")], eps, precision, dev, index_dims)
+    plan = request(dev, self_join=True, output=output, sort=sort, include_self=include_self,
+                   precision=precision, index_dims=index_dims, pattern=pattern,
+                   memory_limit=memory_limit, return_distance=return_distance,
+                   **_routing(options))
+    res = _run(plan, None, X, eps_c, options, timings)
     if return_distance:
         with phase(timings, "distances"):
             res = _with_distances(res, X, None, _scale_exponent(eps, eps_c))
     return res
-
-
-def _empty_table(n_rows, n_cols):
-    return NeighborTable(np.zeros(n_rows + 1, dtype=np.int64),
-                         np.zeros(0, dtype=index_dtype(n_cols)), (n_rows, n_cols), True)
-
-
-def _planned(request, g):
-    """The plan of ``request`` on grid ``g``, logged."""
-    plan = plan_cpu(request, g)
-    _log.debug("join plan: %s", plan.describe())
-    return plan
-
-
-def _cpu_self_join(X, eps, request, timings):
-    from . import cpu_engine  # Numba: loaded on first use (``import skyjoin`` stays light)
-
-    n, d = X.shape
-    check_index_dims(request.index_dims, d)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64) if request.output == "counts" else _empty_table(0, 0)
-    with phase(timings, "grid"):
-        g = build_grid(X, eps, index_dims=request.index_dims, precision=request.precision)
-    plan = _planned(request, g)
-    grids = [g]
-    del g  # handed over to the engine, which frees it before the mirror
-    return cpu_engine.run_self_join(X, grids, eps, plan, timings)
-
-
-def table_on_grid(X_ordered, grid, eps, *, memory_limit="auto", timings=None):
-    """The CPU self-join table (no self pairs, rows unsorted) of points already in
-    the cell order of their epsilon grid, on that grid.
-
-    For HYBRID-DBSCAN, which orders the points by the grid before the join
-    and so must not build it twice.  ``grid`` must be the grid that
-    ``build_grid(X_ordered, eps)`` would build (the grid of the original
-    points with its ``order`` replaced by the identity: a stable counting
-    sort of points already in cell order leaves them in place).  The caller
-    has checked and conditioned ``X_ordered`` (float64) and ``eps``.  Costs
-    and ``memory_limit`` (ResultTooLargeError) as :func:`self_join`, without
-    the grid.
-    """
-    from . import cpu_engine  # Numba: loaded on first use (``import skyjoin`` stays light)
-
-    request = JoinPlan(device="cpu", self_join=True, output="table", pattern="auto", sort=False,
-                       include_self=False, precision="float64", index_dims=None,
-                       memory_limit=check_memory_limit(memory_limit))
-    return cpu_engine.run_self_join(X_ordered, [grid], eps, _planned(request, grid), timings)
 
 
 def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort: bool = True,
@@ -430,48 +408,15 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     memory_limit = check_memory_limit(memory_limit)
     dev = resolve_device(device)
     options = _split_options(dev, options)
-    (R, S), eps_c = _prepare([(R, "R"), (S, "S")], eps, precision, dev)
-    if dev == "gpu":
-        request = _gpu_request(False, output, sort, False, precision, index_dims, "full",
-                               memory_limit, return_distance, options)
-        res = _gpu_run(R, S, eps_c, request, options, timings)
-    else:
-        request = JoinPlan(device="cpu", self_join=False, output=output, pattern="full",
-                           sort=sort, precision=precision, index_dims=index_dims,
-                           memory_limit=memory_limit, return_distance=return_distance)
-        res = _cpu_join(R, S, eps_c, request, timings)
+    (R, S), eps_c = _prepare([(R, "R"), (S, "S")], eps, precision, dev, index_dims)
+    plan = request(dev, self_join=False, output=output, sort=sort, precision=precision,
+                   index_dims=index_dims, pattern="full", memory_limit=memory_limit,
+                   return_distance=return_distance, **_routing(options))
+    res = _run(plan, R, S, eps_c, options, timings)
     if return_distance:
         with phase(timings, "distances"):
             res = _with_distances(res, R, S, _scale_exponent(eps, eps_c))
     return res
-
-
-def _joint_grids(R, S, eps, index_dims, precision):
-    """Grids of S (data) and R (queries) with the same cell geometry."""
-    k_req = index_dims
-    while True:
-        both_lo = np.minimum(R.min(axis=0), S.min(axis=0)).astype(np.float64)
-        both_hi = np.maximum(R.max(axis=0), S.max(axis=0)).astype(np.float64)
-        gs = build_grid(S, eps, index_dims=k_req, precision=precision, bounds=(both_lo, both_hi))
-        gr = build_grid(R, eps, precision=precision, like=gs)
-        if gr.k == gs.k:
-            return gr, gs
-        k_req = gr.k  # R's ranks needed fewer dimensions: index that many in both
-
-
-def _cpu_join(R, S, eps, request, timings):
-    from . import cpu_engine  # Numba: loaded on first use (``import skyjoin`` stays light)
-
-    nr, d = R.shape
-    ns = S.shape[0]
-    check_index_dims(request.index_dims, d)
-    if nr == 0 or ns == 0:
-        return np.zeros(nr, dtype=np.int64) if request.output == "counts" \
-            else _empty_table(nr, ns)
-    with phase(timings, "grid"):
-        gr, gs = _joint_grids(R, S, eps, request.index_dims, request.precision)
-    plan = _planned(request, gs)
-    return cpu_engine.run_join(R, S, gr, gs, eps, plan, timings)
 
 
 #: Pairs a chunk of ``self_join_chunks`` holds at most by default (256 MiB of
@@ -480,9 +425,9 @@ DEFAULT_CHUNK_PAIRS = 1 << 26
 
 
 def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, sort: bool = True,
-                     max_pairs: int = DEFAULT_CHUNK_PAIRS, device: str | None = None,
-                     precision: str = "float64", index_dims: int | None = None,
-                     **options: Any) -> PairStream:
+                     max_pairs: int = DEFAULT_CHUNK_PAIRS, pattern: str = "auto",
+                     device: str | None = None, precision: str = "float64",
+                     index_dims: int | None = None, **options: Any) -> PairStream:
     """The self-join result as a stream of bounded chunks, for any result size.
 
     Rows are taken in order: each chunk holds every pair of the rows
@@ -494,8 +439,10 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
 
     Parameters
     ----------
-    X, eps, include_self, sort, device, precision, index_dims, **options
-        As for :func:`self_join`.
+    X, eps, include_self, sort, pattern, device, precision, index_dims, **options
+        As for :func:`self_join` (every pattern gives the same pairs; the
+        CPU fills chunks with the full pattern whatever is asked, and the
+        plan records it).
     max_pairs : int
         Target number of pairs per chunk (default 2**26).  Each chunk
         costs the CPU fill a gather of the candidates of every cell that
@@ -567,32 +514,19 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
     precision = check_precision(precision)
     if isinstance(max_pairs, bool) or not isinstance(max_pairs, (int, np.integer)) or max_pairs < 1:
         raise ValueError(f"max_pairs must be an integer >= 1, got {max_pairs!r}")
+    _check_choice(pattern, "pattern", PATTERNS)
     check_bool(include_self, "include_self")
     check_bool(sort, "sort")
     dev = resolve_device(device)
     options = _split_options(dev, options)
-    (X,), eps = _prepare([(X, "X")], eps, precision, dev)
+    for ignored in ("on_device", "batch_pairs", "progress"):   # chunks decide these
+        options.pop(ignored, None)
+    (X,), eps = _prepare([(X, "X")], eps, precision, dev, index_dims)
+    plan = request(dev, self_join=True, sort=sort, include_self=include_self,
+                   precision=precision, index_dims=index_dims, pattern=pattern, chunks=True,
+                   **_routing(options))
     if dev == "gpu":
-        from . import gpu  # loaded on first use, as the CPU engine
-
-        request = _gpu_request(True, "table", sort, include_self, precision, index_dims, "auto",
-                               "auto", False, options)
         what = _gpu_fits(None, X, precision)
-        chunks = gpu.chunk_stream(X, eps, request, int(max_pairs),
-                                  options.get("device_memory_limit"))
-        return PairStream(oom_as_error_in(cupy(), what, chunks))
-    request = JoinPlan(device="cpu", self_join=True, output="table", pattern="full", sort=sort,
-                       include_self=include_self, precision=precision, index_dims=index_dims)
-    return PairStream(_cpu_self_join_chunks(X, eps, request, int(max_pairs)))
-
-
-def _cpu_self_join_chunks(X, eps, request, max_pairs):
-    from . import cpu_engine  # Numba: loaded on first use (``import skyjoin`` stays light)
-
-    n, d = X.shape
-    check_index_dims(request.index_dims, d)
-    if n == 0:
-        return
-    g = build_grid(X, eps, index_dims=request.index_dims, precision=request.precision)
-    plan = _planned(request, g)
-    yield from cpu_engine.run_self_join_chunks(X, g, eps, plan, max_pairs)
+        return PairStream(oom_as_error_in(cupy(), what, engine.run_chunks(plan, X, eps,
+                                                                           int(max_pairs))))
+    return PairStream(engine.run_chunks(plan, X, eps, int(max_pairs)))

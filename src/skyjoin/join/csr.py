@@ -14,11 +14,10 @@ import ctypes
 import numba as nb
 import numpy as np
 
-from .cells import _jit
-from .schedule import run_blocks
+from .schedule import JIT, run_blocks
 
 
-@nb.njit(**_jit)
+@nb.njit(**JIT)
 def _scatter_block(order, values_reordered, out, b0, b1):
     """out[order[r]] = values_reordered[r] for r in [b0, b1)."""
     for r in range(b0, b1):
@@ -32,8 +31,8 @@ def to_caller_order(order, values_reordered, out):
     run_blocks(_scatter_block, (order, values_reordered, out), order.shape[0])
 
 
-@nb.njit(inline="always", **_jit)
-def _sort_range(a, lo, hi):
+@nb.njit(inline="always", **JIT)
+def sort_range(a, lo, hi):
     """Sort a[lo:hi] in place: insertion sort for short ranges, else an
     in-place heapsort (small code: NumPy's sort adds seconds of compilation
     to every kernel that calls it).  One function with one sift-down loop:
@@ -77,11 +76,11 @@ def _sort_range(a, lo, hi):
         a[lo + root] = v
 
 
-@nb.njit(**_jit)
+@nb.njit(**JIT)
 def _sort_rows_block(indptr, indices, b0, b1):
     """Sort the columns of CSR rows [b0, b1) in place (sequential, nogil)."""
     for i in range(b0, b1):
-        _sort_range(indices, indptr[i], indptr[i + 1])
+        sort_range(indices, indptr[i], indptr[i + 1])
 
 
 def sort_csr_rows(indptr, indices):
@@ -99,7 +98,7 @@ def exclusive_scan_into(counts, indptr):
     return int(indptr[-1])
 
 
-@nb.njit(**_jit)
+@nb.njit(**JIT)
 def pair_rows(indptr, first_row, row_ids, start, out):
     """The row ids of a run of CSR pairs: ``out[k]`` is the id of the row r that
     holds pair ``start + k`` (pairs counted from ``indptr[0]``: ``indptr`` may

@@ -1,9 +1,16 @@
 """The routing decisions of the epsilon join: one frozen ``JoinPlan`` per call.
 
-Data flows one way: ``api`` validates the input and resolves the device,
-the rules of this module fill a ``JoinPlan`` (the grid statistics they need
-are computed first), and an engine (``cpu_engine`` or ``gpu_pipeline``)
-executes the plan without re-deciding anything.  Each rule is written once:
+Data flows one way: a public function (``api``, DBSCAN, the sweep, the
+distributed join) validates the input, resolves the device and builds the
+call's request (``request``); ``skyjoin.join.engine`` hands it to the engine
+of its device (``cpu.engine`` or ``gpu.pipeline``), which completes it by
+the rules of this module once its grid is built (``plan_cpu``,
+``plan_gpu``), reports it (``skyjoin._core.plans.report``) and executes it
+without re-deciding anything.  Each rule is written once:
+
+* ``memory_route``: where the result goes ("host table", "device table",
+  "counts", "device counts", "chunks");
+* ``id_width``: the column ids' dtype (int32 below 2**31 columns);
 
 * ``cpu_pattern``: the CPU's cell pattern for ``pattern="auto"``;
 * ``choose_config``: the GPU's kernel, pattern, threads per query and
@@ -28,7 +35,8 @@ import numpy as np
 from .._core.memory import available_host_bytes
 from ..errors import ResultTooLargeError
 
-__all__ = ["JoinPlan", "GpuConfig", "cpu_pattern", "plan_cpu", "choose_config", "gpu_request",
+__all__ = ["JoinPlan", "GpuConfig", "cpu_pattern", "plan_cpu", "choose_config", "request",
+           "memory_route", "id_width", "MEMORY_ROUTES", "ENGINES",
            "plan_gpu", "plan_row_batches", "batch_capacity", "DEFAULT_BATCH_PAIRS",
            "TILE_MIN_POINTS", "PATTERNS", "KERNELS", "SCHEDULES", "THREADS_PER_POINT",
            "ResultTooLargeError", "check_memory_limit", "result_size_guard", "RESULT_FORMS",
@@ -38,6 +46,12 @@ PATTERNS = ("full", "unicomp", "lid_unicomp")
 KERNELS = ("global", "shared", "bruteforce")
 SCHEDULES = ("grid", "sortbywl", "workqueue")
 THREADS_PER_POINT = (1, 2, 4, 8, 16, 32)
+#: Where a result goes: a CSR table in host memory, one kept on the GPU,
+#: the neighbour counts alone (in host memory, or kept on the GPU), or
+#: bounded chunks (``self_join_chunks``).
+MEMORY_ROUTES = ("host table", "device table", "counts", "device counts", "chunks")
+#: The engine of each device.
+ENGINES = {"cpu": "numba", "gpu": "cuda"}
 
 #: CPU: cells with at least this many points take the tiled path of the
 #: full pattern (the gather of the candidates is shared by enough points to
@@ -67,13 +81,23 @@ class JoinPlan:
     kernel, threads_per_point, schedule
         GPU only: the kernel, threads per query and query order.
     batch_pairs : int or None
-        GPU only: pairs per result batch (None: ``batch_capacity``'s default).
+        GPU only: pairs per result batch (None: ``batch_capacity``'s default;
+        the engine records the size it chose and reports the plan again).
     tile_min_points : int
         CPU only: the smallest cell of the tiled path.
     memory_limit : int or "auto"
         Bytes the result may take (``result_size_guard``).
     return_distance : bool
         Whether the table carries the distance of every pair.
+    memory_route : {"host table", "device table", "counts", "device counts", "chunks"}
+        Where the result goes (``memory_route``).
+    engine : {"numba", "cuda"}
+        The engine that runs the plan (``ENGINES``).
+    id_width : {"int32", "int64"} or None
+        dtype of the column ids (``id_width``; None until the engine knows
+        the number of columns).
+    device_memory_limit : int or None
+        GPU only: bytes of device memory the result buffers may use.
     reason : str
         Why the "auto" choices came out as they did.
     """
@@ -93,13 +117,18 @@ class JoinPlan:
     tile_min_points: int = TILE_MIN_POINTS
     memory_limit: int | str = "auto"
     return_distance: bool = False
+    memory_route: str = "host table"
+    engine: str = "numba"
+    id_width: str | None = None
+    device_memory_limit: int | None = None
     reason: str = ""
 
     def describe(self) -> str:
         """One line for ``-v`` logging."""
         what = "self-join" if self.self_join else "join"
-        parts = [f"{what} on {self.device}", f"output={self.output}", f"pattern={self.pattern}",
-                 f"precision={self.precision}", f"sort={self.sort}"]
+        parts = [f"{what} on {self.device} ({self.engine})", f"route={self.memory_route}",
+                 f"pattern={self.pattern}", f"precision={self.precision}",
+                 f"ids={self.id_width or 'pending'}", f"sort={self.sort}"]
         if self.include_self:
             parts.append("include_self")
         if self.index_dims is not None:
@@ -113,6 +142,8 @@ class JoinPlan:
                          f"schedule={self.schedule}")
             if self.batch_pairs is not None:
                 parts.append(f"batch_pairs={self.batch_pairs}")
+            if self.device_memory_limit is not None:
+                parts.append(f"device_memory_limit={self.device_memory_limit}")
         else:
             parts.append(f"tile_min_points={self.tile_min_points}")
         if self.reason:
@@ -144,24 +175,91 @@ def auto_pattern(g) -> str:
 
 
 def plan_cpu(request: JoinPlan, g) -> JoinPlan:
-    """The CPU plan of ``request`` on grid ``g``: the pattern resolved.
+    """The CPU plan of ``request`` on grid ``g`` (the grid of the data points,
+    the table's columns; None when there are none): the pattern and the id
+    width resolved.
 
-    R join S uses the full pattern (it has no symmetric half).  A self-join
+    R join S uses the full pattern (it has no symmetric half), and so do
+    chunks (each chunk is filled from the cells that hold its rows, which
+    only the full pattern's fill can restrict itself to).  A self-join
     takes the requested pattern, or ``cpu_pattern``'s for "auto"; its counts
     are found by the full pattern's counting pass or by LID-UNICOMP's
-    forward half (``lid_unicomp.lid_unicomp_counts``: each pair's distance
-    computed once), so counts asked with UNICOMP, which has no such
-    counter, take the full pattern.
+    forward half (``cpu.lid_unicomp.lid_unicomp_counts``: each pair's
+    distance computed once), so counts asked with UNICOMP, which has no
+    such counter, take the full pattern.  All patterns give the same pairs.
+    Cost: O(cells).
     """
+    request = replace(request, id_width=id_width(0 if g is None else g.n_points, "cpu"))
     if not request.self_join:
         return replace(request, pattern="full", reason="R join S: full")
+    if request.memory_route == "chunks":
+        return replace(request, pattern="full",
+                       reason=f"chunks: full (asked {request.pattern}; rows filled by cells)")
     if request.output == "counts" and request.pattern == "unicomp":
         return replace(request, pattern="full", reason="counts: full (no UNICOMP counter)")
     if request.pattern != "auto":
         return request
+    if g is None:
+        return replace(request, pattern="full", reason="no points: full")
     pattern = auto_pattern(g)
     return replace(request, pattern=pattern,
-                    reason=f"auto: {pattern} ({g.n_points} points in {g.n_cells} cells)")
+                   reason=f"auto: {pattern} ({g.n_points} points in {g.n_cells} cells)")
+
+
+def memory_route(output: str, *, on_device: bool = False, chunks: bool = False) -> str:
+    """Where a join's result goes (``MEMORY_ROUTES``): "counts" for
+    ``output="counts"`` ("device counts" kept on the GPU, ``on_device``),
+    "chunks" for ``self_join_chunks``, "device table" for a table kept on
+    the GPU (``on_device``), else "host table".  O(1)."""
+    if output == "counts":
+        return "device counts" if on_device else "counts"
+    if chunks:
+        return "chunks"
+    return "device table" if on_device else "host table"
+
+
+def id_width(n_cols: int, device: str) -> str:
+    """dtype name of a table's column ids: int32 below 2**31 columns, else
+    int64 (CPU; the GPU engine writes int32 ids: its columns are below
+    2**31).  O(1)."""
+    return "int64" if device == "cpu" and n_cols >= 2**31 else "int32"
+
+
+def request(device: str, *, self_join: bool, output: str = "table", sort: bool = True,
+            include_self: bool = False, precision: str = "float64",
+            index_dims: int | None = None, pattern="auto", memory_limit="auto",
+            return_distance: bool = False, on_device: bool = False, chunks: bool = False,
+            kernel="auto", threads_per_point="auto", schedule="auto", batch_pairs=None,
+            device_memory_limit=None) -> JoinPlan:
+    """The request of one join call on the resolved ``device``, built at its
+    public boundary: the caller's choices, "auto" where the engine's rule
+    decides once the grid is built (``plan_cpu``, ``plan_gpu``), and the
+    memory route (``memory_route``).  ``memory_limit`` is checked here
+    (``check_memory_limit``); the GPU's option values by ``choose_config``.
+    The GPU-only options (``kernel`` ... ``device_memory_limit``) are
+    dropped on the CPU.  Cost: O(1)."""
+    if isinstance(pattern, str):
+        pattern = pattern.replace("-", "_")
+    route = memory_route(output, on_device=bool(on_device) and device == "gpu", chunks=chunks)
+    if device != "gpu":
+        return JoinPlan(device=device, self_join=bool(self_join), output=output,
+                        pattern=pattern if self_join else "full", sort=bool(sort),
+                        include_self=bool(include_self) and bool(self_join),
+                        precision=precision, index_dims=index_dims,
+                        memory_limit=check_memory_limit(memory_limit),
+                        return_distance=bool(return_distance), memory_route=route,
+                        engine=ENGINES["cpu"])
+    if device_memory_limit is not None:
+        if isinstance(device_memory_limit, bool) or int(device_memory_limit) <= 0:
+            raise ValueError(f"device_memory_limit must be > 0 bytes, got {device_memory_limit}")
+        device_memory_limit = int(device_memory_limit)
+    return JoinPlan(device="gpu", self_join=bool(self_join), output=output, pattern=pattern,
+                    sort=bool(sort), include_self=bool(include_self) and bool(self_join),
+                    precision=precision, index_dims=index_dims, kernel=kernel,
+                    threads_per_point=threads_per_point, schedule=schedule,
+                    batch_pairs=batch_pairs, memory_limit=check_memory_limit(memory_limit),
+                    return_distance=bool(return_distance), memory_route=route,
+                    engine=ENGINES["gpu"], device_memory_limit=device_memory_limit)
 
 
 # ---------------------------------------------------------------------------
@@ -286,28 +384,8 @@ def choose_config(mean_work: float, work_cv: float, self_join: bool, *, index_di
                      reason="; ".join(why))
 
 
-def gpu_request(*, self_join: bool, output: str = "table", sort: bool = True,
-                include_self: bool = False, precision: str = "float64",
-                index_dims: int | None = None, pattern="auto", kernel="auto",
-                threads_per_point="auto", schedule="auto", batch_pairs=None,
-                memory_limit="auto", return_distance: bool = False) -> JoinPlan:
-    """The GPU request of one join call, built at its public boundary: the
-    caller's choices, "auto" where ``plan_gpu`` decides once the engine has
-    measured the work per query.  ``memory_limit`` is checked here
-    (``check_memory_limit``); the option values by ``choose_config``.
-    Cost: O(1)."""
-    if isinstance(pattern, str):
-        pattern = pattern.replace("-", "_")
-    return JoinPlan(device="gpu", self_join=bool(self_join), output=output, pattern=pattern,
-                    sort=bool(sort), include_self=bool(include_self) and bool(self_join),
-                    precision=precision, index_dims=index_dims, kernel=kernel,
-                    threads_per_point=threads_per_point, schedule=schedule,
-                    batch_pairs=batch_pairs, memory_limit=check_memory_limit(memory_limit),
-                    return_distance=bool(return_distance))
-
-
 def plan_gpu(request: JoinPlan, mean_work: float, work_cv: float, index_dims: int) -> JoinPlan:
-    """The GPU plan of ``request`` (``gpu_request``) once the engine has
+    """The GPU plan of ``request`` (``request("gpu", ...)``) once the engine has
     measured the work per query: its "auto" choices resolved by
     ``choose_config``, and the grid's indexed dimensions.  Cost: O(1)."""
     cfg = choose_config(mean_work, work_cv, request.self_join, index_dims=index_dims,
@@ -315,7 +393,8 @@ def plan_gpu(request: JoinPlan, mean_work: float, work_cv: float, index_dims: in
                         pattern=request.pattern, threads_per_point=request.threads_per_point,
                         schedule=request.schedule)
     return replace(request, pattern=cfg.pattern, kernel=cfg.kernel, threads_per_point=cfg.kt,
-                    schedule=cfg.schedule, index_dims=index_dims, reason=cfg.reason)
+                   schedule=cfg.schedule, index_dims=index_dims, reason=cfg.reason,
+                   id_width=id_width(0, "gpu"))
 
 
 def plan_row_batches(indptr: np.ndarray, cap: int) -> list[tuple[int, int]]:

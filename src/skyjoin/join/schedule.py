@@ -11,7 +11,18 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .._core.config import NUMBA_CACHE
 from .._core.pool import map_dynamic
+
+__all__ = ["JIT", "INNER", "run_blocks", "cell_blocks"]
+
+#: Options of every CPU join kernel: cached, and nogil (the kernels run on
+#: a pool of threads, ``run_blocks``).
+JIT = dict(cache=NUMBA_CACHE, nogil=True)
+#: Options of a kernel called only from other kernels: no wrappers for calls
+#: from Python or C (their code is compiled for nothing), and not cached on
+#: its own (its callers' cache entries hold its code).
+INNER = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
 
 def run_blocks(kernel, args, weight):

@@ -59,7 +59,7 @@ def _build(X, e, plan, ms_list, sample_weight):
     (HYBRID-DBSCAN).  O(n d) plus the join's cost (or the levels' cost).
     """
     t0 = time.perf_counter()
-    (X,), e = condition_points([X], e)           # the grids' float64 range
+    (X,), e = condition_points([X], e, plan.precision)   # the grid's and the join's range
     if plan.path == "grid-cpu":
         gi = grid_index(X, e, ms_list[::-1], sample_weight)
         if gi is not None:

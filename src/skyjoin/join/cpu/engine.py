@@ -1,7 +1,10 @@
 """The multicore CPU join engine (Numba): executes a ``JoinPlan`` on grids.
 
-The caller (``api``) has validated the input, built the grid(s) and made
-the plan; this module runs it and never re-decides:
+Entered through ``skyjoin.join.engine`` (``run``, ``run_chunks``) with
+conditioned points and the call's request: the engine builds the grid(s)
+(``skyjoin.index.grid``), completes the plan by the rule ``plan.plan_cpu``,
+reports it (``skyjoin._core.plans.report``) and runs it, never validating,
+scaling or re-deciding:
 
 * the full pattern (``full_pattern``): count every row exactly, scan, then
   fill each row in place in caller order (rows sorted by the merge);
@@ -19,17 +22,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.timing import phase
-from .._core.memory import alloc_host
-from .cells import PATTERN_CODE, data_args, query_args
-from .csr import indptr_from_counts, release_free_memory, sort_csr_rows, to_caller_order
+from ..._core.memory import alloc_host
+from ..._core.plans import report
+from ..._core.timing import phase
+from ...index.grid import build_grid
+from .cells import PATTERN_CODE
+from ..csr import indptr_from_counts, release_free_memory, sort_csr_rows, to_caller_order
 from .full_pattern import full_kernel
 from .lid_unicomp import lid_unicomp_counts, lid_unicomp_half
 from .mirror import mirror_table, mirror_table_blocks
-from .plan import TILE_MIN_POINTS, result_size_guard
+from ..plan import TILE_MIN_POINTS, plan_cpu, result_size_guard
 from .point_scan import pruning_args
-from .result import NeighborTable, PairChunk, index_dtype
-from .schedule import run_blocks
+from ..result import NeighborTable, PairChunk, index_dtype
+from ..schedule import run_blocks
 from .unicomp import count_rows, forward_half
 
 
@@ -268,3 +273,70 @@ def run_self_join_chunks(X, g, eps, plan, max_pairs):
                   cell_list=cells, caller_points=(X, X), tile_min=plan.tile_min_points)
         row_pos[members] = -1
         yield PairChunk.from_csr(r0, indptr, indices)
+
+
+# ---------------------------------------------------------------------------
+# The engine's entry (``skyjoin.join.engine``): grids, plan, execution
+# ---------------------------------------------------------------------------
+
+def empty_result(plan, n_rows, n_cols):
+    """The result of a join with no rows or no columns: zero counts or an
+    empty table.  O(n_rows)."""
+    if plan.output == "counts":
+        return np.zeros(n_rows, dtype=np.int64)
+    return NeighborTable(np.zeros(n_rows + 1, dtype=np.int64),
+                         np.zeros(0, dtype=index_dtype(n_cols)), (n_rows, n_cols), True)
+
+
+def joint_grids(R, S, eps, index_dims, precision):
+    """Grids of S (data) and R (queries) with the same cell geometry, over the
+    joint bounds.  O((n_r + n_s) d)."""
+    k_req = index_dims
+    while True:
+        both_lo = np.minimum(R.min(axis=0), S.min(axis=0)).astype(np.float64)
+        both_hi = np.maximum(R.max(axis=0), S.max(axis=0)).astype(np.float64)
+        gs = build_grid(S, eps, index_dims=k_req, precision=precision, bounds=(both_lo, both_hi))
+        gr = build_grid(R, eps, precision=precision, like=gs)
+        if gr.k == gs.k:
+            return gr, gs
+        k_req = gr.k  # R's ranks needed fewer dimensions: index that many in both
+
+
+def run(request, R, S, eps, timings=None, grid=None):
+    """Execute the CPU request ``request`` (R None: the self-join of S): build
+    the grid(s) (or take ``grid``, the grid of S already in its cell order:
+    HYBRID-DBSCAN's), resolve and report the plan, run it.  Returns a
+    NeighborTable or the int64 counts.  Cost: the join's (``api``)."""
+    if R is None:
+        n = S.shape[0]
+        if n == 0:
+            report(plan_cpu(request, None), "join plan")
+            return empty_result(request, 0, 0)
+        if grid is None:
+            with phase(timings, "grid"):
+                grid = build_grid(S, eps, index_dims=request.index_dims,
+                                  precision=request.precision)
+        plan = report(plan_cpu(request, grid), "join plan")
+        grids = [grid]
+        del grid  # handed over to the engine, which frees it before the mirror
+        return run_self_join(S, grids, eps, plan, timings)
+    nr, ns = R.shape[0], S.shape[0]
+    if nr == 0 or ns == 0:
+        report(plan_cpu(request, None), "join plan")
+        return empty_result(request, nr, ns)
+    with phase(timings, "grid"):
+        gr, gs = joint_grids(R, S, eps, request.index_dims, request.precision)
+    plan = report(plan_cpu(request, gs), "join plan")
+    return run_join(R, S, gr, gs, eps, plan, timings)
+
+
+def run_chunks(request, X, eps, max_pairs):
+    """Execute the CPU chunks request (memory route "chunks") on X: a generator
+    of the total, then the chunks (``run_self_join_chunks``).  Nothing runs
+    before the first item is asked for."""
+    if X.shape[0] == 0:
+        report(plan_cpu(request, None), "join plan")
+        return
+    g = build_grid(X, eps, index_dims=request.index_dims, precision=request.precision)
+    plan = report(plan_cpu(request, g), "join plan")
+    yield from run_self_join_chunks(X, g, eps, plan, max_pairs)

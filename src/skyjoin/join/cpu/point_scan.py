@@ -18,13 +18,14 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .._core.search import lower_bound
-from .cells import _U64, _inner, _jit
-from .plan import TILE_MIN_POINTS
+from ..._core.search import lower_bound
+from .cells import U64
+from ..plan import TILE_MIN_POINTS
+from ..schedule import INNER, JIT
 
 
-@nb.njit(inline="always", **_jit)
-def _cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2):
+@nb.njit(inline="always", **JIT)
+def cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2):
     """Squared lower bounds on |q_ij - y_j| for y in the cell below
     (``gl2[j]``) and above (``gh2[j]``) the query's cell in dimension j.
 
@@ -39,13 +40,13 @@ def _cell_gaps(q_pts, i, k, lo, side, slack, gl2, gh2):
         f = v - np.floor(v)
         a = f - slack[j]
         b = 1.0 - f - slack[j]
-        a = side[j] * a * (1.0 - 8.0 * _U64) if a > 0.0 else 0.0
-        b = side[j] * b * (1.0 - 8.0 * _U64) if b > 0.0 else 0.0
+        a = side[j] * a * (1.0 - 8.0 * U64) if a > 0.0 else 0.0
+        b = side[j] * b * (1.0 - 8.0 * U64) if b > 0.0 else 0.0
         gl2[j] = a * a
         gh2[j] = b * b
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _gap2(s_coords, off, r, c, gl2j, gh2j):
     e = s_coords[off + r]
     if e < c:
@@ -55,7 +56,7 @@ def _gap2(s_coords, off, r, c, gl2j, gh2j):
     return 0.0
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _test(q_pts, i, s_pts, j, d, eps2, early):
     """The distance test; with ``early`` it stops once the partial sum
     exceeds eps2 (partial sums of squares only grow, so the answer is the
@@ -69,7 +70,7 @@ def _test(q_pts, i, s_pts, j, d, eps2, early):
     return acc <= eps2
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _row_bounds(s_cell_ids, s_lower_bound, s_cell_start, point_lb, lid0, lid1):
     """Reordered points [start, stop) of the non-empty cells with linear ids
     in [lid0, lid1).  With a dense rank space ``point_lb[v]`` is the first
@@ -83,8 +84,8 @@ def _row_bounds(s_cell_ids, s_lower_bound, s_cell_start, point_lb, lid0, lid1):
     return s_cell_start[a], s_cell_start[b]
 
 
-@nb.njit(**_inner)
-def _point_scan(q_pts, qi, i, s_pts, s_map, excl, eps2, lim, early, k, craw, lo_r, hi_r, own_r,
+@nb.njit(**INNER)
+def scan_point(q_pts, qi, i, s_pts, s_map, excl, eps2, lim, early, k, craw, lo_r, hi_r, own_r,
                 half, s_coords, s_coord_off, s_stride, s_cell_ids, s_lower_bound, s_cell_start,
                 point_lb, gl2, gh2, cur, partial, eqp, s_order, out, out_start, cap):
     """Count the neighbours of reordered query point i (coordinates
@@ -173,7 +174,7 @@ def pruning_limit(eps: float, d: int, k: int, precision: str) -> float:
     """
     u_w = float(np.finfo(np.float32 if precision == "float32" else np.float64).eps) / 2
     e = eps * (1.0 + 4.0 * (d + 5) * u_w)
-    return e * e * (1.0 + 16.0 * (k + 2) * _U64)
+    return e * e * (1.0 + 16.0 * (k + 2) * U64)
 
 
 def pruning_args(g, half=False, pts=None, tile_min=TILE_MIN_POINTS):

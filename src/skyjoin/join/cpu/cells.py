@@ -18,23 +18,16 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .._core.config import NUMBA_CACHE
-from .._core.search import lower_bound as _lower_bound
+from ..._core.search import lower_bound as _lower_bound
+from ..schedule import INNER, JIT
 
-#: Options of every CPU join kernel: cached, and nogil (the kernels run on
-#: a pool of threads, ``schedule.run_blocks``).
-_jit = dict(cache=NUMBA_CACHE, nogil=True)
-#: Options of a kernel called only from other kernels: no wrappers for calls
-#: from Python or C (their code is compiled for nothing), and not cached on
-#: its own (its callers' cache entries hold its code).
-_inner = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-_U64 = 2.0 ** -53  # unit roundoff of float64
+U64 = 2.0 ** -53  # unit roundoff of float64
 
 #: Codes of the cell patterns in the kernels.
 PATTERN_CODE = {"full": 0, "unicomp": 1, "lid_unicomp": 2}
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _find_cell(cell_ids, lower_bound, lid):
     """Index of the first non-empty cell whose linear id is >= lid."""
     if lower_bound.shape[0] > 0:
@@ -44,7 +37,7 @@ def _find_cell(cell_ids, lower_bound, lid):
     return _lower_bound(cell_ids, 0, cell_ids.shape[0], lid)
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _rank_interval(coords, off0, off1, c):
     """Ranks of the occupied coordinates within [c - 1, c + 1] of one dimension.
 
@@ -60,7 +53,7 @@ def _rank_interval(coords, off0, off1, c):
     return lo - off0, hi - off0
 
 
-@nb.njit(**_inner)
+@nb.njit(**INNER)
 def cell_rows(qc, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound, s_cell_start,
               s_coords, s_coord_off, s_stride, k, pattern, own_cell, out):
     """Point ranges of the adjacent cells that query cell ``qc`` must scan.
@@ -84,7 +77,7 @@ def cell_rows(qc, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound, s_c
     lo_r = np.empty(k, dtype=np.int64)
     hi_r = np.empty(k, dtype=np.int64)
     own_r = np.empty(k, dtype=np.int64)
-    if not _decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw,
+    if not decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw,
                         lo_r, hi_r, own_r):
         return 0
     n_out = 0
@@ -152,7 +145,7 @@ def cell_rows(qc, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound, s_c
     return n_out
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def max_rows(k):
     """Most rows ``cell_rows`` can write for k indexed dimensions: two per
     lookup of the 3^(k-1) (UNICOMP splits a row around the own cell)."""
@@ -162,7 +155,7 @@ def max_rows(k):
     return rows
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def adjacent_rows(c, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids, s_lower_bound,
                   s_cell_start, s_coords, s_coord_off, s_stride, k, pattern, self_join):
     """``cell_rows`` of query cell index c into a fresh array: returns
@@ -174,7 +167,7 @@ def adjacent_rows(c, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids, s_l
     return rows, n_rows
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _emit(out, n_out, cell_start, a, b):
     """Append the points of cells [a, b) as one range, if any."""
     if a < b:
@@ -184,8 +177,8 @@ def _emit(out, n_out, cell_start, a, b):
     return n_out
 
 
-@nb.njit(inline="always", **_jit)
-def _decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw, lo_r, hi_r,
+@nb.njit(inline="always", **JIT)
+def decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw, lo_r, hi_r,
                  own_r):
     """Per-dimension coordinate of query cell qc, its rank in the query grid
     (``own_r``) and the interval of data ranks within one cell of it; False

@@ -15,12 +15,12 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .._core.memory import alloc_host
-from .cells import _jit
-from .csr import exclusive_scan_into, release_free_memory
+from ..._core.memory import alloc_host
+from ..csr import exclusive_scan_into, release_free_memory
+from ..schedule import JIT
 
 
-@nb.njit(**_jit)
+@nb.njit(**JIT)
 def mirror_counts(order, half_counts, r0, r1, half_indices, total):
     """Add a block of the forward half to the caller-order row counts
     ``total``: reordered rows [r0, r1) hold their forward pairs (row
@@ -34,7 +34,7 @@ def mirror_counts(order, half_counts, r0, r1, half_indices, total):
         total[half_indices[p]] += 1
 
 
-@nb.njit(**_jit)
+@nb.njit(**JIT)
 def fill_block(order, r0, loc_indptr, buf, forward, include_self, fill_pos, indices):
     """Write a block of the forward half into the table; reordered row
     r0 + t holds ``buf[loc_indptr[t]:loc_indptr[t + 1]]``.

@@ -2,10 +2,11 @@
 
 Pipeline of one call (``count_rows`` then ``fill_rows``):
 
-1. ``start``: the engine (``gpu_engine.GpuEngine``) copies the points to the
+1. ``start``: the engine (``engine.GpuEngine``) copies the points to the
    device, builds the grid and the candidate ranges; ``configure`` resolves
-   the call's plan (built at the public boundary, ``plan.gpu_request``) by
-   the rule ``plan.plan_gpu`` and hands it to the engine;
+   the call's plan (built at the public boundary, ``plan.request``) by
+   the rule ``plan.plan_gpu``, hands it to the engine and reports it
+   (``skyjoin._core.plans.report``);
 2. **count**: a kernel counts the neighbours of every query;
    ``output="counts"`` stops here;
 3. **scan**: ``indptr`` is the exclusive scan of the counts, so each row's
@@ -17,38 +18,40 @@ Pipeline of one call (``count_rows`` then ``fill_rows``):
    contiguously, the rows are sorted on the GPU when ``sort=True``, and the
    batch is copied into pinned host buffers and from there, by parallel
    host threads, into the final host CSR array, while the GPU already
-   computes the next batch (3 CUDA streams).
+   computes the next batch (3 CUDA streams: ``batches``).
 
 Nothing can overflow: the buffers are sized from exact counts, and the fill
 kernel still checks every write against ``indptr`` and flags a batch that
 would overflow or come up short; such a batch is recomputed once, then the
 call fails loudly.  Cost: the engine's passes plus O(pairs) of copies.
+
+The batched fill is its own stage, ``batches``.  ``chunk_stream`` runs the
+same stages for ``self_join_chunks``: the fill's
+batches handed out as bounded chunks.  Entered through
+``skyjoin.join.engine`` only: the points are conditioned and the plan's
+scalars checked by the caller; nothing here validates, scales or routes.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._core.device import cupy
-from .._core.memory import alloc_host
-from .._core.transfer import parallel_copy
-from .gpu_engine import GpuEngine
-from .plan import (JoinPlan, batch_capacity, gpu_request, plan_gpu, plan_row_batches,
-                   result_size_guard)
-from .result import NeighborTable
+from ..._core.device import cupy
+from ..._core.memory import alloc_host
+from ..._core.plans import report as report_plan
+from ..._core.transfer import parallel_copy
+from ..plan import JoinPlan, batch_capacity, plan_gpu, plan_row_batches, result_size_guard
+from ..result import NeighborTable, PairChunk
+from .batches import N_STREAMS, fill_batches, fill_to_host
+from .engine import GpuEngine
 
-__all__ = ["count_rows", "fill_rows", "fill_batches", "Counted", "last_stats", "start",
-           "configure", "run", "free_device_bytes", "N_STREAMS"]
+__all__ = ["count_rows", "fill_rows", "Counted", "last_stats", "start", "configure", "run",
+           "chunk_stream", "free_device_bytes"]
 
-#: CUDA streams (and device result buffers) of the batched fill.
-N_STREAMS = 3
 _STATS: dict = {}
-_log = logging.getLogger("skyjoin")
 
 
 def last_stats() -> dict:
@@ -60,8 +63,8 @@ def start(R, S, eps, request: JoinPlan):
     """Pick up CuPy and build the engine of ``request`` (points on the device,
     grid, candidate ranges, work statistics); returns (cp, engine, stats).
 
-    The caller has validated eps and the plan's scalars (the public entry
-    points: ``api``, ``gpu``, the distributed join)."""
+    The caller has validated eps and the plan's scalars and conditioned
+    the points (``skyjoin.join.engine``'s callers)."""
     cp = cupy()
     stats = {"precision": request.precision}
     _STATS.clear()
@@ -74,14 +77,15 @@ def start(R, S, eps, request: JoinPlan):
 
 def configure(eng, request: JoinPlan) -> JoinPlan:
     """The plan of ``request`` on the engine's measured work (``plan.plan_gpu``),
-    handed to the engine and logged at debug level on the "skyjoin" logger.
-    ``request`` unchanged for an empty join (nothing runs)."""
+    handed to the engine and reported (``skyjoin._core.plans.report``: the
+    "skyjoin" logger at debug level, and ``recording()`` blocks).  An empty
+    join (nothing runs) reports ``request`` as it is."""
     if eng.empty:
-        return request
+        return report_plan(request, "join plan")
     t0 = time.perf_counter()
     plan = plan_gpu(request, eng.mean_work, eng.work_cv, eng.dgrid.k)
     eng.configure(plan)
-    _log.debug("join plan: %s", plan.describe())
+    report_plan(plan, "join plan")
     eng.stats["setup_s"] = eng.stats.get("setup_s", 0.0) + time.perf_counter() - t0
     return plan
 
@@ -138,16 +142,13 @@ class Counted:
     t_start: float
 
 
-def count_rows(R, S, eps, *, include_self=False, precision="float64", index_dims=None,
-               query_rows=None, column_ids=None, n_columns=None, counts_only=False,
-               plan: JoinPlan | None = None, **options) -> Counted:
+def count_rows(R, S, eps, plan: JoinPlan, *, query_rows=None, column_ids=None,
+               n_columns=None) -> Counted:
     """Build the engine on the current device and count the neighbours of the rows.
 
-    ``plan`` is the call's request (``plan.gpu_request``, built at the public
-    boundary); without it, one is built from ``include_self``,
-    ``precision``, ``index_dims``, ``counts_only`` and the GPU ``options``
-    (the distributed join's partitions).  eps and precision are the
-    caller's, already validated at its public boundary.
+    ``plan`` is the call's request (``plan.request``, built at its public
+    boundary, device "gpu"); eps and the points are conditioned by the
+    caller.
 
     ``query_rows`` (m) keeps only the rows [0, m); ``column_ids`` renames the
     columns (column j becomes ``column_ids[j]``, int32, before rows are
@@ -155,10 +156,6 @@ def count_rows(R, S, eps, *, include_self=False, precision="float64", index_dims
     partitions use both to produce their owned rows in global ids.
     """
     t_start = time.perf_counter()
-    if plan is None:
-        plan = gpu_request(self_join=R is None, output="counts" if counts_only else "table",
-                           include_self=include_self, precision=precision,
-                           index_dims=index_dims, **options)
     cp, eng, stats = start(R, S, eps, plan)
     plan = configure(eng, plan)
     n_rows, n_cols = eng.n_rows, eng.n_cols
@@ -180,11 +177,13 @@ def count_rows(R, S, eps, *, include_self=False, precision="float64", index_dims
                    t_start)
 
 
-def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
-              device_memory_limit=None, progress=None, timings=None, sink=None,
+def fill_rows(c: Counted, *, sort=None, progress=None, timings=None, sink=None,
               rows_ready=None):
-    """Fill the counted rows: a NeighborTable (host or device), or, with ``sink``,
-    hand each batch to ``sink(r0, r1, chunk)`` and return None.
+    """Fill the counted rows as the plan says: a NeighborTable (in host memory,
+    or on the device for the memory route "device table"), or, with
+    ``sink``, hand each batch to ``sink(r0, r1, chunk)`` and return None.
+    ``sort`` None: the plan's.  The batch size chosen (``plan.batch_capacity``)
+    is recorded in the plan, which is reported again.
 
     ``sink`` receives the rows [r0, r1) as one host array (a pinned buffer,
     valid only during the call) laid out by the row counts; the distributed
@@ -195,6 +194,9 @@ def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
     them while the GPU fills the next batch.
     """
     cp, eng, stats, counts, n_rows, n_cols = c.cp, c.eng, c.stats, c.counts, c.n_rows, c.n_cols
+    sort = c.plan.sort if sort is None else sort
+    on_device = c.plan.memory_route == "device table"
+    device_memory_limit = c.plan.device_memory_limit
     if eng.empty:
         report(timings, stats)
         if sink is not None:
@@ -222,7 +224,8 @@ def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
             free_bytes=free if on_device else None)
         if on_device:
             free -= needed
-    cap = batch_capacity(total, longest, batch_pairs, free, bytes_per_pair)
+    cap = batch_capacity(total, longest, c.plan.batch_pairs, free, bytes_per_pair)
+    c.plan = report_plan(replace(c.plan, batch_pairs=cap), "join plan")
     batches = plan_row_batches(indptr_h, cap)
     stats["batches"] = len(batches)
     stats["batch_pairs"] = cap
@@ -246,7 +249,7 @@ def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
         stats["total_s"] = time.perf_counter() - c.t_start
         report(timings, stats)
         return NeighborTable(indptr, out[:total], (n_rows, n_cols), sorted=bool(sort))
-    indices = _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
+    indices = fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort,
                             progress, stats, sink, rows_ready)
     stats["total_s"] = time.perf_counter() - c.t_start
     report(timings, stats)
@@ -255,138 +258,59 @@ def fill_rows(c: Counted, *, sort=True, on_device=False, batch_pairs=None,
     return NeighborTable(indptr_h, indices, (n_rows, n_cols), sorted=bool(sort))
 
 
-def run(R, S, eps, plan: JoinPlan, *, on_device=False, device_memory_limit=None, progress=None,
-        timings=None, query_rows=None, column_ids=None, n_columns=None, rows_ready=None):
-    """Execute the GPU join ``plan`` (a request of ``plan.gpu_request``, eps and
-    the plan validated by the caller): count, then fill.  R None: the
+def run(R, S, eps, plan: JoinPlan, *, progress=None, timings=None, query_rows=None,
+        column_ids=None, n_columns=None, rows_ready=None):
+    """Execute the GPU join ``plan`` (a request of ``plan.request``; eps and the
+    points conditioned by the caller): count, then fill.  R None: the
     self-join of S."""
-    c = count_rows(R, S, eps, query_rows=query_rows, column_ids=column_ids,
-                   n_columns=n_columns, plan=plan)
-    output = plan.output
-    if output == "counts":
+    c = count_rows(R, S, eps, plan, query_rows=query_rows, column_ids=column_ids,
+                   n_columns=n_columns)
+    if plan.output == "counts":
         cp = c.cp
         res = c.counts.astype(cp.int64) if c.counts is not None \
             else cp.zeros(c.n_rows, dtype=cp.int64)
-        res = res if on_device else cp.asnumpy(res)
+        res = res if plan.memory_route == "device counts" else cp.asnumpy(res)
         c.stats["total_s"] = time.perf_counter() - c.t_start
         report(timings, c.stats)
         return res
-    return fill_rows(c, sort=plan.sort, on_device=on_device, batch_pairs=plan.batch_pairs,
-                     device_memory_limit=device_memory_limit, progress=progress,
-                     timings=timings, rows_ready=rows_ready)
+    return fill_rows(c, progress=progress, timings=timings, rows_ready=rows_ready)
 
 
-def _fill_to_host(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort, progress, stats,
-                  sink=None, rows_ready=None):
-    """Fill every batch on the GPU (``fill_batches``) and assemble the host
-    CSR column array: each batch is copied by parallel host threads from its
-    pinned buffer into the final array while the GPU computes the next one.
-    With ``sink``, each batch goes to ``sink(r0, r1, pinned_chunk)``
-    instead, and nothing is allocated here (returns None).
+def chunk_stream(X, eps, request: JoinPlan, max_pairs: int):
+    """Execute the self-join request ``request`` (memory route "chunks"; eps
+    and the points conditioned by the caller) as a generator of the total,
+    once counted, then ``PairChunk`` of at most ``max_pairs`` pairs (or one
+    longer row), in CSR form: what ``PairStream`` wraps.  Nothing runs
+    before the first item is asked for.
+
+    The batches run through the in-memory pipeline (``fill_batches``: three
+    streams, pinned staging, the GPU filling batch b+1 while batch b is
+    handed over), and each chunk's column ids are copied by parallel host
+    threads from pinned memory into the chunk's own array: O(pairs) host
+    work, as the in-memory table's.  Memory: 3 x ``max_pairs`` pairs on the
+    device and in pinned host memory, plus the chunks the caller keeps,
+    plus O(n).  The total comes from the count pass alone.
     """
-    total = int(indptr_h[-1])
-    n_rows = len(indptr_h) - 1
-    t0 = time.perf_counter()
-    final = alloc_host(total, np.int32) if sink is None else None
-    stats["host_alloc_s"] = time.perf_counter() - t0
-    if total == 0:
-        return final
-    t_fill = time.perf_counter()
-    copy_s = 0.0
-    for r0, r1, chunk in fill_batches(cp, eng, batches, counts, indptr, indptr_h, cursor, cap,
-                                      sort, stats):
-        tc = time.perf_counter()
-        m = chunk.shape[0]
-        if m and sink is not None:
-            sink(r0, r1, chunk)
-        elif m:
-            base = int(indptr_h[r0])
-            parallel_copy(final[base:base + m], chunk)
-        copy_s += time.perf_counter() - tc
-        if rows_ready is not None and sink is None:
-            rows_ready(r0, r1, indptr_h, final)
-        if progress is not None:
-            progress(r1, n_rows)
-    stats["fill_pipeline_s"] = time.perf_counter() - t_fill
-    stats["host_copy_s"] = copy_s
-    return final
-
-
-def fill_batches(cp, eng, batches, counts, indptr, indptr_h, cursor, cap, sort, stats):
-    """Fill the row batches on the GPU and yield each one's column ids in order:
-    ``(r0, r1, pinned)``, ``pinned`` the pairs of rows [r0, r1) laid out by
-    the row counts, in a pinned host buffer valid until the next item is
-    asked for.
-
-    Three streams, each with a device result buffer of ``cap`` pairs and a
-    pinned host staging buffer: while the caller reads batch b-2 (copies it,
-    writes it), the GPU fills and sorts batch b-1 and copies it down.  A
-    batch whose fill flags an overflow is recomputed once, synchronously;
-    then the call fails loudly.  Leaving early (an exception, a generator
-    closed) waits for the copies in flight, so that no DMA outlives its
-    pinned buffer.  Memory: 3 x ``cap`` pairs on the device and in pinned
-    host memory.
-    """
-    import cupyx  # lazy, as CuPy
-
-    nslots = min(N_STREAMS, len(batches))
-    if nslots == 0:
+    cp, eng, stats = start(None, X, eps, request)
+    n = eng.n_rows
+    if eng.empty:
+        configure(eng, request)
         return
-    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(nslots)]
-    dev_out = [cp.empty(cap, dtype=cp.int32) for _ in range(nslots)]
-    pinned = [cupyx.empty_pinned(cap, dtype=np.int32) for _ in range(nslots)]
-    flags = [cp.zeros(1, dtype=cp.int32) for _ in range(nslots)]
-    flags_h = [cupyx.empty_pinned(1, dtype=np.int32) for _ in range(nslots)]
-    cursors = [cursor] + [cp.zeros_like(cursor) for _ in range(nslots - 1)] if cursor is not None \
-        else [None] * nslots
-    plan = eng.sort_plan(indptr, batches) if sort else None
-    cp.cuda.Device().synchronize()      # counts / indptr ready before other streams read them
-    inflight: deque = deque()
-    wait_s = 0.0
-
-    def launch(b, slot):
-        r0, r1 = batches[b]
-        base = int(indptr_h[r0])
-        m = int(indptr_h[r1]) - base
-        with streams[slot]:
-            flags[slot].fill(0)
-            eng.fill(r0, r1, counts, indptr, dev_out[slot], base, cursors[slot], flags[slot], plan,
-                     indptr_h)
-            if m:
-                dev_out[slot][:m].get(stream=streams[slot], out=pinned[slot][:m], blocking=False)
-            flags[slot].get(stream=streams[slot], out=flags_h[slot], blocking=False)
-            ev = streams[slot].record()
-        inflight.append((b, slot, ev, base, m))
-
-    def wait():
-        """The oldest batch in flight, complete in its pinned buffer."""
-        nonlocal wait_s
-        b, slot, ev, base, m = inflight.popleft()
-        tw = time.perf_counter()
-        ev.synchronize()
-        wait_s += time.perf_counter() - tw
-        if int(flags_h[slot][0]):
-            r0, r1 = batches[b]
-            with streams[slot]:
-                flags[slot].fill(0)
-                eng.fill(r0, r1, counts, indptr, dev_out[slot], base, cursors[slot], flags[slot],
-                         plan, indptr_h)
-                streams[slot].synchronize()
-                if int(flags[slot].get()[0]):
-                    raise RuntimeError(f"GPU join: batch of rows [{r0}, {r1}) overflowed twice")
-                if m:
-                    dev_out[slot][:m].get(stream=streams[slot], out=pinned[slot][:m])
-                streams[slot].synchronize()
-        return batches[b][0], batches[b][1], pinned[slot][:m]
-
-    try:
-        for b in range(len(batches)):
-            while len(inflight) >= max(1, nslots - 1):
-                yield wait()
-            launch(b, b % nslots)
-        while inflight:
-            yield wait()
-    finally:
-        for item in inflight:
-            item[2].synchronize()
-        stats["gpu_wait_s"] = wait_s
+    plan = configure(eng, request)
+    counts = eng.count()
+    indptr = cp.zeros(n + 1, dtype=cp.int64)
+    cp.cumsum(counts, dtype=cp.int64, out=indptr[1:])
+    indptr_h = cp.asnumpy(indptr)
+    yield int(indptr_h[-1])
+    longest = int(counts.max())
+    free = free_device_bytes(cp, plan.device_memory_limit)
+    cap = batch_capacity(int(indptr_h[-1]), longest, max(int(max_pairs), longest), free,
+                         4 * N_STREAMS)
+    report_plan(replace(plan, batch_pairs=cap), "join plan")
+    cursor = cp.zeros(n, dtype=cp.int32) if eng.cfg.pattern != "full" else None
+    batches = plan_row_batches(indptr_h, cap)
+    for r0, r1, pinned in fill_batches(cp, eng, batches, counts, indptr, indptr_h, cursor, cap,
+                                       plan.sort, stats):
+        indices = alloc_host(pinned.shape[0], np.int32)
+        parallel_copy(indices, pinned)
+        yield PairChunk.from_csr(r0, indptr_h[r0:r1 + 1] - indptr_h[r0], indices)

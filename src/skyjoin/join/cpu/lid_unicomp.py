@@ -24,14 +24,14 @@ import threading
 import numba as nb
 import numpy as np
 
-from .._core.pool import map_dynamic
-from .cells import _decode_cell, _jit
-from .csr import to_caller_order
-from .point_scan import _cell_gaps, _point_scan, pruning_args
-from .schedule import cell_blocks
+from ..._core.pool import map_dynamic
+from .cells import decode_cell
+from ..csr import to_caller_order
+from .point_scan import cell_gaps, scan_point, pruning_args
+from ..schedule import JIT, cell_blocks
 
 
-@nb.njit(**_jit)
+@nb.njit(**JIT)
 def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, stride, lower_bound,
                       point_lb, order, k, eps2, lo, side, slack, lim, cb0, cb1, counts):
     """LID-UNICOMP forward half (load-imbalance paper §III-B) of the cells
@@ -63,13 +63,13 @@ def lid_unicomp_block(pts, cell_start, cell_ids, coords, coord_off, radix, strid
     for c in range(cb0, cb1):
         c0 = cell_start[c]
         c1 = cell_start[c + 1]
-        _decode_cell(cell_ids[c], coords, coord_off, radix, coords, coord_off, k, craw, lo_r,
+        decode_cell(cell_ids[c], coords, coord_off, radix, coords, coord_off, k, craw, lo_r,
                      hi_r, own_r)  # a self-join cell always has itself in reach
         for i in range(c0, c1):
-            _cell_gaps(pts, i, k, lo, side, slack, gl2, gh2)
+            cell_gaps(pts, i, k, lo, side, slack, gl2, gh2)
             while True:   # one call site: the scan's code is compiled once
                 room = buf.shape[0] - n
-                f = _point_scan(pts, i, i, pts, no_map, no_excl, eps2, lim, early, k, craw,
+                f = scan_point(pts, i, i, pts, no_map, no_excl, eps2, lim, early, k, craw,
                                 lo_r, hi_r, own_r, half, coords, coord_off, stride, cell_ids,
                                 lower_bound, cell_start, point_lb, gl2, gh2, cur, partial, eqp,
                                 order, buf, n, room)
@@ -138,7 +138,7 @@ def lid_unicomp_half(g, eps2, check=None):
     return counts, blocks
 
 
-@nb.njit(**_jit)
+@nb.njit(**JIT)
 def _count_listed(ids, out):
     """out[j] += 1 for every j of ids (sequential: the caller holds a lock)."""
     for t in range(ids.shape[0]):

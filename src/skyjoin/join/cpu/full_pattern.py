@@ -26,12 +26,13 @@ import numba as nb
 import numpy as np
 
 from ._simd import compress16, prefetch_read, prefetch_write
-from .cells import _U64, _decode_cell, _inner, _jit, adjacent_rows
-from .csr import _sort_range
-from .point_scan import _cell_gaps, _point_scan
+from .cells import U64, decode_cell, adjacent_rows
+from ..csr import sort_range
+from .point_scan import cell_gaps, scan_point
+from ..schedule import INNER, JIT
 
 
-@nb.njit(**_jit)
+@nb.njit(**JIT)
 def _merge_runs(cid, cj, m):
     """Sort the candidates by caller id, given that they form a few
     ascending runs (every cell holds its points in ascending caller id: the
@@ -91,7 +92,7 @@ def _merge_runs(cid, cj, m):
     return a_id, a_j
 
 
-@nb.njit(**_inner)
+@nb.njit(**INNER)
 def _candidates(rows, n_rows, s_order, with_ids, pad):
     """Candidates of a cell, in row order: reordered ids, and with
     ``with_ids`` their caller ids (dtype of ``s_order``, ``pad`` more slots
@@ -114,7 +115,7 @@ def _candidates(rows, n_rows, s_order, with_ids, pad):
     return cid, cj, m
 
 
-@nb.njit(**_inner)
+@nb.njit(**INNER)
 def _coords(s_pts, cid, cj, m, by_caller):
     """Coordinates (d, m) of the candidates: ``s_pts`` holds the points
     reordered (indexed by ``cj``), or with ``by_caller`` in the caller's
@@ -128,7 +129,7 @@ def _coords(s_pts, cid, cj, m, by_caller):
     return cp
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _distances(q_pts, i, cp, m, db):
     """db[p] = sum_t (q_it - cp[t, p])^2, summed in dimension order."""
     d = cp.shape[0]
@@ -151,7 +152,7 @@ def _distances(q_pts, i, cp, m, db):
 SUBTILE_POINTS = 32
 
 
-@nb.njit(**_inner)
+@nb.njit(**INNER)
 def _subtiles(q_pts, c0, c1, k, lo, side, target, qorder):
     """Group the query points c0..c1 of a cell by sub-cell: writes the
     points in group order to ``qorder`` and returns the group offsets
@@ -189,7 +190,7 @@ def _subtiles(q_pts, c0, c1, k, lo, side, target, qorder):
     return goff
 
 
-@nb.njit(**_inner)
+@nb.njit(**INNER)
 def _filter_box(q_pts, qorder, a, b, cp, cid, cj, m, reach, cp2, cid2, cj2):
     """Candidates within ``reach`` of the bounding box of query points
     qorder[a:b] in every dimension, in their original order; returns how
@@ -229,10 +230,10 @@ def _filter_box(q_pts, qorder, a, b, cp, cid, cj, m, reach, cp2, cid2, cj2):
     return m2
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _point_path(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k):
     """Scratch of the point-by-point path for query cell qc, its coordinates
-    and rank intervals decoded (``cells._decode_cell``).  Returns (ok, craw,
+    and rank intervals decoded (``cells.decode_cell``).  Returns (ok, craw,
     lo_r, hi_r, own_r, eqp, gl2, gh2, cur, partial); ok is False when some
     dimension has no occupied data coordinate within reach (no neighbours)."""
     craw = np.empty(k, dtype=np.int64)
@@ -240,7 +241,7 @@ def _point_path(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k):
     hi_r = np.empty(k, dtype=np.int64)
     own_r = np.empty(k, dtype=np.int64)
     eqp = np.empty(k, dtype=np.bool_)
-    ok = _decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw, lo_r,
+    ok = decode_cell(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k, craw, lo_r,
                       hi_r, own_r)
     gl2 = np.empty(k)
     gh2 = np.empty(k)
@@ -249,7 +250,7 @@ def _point_path(qc, q_coords, q_coord_off, q_radix, s_coords, s_coord_off, k):
     return ok, craw, lo_r, hi_r, own_r, eqp, gl2, gh2, cur, partial
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _box_buffers(cp, cid, cj, n_groups):
     """Buffers for ``_filter_box``'s output: fresh ones when a cell has
     several sub-tiles, else the candidates themselves (never filtered)."""
@@ -258,7 +259,7 @@ def _box_buffers(cp, cid, cj, n_groups):
     return cp, cid, cj
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _group_candidates(q_pts, qorder, goff, g, cp, cid, cj, m, reach, cp2, cid2, cj2):
     """Number of candidates of sub-tile g, written to ``cp2``/``cid2``/``cj2``
     by ``_filter_box``; all m (left in place) when the cell is one sub-tile."""
@@ -272,7 +273,7 @@ def _group_candidates(q_pts, qorder, goff, g, cp, cid, cj, m, reach, cp2, cid2, 
 ROW_LOOKAHEAD = 4
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _prefetch_row(indices, start, rl, line):
     """Announce the writes of indices[start:start + rl] (``line`` items a
     cache line) to the cache."""
@@ -282,7 +283,7 @@ def _prefetch_row(indices, start, rl, line):
         prefetch_write(indices, start + rl - 1)
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _row_slot(i, row_pos, row_len, q_order, indptr):
     """Start and length of reordered query point i's row in the output."""
     if row_pos.shape[0] > 0:
@@ -291,7 +292,7 @@ def _row_slot(i, row_pos, row_len, q_order, indptr):
     return indptr[o], indptr[o + 1] - indptr[o]
 
 
-@nb.njit(**_jit)
+@nb.njit(**JIT)
 def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
                 s_pts, s_map, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off,
                 s_stride, k, eps2, self_join, include_self, sort, cell_list, row_pos, row_len,
@@ -312,7 +313,7 @@ def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off,
     **Count** (``counts`` not empty): ``counts[i]``, the number of
     neighbours of reordered query point i.  With ``half`` (self-join, no
     tiled path) the forward half of LID-UNICOMP is counted instead (see
-    ``_point_scan``).
+    ``scan_point``).
 
     **Fill** (``counts`` empty): write the caller ids of the neighbours of
     reordered query point i at ``row_pos[i]`` (skipped if < 0),
@@ -380,9 +381,9 @@ def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off,
                 o = q_order[i] if q_mapped else i
                 for t in range(d):
                     qrow[0, t] = q_pts[o, t]
-                _cell_gaps(qrow, zero, k, lo, side, slack, gl2, gh2)
+                cell_gaps(qrow, zero, k, lo, side, slack, gl2, gh2)
                 excl = i if (self_join and not include_self and not half) else -1
-                n_found = _point_scan(qrow, zero, i, s_pts, s_map, excl, eps2, lim, early, k, craw,
+                n_found = scan_point(qrow, zero, i, s_pts, s_map, excl, eps2, lim, early, k, craw,
                                       lo_r, hi_r, own_r, half, s_coords, s_coord_off, s_stride,
                                       s_cell_ids, s_lower_bound, s_cell_start, point_lb, gl2,
                                       gh2, cur, partial, eqp, s_order, indices, start, rl)
@@ -391,7 +392,7 @@ def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off,
                 elif n_found != rl:
                     bad[0] = 1
                 elif sort:
-                    _sort_range(indices, start, start + n_found)
+                    sort_range(indices, start, start + n_found)
             continue
         rows, n_rows = adjacent_rows(c, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids,
                                      s_lower_bound, s_cell_start, s_coords, s_coord_off,
@@ -440,7 +441,7 @@ def full_kernel(q_pts, q_order, q_cell_start, q_cell_ids, q_coords, q_coord_off,
         excl_self = self_join and not include_self
         n_groups = goff.shape[0] - 1
         cp2, cid2, cj2 = _box_buffers(cp, cid, cj, n_groups)
-        reach = np.sqrt(lim) * (1.0 + 4.0 * _U64)
+        reach = np.sqrt(lim) * (1.0 + 4.0 * U64)
         for g in range(n_groups):
             if goff[g] == goff[g + 1]:
                 continue

@@ -25,12 +25,12 @@ import time
 
 import numpy as np
 
-from .._core import device_prims as dp
-from .._core.device_kernels import launch, load
-from .._core.device_reduce import flag_differ, weighted_span_sum, work_sums
-from .._core.transfer import to_device
-from .._core.validate import working_dtype
-from ..index import grid_gpu
+from ..._core import device_prims as dp
+from ..._core.device_kernels import launch, load
+from ..._core.device_reduce import flag_differ, weighted_span_sum, work_sums
+from ..._core.transfer import to_device
+from ..._core.validate import working_dtype
+from ...index import grid_gpu
 
 __all__ = ["GpuEngine"]
 
@@ -55,7 +55,7 @@ class GpuEngine:
     query (``mean_work``, ``work_cv``: the statistics of the configuration
     rule); ``configure`` then takes the plan resolved by ``plan.plan_gpu``
     and prepares its kernels.  ``request`` is the call's ``JoinPlan`` as
-    built at the public boundary (``plan.gpu_request``).
+    built at the public boundary (``plan.request``).
     """
 
     def __init__(self, cp, R, S, eps, request, stats):

@@ -29,7 +29,7 @@ from llvmlite import ir
 from numba.core import cgutils, config, types
 from numba.extending import intrinsic, overload
 
-from .._core.config import NO_SIMD, NUMBA_CACHE
+from ..._core.config import NO_SIMD, NUMBA_CACHE
 
 __all__ = ["compress16", "compress16_scalar", "prefetch_write", "prefetch_read",
            "VECTOR_COMPRESS", "PREFETCH"]

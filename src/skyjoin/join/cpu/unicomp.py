@@ -17,11 +17,12 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .cells import _jit, adjacent_rows, data_args, query_args
-from .csr import exclusive_scan_into
+from .cells import adjacent_rows, data_args, query_args
+from ..csr import exclusive_scan_into
+from ..schedule import JIT
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _within(qp, sp, i, j, d, eps2):
     """sum_k (q_ik - s_jk)^2 <= eps2 in the working precision, k in order."""
     acc = qp[i, 0] * 0    # a zero of the points' dtype (eps2 * 0 is NaN for eps2 = inf)
@@ -31,7 +32,7 @@ def _within(qp, sp, i, j, d, eps2):
     return acc <= eps2
 
 
-@nb.njit(inline="always", **_jit)
+@nb.njit(inline="always", **JIT)
 def _cell_work(c, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix, s_cell_ids,
                s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride, k, pattern,
                self_join):
@@ -48,7 +49,7 @@ def _cell_work(c, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix, s_ce
 # Counting and filling
 # ---------------------------------------------------------------------------
 
-@nb.njit(parallel=True, **_jit)
+@nb.njit(parallel=True, **JIT)
 def count_pass(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
                s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
                k, eps2, pattern, self_join, include_self, counts):
@@ -77,7 +78,7 @@ def count_pass(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
     return counts
 
 
-@nb.njit(parallel=True, **_jit)
+@nb.njit(parallel=True, **JIT)
 def fill_pass(q_pts, q_cell_start, q_cell_ids, q_coords, q_coord_off, q_radix,
               s_pts, s_cell_ids, s_lower_bound, s_cell_start, s_coords, s_coord_off, s_stride,
               k, eps2, pattern, self_join, include_self, cell_list, row_pos, s_order, indices):
