@@ -98,48 +98,6 @@ def test_no_private_name_imported_from_another_package():
     assert private_imports_across_packages() == []
 
 
-#: importers the sibling check skips while their package is reworked (to be emptied)
-SIBLING_CHECK_SKIPS = ("skyjoin.join", "skyjoin.dbscan.estimator", "skyjoin.dbscan.hybrid",
-                       "skyjoin.dbscan.table_gpu")
-
-
-def private_imports_from_siblings(skips=SIBLING_CHECK_SKIPS):
-    """(importer, 'from X import _name') for every private name imported from
-    another module, of the same package or not (a helper shared inside a
-    package is public within it).  Private submodules (``from . import _m``)
-    are the import-linter's business; importers named in ``skips`` (or
-    inside a package named there) are skipped."""
-    found = []
-    for path in sources():
-        mod = module_name(path)
-        if any(mod == s or mod.startswith(s + ".") for s in skips):
-            continue
-        pkg = package_of(mod, path.name == "__init__.py")
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.ImportFrom):
-                continue
-            if node.level:
-                base = pkg.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if not target.startswith("skyjoin") or target == mod:
-                continue
-            for alias in node.names:
-                if not alias.name.startswith("_") or alias.name.startswith("__"):
-                    continue
-                sub = SRC.parent / target.replace(".", "/") / alias.name
-                if sub.with_suffix(".py").exists() or (sub / "__init__.py").exists():
-                    continue                                # a private module
-                found.append((mod, f"from {target} import {alias.name}"))
-    return found
-
-
-def test_no_private_name_imported_from_a_sibling_module():
-    assert private_imports_from_siblings() == []
-
-
 def test_the_check_finds_a_private_import(tmp_path, monkeypatch):
     """The check above is not vacuous: a planted import across packages is found."""
     fake = tmp_path / "skyjoin"
@@ -151,22 +109,6 @@ def test_the_check_finds_a_private_import(tmp_path, monkeypatch):
     (fake / "b" / "n.py").write_text("_hidden = 1\n")
     monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
     assert private_imports_across_packages() == [("skyjoin.a.m", "from skyjoin.b.n import _hidden")]
-
-
-def test_the_sibling_check_finds_a_private_import(tmp_path, monkeypatch):
-    """A private name from a sibling module is found; a private module, a
-    name of the importer's own and a skipped importer are not."""
-    fake = tmp_path / "skyjoin"
-    (fake / "a").mkdir(parents=True)
-    for init in (fake / "__init__.py", fake / "a" / "__init__.py"):
-        init.write_text("")
-    (fake / "a" / "m.py").write_text("from .k import _shared, ok\nfrom . import _private_mod\n")
-    (fake / "a" / "k.py").write_text("_shared = ok = 1\n")
-    (fake / "a" / "_private_mod.py").write_text("")
-    (fake / "a" / "s.py").write_text("from .k import _shared\n")
-    monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
-    assert private_imports_from_siblings(skips=("skyjoin.a.s",)) == [
-        ("skyjoin.a.m", "from skyjoin.a.k import _shared")]
 
 
 def exception_classes():
@@ -269,17 +211,10 @@ def test_the_engine_check_finds_a_climb(tmp_path, monkeypatch):
         ("skyjoin.join.cpu.c", "skyjoin.join.api")]
 
 
-#: Packages (or single modules) whose helpers shared between siblings carry
-#: public names: no module there imports a sibling's ``_name``.  The other
-#: packages are to follow; add them here as they are cleaned.
-SIBLING_CLEAN = ("skyjoin.join", "skyjoin.dbscan.estimator", "skyjoin.dbscan.hybrid",
-                 "skyjoin.dbscan.table_gpu", "skyjoin.dbscan.engine")
-
-
-@pytest.mark.parametrize("scope", SIBLING_CLEAN)
-def test_no_private_name_imported_from_a_sibling(scope):
-    found = [hit for path in sources() if _within(module_name(path), (scope,))
-             for hit in private_imports(path, same_package=True)]
+def test_no_private_name_imported_from_a_sibling():
+    """A helper shared inside a package is public within it: no module
+    imports a sibling's ``_name`` (private modules are import-linter's)."""
+    found = [hit for path in sources() for hit in private_imports(path, same_package=True)]
     assert found == []
 
 
