@@ -327,9 +327,11 @@ def test_out_of_memory_while_iterating_is_a_device_memory_error(cp):
         stream = sj.self_join_chunks(X, 0.1, device="gpu")
         with pytest.raises(sj.DeviceMemoryError, match="GPU self-join ran out of device memory"):
             stream.count()
-        # 6-D: the sweep's table path, whose join reports the error itself
+        # 6-D: the sweep's table path; its join runs through the join engine's
+        # entry, so the one report is the sweep's own (no handler nested inside)
         sweep = sj.dbscan_sweep(X, eps=[0.1], min_samples=[10], device="gpu")
-        with pytest.raises(sj.DeviceMemoryError, match="GPU self-join ran out of device memory"):
+        with pytest.raises(sj.DeviceMemoryError,
+                           match="the GPU DBSCAN sweep ran out of device memory"):
             next(sweep)
         assert dm.free_bytes(cp) >= needed
     _usable_again(X[:100_000], 0.1)
