@@ -1,6 +1,6 @@
 """The cluster numbering of the GPU DBSCAN, run on the CPU.
 
-``dbscan.table_gpu._ranks_by_caller_row`` runs here with its kernels and the
+``dbscan.table_gpu.ranks_by_caller_row`` runs here with its kernels and the
 device primitives compiled by the host compiler (``_cuda_emulation``) and
 NumPy in CuPy's place: a table built over the points in a permuted order
 must still give scikit-learn's labels once clusters are numbered by their
@@ -21,12 +21,12 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler
 
 @pytest.fixture
 def ranks(monkeypatch):
-    """``_ranks_by_caller_row`` on the emulated kernels, NumPy arrays in and out."""
+    """``ranks_by_caller_row`` on the emulated kernels, NumPy arrays in and out."""
     from skyjoin.dbscan import grid_gpu, table_gpu
 
     emulate_device_kernels(monkeypatch)
     mod = Module(grid_gpu._SOURCE)
-    return lambda *args: table_gpu._ranks_by_caller_row(FakeCupy(), mod, *args)
+    return lambda *args: table_gpu.ranks_by_caller_row(FakeCupy(), mod, *args)
 
 
 def _labels_from_permuted_table(_ranks_by_caller_row, X, eps, m, perm):
