@@ -82,6 +82,6 @@ class NonNumericColumnError(ValueError):
         Labels of the columns that are.
     """
 
-    def __init__(self, message: str, path: str, columns: list, numeric: list):
+    def __init__(self, message: str, path: str, columns: list, numeric: list) -> None:
         super().__init__(message)
         self.path, self.columns, self.numeric = path, list(columns), list(numeric)
