@@ -36,6 +36,7 @@ from .._core.conditioning import condition_points
 from .._core.device import cupy, resolve_device
 from .._core.device_kernels import load
 from .._core.device_memory import check_points_fit, oom_as_error
+from .._core.thread_count import with_cpu_threads
 from .._core.transfer import to_device
 from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
 from ..index.grid_kernels import gather_rows
@@ -222,6 +223,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         self.memory_limit = memory_limit
 
     # -- fitting -----------------------------------------------------------
+    @with_cpu_threads
     def fit(self, X: ArrayLike | sparse.spmatrix, y: object = None,
             sample_weight: ArrayLike | None = None) -> DBSCAN:
         """Perform DBSCAN clustering from features or a distance graph.

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 from .._core.device import cupy, is_device_array, resolve_device
 from .._core.device_memory import SKYLINE_WAYS_OUT, check_skyline_fits, oom_as_error
+from .._core.thread_count import with_cpu_threads
 from .columns import check_sense, frame_columns, group_columns, is_dataframe, parse_sense, \
     prepare_array, split_diff
 from .plan import ALGORITHMS, MAX_SKYALIGN_D, VARIANTS, SkylinePlan, check_algorithm, plan_skyline
@@ -255,6 +256,7 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
     return (sky, stats) if return_stats else sky
 
 
+@with_cpu_threads
 def _skyline_cpu(Xm: np.ndarray, plan: SkylinePlan):
     """Run a CPU plan; Xm is float64 under minimisation.
 
