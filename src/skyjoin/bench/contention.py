@@ -1,0 +1,281 @@
+"""Contention suite: each operator's slowdown beside busy processes, against its peer's.
+
+Users run skyjoin in notebooks on shared servers and inside Dask workers,
+beside other work.  This suite times each CPU operator and a single-threaded
+peer on the same data, first on a quiet machine, then with ``busy``
+processes beside it (pure-Python spin loops in subprocesses, started before
+and always killed after each timed round), and reports
+
+* each implementation's slowdown, busy median / quiet median;
+* the ratio of the two slowdowns, ours / the peer's.
+
+The operators and peers (sizes configurable, ``quick`` for a smoke test):
+
+* the self-join, 1M uniform 2-D points, eps 0.5 (``Unif2D1M-0.5``'s recipe),
+  against ``scipy.spatial.cKDTree.query_pairs``;
+* DBSCAN, 200k 2-D blobs, against scikit-learn's ``DBSCAN(n_jobs=1)``;
+* the skyline, 50k x 12-D independent points, against ``paretoset``
+  (skipped, with the reason, when it is not installed).
+
+Expected figures: with T of our threads and B busy processes on C free
+cores (T + B >= C), ours gets C / (T + B) of the machine against T cores
+quiet, the peer C / (1 + B) of one core, so the ideal ratio of the slowdowns
+is T (1 + B) / (T + B) / min(1, ...) (4/3 for T = B = C = 2).  The reported
+``target_ratio`` is 1.6: a ratio above it means our threads lose time to
+each other (spinning, a region waiting for a preempted thread), not just
+their share of the machine.
+
+Timing rules: every implementation runs once untimed first (compilation,
+caches); then ``repeat`` rounds, each round quiet then busy, ours and the
+peer interleaved, so that drifting background load hits both conditions
+alike.  Medians are reported (a busy machine's fastest run is luck), with
+every run kept in the JSON.  Cost: about ``2 x repeat`` runs of every
+implementation, the busy ones slower by the slowdown.  Nothing here asserts
+a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+import skyjoin as sj
+
+from .._core.thread_count import cpu_threads
+from ..datasets import blobs, skyline_data, uniform
+from .harness import machine_info
+
+__all__ = ["busy_processes", "Operator", "operators", "case_names", "measure", "run",
+           "TARGET_RATIO", "BUSY", "REPEAT", "main"]
+
+#: The fairness target: our slowdown at most this times the peer's.
+TARGET_RATIO = 1.6
+#: Busy processes beside the timed code (full run; quick: 1).
+BUSY = 2
+#: Rounds (quiet + busy) of each implementation (full run; quick: 1).
+REPEAT = 5
+#: A pure-Python spin loop: one runnable thread that never sleeps.
+_SPIN = "while True:\n    pass\n"
+#: Seconds for the busy processes to reach their loop before a timing.
+_SETTLE_S = 0.3
+
+
+@contextlib.contextmanager
+def busy_processes(k: int) -> Iterator[list[subprocess.Popen]]:
+    """``k`` spinning Python processes for the duration of the block.
+
+    They are killed and reaped on every way out of the block (an exception,
+    Ctrl-C included).  O(k) process starts.
+    """
+    procs: list[subprocess.Popen] = []
+    try:
+        for _ in range(k):
+            procs.append(subprocess.Popen([sys.executable, "-c", _SPIN],
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+        if procs:
+            time.sleep(_SETTLE_S)
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
+@dataclass
+class Operator:
+    """One operator and its peer on one data set: ``ours()`` / ``peer()``
+    return the result size, which must agree (checked)."""
+
+    name: str
+    params: dict
+    ours_name: str
+    peer_name: str
+    make: Callable[[], Any]
+    ours: Callable[[Any], int]
+    peer: Callable[[Any], int]
+    skip_reason: str | None = None
+    data: Any = field(default=None, repr=False)
+
+
+def _join_op(n: int, eps: float) -> Operator:
+    from scipy.spatial import cKDTree
+
+    return Operator(
+        "join", {"n": n, "d": 2, "kind": "uniform [0,100]^2", "seed": 11, "eps": eps},
+        "skyjoin self_join (cpu, table)", "scipy cKDTree.query_pairs",
+        lambda: uniform(n, 2, 0.0, 100.0, seed=11),
+        lambda X: int(sj.self_join(X, eps, device="cpu").n_pairs),
+        lambda X: 2 * len(cKDTree(X).query_pairs(eps, output_type="ndarray")))
+
+
+def _dbscan_op(n: int, eps: float, min_samples: int) -> Operator:
+    from sklearn.cluster import DBSCAN as SklearnDBSCAN
+
+    def clusters(labels):
+        return int(labels.max()) + 1 if len(labels) else 0
+
+    return Operator(
+        "dbscan", {"n": n, "d": 2, "kind": "blobs, 50 centres", "seed": 1, "eps": eps,
+                   "min_samples": min_samples},
+        "skyjoin DBSCAN (cpu)", "sklearn DBSCAN (n_jobs=1)",
+        lambda: blobs(n, 2, centers=50, std=1.5, low=0.0, high=100.0, seed=1),
+        lambda X: clusters(sj.DBSCAN(eps=eps, min_samples=min_samples, device="cpu")
+                           .fit(X).labels_),
+        lambda X: clusters(SklearnDBSCAN(eps=eps, min_samples=min_samples, n_jobs=1)
+                           .fit(X).labels_))
+
+
+def _skyline_op(n: int, d: int) -> Operator:
+    try:
+        from paretoset import paretoset
+        skip = None
+    except ImportError:
+        paretoset, skip = None, "paretoset is not installed (pip install paretoset)"
+    return Operator(
+        "skyline", {"n": n, "d": d, "kind": "independent", "seed": 5},
+        "skyjoin skyline (cpu)", "paretoset (use_numba=True)",
+        lambda: skyline_data(n, d, "independent", seed=np.random.default_rng(5)),
+        lambda X: int(sj.skyline(X, device="cpu").size),
+        lambda X: int(paretoset(X, distinct=False, use_numba=True).sum()),
+        skip_reason=skip)
+
+
+#: Sizes: (join n, join eps), (dbscan n, eps, min_samples), (skyline n, d).
+SIZES = {"full": {"join": (1_000_000, 0.5), "dbscan": (200_000, 0.3 * 5 ** 0.5, 10),
+                  "skyline": (50_000, 12)},
+         "quick": {"join": (20_000, 0.5), "dbscan": (5_000, 1.5, 10), "skyline": (3_000, 6)}}
+
+
+def operators(quick: bool = False, names=None, sizes: dict | None = None) -> list[Operator]:
+    """The suite's operators (``names``: only these of join, dbscan, skyline);
+    ``sizes`` overrides entries of ``SIZES`` (same shapes)."""
+    sz = dict(SIZES["quick" if quick else "full"], **(sizes or {}))
+    ops = {"join": lambda: _join_op(*sz["join"]), "dbscan": lambda: _dbscan_op(*sz["dbscan"]),
+           "skyline": lambda: _skyline_op(*sz["skyline"])}
+    if names:
+        unknown = sorted(set(names) - set(ops))
+        if unknown:
+            raise ValueError(f"unknown contention case(s) {', '.join(unknown)}; "
+                             f"the cases are: {', '.join(ops)}")
+    return [make() for name, make in ops.items() if not names or name in names]
+
+
+def case_names(device: str = "cpu", quick: bool = False) -> list[str]:
+    """The names ``--case`` accepts (the suite runs on the CPU only)."""
+    return ["join", "dbscan", "skyline"]
+
+
+def _timed(fn: Callable[[Any], int], X) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    size = fn(X)
+    return time.perf_counter() - t0, size
+
+
+def _summary(quiet: list[float], busy: list[float]) -> dict:
+    q, b = statistics.median(quiet), statistics.median(busy)
+    return {"quiet_s": quiet, "busy_s": busy, "quiet_median_s": q, "busy_median_s": b,
+            "slowdown": b / q if q > 0 else None}
+
+
+def measure(op: Operator, busy: int, repeat: int, log: Callable[[str], None] = print) -> dict:
+    """One operator's row: quiet and busy times of ours and the peer's,
+    each slowdown, and their ratio (ours / peer's).  O(repeat) runs of each."""
+    row: dict = {"operator": op.name, "params": op.params, "ours": op.ours_name,
+                 "peer": op.peer_name, "busy_processes": busy, "repeat": repeat}
+    if op.skip_reason:
+        log(f"{op.name}: skipped ({op.skip_reason})")
+        return dict(row, skipped=op.skip_reason)
+    X = op.make()
+    _, size_ours = _timed(op.ours, X)         # warm-up: compilation, caches, imports
+    _, size_peer = _timed(op.peer, X)
+    if size_ours != size_peer:
+        raise RuntimeError(f"contention {op.name}: ours gave {size_ours}, "
+                           f"{op.peer_name} gave {size_peer}: the results disagree")
+    times: dict = {(who, cond): [] for who in ("ours", "peer") for cond in ("quiet", "busy")}
+    for r in range(repeat):
+        for cond, k in (("quiet", 0), ("busy", busy)):
+            with busy_processes(k):
+                for who, fn in (("ours", op.ours), ("peer", op.peer)) if r % 2 == 0 \
+                        else (("peer", op.peer), ("ours", op.ours)):
+                    times[(who, cond)].append(_timed(fn, X)[0])
+    ours = _summary(times[("ours", "quiet")], times[("ours", "busy")])
+    peer = _summary(times[("peer", "quiet")], times[("peer", "busy")])
+    ratio = ours["slowdown"] / peer["slowdown"] if ours["slowdown"] and peer["slowdown"] else None
+    row.update(size=size_ours, ours_times=ours, peer_times=peer, ours_slowdown=ours["slowdown"],
+               peer_slowdown=peer["slowdown"], ratio=ratio, target_ratio=TARGET_RATIO,
+               within_target=None if ratio is None else ratio <= TARGET_RATIO)
+    log(f"{op.name:8s} ours {ours['quiet_median_s']:.3f} s -> {ours['busy_median_s']:.3f} s "
+        f"(x{ours['slowdown']:.2f}); {op.peer_name} {peer['quiet_median_s']:.3f} s -> "
+        f"{peer['busy_median_s']:.3f} s (x{peer['slowdown']:.2f}); ratio {ratio:.2f} "
+        f"(target <= {TARGET_RATIO})")
+    return row
+
+
+def _load() -> dict:
+    """The machine's load average and runnable threads, for the report."""
+    try:
+        with open("/proc/loadavg") as f:
+            a, b, c, running, _ = f.read().split()
+        return {"loadavg": [float(a), float(b), float(c)], "runnable": running}
+    except OSError:
+        return {}
+
+
+def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results", names=None,
+        busy: int | None = None, repeat: int | None = None, sizes: dict | None = None,
+        log: Callable[[str], None] = print) -> str:
+    """Run the suite; write ``<out_dir>/contention.json``; return its path.
+
+    ``quick``: small sizes, 1 busy process, 1 round (a smoke test of
+    seconds).  ``busy`` / ``repeat`` override the mode's counts.
+    """
+    if device != "cpu":
+        raise ValueError(f"the contention suite runs on the CPU; got device {device!r}")
+    busy = (1 if quick else BUSY) if busy is None else int(busy)
+    repeat = (1 if quick else REPEAT) if repeat is None else int(repeat)
+    if busy < 0 or repeat < 1:
+        raise ValueError(f"busy must be >= 0 and repeat >= 1; got busy={busy}, repeat={repeat}")
+    ops = operators(quick, names, sizes)
+    log(f"contention: {busy} busy process(es), {repeat} round(s), "
+        f"{cpu_threads()} skyjoin threads, {os.cpu_count()} CPUs")
+    before = _load()
+    rows = [measure(op, busy, repeat, log) for op in ops]
+    payload = {"suite": "contention", "machine": dict(machine_info(), threads=cpu_threads()),
+               "quick": quick, "busy_processes": busy, "repeat": repeat,
+               "target_ratio": TARGET_RATIO, "load_before": before, "load_after": _load(),
+               "rows": rows}
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "contention.json")
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=1)
+    log(f"wrote {path}")
+    return path
+
+
+def main(argv=None) -> None:
+    """``python -m skyjoin.bench.contention [--quick] [--busy K] [--repeat R] [--case NAME]``."""
+    ap = argparse.ArgumentParser(prog="python -m skyjoin.bench.contention",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, 1 busy process, 1 round")
+    ap.add_argument("--busy", type=int, default=None, help=f"busy processes (default {BUSY})")
+    ap.add_argument("--repeat", type=int, default=None, help=f"rounds (default {REPEAT})")
+    ap.add_argument("--case", action="append", choices=case_names(), help="repeatable")
+    ap.add_argument("--out", default="bench-results", help="folder for contention.json")
+    a = ap.parse_args(argv)
+    run(quick=a.quick, out_dir=a.out, names=a.case, busy=a.busy, repeat=a.repeat)
+
+
+if __name__ == "__main__":
+    main()
