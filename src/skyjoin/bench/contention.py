@@ -7,23 +7,28 @@ processes beside it (pure-Python spin loops in subprocesses, started before
 and always killed after each timed round), and reports
 
 * each implementation's slowdown, busy median / quiet median;
-* the ratio of the two slowdowns, ours / the peer's.
+* the ratio of the two slowdowns, ours / the peer's;
+* each one's CPU time beside the busy processes over its quiet CPU time
+  (``cpu_growth``): above 1, threads burn CPU while they wait (spinning),
+  a figure that the machine's other load does not move much.
 
 The operators and peers (sizes configurable, ``quick`` for a smoke test):
 
 * the self-join, 1M uniform 2-D points, eps 0.5 (``Unif2D1M-0.5``'s recipe),
   against ``scipy.spatial.cKDTree.query_pairs``;
 * DBSCAN, 200k 2-D blobs, against scikit-learn's ``DBSCAN(n_jobs=1)``;
-* the skyline, 50k x 12-D independent points, against ``paretoset``
+* the skyline, 50k x 8-D independent points, against ``paretoset``
   (skipped, with the reason, when it is not installed).
 
-Expected figures: with T of our threads and B busy processes on C free
-cores (T + B >= C), ours gets C / (T + B) of the machine against T cores
-quiet, the peer C / (1 + B) of one core, so the ideal ratio of the slowdowns
-is T (1 + B) / (T + B) / min(1, ...) (4/3 for T = B = C = 2).  The reported
-``target_ratio`` is 1.6: a ratio above it means our threads lose time to
-each other (spinning, a region waiting for a preempted thread), not just
-their share of the machine.
+Expected figures: with T of our threads on C cores (T = C) and B busy
+processes (1 + B >= C), a fair scheduler gives ours T C / (T + B) cores
+against T quiet, and the peer C / (1 + B) of its one core, so the slowdowns
+are (T + B) / C and (1 + B) / C, and their ideal ratio (T + B) / (1 + B):
+4/3 for T = B = C = 2.  ``target_ratio`` is 1.6: above it our threads lose
+time to each other (spinning, a region waiting for a preempted thread), not
+just their share of the machine.  The skyline runs 8-D by default: on 50k
+12-D independent points paretoset takes about 27 s a call (ours 0.35 s);
+``sizes={"skyline": (50_000, 12)}`` runs that case.
 
 Timing rules: every implementation runs once untimed first (compilation,
 caches); then ``repeat`` rounds, each round quiet then busy, ours and the
@@ -154,7 +159,7 @@ def _skyline_op(n: int, d: int) -> Operator:
 
 #: Sizes: (join n, join eps), (dbscan n, eps, min_samples), (skyline n, d).
 SIZES = {"full": {"join": (1_000_000, 0.5), "dbscan": (200_000, 0.3 * 5 ** 0.5, 10),
-                  "skyline": (50_000, 12)},
+                  "skyline": (50_000, 8)},
          "quick": {"join": (20_000, 0.5), "dbscan": (5_000, 1.5, 10), "skyline": (3_000, 6)}}
 
 
@@ -177,16 +182,22 @@ def case_names(device: str = "cpu", quick: bool = False) -> list[str]:
     return ["join", "dbscan", "skyline"]
 
 
-def _timed(fn: Callable[[Any], int], X) -> tuple[float, int]:
-    t0 = time.perf_counter()
+def _timed(fn: Callable[[Any], int], X) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds of the whole process (every thread), result size."""
+    c0, t0 = time.process_time(), time.perf_counter()
     size = fn(X)
-    return time.perf_counter() - t0, size
+    return time.perf_counter() - t0, time.process_time() - c0, size
 
 
-def _summary(quiet: list[float], busy: list[float]) -> dict:
-    q, b = statistics.median(quiet), statistics.median(busy)
-    return {"quiet_s": quiet, "busy_s": busy, "quiet_median_s": q, "busy_median_s": b,
-            "slowdown": b / q if q > 0 else None}
+def _summary(quiet: list, busy: list) -> dict:
+    """Medians of (wall, cpu) runs.  CPU time that grows beside busy
+    processes is time our threads spent waiting actively (spinning)."""
+    q, b = statistics.median(t for t, _ in quiet), statistics.median(t for t, _ in busy)
+    qc, bc = statistics.median(c for _, c in quiet), statistics.median(c for _, c in busy)
+    return {"quiet_s": [t for t, _ in quiet], "busy_s": [t for t, _ in busy],
+            "quiet_cpu_s": [c for _, c in quiet], "busy_cpu_s": [c for _, c in busy],
+            "quiet_median_s": q, "busy_median_s": b, "slowdown": b / q if q > 0 else None,
+            "cpu_growth": bc / qc if qc > 0 else None}
 
 
 def measure(op: Operator, busy: int, repeat: int, log: Callable[[str], None] = print) -> dict:
@@ -198,8 +209,8 @@ def measure(op: Operator, busy: int, repeat: int, log: Callable[[str], None] = p
         log(f"{op.name}: skipped ({op.skip_reason})")
         return dict(row, skipped=op.skip_reason)
     X = op.make()
-    _, size_ours = _timed(op.ours, X)         # warm-up: compilation, caches, imports
-    _, size_peer = _timed(op.peer, X)
+    size_ours = _timed(op.ours, X)[2]         # warm-up: compilation, caches, imports
+    size_peer = _timed(op.peer, X)[2]
     if size_ours != size_peer:
         raise RuntimeError(f"contention {op.name}: ours gave {size_ours}, "
                            f"{op.peer_name} gave {size_peer}: the results disagree")
@@ -209,7 +220,7 @@ def measure(op: Operator, busy: int, repeat: int, log: Callable[[str], None] = p
             with busy_processes(k):
                 for who, fn in (("ours", op.ours), ("peer", op.peer)) if r % 2 == 0 \
                         else (("peer", op.peer), ("ours", op.ours)):
-                    times[(who, cond)].append(_timed(fn, X)[0])
+                    times[(who, cond)].append(_timed(fn, X)[:2])
     ours = _summary(times[("ours", "quiet")], times[("ours", "busy")])
     peer = _summary(times[("peer", "quiet")], times[("peer", "busy")])
     ratio = ours["slowdown"] / peer["slowdown"] if ours["slowdown"] and peer["slowdown"] else None
@@ -217,7 +228,7 @@ def measure(op: Operator, busy: int, repeat: int, log: Callable[[str], None] = p
                peer_slowdown=peer["slowdown"], ratio=ratio, target_ratio=TARGET_RATIO,
                within_target=None if ratio is None else ratio <= TARGET_RATIO)
     log(f"{op.name:8s} ours {ours['quiet_median_s']:.3f} s -> {ours['busy_median_s']:.3f} s "
-        f"(x{ours['slowdown']:.2f}); {op.peer_name} {peer['quiet_median_s']:.3f} s -> "
+        f"(x{ours['slowdown']:.2f}, CPU x{ours['cpu_growth']:.2f}); {op.peer_name} {peer['quiet_median_s']:.3f} s -> "
         f"{peer['busy_median_s']:.3f} s (x{peer['slowdown']:.2f}); ratio {ratio:.2f} "
         f"(target <= {TARGET_RATIO})")
     return row
