@@ -220,6 +220,11 @@ def test_contention_quick_reports_its_fields(tmp_path):
             assert key in r
         assert r["ours_slowdown"] > 0 and r["peer_slowdown"] > 0
         assert len(r["ours_times"]["quiet_s"]) == len(r["ours_times"]["busy_s"]) == 1
+    alone = json.loads(open(contention.run(quick=True, out_dir=str(tmp_path), names=["join"],
+                                           sizes={"join": (3000, 2.0)}, peer=False,
+                                           log=lambda s: None)).read())
+    (row,) = alone["rows"]
+    assert row["peer"] is None and "ratio" not in row and row["ours_slowdown"] > 0
     with pytest.raises(ValueError, match="CPU"):
         contention.run(device="gpu", quick=True, out_dir=str(tmp_path))
     with pytest.raises(ValueError, match="unknown contention case"):

@@ -200,28 +200,35 @@ def _summary(quiet: list, busy: list) -> dict:
             "cpu_growth": bc / qc if qc > 0 else None}
 
 
-def measure(op: Operator, busy: int, repeat: int, log: Callable[[str], None] = print) -> dict:
+def measure(op: Operator, busy: int, repeat: int, log: Callable[[str], None] = print,
+            peer: bool = True) -> dict:
     """One operator's row: quiet and busy times of ours and the peer's,
-    each slowdown, and their ratio (ours / peer's).  O(repeat) runs of each."""
+    each slowdown, and their ratio (ours / peer's).  O(repeat) runs of each.
+    ``peer=False``: ours alone (its slowdown and CPU growth, no ratio)."""
     row: dict = {"operator": op.name, "params": op.params, "ours": op.ours_name,
-                 "peer": op.peer_name, "busy_processes": busy, "repeat": repeat}
-    if op.skip_reason:
+                 "peer": op.peer_name if peer else None, "busy_processes": busy, "repeat": repeat}
+    if op.skip_reason and peer:
         log(f"{op.name}: skipped ({op.skip_reason})")
         return dict(row, skipped=op.skip_reason)
     X = op.make()
-    size_ours = _timed(op.ours, X)[2]         # warm-up: compilation, caches, imports
-    size_peer = _timed(op.peer, X)[2]
-    if size_ours != size_peer:
-        raise RuntimeError(f"contention {op.name}: ours gave {size_ours}, "
-                           f"{op.peer_name} gave {size_peer}: the results disagree")
-    times: dict = {(who, cond): [] for who in ("ours", "peer") for cond in ("quiet", "busy")}
+    impls = [("ours", op.ours)] + ([("peer", op.peer)] if peer else [])
+    sizes = {who: _timed(fn, X)[2] for who, fn in impls}   # warm-up: compilation, caches
+    if peer and sizes["ours"] != sizes["peer"]:
+        raise RuntimeError(f"contention {op.name}: ours gave {sizes['ours']}, "
+                           f"{op.peer_name} gave {sizes['peer']}: the results disagree")
+    size_ours = sizes["ours"]
+    times: dict = {(who, cond): [] for who, _ in impls for cond in ("quiet", "busy")}
     for r in range(repeat):
         for cond, k in (("quiet", 0), ("busy", busy)):
             with busy_processes(k):
-                for who, fn in (("ours", op.ours), ("peer", op.peer)) if r % 2 == 0 \
-                        else (("peer", op.peer), ("ours", op.ours)):
+                for who, fn in impls if r % 2 == 0 else impls[::-1]:
                     times[(who, cond)].append(_timed(fn, X)[:2])
     ours = _summary(times[("ours", "quiet")], times[("ours", "busy")])
+    if not peer:
+        row.update(size=size_ours, ours_times=ours, ours_slowdown=ours["slowdown"])
+        log(f"{op.name:8s} ours {ours['quiet_median_s']:.3f} s -> {ours['busy_median_s']:.3f} s "
+            f"(x{ours['slowdown']:.2f}, CPU x{ours['cpu_growth']:.2f})")
+        return row
     peer = _summary(times[("peer", "quiet")], times[("peer", "busy")])
     ratio = ours["slowdown"] / peer["slowdown"] if ours["slowdown"] and peer["slowdown"] else None
     row.update(size=size_ours, ours_times=ours, peer_times=peer, ours_slowdown=ours["slowdown"],
@@ -246,11 +253,12 @@ def _load() -> dict:
 
 def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results", names=None,
         busy: int | None = None, repeat: int | None = None, sizes: dict | None = None,
-        log: Callable[[str], None] = print) -> str:
+        peer: bool = True, log: Callable[[str], None] = print) -> str:
     """Run the suite; write ``<out_dir>/contention.json``; return its path.
 
     ``quick``: small sizes, 1 busy process, 1 round (a smoke test of
-    seconds).  ``busy`` / ``repeat`` override the mode's counts.
+    seconds).  ``busy`` / ``repeat`` override the mode's counts; ``sizes``
+    entries of ``SIZES``; ``peer=False`` times ours alone.
     """
     if device != "cpu":
         raise ValueError(f"the contention suite runs on the CPU; got device {device!r}")
@@ -262,7 +270,7 @@ def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results"
     log(f"contention: {busy} busy process(es), {repeat} round(s), "
         f"{cpu_threads()} skyjoin threads, {os.cpu_count()} CPUs")
     before = _load()
-    rows = [measure(op, busy, repeat, log) for op in ops]
+    rows = [measure(op, busy, repeat, log, peer) for op in ops]
     payload = {"suite": "contention", "machine": dict(machine_info(), threads=cpu_threads()),
                "quick": quick, "busy_processes": busy, "repeat": repeat,
                "target_ratio": TARGET_RATIO, "load_before": before, "load_after": _load(),
@@ -276,16 +284,25 @@ def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results"
 
 
 def main(argv=None) -> None:
-    """``python -m skyjoin.bench.contention [--quick] [--busy K] [--repeat R] [--case NAME]``."""
+    """``python -m skyjoin.bench.contention [--quick] [--busy K] [--repeat R] [--case NAME]
+    [--skyline-dims D] [--no-peer]``."""
     ap = argparse.ArgumentParser(prog="python -m skyjoin.bench.contention",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, 1 busy process, 1 round")
     ap.add_argument("--busy", type=int, default=None, help=f"busy processes (default {BUSY})")
     ap.add_argument("--repeat", type=int, default=None, help=f"rounds (default {REPEAT})")
     ap.add_argument("--case", action="append", choices=case_names(), help="repeatable")
+    ap.add_argument("--skyline-dims", type=int, default=None,
+                    help="dimensions of the skyline case (default 8; 12: paretoset takes ~27 s)")
+    ap.add_argument("--no-peer", action="store_true", help="time ours alone (no ratio)")
     ap.add_argument("--out", default="bench-results", help="folder for contention.json")
     a = ap.parse_args(argv)
-    run(quick=a.quick, out_dir=a.out, names=a.case, busy=a.busy, repeat=a.repeat)
+    sizes = None
+    if a.skyline_dims is not None:
+        n = SIZES["quick" if a.quick else "full"]["skyline"][0]
+        sizes = {"skyline": (n, a.skyline_dims)}
+    run(quick=a.quick, out_dir=a.out, names=a.case, busy=a.busy, repeat=a.repeat, sizes=sizes,
+        peer=not a.no_peer)
 
 
 if __name__ == "__main__":
