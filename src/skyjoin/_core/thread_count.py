@@ -13,18 +13,20 @@ adds the calling thread's limits, and is what operators run with
 (:func:`with_cpu_threads`).
 
 Waiting.  Numba's "omp" threading layer runs on the OpenMP runtime, whose
-idle threads spin before they sleep: GNU libgomp spins about 300,000 times
-(milliseconds) after every parallel region unless ``OMP_WAIT_POLICY`` says
-otherwise.  On a machine shared with other work that spinning takes the CPU
-from the thread that has work, and an operator made of many short regions
-(the skyline) burnt several times its CPU time.  :func:`start_numba_threads`
-starts Numba's pool, once, with ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep
-as soon as they wait) unless the user set the variable (``ACTIVE`` brings
-the spinning back); :func:`prepare_wait_policy` sets it as soon as a kernel
-module loads, so that the first kernel to run, wherever it is, starts the
-pool so, and the variable is taken back once the pool runs.  The wait policy is
-read once, when the OpenMP runtime loads: a pool started before skyjoin's
-first call (by other Numba code) keeps its own setting.
+idle threads spin before they sleep: GNU libgomp spins 300,000 times (one
+to tens of milliseconds, by the CPU's pause instruction) after every
+parallel region unless ``OMP_WAIT_POLICY`` says otherwise.  On a machine
+shared with other work that spinning takes a core from the threads that
+have work, and the skyline, made of many short regions, burnt about three
+times its CPU time beside two busy processes.  Numba's pool therefore starts
+with ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep as soon as they wait)
+unless the user set the variable (``ACTIVE`` spins without end).
+:func:`prepare_wait_policy` sets it when a kernel module loads, so that
+whichever kernel runs first starts the pool that way, and
+:func:`start_numba_threads` takes it back once the pool runs.  The runtime
+reads the policy once, when it loads: a pool started before skyjoin's first
+call (by other Numba code, or another library's use of the same OpenMP
+runtime) keeps its own setting.
 
 Costs: a call reads the affinity mask and at most two small cgroup files,
 O(1); the first call starts Numba's pool (tens of milliseconds).
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib
 import inspect
 import math
 import os
@@ -42,7 +45,8 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 __all__ = ["ENV_VAR", "affinity_cpus", "cgroup_cpus", "env_limit", "pool_threads",
-           "openmp_limit", "prepare_wait_policy", "start_numba_threads", "cpu_threads", "with_cpu_threads"]
+           "openmp_limit", "prepare_wait_policy", "start_numba_threads", "cpu_threads",
+           "with_cpu_threads", "LIMIT_VARS", "CGROUP_ROOT"]
 
 #: The environment variable that caps skyjoin's CPU threads.
 ENV_VAR = "SKYJOIN_NUM_THREADS"
@@ -143,8 +147,7 @@ def openmp_limit() -> int | None:
 
         fn: Callable[[], int] = lambda: 0   # noqa: E731  (no OpenMP runtime: no limit)
         if numba.threading_layer() == "omp":
-            from numba.np.ufunc import omppool
-
+            omppool = importlib.import_module("numba.np.ufunc.omppool")
             try:   # dlsym through the layer's library finds the runtime it links
                 sym = ctypes.CDLL(omppool.__file__).omp_get_max_threads
                 sym.restype, sym.argtypes = ctypes.c_int, []

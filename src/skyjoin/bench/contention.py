@@ -50,7 +50,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, cast
 
 import numpy as np
 
@@ -121,7 +121,7 @@ def _join_op(n: int, eps: float) -> Operator:
         "join", {"n": n, "d": 2, "kind": "uniform [0,100]^2", "seed": 11, "eps": eps},
         "skyjoin self_join (cpu, table)", "scipy cKDTree.query_pairs",
         lambda: uniform(n, 2, 0.0, 100.0, seed=11),
-        lambda X: int(sj.self_join(X, eps, device="cpu").n_pairs),
+        lambda X: int(cast(Any, sj.self_join(X, eps, device="cpu")).n_pairs),
         lambda X: 2 * len(cKDTree(X).query_pairs(eps, output_type="ndarray")))
 
 
@@ -152,7 +152,7 @@ def _skyline_op(n: int, d: int) -> Operator:
         "skyline", {"n": n, "d": d, "kind": "independent", "seed": 5},
         "skyjoin skyline (cpu)", "paretoset (use_numba=True)",
         lambda: skyline_data(n, d, "independent", seed=np.random.default_rng(5)),
-        lambda X: int(sj.skyline(X, device="cpu").size),
+        lambda X: int(np.asarray(sj.skyline(X, device="cpu")).size),
         lambda X: int(paretoset(X, distinct=False, use_numba=True).sum()),
         skip_reason=skip)
 
@@ -229,15 +229,17 @@ def measure(op: Operator, busy: int, repeat: int, log: Callable[[str], None] = p
         log(f"{op.name:8s} ours {ours['quiet_median_s']:.3f} s -> {ours['busy_median_s']:.3f} s "
             f"(x{ours['slowdown']:.2f}, CPU x{ours['cpu_growth']:.2f})")
         return row
-    peer = _summary(times[("peer", "quiet")], times[("peer", "busy")])
-    ratio = ours["slowdown"] / peer["slowdown"] if ours["slowdown"] and peer["slowdown"] else None
-    row.update(size=size_ours, ours_times=ours, peer_times=peer, ours_slowdown=ours["slowdown"],
-               peer_slowdown=peer["slowdown"], ratio=ratio, target_ratio=TARGET_RATIO,
+    theirs = _summary(times[("peer", "quiet")], times[("peer", "busy")])
+    ratio = ours["slowdown"] / theirs["slowdown"] \
+        if ours["slowdown"] and theirs["slowdown"] else None
+    row.update(size=size_ours, ours_times=ours, peer_times=theirs,
+               ours_slowdown=ours["slowdown"], peer_slowdown=theirs["slowdown"], ratio=ratio,
+               target_ratio=TARGET_RATIO,
                within_target=None if ratio is None else ratio <= TARGET_RATIO)
     log(f"{op.name:8s} ours {ours['quiet_median_s']:.3f} s -> {ours['busy_median_s']:.3f} s "
-        f"(x{ours['slowdown']:.2f}, CPU x{ours['cpu_growth']:.2f}); {op.peer_name} {peer['quiet_median_s']:.3f} s -> "
-        f"{peer['busy_median_s']:.3f} s (x{peer['slowdown']:.2f}); ratio {ratio:.2f} "
-        f"(target <= {TARGET_RATIO})")
+        f"(x{ours['slowdown']:.2f}, CPU x{ours['cpu_growth']:.2f}); {op.peer_name} "
+        f"{theirs['quiet_median_s']:.3f} s -> {theirs['busy_median_s']:.3f} s "
+        f"(x{theirs['slowdown']:.2f}); ratio {ratio:.2f} (target <= {TARGET_RATIO})")
     return row
 
 
