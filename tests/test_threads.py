@@ -179,7 +179,7 @@ def test_wait_policy_is_passive_when_the_pool_starts():
     code = textwrap.dedent("""
         import os, numpy as np
         import skyjoin as sj
-        from skyjoin.join import cpu_engine  # a kernel module
+        import skyjoin._core.threads  # a module with a kernel (reads NUMBA_CACHE)
         print(os.environ.get("OMP_WAIT_POLICY"))
         sj.self_join(np.random.default_rng(0).random((200, 2)), 0.1)
         print(os.environ.get("OMP_WAIT_POLICY"))
