@@ -231,3 +231,14 @@ def test_gpu_tiled_bruteforce_peer_counts_and_pairs():
         np.testing.assert_array_equal(counts, want.sum(axis=1))
         pairs = tiled_bruteforce_pairs(Q, X, 0.2, tile_q=tq, tile_x=tx)
         assert sorted(map(tuple, pairs.tolist())) == sorted(zip(*np.nonzero(want)))
+
+
+def test_contention_suite_is_a_cpu_suite_of_the_command():
+    """``skyjoin bench contention`` lists its three operators on any machine
+    and refuses ``--device gpu`` as a usage error (it times the CPU)."""
+    listed = CliRunner().invoke(main, ["bench", "contention", "--list"])
+    assert listed.exit_code == 0, listed.output
+    assert listed.output.split() == ["join", "dbscan", "skyline"]
+    refused = CliRunner().invoke(main, ["bench", "contention", "--device", "gpu"])
+    assert refused.exit_code == 2
+    assert "times the CPU operators" in refused.output

@@ -13,7 +13,9 @@ huge pages or not, overriding the rule of ``_core.memory.huge_pages_pay``
 ``NUMBA_CACHE`` is served on first access (a module ``__getattr__``): every
 Numba kernel module reads it for its ``cache=`` argument, so reading it
 also installs the compile listener of :mod:`skyjoin._core.compiling`
-before any kernel compiles, while ``import skyjoin`` imports no Numba.
+before any kernel compiles, while ``import skyjoin`` imports no Numba.  It
+also sets ``OMP_WAIT_POLICY=PASSIVE`` until Numba's threads start, where the
+user has not set it (:mod:`skyjoin._core.thread_count` says why).
 """
 
 import os
@@ -35,6 +37,8 @@ def numba_cache_enabled() -> bool:
 def __getattr__(name: str):
     if name == "NUMBA_CACHE":
         from .compiling import install
+        from .thread_count import prepare_wait_policy
         install()
+        prepare_wait_policy()   # before any kernel can start Numba's threads
         return _NUMBA_CACHE
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,6 +9,7 @@ import numba
 import numpy as np
 
 from .config import NUMBA_CACHE
+from .thread_count import start_numba_threads
 
 __all__ = ["threadsafe_numba", "numba_threads"]
 
@@ -28,6 +29,7 @@ def threadsafe_numba() -> bool:
     The layer is fixed by the first parallel region of the process, run here
     if none has run yet.
     """
+    start_numba_threads()   # the pool starts with sleeping waits (thread_count)
     try:
         layer = numba.threading_layer()
     except ValueError:  # no parallel function has run yet: run a tiny one

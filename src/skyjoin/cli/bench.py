@@ -21,7 +21,11 @@ class _Suites(Mapping):
     --help`` does not pay for them."""
 
     _MODULES = {"join": "skyjoin.bench.join", "dbscan": "skyjoin.bench.dbscan",
-                "skyline": "skyjoin.bench.skyline", "distributed": "skyjoin.bench.distributed"}
+                "skyline": "skyjoin.bench.skyline", "distributed": "skyjoin.bench.distributed",
+                "contention": "skyjoin.bench.contention"}
+
+    #: suites that time the CPU alone, whatever the machine has
+    CPU_ONLY = ("contention",)
 
     def __getitem__(self, name: str) -> ModuleType:
         return importlib.import_module(self._MODULES[name])
@@ -77,7 +81,13 @@ def bench_cmd(suite, device, quick, names, list_cases, out_dir):
     # the one device decision of the bench (its cases and peers depend on
     # it): an explicit one as given to --list (no GPU needed to list the GPU
     # cases), else resolved
-    dev = device if list_cases and device in ("cpu", "gpu") else resolve_device(device)
+    if suite in SUITES.CPU_ONLY:
+        if device == "gpu":
+            raise click.UsageError(f"the {suite} suite times the CPU operators; leave out "
+                                   f"--device gpu")
+        dev = "cpu"
+    else:
+        dev = device if list_cases and device in ("cpu", "gpu") else resolve_device(device)
     if list_cases:
         for name in SUITES[suite].case_names(dev, quick):
             click.echo(name)

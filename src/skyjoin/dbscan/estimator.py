@@ -37,6 +37,7 @@ from sklearn.utils.validation import validate_data
 from .._core.conditioning import condition_points
 from .._core.device import resolve_device
 from .._core.plans import report
+from .._core.thread_count import with_cpu_threads
 from .._core.validate import check_eps, check_min_samples, check_precision
 from ..index.grid_kernels import gather_rows
 from ..join.plan import check_memory_limit
@@ -242,6 +243,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         self.memory_limit = memory_limit
 
     # -- fitting -----------------------------------------------------------
+    @with_cpu_threads
     def fit(self, X: ArrayLike | sparse.spmatrix, y: object = None,
             sample_weight: ArrayLike | None = None) -> DBSCAN:
         """Perform DBSCAN clustering from features or a distance graph.

@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import numba
-
+from .._core.thread_count import cpu_threads
 from .._core.threads import threadsafe_numba
 from .grid_cpu import MAX_DIMS
 
@@ -189,7 +188,7 @@ def _thread_split(device: str, pipelined: bool):
     """
     if not pipelined:
         return None, None
-    total = numba.get_num_threads()  # the caller's count
+    total = cpu_threads()  # the caller's count, capped by the rule
     return (total if device == "cpu" else None), max(1, total // 2)
 
 

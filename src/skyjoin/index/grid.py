@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._core.thread_count import with_cpu_threads
 from .._core.unique import sorted_unique
 
 __all__ = ["Grid", "build_grid", "cell_sides", "CellOrder", "sort_cells", "DEFAULT_INDEX_DIMS",
@@ -316,6 +317,7 @@ def check_index_dims(index_dims, d: int) -> int:
 _I63 = 2**63 - 1
 
 
+@with_cpu_threads
 def build_grid(X: np.ndarray, eps: float, index_dims: int | None = None, precision: str = "float64",
                bounds: tuple[np.ndarray, np.ndarray] | None = None,
                like: "Grid | None" = None) -> Grid:

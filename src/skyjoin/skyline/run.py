@@ -18,6 +18,7 @@ import numpy as np
 
 from .._core.device import cupy
 from .._core.device_memory import SKYLINE_WAYS_OUT, check_skyline_fits, oom_as_error
+from .._core.thread_count import with_cpu_threads
 from .plan import SkylinePlan
 from .sort2d import skyline_2d
 
@@ -94,6 +95,7 @@ def run(plan: SkylinePlan, X, maximise: np.ndarray, diff: np.ndarray | None = No
         return gpu.skyline_gpu(X, maximise, plan, count=count)
 
 
+@with_cpu_threads
 def run_cpu(Xm: np.ndarray, plan: SkylinePlan) -> tuple[np.ndarray, dict]:
     """Run a CPU plan; Xm is float64 under minimisation.
 

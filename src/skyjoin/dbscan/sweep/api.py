@@ -51,6 +51,7 @@ from ..._core.conditioning import plan_conditioning
 from ..._core.device import resolve_device
 from ..._core.device_kernels import load
 from ..._core.device_memory import check_points_fit, oom_as_error_in
+from ..._core.thread_count import with_cpu_threads
 from ..._core.threads import numba_threads
 from ..._core.transfer import to_device
 from ..._core.validate import check_eps, check_min_samples, check_points, check_precision, \
@@ -272,6 +273,7 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress, plan=None):
             bar.close()
 
 
+@with_cpu_threads
 def _sweep(X, eps_list, ms_list, sample_weight, plan: DBSCANPlan, progress):
     """The generator behind ``dbscan_sweep``: the plan's grid-cpu or table path per eps."""
     bar = _progress_bar(progress, len(eps_list) * len(ms_list))

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..._core.memory import alloc_host
 from ..._core.plans import report
+from ..._core.thread_count import with_cpu_threads
 from ..._core.timing import phase
 from ...index.grid import build_grid
 from .cells import PATTERN_CODE
@@ -158,6 +159,7 @@ def full_pattern_csr(gq, gs, eps2, self_join, include_self, output, sort, idx_dt
     return indptr, indices
 
 
+@with_cpu_threads
 def run_self_join(X, grids, eps, plan, timings=None):
     """Execute the CPU self-join ``plan`` on X and its grid: a NeighborTable
     or the int64 counts (``plan.output``).  ``grids`` is a list holding the
@@ -209,6 +211,7 @@ def run_self_join(X, grids, eps, plan, timings=None):
     return NeighborTable(indptr, indices, (n, n), sorted=bool(plan.sort))
 
 
+@with_cpu_threads
 def run_join(R, S, gr, gs, eps, plan, timings=None):
     """Execute the CPU R-join-S ``plan`` (full pattern) on the grids
     ``gr``, ``gs`` of R and S (same cell geometry)."""
@@ -239,6 +242,7 @@ def chunk_bounds(counts: np.ndarray, max_pairs: int) -> list[tuple[int, int]]:
     return bounds
 
 
+@with_cpu_threads
 def run_self_join_chunks(X, g, eps, plan, max_pairs):
     """Execute the CPU self-join ``plan`` as a stream: count all rows, yield
     the total (an int, for ``PairStream``), then fill the cells of each
