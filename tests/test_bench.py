@@ -238,7 +238,7 @@ def test_contention_suite_is_a_cpu_suite_of_the_command():
     and refuses ``--device gpu`` as a usage error (it times the CPU)."""
     listed = CliRunner().invoke(main, ["bench", "contention", "--list"])
     assert listed.exit_code == 0, listed.output
-    assert listed.output.split() == ["join", "dbscan", "skyline"]
+    assert listed.output.split() == ["join-2d-1M", "dbscan-2d-200k", "skyline-8d-50k"]
     refused = CliRunner().invoke(main, ["bench", "contention", "--device", "gpu"])
     assert refused.exit_code == 2
     assert "times the CPU operators" in refused.output

@@ -212,7 +212,7 @@ def test_contention_quick_reports_its_fields(tmp_path):
                                  "skyline": (1000, 4)})
     rep = json.loads(open(path).read())
     assert rep["suite"] == "contention" and rep["busy_processes"] == 1
-    assert [r["operator"] for r in rep["rows"]] == ["join", "dbscan", "skyline"]
+    assert [r["operator"] for r in rep["rows"]] == ["join-2d-3k", "dbscan-2d-2k", "skyline-4d-1k"]
     for r in rep["rows"]:
         if "skipped" in r:
             continue

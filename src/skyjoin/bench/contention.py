@@ -58,7 +58,7 @@ import skyjoin as sj
 
 from .._core.thread_count import cpu_threads
 from ..datasets import blobs, skyline_data, uniform
-from .harness import machine_info
+from .harness import machine_info, size_tag
 
 __all__ = ["busy_processes", "Operator", "operators", "case_names", "measure", "run",
            "TARGET_RATIO", "BUSY", "REPEAT", "main"]
@@ -118,7 +118,7 @@ def _join_op(n: int, eps: float) -> Operator:
     from scipy.spatial import cKDTree
 
     return Operator(
-        "join", {"n": n, "d": 2, "kind": "uniform [0,100]^2", "seed": 11, "eps": eps},
+        f"join-2d-{size_tag(n)}", {"n": n, "d": 2, "kind": "uniform [0,100]^2", "seed": 11, "eps": eps},
         "skyjoin self_join (cpu, table)", "scipy cKDTree.query_pairs",
         lambda: uniform(n, 2, 0.0, 100.0, seed=11),
         lambda X: int(cast(Any, sj.self_join(X, eps, device="cpu")).n_pairs),
@@ -132,7 +132,7 @@ def _dbscan_op(n: int, eps: float, min_samples: int) -> Operator:
         return int(labels.max()) + 1 if len(labels) else 0
 
     return Operator(
-        "dbscan", {"n": n, "d": 2, "kind": "blobs, 50 centres", "seed": 1, "eps": eps,
+        f"dbscan-2d-{size_tag(n)}", {"n": n, "d": 2, "kind": "blobs, 50 centres", "seed": 1, "eps": eps,
                    "min_samples": min_samples},
         "skyjoin DBSCAN (cpu)", "sklearn DBSCAN (n_jobs=1)",
         lambda: blobs(n, 2, centers=50, std=1.5, low=0.0, high=100.0, seed=1),
@@ -149,7 +149,7 @@ def _skyline_op(n: int, d: int) -> Operator:
     except ImportError:
         paretoset, skip = None, "paretoset is not installed (pip install paretoset)"
     return Operator(
-        "skyline", {"n": n, "d": d, "kind": "independent", "seed": 5},
+        f"skyline-{d}d-{size_tag(n)}", {"n": n, "d": d, "kind": "independent", "seed": 5},
         "skyjoin skyline (cpu)", "paretoset (use_numba=True)",
         lambda: skyline_data(n, d, "independent", seed=np.random.default_rng(5)),
         lambda X: int(np.asarray(sj.skyline(X, device="cpu")).size),
@@ -164,22 +164,30 @@ SIZES = {"full": {"join": (1_000_000, 0.5), "dbscan": (200_000, 0.3 * 5 ** 0.5, 
 
 
 def operators(quick: bool = False, names=None, sizes: dict | None = None) -> list[Operator]:
-    """The suite's operators (``names``: only these of join, dbscan, skyline);
+    """The suite's operators (``names``: only these, by case name as
+    :func:`case_names` gives them, or by operator: join, dbscan, skyline);
     ``sizes`` overrides entries of ``SIZES`` (same shapes)."""
     sz = dict(SIZES["quick" if quick else "full"], **(sizes or {}))
-    ops = {"join": lambda: _join_op(*sz["join"]), "dbscan": lambda: _dbscan_op(*sz["dbscan"]),
-           "skyline": lambda: _skyline_op(*sz["skyline"])}
-    if names:
-        unknown = sorted(set(names) - set(ops))
-        if unknown:
-            raise ValueError(f"unknown contention case(s) {', '.join(unknown)}; "
-                             f"the cases are: {', '.join(ops)}")
-    return [make() for name, make in ops.items() if not names or name in names]
+    ops = [_join_op(*sz["join"]), _dbscan_op(*sz["dbscan"]), _skyline_op(*sz["skyline"])]
+    if not names:
+        return ops
+    known = {op.name: op for op in ops} | {op.name.split("-")[0]: op for op in ops}
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"unknown contention case(s) {', '.join(unknown)}; "
+                         f"the cases are: {', '.join(op.name for op in ops)}")
+    return [op for op in ops if op.name in names or op.name.split("-")[0] in names]
+
+
+def cases(device: str = "cpu", quick: bool = False) -> list[Operator]:
+    """The suite's cases (each with ``name`` and ``params["n"]``); the data is
+    made only when a case runs."""
+    return operators(quick)
 
 
 def case_names(device: str = "cpu", quick: bool = False) -> list[str]:
     """The names ``--case`` accepts (the suite runs on the CPU only)."""
-    return ["join", "dbscan", "skyline"]
+    return [op.name for op in operators(quick)]
 
 
 def _timed(fn: Callable[[Any], int], X) -> tuple[float, float, int]:
