@@ -13,6 +13,7 @@ brute force in float64 and scikit-learn.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import sys
@@ -226,3 +227,43 @@ def test_gpu_dbscan_reaches_the_entry_once(on_gpu, monkeypatch):
     assert plan.device == "gpu" and plan.paths == ("grid-gpu", "gpu", "hybrid-gpu")
     assert est.path_ == "hybrid-gpu" and 0.5 <= eps < 2
     assert np.isfinite(Xc).all() and np.abs(Xc).max() < 2.0 ** 1000
+
+
+def test_cli_dbscan_on_gpu_decides_nothing_itself(on_gpu, monkeypatch, tmp_path):
+    """``skyjoin dbscan --device auto`` resolved to the GPU: click checks eps once (its EPS type);
+    the command passes the device through, so eps is checked, the device
+    resolved and the points conditioned once per public call the command
+    makes (the untimed first call on the first rows, then the whole set),
+    never by the command itself, and the path printed is the one the
+    operator reports."""
+    from click.testing import CliRunner
+
+    from skyjoin.cli import main
+    from skyjoin.cli import options
+    from skyjoin.dbscan import engine
+
+    from skyjoin._core.plans import report
+
+    seen = []
+
+    def entry(plan, X, eps, min_samples, *args):     # reports what ran, as the entry does
+        seen.append(plan)
+        report(dataclasses.replace(plan, ran=plan.paths[-1]))
+        return np.zeros(0, np.int64), np.full(len(X), -1), plan.paths[-1]
+
+    monkeypatch.setattr(engine, "run", entry)
+    clicks = []
+    convert = options.EPS.convert
+    monkeypatch.setattr(options.EPS, "convert",
+                        lambda *a, **k: clicks.append(1) or convert(*a, **k))
+    path = tmp_path / "points.csv"
+    np.savetxt(path, np.random.default_rng(9).normal(0, 1, (500, 2)), delimiter=",",
+               header="x,y", comments="")
+    r = CliRunner().invoke(main, ["dbscan", str(path), "--eps", "0.3", "--min-samples", "5",
+                                  "--device", "auto"])      # resolved to "gpu" by the spy
+    assert r.exit_code == 0, r.output
+    calls = len(seen)
+    assert calls == 2 and len(clicks) == 1
+    assert counts(on_gpu) == (calls, calls, calls)
+    assert all(p.device == "gpu" for p in seen)
+    assert f"path {seen[-1].paths[-1]} on gpu" in r.output
