@@ -33,7 +33,7 @@ def client():
     """A Dask client of 2 CPU worker processes (1 Numba thread each), one per test module."""
     distributed = pytest.importorskip("distributed")
     import skyjoin.distributed as sd
-    from skyjoin.skyline.api import skyline as single_skyline
+    from skyjoin.pareto.api import skyline as single_skyline
 
     # compile the single-machine engines here first: the workers then load them from
     # Numba's disk cache instead of both compiling them at once on the same cores

@@ -152,16 +152,16 @@ def test_import_skyjoin_stays_light(heavy):
 #: Where the engines live: they take conditioned points and a plan, and never
 #: climb back up into a public function (which would check, condition and
 #: route a second time).
-ENGINE_MODULES = ("skyjoin.join.cpu", "skyjoin.join.gpu", "skyjoin.join.engine",
-                  "skyjoin.dbscan.engine", "skyjoin.dbscan.hybrid", "skyjoin.dbscan.table_gpu",
-                  "skyjoin.dbscan.grid_cpu", "skyjoin.dbscan.grid_gpu",
-                  "skyjoin.dbscan.core_points", "skyjoin.dbscan.union_find", "skyjoin.index",
+ENGINE_MODULES = ("skyjoin.simjoin.cpu", "skyjoin.simjoin.gpu", "skyjoin.simjoin.engine",
+                  "skyjoin.cluster.engine", "skyjoin.cluster.hybrid", "skyjoin.cluster.table_gpu",
+                  "skyjoin.cluster.grid_cpu", "skyjoin.cluster.grid_gpu",
+                  "skyjoin.cluster.core_points", "skyjoin.cluster.union_find", "skyjoin.index",
                   "skyjoin.distributed.join", "skyjoin.distributed.owned_rows",
                   "skyjoin.distributed.halo_dbscan", "skyjoin.distributed.dbscan",
                   "skyjoin.distributed.in_process_gpu")
 #: The public functions' modules: check, condition, plan, then the engine.
-PUBLIC_API_MODULES = ("skyjoin.join.api", "skyjoin.dbscan.estimator", "skyjoin.skyline.api",
-                      "skyjoin.dbscan.sweep.api")
+PUBLIC_API_MODULES = ("skyjoin.simjoin.api", "skyjoin.cluster.estimator", "skyjoin.pareto.api",
+                      "skyjoin.cluster.sweep.api")
 
 
 def _within(module, prefixes):
@@ -170,8 +170,8 @@ def _within(module, prefixes):
 
 def engine_imports_of_public_api():
     """(engine module, public API module it imports) pairs, any import form:
-    ``from skyjoin.join.api import x``, ``from skyjoin.join import api``,
-    ``import skyjoin.join.api``."""
+    ``from skyjoin.simjoin.api import x``, ``from skyjoin.simjoin import api``,
+    ``import skyjoin.simjoin.api``."""
     found = []
     for path in sources():
         mod = module_name(path)
@@ -198,17 +198,17 @@ def test_the_engine_check_finds_a_climb(tmp_path, monkeypatch):
     """The check above is not vacuous: an engine importing the API is found, in
     each import form."""
     fake = tmp_path / "skyjoin"
-    (fake / "join" / "cpu").mkdir(parents=True)
-    for init in (fake, fake / "join", fake / "join" / "cpu"):
+    (fake / "simjoin" / "cpu").mkdir(parents=True)
+    for init in (fake, fake / "simjoin", fake / "simjoin" / "cpu"):
         (init / "__init__.py").write_text("")
-    (fake / "join" / "api.py").write_text("def self_join(): pass\n")
-    (fake / "join" / "cpu" / "a.py").write_text("from ..api import self_join\n")
-    (fake / "join" / "cpu" / "b.py").write_text("def f():\n    from .. import api\n")
-    (fake / "join" / "cpu" / "c.py").write_text("import skyjoin.join.api\n")
+    (fake / "simjoin" / "api.py").write_text("def self_join(): pass\n")
+    (fake / "simjoin" / "cpu" / "a.py").write_text("from ..api import self_join\n")
+    (fake / "simjoin" / "cpu" / "b.py").write_text("def f():\n    from .. import api\n")
+    (fake / "simjoin" / "cpu" / "c.py").write_text("import skyjoin.simjoin.api\n")
     monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
     assert engine_imports_of_public_api() == [
-        ("skyjoin.join.cpu.a", "skyjoin.join.api"), ("skyjoin.join.cpu.b", "skyjoin.join.api"),
-        ("skyjoin.join.cpu.c", "skyjoin.join.api")]
+        ("skyjoin.simjoin.cpu.a", "skyjoin.simjoin.api"), ("skyjoin.simjoin.cpu.b", "skyjoin.simjoin.api"),
+        ("skyjoin.simjoin.cpu.c", "skyjoin.simjoin.api")]
 
 
 def test_no_private_name_imported_from_a_sibling():
@@ -229,3 +229,23 @@ def test_the_sibling_check_finds_a_private_import(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
     assert private_imports(fake / "a" / "m.py", same_package=True) == [
         ("skyjoin.a.m", "from skyjoin.a.k import _hidden")]
+
+
+def test_operator_names_are_functions_never_modules():
+    """``skyjoin.join``, ``skyjoin.skyline`` and ``skyjoin.dbscan`` are the
+    functions, also after every module of the package is imported (a fresh
+    process), and no module of those names exists: the subpackages are
+    ``simjoin``, ``pareto`` and ``cluster``."""
+    code = (
+        "import importlib, pkgutil, sys, types, skyjoin\n"
+        "skip = ('skyjoin.distributed', 'skyjoin.bench')\n"
+        "for m in pkgutil.walk_packages(skyjoin.__path__, 'skyjoin.'):\n"
+        "    if not m.name.startswith(skip):\n"
+        "        importlib.import_module(m.name)\n"
+        "for name in ('join', 'skyline', 'dbscan'):\n"
+        "    f = getattr(skyjoin, name)\n"
+        "    assert isinstance(f, types.FunctionType), (name, f)\n"
+        "    assert 'skyjoin.' + name not in sys.modules, name\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

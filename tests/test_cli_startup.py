@@ -21,7 +21,7 @@ SRC = os.path.join(ROOT, "src")
 
 #: what --help and a usage error must not import (each costs 0.05-1 s)
 HEAVY = ("numba", "sklearn", "scipy", "pandas", "pyarrow", "matplotlib", "tqdm", "dask",
-         "distributed", "cupy", "skyjoin.bench", "skyjoin.dbscan.estimator",
+         "distributed", "cupy", "skyjoin.bench", "skyjoin.cluster.estimator",
          "skyjoin.distributed")
 
 

@@ -21,12 +21,12 @@ from skyjoin.cli import main
 from skyjoin.cli.demo import DBSCAN_WARM
 from skyjoin.cli.options import compile_note, operator_clock
 from skyjoin.cli.warmup import warm_calls
-from skyjoin.skyline.plan import CPU_VARIANTS
+from skyjoin.pareto.plan import CPU_VARIANTS
 
 NOTICE = "compiling kernels, one time, about"
 
 
-def probe_kernel(module="skyjoin.join.probe"):
+def probe_kernel(module="skyjoin.simjoin.probe"):
     """A new Numba dispatcher whose function claims to live in ``module``."""
     def f(x):
         return x + 1
@@ -39,8 +39,8 @@ def fresh_notice(monkeypatch):
     """The notice not yet given, and known estimates."""
     compiling.install()
     monkeypatch.setattr(compiling, "_noticed", False)
-    monkeypatch.setattr(compiling, "_estimates", {"skyjoin.join": 4.6, "skyjoin.skyline": 0.4,
-                                                  "skyjoin.dbscan": 3.0})
+    monkeypatch.setattr(compiling, "_estimates", {"skyjoin.simjoin": 4.6, "skyjoin.pareto": 0.4,
+                                                  "skyjoin.cluster": 3.0})
     monkeypatch.setattr(compiling, "busy_factor", lambda: 1.0)     # a quiet machine
     return compiling
 
@@ -53,7 +53,7 @@ def test_notice_appears_exactly_once(fresh_notice, caplog):
     caplog.set_level(logging.WARNING, logger="skyjoin.compile")
     probe_kernel()(1)
     probe_kernel()(2.0)          # a second kernel, a second compile
-    probe_kernel("skyjoin.dbscan.probe")(3)
+    probe_kernel("skyjoin.cluster.probe")(3)
     got = notices(caplog)
     assert len(got) == 1
     assert got[0].levelno == logging.WARNING
@@ -79,7 +79,7 @@ def test_busy_factor_reads_the_load(monkeypatch):
 
 def test_no_notice_for_a_short_compile_or_foreign_kernels(fresh_notice, caplog):
     caplog.set_level(logging.WARNING, logger="skyjoin.compile")
-    probe_kernel("skyjoin.skyline.probe")(1)   # expected 0.4 s: below NOTICE_MIN_S
+    probe_kernel("skyjoin.pareto.probe")(1)   # expected 0.4 s: below NOTICE_MIN_S
     probe_kernel("somebody.else")(1)           # not a skyjoin kernel
     assert notices(caplog) == []
     assert compiling._noticed is False
@@ -89,15 +89,15 @@ def test_no_notice_for_a_short_compile_or_foreign_kernels(fresh_notice, caplog):
 
 def test_expect_announces_the_sum(fresh_notice, caplog):
     caplog.set_level(logging.WARNING, logger="skyjoin.compile")
-    with compiling.expect(("skyjoin.join", "skyjoin.dbscan")):
-        probe_kernel("skyjoin.skyline.probe")(1)
+    with compiling.expect(("skyjoin.simjoin", "skyjoin.cluster")):
+        probe_kernel("skyjoin.pareto.probe")(1)
     assert "about 8 s" in notices(caplog)[0].getMessage()
 
 
 def test_expect_alongside_announces_the_longer(fresh_notice, caplog):
     caplog.set_level(logging.WARNING, logger="skyjoin.compile")
-    with compiling.expect(("skyjoin.skyline",), alongside=("skyjoin.join", "skyjoin.dbscan")):
-        probe_kernel("skyjoin.skyline.probe")(1)
+    with compiling.expect(("skyjoin.pareto",), alongside=("skyjoin.simjoin", "skyjoin.cluster")):
+        probe_kernel("skyjoin.pareto.probe")(1)
     assert "about 8 s" in notices(caplog)[0].getMessage()
 
 
@@ -109,12 +109,12 @@ def frame_in(module, fn):
 
 
 def test_operator_of_takes_the_outermost_operator_frame():
-    got = frame_in("skyjoin.dbscan.estimator", lambda: frame_in(
-        "skyjoin.join.api", lambda: compiling.operator_of("skyjoin.index.grid_kernels")))
-    assert got == "skyjoin.dbscan"
+    got = frame_in("skyjoin.cluster.estimator", lambda: frame_in(
+        "skyjoin.simjoin.api", lambda: compiling.operator_of("skyjoin.index.grid_kernels")))
+    assert got == "skyjoin.cluster"
     got = frame_in("skyjoin.cli.join", lambda: frame_in(
-        "skyjoin.dbscan.sweep.api", lambda: compiling.operator_of("skyjoin.index.grid_kernels")))
-    assert got == "skyjoin.dbscan.sweep"
+        "skyjoin.cluster.sweep.api", lambda: compiling.operator_of("skyjoin.index.grid_kernels")))
+    assert got == "skyjoin.cluster.sweep"
     assert compiling.operator_of("skyjoin.index.grid_kernels") == "skyjoin.index"
     assert compiling.operator_of("numpy.core") is None
 
@@ -141,7 +141,7 @@ def test_record_and_clock_count_the_compiles():
 
 def test_estimates_cover_the_operators(monkeypatch):
     monkeypatch.setattr(compiling, "_estimates", None)    # read the shipped file again
-    for op in ("skyjoin.join", "skyjoin.dbscan", "skyjoin.skyline", "skyjoin.dbscan.sweep",
+    for op in ("skyjoin.simjoin", "skyjoin.cluster", "skyjoin.pareto", "skyjoin.cluster.sweep",
                "skyjoin.cli.demo"):
         assert compiling.estimate_s(op) > 0
 

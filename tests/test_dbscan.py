@@ -14,10 +14,10 @@ from sklearn.neighbors import radius_neighbors_graph
 
 import skyjoin
 from skyjoin import DBSCAN, dbscan
-from skyjoin.dbscan.core_points import core_points
-from skyjoin.dbscan.hybrid import hybrid_dbscan
-from skyjoin.dbscan.union_find import dbscan_inner_sequential, labels_from_table, point_assignment
-from skyjoin.dbscan.grid_cpu import MAX_DIMS, grid_dbscan
+from skyjoin.cluster.core_points import core_points
+from skyjoin.cluster.hybrid import hybrid_dbscan
+from skyjoin.cluster.union_find import dbscan_inner_sequential, labels_from_table, point_assignment
+from skyjoin.cluster.grid_cpu import MAX_DIMS, grid_dbscan
 
 
 def _oracle(X, eps, min_samples, sample_weight=None, algorithm="kd_tree"):
@@ -149,9 +149,9 @@ def test_parallel_forest_extended_level_by_level_equals_fresh_runs():
     """The sweep's table path: the first (largest) min_samples by the parallel forests
     (``core_forest``, many slices), each smaller one added by ``add_core_level``; every
     level's labels equal a fresh sequential run and scikit-learn's."""
-    from skyjoin.dbscan.union_find import core_forest, labels_from_roots
-    from skyjoin.dbscan.union_find import roots as _roots
-    from skyjoin.dbscan.sweep import add_core_level
+    from skyjoin.cluster.union_find import core_forest, labels_from_roots
+    from skyjoin.cluster.union_find import roots as _roots
+    from skyjoin.cluster.sweep import add_core_level
 
     rng = np.random.default_rng(12)
     for trial in range(15):
@@ -316,8 +316,8 @@ def test_gpu_cell_order_sorts_by_cell(monkeypatch, d):
     from _cuda_emulation import FakeCupy
 
     from skyjoin._core import device as _device
-    from skyjoin.dbscan.union_find import labels_from_table
-    from skyjoin.dbscan.hybrid import neighbor_table, spatial_order
+    from skyjoin.cluster.union_find import labels_from_table
+    from skyjoin.cluster.hybrid import neighbor_table, spatial_order
 
     monkeypatch.setattr(_device, "cupy", lambda: FakeCupy())
     rng = np.random.default_rng(d)

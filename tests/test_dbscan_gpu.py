@@ -33,7 +33,7 @@ def _cases():
 
 
 def test_gpu_union_find_on_host_built_table(cp):
-    from skyjoin.dbscan.table_gpu import gpu_dbscan_table
+    from skyjoin.cluster.table_gpu import gpu_dbscan_table
 
     for X, eps, m, w in _cases():
         nt = skyjoin.self_join(X, eps, device="cpu", sort=False)
@@ -45,7 +45,7 @@ def test_gpu_union_find_on_host_built_table(cp):
 
 
 def test_gpu_estimator_paths_equal_sklearn(cp):
-    from skyjoin.dbscan.hybrid import hybrid_dbscan
+    from skyjoin.cluster.hybrid import hybrid_dbscan
 
     for X, eps, m, w in _cases():
         core_sk, labels_sk = _oracle(X, eps, m, w)
@@ -60,7 +60,7 @@ def test_gpu_estimator_paths_equal_sklearn(cp):
 
 
 def test_gpu_large_blobs_all_paths_agree(cp):
-    from skyjoin.dbscan.hybrid import hybrid_dbscan
+    from skyjoin.cluster.hybrid import hybrid_dbscan
 
     X = skyjoin.datasets.blobs(200_000, 2, seed=1)
     cpu = skyjoin.DBSCAN(eps=0.3, min_samples=10, device="cpu").fit(X)
@@ -90,9 +90,9 @@ def test_gpu_sweep_equals_cpu_sweep(cp):
 
 
 def test_gpu_grid_dbscan_equals_sklearn_and_cpu_grid(cp):
-    from skyjoin.dbscan.table_gpu import gpu_dbscan_points
-    from skyjoin.dbscan.grid_gpu import gpu_grid_dbscan
-    from skyjoin.dbscan.grid_cpu import grid_dbscan
+    from skyjoin.cluster.table_gpu import gpu_dbscan_points
+    from skyjoin.cluster.grid_gpu import gpu_grid_dbscan
+    from skyjoin.cluster.grid_cpu import grid_dbscan
 
     for X, eps, m, _ in _cases():
         if X.shape[1] > 4:
@@ -122,8 +122,8 @@ def test_gpu_grid_dbscan_repeated_large_runs_are_exact(cp):
     """Many small clusters and millions of threads: the final root pass once raced
     (a path-halving store over a root just stored left points below their root;
     20M blobs at eps 0.03 gave 23,949 to 23,951 clusters from run to run)."""
-    from skyjoin.dbscan.grid_gpu import gpu_grid_dbscan
-    from skyjoin.dbscan.grid_cpu import grid_dbscan
+    from skyjoin.cluster.grid_gpu import gpu_grid_dbscan
+    from skyjoin.cluster.grid_cpu import grid_dbscan
 
     X = skyjoin.datasets.blobs(5_000_000, 2, centers=50, std=1.5, low=0.0, high=100.0, seed=1)
     core_c, labels_c = grid_dbscan(X, 0.06, 10)
@@ -134,7 +134,7 @@ def test_gpu_grid_dbscan_repeated_large_runs_are_exact(cp):
 
 
 def test_gpu_grid_dbscan_declines_what_it_cannot_grid(cp):
-    from skyjoin.dbscan.grid_gpu import gpu_grid_dbscan
+    from skyjoin.cluster.grid_gpu import gpu_grid_dbscan
 
     rng = np.random.default_rng(1)
     X = rng.uniform(0, 1, (5000, 2))
@@ -146,7 +146,7 @@ def test_gpu_grid_dbscan_declines_what_it_cannot_grid(cp):
 
 
 def test_gpu_spatial_order_is_a_cell_order(cp):
-    from skyjoin.dbscan.hybrid import spatial_order
+    from skyjoin.cluster.hybrid import spatial_order
 
     rng = np.random.default_rng(4)
     X = np.round(rng.normal(0, 3.0, (50_000, 3)), 2)

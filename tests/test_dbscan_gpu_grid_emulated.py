@@ -1,6 +1,6 @@
 """The GPU grid DBSCAN's kernels and orchestration, emulated on the CPU.
 
-``skyjoin.dbscan.grid_gpu`` is run with its CUDA C++ kernels compiled by
+``skyjoin.cluster.grid_gpu`` is run with its CUDA C++ kernels compiled by
 the host compiler and launched thread by thread (``_cuda_emulation``), and
 NumPy in CuPy's place.  Its labels must equal scikit-learn's.  The real
 kernels on a GPU are checked by the GPU tests (``-m gpu``).
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler
 
 @pytest.fixture
 def emulated(monkeypatch):
-    from skyjoin.dbscan import grid_gpu as gpu_grid
+    from skyjoin.cluster import grid_gpu as gpu_grid
 
     fake = FakeCupy()
     mod = Module(gpu_grid._SOURCE)
@@ -75,7 +75,7 @@ def test_emulated_grid_declines_huge_grids_and_high_d(emulated):
 
 def test_emulated_gpu_sweep_equals_sklearn(emulated, monkeypatch):
     import skyjoin._core.device as device
-    from skyjoin.dbscan.sweep import api as sweep
+    from skyjoin.cluster.sweep import api as sweep
 
     monkeypatch.setattr(device, "cupy", lambda: FakeCupy())
     rng = np.random.default_rng(3)

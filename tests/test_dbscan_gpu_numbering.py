@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler
 @pytest.fixture
 def ranks(monkeypatch):
     """``ranks_by_caller_row`` on the emulated kernels, NumPy arrays in and out."""
-    from skyjoin.dbscan import grid_gpu, table_gpu
+    from skyjoin.cluster import grid_gpu, table_gpu
 
     emulate_device_kernels(monkeypatch)
     mod = Module(grid_gpu._SOURCE)

@@ -10,7 +10,7 @@ import pytest
 from sklearn.cluster import DBSCAN as SklearnDBSCAN
 
 import skyjoin as sj
-from skyjoin.dbscan.params import InvalidParameterError, check_sample_weight
+from skyjoin.cluster.params import InvalidParameterError, check_sample_weight
 
 X = np.random.default_rng(0).random((40, 2))
 

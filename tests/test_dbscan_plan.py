@@ -1,4 +1,4 @@
-"""The routing of skyjoin.dbscan: one plan per call (``skyjoin.dbscan.plan``), the
+"""The routing of skyjoin.dbscan: one plan per call (``skyjoin.cluster.plan``), the
 device resolved once from the argument or ``SKYJOIN_DEVICE``, and the data moved once."""
 
 import dataclasses
@@ -10,8 +10,8 @@ from sklearn.cluster import DBSCAN as SkDBSCAN
 import skyjoin
 from _cuda_emulation import FakeCupy
 from skyjoin._core import device as _device
-from skyjoin.dbscan import hybrid
-from skyjoin.dbscan.plan import DBSCANPlan, fit_route, grid_applies, plan_fit, plan_sweep
+from skyjoin.cluster import hybrid
+from skyjoin.cluster.plan import DBSCANPlan, fit_route, grid_applies, plan_fit, plan_sweep
 
 
 def _blobs(n=600, d=2, seed=0):
@@ -145,7 +145,7 @@ def test_cpu_hybrid_path_builds_the_grid_once(monkeypatch):
     """HYBRID-DBSCAN on the CPU: the grid that orders the points serves the join
     (one build, not two), and the labels are scikit-learn's."""
     from skyjoin.index import grid as grid_mod
-    from skyjoin.join.cpu import engine as join_engine
+    from skyjoin.simjoin.cpu import engine as join_engine
 
     hybrid_mod = hybrid
     calls = []

@@ -11,7 +11,7 @@ import inspect
 
 import pytest
 
-from skyjoin.dbscan.estimator import DBSCAN, dbscan
+from skyjoin.cluster.estimator import DBSCAN, dbscan
 
 _spec = importlib.util.find_spec("sklearn.cluster.tests.test_dbscan")
 if _spec is None or _spec.origin is None:  # pragma: no cover - sklearn without tests

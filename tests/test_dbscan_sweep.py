@@ -5,7 +5,7 @@ import pytest
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
 import skyjoin
-from skyjoin.dbscan.sweep import ideal_pipeline_time, pipeline_makespan
+from skyjoin.cluster.sweep import ideal_pipeline_time, pipeline_makespan
 
 
 def _oracle(X, eps, m, w=None):
@@ -154,7 +154,7 @@ def test_sweep_weights_random(seed):
 
 def test_sweep_table_path_equals_sklearn(monkeypatch):
     """The table path (taken when the grid does not fit, d > 4, float32, GPU)."""
-    from skyjoin.dbscan.sweep import pipeline as sweep
+    from skyjoin.cluster.sweep import pipeline as sweep
 
     monkeypatch.setattr(sweep, "grid_index", lambda *a, **k: None)
     rng = np.random.default_rng(5)
@@ -177,7 +177,7 @@ def test_sweep_grid_levels_labelled_in_several_passes(monkeypatch, seed):
     """The grid path labels as many levels per pass as its output budget allows: with a
     tiny budget every pass holds one or a few levels, and each level still equals
     scikit-learn's run (dense cells of mixed levels: reordered in place)."""
-    from skyjoin.dbscan.sweep import grid_links as sweep
+    from skyjoin.cluster.sweep import grid_links as sweep
 
     rng = np.random.default_rng(300 + seed)
     n = int(rng.integers(600, 1600))
@@ -196,7 +196,7 @@ def test_sweep_grid_border_reaches_in_any_number_of_parts(monkeypatch, parts_per
                                                           pipeline):
     """The border reaches are filled in ranges of cells handed out to threads: one range
     or one per cell, pipelined or not, the labels equal scikit-learn's."""
-    from skyjoin.dbscan.sweep import grid_reach as sweep
+    from skyjoin.cluster.sweep import grid_reach as sweep
 
     rng = np.random.default_rng(7)
     X = np.round(rng.normal(0, 1.0, (2500, 2)), 2)
@@ -209,8 +209,8 @@ def test_cell_pairs_equal_every_near_pair_once():
     """The parallel bucketed cell pairs: exactly the unordered pairs of near cells not
     separated by the box test (brute force over all cell pairs), in the bucket of their
     bound, by increasing first cell."""
-    from skyjoin.dbscan.sweep import grid_links as sweep
-    from skyjoin.dbscan.grid_cpu import boxes_apart as _boxes_apart
+    from skyjoin.cluster.sweep import grid_links as sweep
+    from skyjoin.cluster.grid_cpu import boxes_apart as _boxes_apart
 
     rng = np.random.default_rng(3)
     X = np.round(rng.normal(0, 1.0, (3000, 2)), 2)
@@ -246,7 +246,7 @@ def test_share_runs_every_task_once_after_prepare(n_threads):
     import threading
     import time
 
-    from skyjoin.dbscan.sweep.grid_reach import _share
+    from skyjoin.cluster.sweep.grid_reach import _share
 
     log, lock = [], threading.Lock()
     serial_done = threading.Event()
@@ -271,7 +271,7 @@ def test_share_runs_every_task_once_after_prepare(n_threads):
 
 @pytest.mark.parametrize("where", ["serial", "prepare", "task"])
 def test_share_raises_the_error_of_any_part(where):
-    from skyjoin.dbscan.sweep.grid_reach import _share
+    from skyjoin.cluster.sweep.grid_reach import _share
 
     def boom(*_):
         raise RuntimeError(f"{where} failed")

@@ -22,10 +22,10 @@ from sklearn.neighbors import NearestNeighbors
 import skyjoin
 from _cuda_emulation import FakeCupy
 from oracles import brute_pairs
-from skyjoin.dbscan.core_points import (core_points, exact_row_sums, integer_weights,
+from skyjoin.cluster.core_points import (core_points, exact_row_sums, integer_weights,
                                        naive_sum_decides, weighted_neighbourhood)
-from skyjoin.dbscan.union_find import labels_from_table
-from skyjoin.dbscan.hybrid import hybrid_dbscan
+from skyjoin.cluster.union_find import labels_from_table
+from skyjoin.cluster.hybrid import hybrid_dbscan
 
 U = 2.0 ** -53
 
@@ -473,7 +473,7 @@ def _warp_sums(indptr, indices, w):
 def test_gpu_core_rule_on_warp_order_sums_emulated():
     """The GPU path's host side (``gpu._weighted_core``: the rule on the warp sums, the
     open rows gathered and summed exactly), with NumPy in CuPy's place."""
-    from skyjoin.dbscan.table_gpu import _weighted_core
+    from skyjoin.cluster.table_gpu import _weighted_core
 
     fake = FakeCupy()
     rng = np.random.default_rng(11)
@@ -495,7 +495,7 @@ def test_gpu_core_rule_on_warp_order_sums_emulated():
 
 @pytest.mark.gpu
 def test_gpu_weighted_paths_follow_the_rule(cp):
-    from skyjoin.dbscan.table_gpu import gpu_dbscan_table
+    from skyjoin.cluster.table_gpu import gpu_dbscan_table
 
     rng = np.random.default_rng(12)
     cases = [(np.arange(10.0).reshape(-1, 1) * 0.01, np.full(10, 0.1), 1)]

@@ -141,7 +141,7 @@ def _force_gpu(monkeypatch, module, free):
 
 
 def test_self_join_checks_before_any_engine(monkeypatch):
-    from skyjoin.join import api
+    from skyjoin.simjoin import api
 
     _force_gpu(monkeypatch, api, free=1000)
     X = np.random.default_rng(0).random((500, 2))
@@ -154,7 +154,7 @@ def test_self_join_checks_before_any_engine(monkeypatch):
 
 
 def test_skyline_checks_before_any_engine(monkeypatch):
-    from skyjoin.skyline import api, run
+    from skyjoin.pareto import api, run
 
     monkeypatch.setattr(api, "resolve_device", lambda device=None: "gpu")
     monkeypatch.setattr(run, "cupy", lambda: fake_cupy(1000))      # the run entry checks
@@ -168,9 +168,9 @@ def test_skyline_checks_before_any_engine(monkeypatch):
 
 def test_dbscan_checks_before_any_engine(monkeypatch):
     pytest.importorskip("sklearn")
-    from skyjoin.dbscan import engine, estimator
+    from skyjoin.cluster import engine, estimator
 
-    from skyjoin.dbscan.sweep import api as sweep_api
+    from skyjoin.cluster.sweep import api as sweep_api
 
     monkeypatch.setattr(estimator, "resolve_device", lambda device=None: "gpu")
     monkeypatch.setattr(engine, "cupy", lambda: fake_cupy(1000))
@@ -193,9 +193,9 @@ def test_iterated_results_report_device_oom(monkeypatch):
     """CuPy's error raised while the caller iterates a chunk stream or a sweep
     reaches it as DeviceMemoryError, after the items made before it."""
     pytest.importorskip("sklearn")
-    from skyjoin.dbscan.sweep import api as sweep_api
-    from skyjoin.join import api
-    from skyjoin.join.gpu import pipeline
+    from skyjoin.cluster.sweep import api as sweep_api
+    from skyjoin.simjoin import api
+    from skyjoin.simjoin.gpu import pipeline
 
     cp = fake_cupy(10**12)
     _force_gpu(monkeypatch, api, free=10**12)

@@ -19,7 +19,7 @@ distributed = pytest.importorskip("distributed")
 
 import skyjoin as sj  # noqa: E402
 import skyjoin.distributed as sd  # noqa: E402
-from skyjoin.skyline.api import skyline as single_skyline  # noqa: E402
+from skyjoin.pareto.api import skyline as single_skyline  # noqa: E402
 
 
 def lattice(rng, n, d, side=12):

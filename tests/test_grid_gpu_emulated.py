@@ -92,7 +92,7 @@ def test_emulated_gpu_grid_and_ranges_equal_numpy(grid_gpu, name, R, S, eps, pre
 
 def test_emulated_engine_sort_plan_and_work_order(grid_gpu):
     """The engine's row classes and SORTBYWL order against their NumPy definitions."""
-    from skyjoin.join.gpu.engine import GpuEngine
+    from skyjoin.simjoin.gpu.engine import GpuEngine
 
     rng = np.random.default_rng(5)
     eng = object.__new__(GpuEngine)

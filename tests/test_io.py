@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from skyjoin import io
-from skyjoin.join.result import NeighborTable, PairChunk
+from skyjoin.simjoin.result import NeighborTable, PairChunk
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
 NBA = os.path.join(DATA, "nba-U-8-17264.csv")

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 import skyjoin as sj
 from skyjoin import io
-from skyjoin.join.result import PairChunk
+from skyjoin.simjoin.result import PairChunk
 
 
 @pytest.fixture

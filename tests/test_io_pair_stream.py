@@ -14,8 +14,8 @@ import pytest
 from skyjoin import io
 from skyjoin.io import pair_writer
 from skyjoin.io import pairs as pairs_mod
-from skyjoin.join.csr import pair_rows
-from skyjoin.join.result import NeighborTable, PairChunk
+from skyjoin.simjoin.csr import pair_rows
+from skyjoin.simjoin.result import NeighborTable, PairChunk
 
 
 def _random_csr(rng, n_rows, n_cols, max_len=9):

@@ -121,8 +121,8 @@ def test_counts_by_each_pattern_match_brute_force(rng, kind):
 def test_sparse_counts_take_the_forward_half(rng):
     """Most points in sparse cells: "auto" counts by LID-UNICOMP's forward half
     (the pattern of the table), equal to the table's row lengths."""
-    from skyjoin.join import plan as jplan
-    from skyjoin.join.plan import JoinPlan
+    from skyjoin.simjoin import plan as jplan
+    from skyjoin.simjoin.plan import JoinPlan
 
     X = rng.uniform(0, 10, (20000, 6))
     g = build_grid(X, 1.5)
@@ -256,7 +256,7 @@ def test_the_plan_records_every_choice(rng):
     """The plan an operator reports says what ran: device, engine, pattern,
     precision, id width and memory route, each resolved (none left "auto")."""
     from skyjoin._core.plans import recording
-    from skyjoin.join.plan import JoinPlan
+    from skyjoin.simjoin.plan import JoinPlan
 
     X = rng.uniform(0, 1, (3000, 2))
     with recording() as plans:
@@ -280,7 +280,7 @@ def test_the_plan_records_every_choice(rng):
 
 def test_gpu_requests_record_their_route():
     """The GPU request of each output (host-only: the rule, no device)."""
-    from skyjoin.join.plan import plan_gpu, request
+    from skyjoin.simjoin.plan import plan_gpu, request
 
     assert request("gpu", self_join=True).memory_route == "host table"
     assert request("gpu", self_join=True, on_device=True).memory_route == "device table"

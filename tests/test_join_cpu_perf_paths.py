@@ -12,9 +12,9 @@ import pytest
 
 import skyjoin as sj
 from skyjoin.index.grid import build_grid
-from skyjoin.join import plan
-from skyjoin.join.cpu import engine as cpu_engine, full_pattern
-from skyjoin.join.csr import indptr_from_counts
+from skyjoin.simjoin import plan
+from skyjoin.simjoin.cpu import engine as cpu_engine, full_pattern
+from skyjoin.simjoin.csr import indptr_from_counts
 
 from oracles import brute_pairs, table_matrix
 

@@ -1,4 +1,4 @@
-"""The CPU join's packing helpers (``skyjoin.join.cpu._simd``) against NumPy,
+"""The CPU join's packing helpers (``skyjoin.simjoin.cpu._simd``) against NumPy,
 and the tiled fill with and without the vector code."""
 
 import os
@@ -9,7 +9,7 @@ import numba as nb
 import numpy as np
 import pytest
 
-from skyjoin.join.cpu._simd import compress16, compress16_scalar
+from skyjoin.simjoin.cpu._simd import compress16, compress16_scalar
 
 
 @nb.njit(nogil=True)
@@ -52,7 +52,7 @@ def test_scalar_code_path_gives_the_same_table():
     # cache, so the portable kernels are compiled)
     code = (
         "import numpy as np, skyjoin as sj\n"
-        "from skyjoin.join.cpu import _simd\n"
+        "from skyjoin.simjoin.cpu import _simd\n"
         "assert not _simd.VECTOR_COMPRESS and not _simd.PREFETCH\n"
         "rng = np.random.default_rng(7)\n"
         "X = rng.exponential(0.05, (3000, 2))\n"

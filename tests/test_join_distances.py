@@ -16,7 +16,7 @@ from scipy.spatial import cKDTree
 from sklearn.neighbors import NearestNeighbors, radius_neighbors_graph
 
 import skyjoin as sj
-from skyjoin.join.distances import pair_distances
+from skyjoin.simjoin.distances import pair_distances
 
 
 def points(rng, n, d, duplicates=True):
@@ -137,7 +137,7 @@ def test_unsorted_rows_keep_their_distances():
 
 def test_pair_distances_match_table_order():
     """The NumPy path of ``pair_distances`` in blocks (rows split across blocks)."""
-    from skyjoin.join import distances as dmod
+    from skyjoin.simjoin import distances as dmod
 
     rng = np.random.default_rng(34)
     X = points(rng, 800, 3)

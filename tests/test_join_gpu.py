@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import skyjoin
-from skyjoin.join.result import NeighborTable
+from skyjoin.simjoin.result import NeighborTable
 
 # Every test that touches the GPU is marked ``gpu``; the host-side planning
 # tests at the end need no GPU and run everywhere.
@@ -24,11 +24,11 @@ from skyjoin.join.result import NeighborTable
 
 def engine_self_join(X, eps, *, progress=None, timings=None, query_rows=None, column_ids=None,
                      n_columns=None, rows_ready=None, **request_options):
-    """The GPU self-join through the engine entry (``skyjoin.join.engine.run``),
+    """The GPU self-join through the engine entry (``skyjoin.simjoin.engine.run``),
     with a request of ``plan.request`` (the options the distributed join's
     partitions use included: ``query_rows``, ``column_ids``)."""
-    from skyjoin.join import engine
-    from skyjoin.join.plan import request
+    from skyjoin.simjoin import engine
+    from skyjoin.simjoin.plan import request
 
     plan = request("gpu", self_join=True, **request_options)
     return engine.run(plan, None, X, eps, progress=progress, timings=timings,
@@ -38,24 +38,24 @@ def engine_self_join(X, eps, *, progress=None, timings=None, query_rows=None, co
 
 def engine_join(R, S, eps, **request_options):
     """R join S on the GPU through the engine entry."""
-    from skyjoin.join import engine
-    from skyjoin.join.plan import request
+    from skyjoin.simjoin import engine
+    from skyjoin.simjoin.plan import request
 
     return engine.run(request("gpu", self_join=False, **request_options), R, S, eps)
 
 
 def engine_chunks(X, eps, *, max_pairs, **request_options):
     """The GPU self-join's chunks through the engine entry."""
-    from skyjoin.join import engine
-    from skyjoin.join.plan import request
-    from skyjoin.join.result import PairStream
+    from skyjoin.simjoin import engine
+    from skyjoin.simjoin.plan import request
+    from skyjoin.simjoin.result import PairStream
 
     plan = request("gpu", self_join=True, chunks=True, **request_options)
     return PairStream(engine.run_chunks(plan, X, eps, max_pairs))
 
 
 def last_stats():
-    from skyjoin.join.gpu.pipeline import last_stats as stats
+    from skyjoin.simjoin.gpu.pipeline import last_stats as stats
 
     return stats()
 
@@ -75,8 +75,8 @@ def sampled_estimate(X, eps, *, fraction=0.01, buffer_pairs=10**8, gamma=0.05,
     """The papers' result-size estimate: count the neighbours of every
     ``1/fraction``-th query point (in grid order, so the sample is spread over
     the data) and apply ``estimate_batches``."""
-    from skyjoin.join.gpu.pipeline import configure, start
-    from skyjoin.join.plan import request as join_request
+    from skyjoin.simjoin.gpu.pipeline import configure, start
+    from skyjoin.simjoin.plan import request as join_request
 
     request = join_request("gpu", self_join=True, include_self=include_self,
                            precision=precision, index_dims=index_dims)
@@ -475,7 +475,7 @@ def test_sampled_estimate(cp):
 
 @pytest.mark.gpu
 def test_public_api_gpu_equals_cpu(cp):
-    api = pytest.importorskip("skyjoin.join.api")
+    api = pytest.importorskip("skyjoin.simjoin.api")
     rng = np.random.default_rng(57)
     for d, kind in ((2, "clustered"), (3, "lattice"), (5, "duplicates")):
         X = make_points(rng, 1200, d, kind)
@@ -571,7 +571,7 @@ def test_gpu_plan_built_at_the_boundary_is_logged(cp, caplog):
 
 def test_gpu_request_and_plan():
     """The GPU request is built at the boundary and resolved by plan_gpu alone."""
-    from skyjoin.join.plan import plan_gpu, request
+    from skyjoin.simjoin.plan import plan_gpu, request
 
     req = request("gpu", self_join=True, output="table", pattern="lid-unicomp",
                   threads_per_point=16, schedule="sortbywl", memory_limit=1000,
@@ -594,7 +594,7 @@ def test_gpu_request_and_plan():
 
 
 def test_plan_row_batches_cover_rows_within_capacity():
-    from skyjoin.join.plan import plan_row_batches
+    from skyjoin.simjoin.plan import plan_row_batches
 
     rng = np.random.default_rng(60)
     for _ in range(50):
@@ -613,7 +613,7 @@ def test_plan_row_batches_cover_rows_within_capacity():
 
 
 def test_batch_capacity_and_estimate():
-    from skyjoin.join.plan import batch_capacity
+    from skyjoin.simjoin.plan import batch_capacity
 
     assert batch_capacity(10**9, 100, None, 12 * 1000, 12) == 1000
     assert batch_capacity(10**9, 100, 500, 10**12, 12) == 500
@@ -628,7 +628,7 @@ def test_batch_capacity_and_estimate():
 
 
 def test_default_rule():
-    from skyjoin.join.plan import choose_config
+    from skyjoin.simjoin.plan import choose_config
 
     c = choose_config(1800.0, 0.2, True)
     assert (c.kernel, c.pattern, c.kt, c.schedule) == ("global", "full", 8, "grid")

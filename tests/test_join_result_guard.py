@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import skyjoin as sj
-from skyjoin.join.cpu import engine as cpu_engine
-from skyjoin.join.plan import (MEMORY_MARGIN, ResultTooLargeError, check_memory_limit,
+from skyjoin.simjoin.cpu import engine as cpu_engine
+from skyjoin.simjoin.plan import (MEMORY_MARGIN, ResultTooLargeError, check_memory_limit,
                                result_size_guard)
 
 WAYS_OUT = ("output='counts'", "self_join_chunks", "--out x.parquet")

@@ -413,7 +413,7 @@ def test_range_pass_is_the_finiteness_test(bad, n):
     with pytest.raises(ValueError, match=f"S contains {kind}"):
         sj.join(X[:3] * 0, X, 0.5, device="cpu")
     if n < 1000:                      # HYBRID-DBSCAN makes the same single pass
-        from skyjoin.dbscan.hybrid import hybrid_dbscan
+        from skyjoin.cluster.hybrid import hybrid_dbscan
 
         with pytest.raises(ValueError, match=f"X contains {kind} values \\(first at row {row}\\)"):
             hybrid_dbscan(X, 0.5, 2)

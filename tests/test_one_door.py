@@ -26,9 +26,9 @@ import skyjoin as sj
 from skyjoin._core import conditioning, device, validate
 
 # every module that may hold a reference, loaded before the spies are set
-for _name in ("skyjoin.join.api", "skyjoin.join.engine", "skyjoin.join.cpu.engine",
-              "skyjoin.dbscan.engine", "skyjoin.dbscan.estimator", "skyjoin.dbscan.hybrid",
-              "skyjoin.dbscan.sweep.api", "skyjoin.dbscan.sweep.pipeline"):
+for _name in ("skyjoin.simjoin.api", "skyjoin.simjoin.engine", "skyjoin.simjoin.cpu.engine",
+              "skyjoin.cluster.engine", "skyjoin.cluster.estimator", "skyjoin.cluster.hybrid",
+              "skyjoin.cluster.sweep.api", "skyjoin.cluster.sweep.pipeline"):
     importlib.import_module(_name)
 
 
@@ -126,7 +126,7 @@ def test_dbscan_fit_once(spies, d, weighted):
 def test_dbscan_hybrid_reaches_the_join_through_its_engine(spies, monkeypatch):
     """HYBRID-DBSCAN's table comes from the join's engine entry with the DBSCAN
     plan's device, never through the public join."""
-    from skyjoin.join import api, engine
+    from skyjoin.simjoin import api, engine
 
     entry, public = [], []
     run = engine.run
@@ -134,8 +134,8 @@ def test_dbscan_hybrid_reaches_the_join_through_its_engine(spies, monkeypatch):
                         run(plan, *a, **k))
     monkeypatch.setattr(api, "self_join", lambda *a, **k: public.append(1))
     from skyjoin._core.plans import recording
-    from skyjoin.dbscan.plan import DBSCANPlan
-    from skyjoin.join.plan import JoinPlan
+    from skyjoin.cluster.plan import DBSCANPlan
+    from skyjoin.simjoin.plan import JoinPlan
 
     X = np.random.default_rng(5).normal(0, 1, (500, 5))
     with recording() as plans:
@@ -186,8 +186,8 @@ def on_gpu(monkeypatch):
         eps=Spy(monkeypatch, validate, "check_eps"),
         device=Spy(monkeypatch, device, "resolve_device", returns="gpu"),
         conditioning=Spy(monkeypatch, conditioning, "plan_conditioning"))
-    from skyjoin.dbscan import engine as dbscan_engine
-    from skyjoin.join import api
+    from skyjoin.cluster import engine as dbscan_engine
+    from skyjoin.simjoin import api
 
     monkeypatch.setattr(api, "cupy", _fake_cupy)
     monkeypatch.setattr(dbscan_engine, "cupy", _fake_cupy)
@@ -195,7 +195,7 @@ def on_gpu(monkeypatch):
 
 
 def test_gpu_self_join_reaches_the_entry_once(on_gpu, monkeypatch):
-    from skyjoin.join import engine
+    from skyjoin.simjoin import engine
 
     seen = []
     monkeypatch.setattr(engine, "run", lambda plan, R, S, eps, **kw: seen.append((plan, S, eps)))
@@ -211,7 +211,7 @@ def test_gpu_self_join_reaches_the_entry_once(on_gpu, monkeypatch):
 
 
 def test_gpu_dbscan_reaches_the_entry_once(on_gpu, monkeypatch):
-    from skyjoin.dbscan import engine
+    from skyjoin.cluster import engine
 
     seen = []
 
@@ -240,7 +240,7 @@ def test_cli_dbscan_on_gpu_decides_nothing_itself(on_gpu, monkeypatch, tmp_path)
 
     from skyjoin.cli import main
     from skyjoin.cli import options
-    from skyjoin.dbscan import engine
+    from skyjoin.cluster import engine
 
     from skyjoin._core.plans import report
 

@@ -81,7 +81,7 @@ def test_equals_oracle(algorithm, variant):
 
 
 def test_quartile_groups():
-    from skyjoin.skyline.cpu import skyalign_cpu
+    from skyjoin.pareto.cpu import skyalign_cpu
 
     for name, X in cases()[::3]:
         want = want_for(name, X, False)
@@ -202,7 +202,7 @@ def test_sampled_quartiles_many_survivors():
     quartiles and level bounds come from a sample, results stay exact; also
     with heavy ties (values on a coarse grid)."""
     from skyjoin.datasets import anticorrelated
-    from skyjoin.skyline.baselines import sfs
+    from skyjoin.pareto.baselines import sfs
 
     for name, X in (("anti", anticorrelated(40_000, 5, seed=7)),
                     ("anti-ties", np.round(anticorrelated(40_000, 5, seed=8) * 200) / 200)):
@@ -216,7 +216,7 @@ def test_sampled_quartiles_many_survivors():
 def test_fused_levels_match_reference():
     """masks_and_levels gives the masks of median_quartile_masks and the
     packed count of bounds below each value (the reference search)."""
-    from skyjoin.skyline import masks as mk
+    from skyjoin.pareto import masks as mk
 
     rng = np.random.default_rng(4)
     X = np.round(rng.random((5000, 11)) * 50)           # ties on bounds

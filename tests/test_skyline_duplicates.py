@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import skyjoin as sj
-from skyjoin.skyline import groups
+from skyjoin.pareto import groups
 from test_skyline import oracle
 
 ALGS = [("skyalign", None), ("skyalign", "levelwise"), ("skyalign", "sync"), ("skyalign", "noquart"),

@@ -166,7 +166,7 @@ def test_gpu_uniform_plus_copies(cp):
 
 
 def test_gpu_group_rows_equals_numpy(cp):
-    from skyjoin.skyline import groups
+    from skyjoin.pareto import groups
 
     rng = np.random.default_rng(2)
     P = np.vstack([rng.integers(0, 3, (2000, 4)).astype(float), rng.random((500, 4))])

@@ -1,4 +1,4 @@
-"""The GPU skyline (skyjoin.skyline.gpu) with its kernels run on the host.
+"""The GPU skyline (skyjoin.pareto.gpu) with its kernels run on the host.
 
 ``kernels/skyalign.cu`` and the shared device primitives are compiled by
 the host compiler and launched thread by thread (``_cuda_emulation``),
@@ -21,7 +21,7 @@ VARIANTS = ["sync", "nosync", "levelwise", "noquart", "padded"]
 
 @pytest.fixture
 def emulated(monkeypatch):
-    from skyjoin.skyline import gpu, gpu_kernels, groups
+    from skyjoin.pareto import gpu, gpu_kernels, groups
 
     fake = FakeCupy()
     cache = {}
@@ -71,8 +71,8 @@ def test_emulated_gpu_skyline_equals_oracle(emulated, variant):
 def test_emulated_grouping_on_the_device_equals_the_host_grouping(emulated):
     """Device input with diff columns is grouped on the GPU (run entry); the
     skyline equals the oracle of each group's skyline, unioned."""
-    from skyjoin.skyline.columns import prepare_array
-    from skyjoin.skyline.plan import plan_skyline
+    from skyjoin.pareto.columns import prepare_array
+    from skyjoin.pareto.plan import plan_skyline
 
     rng = np.random.default_rng(8)
     X = np.column_stack([rng.integers(0, 4, 300), rng.random(300), rng.integers(0, 3, 300),
@@ -106,7 +106,7 @@ def test_emulated_public_gpu_route_checks_memory_once(emulated, monkeypatch, on_
     oracle's answer; device input's indices stay "on the device"."""
     import skyjoin as sj
     from skyjoin._core.plans import recording
-    from skyjoin.skyline import api, run
+    from skyjoin.pareto import api, run
 
     checked = []
     monkeypatch.setattr(api, "resolve_device", lambda device=None: "gpu")
@@ -151,7 +151,7 @@ def test_emulated_tau_prefilter_and_quartiles(emulated):
 
 
 def test_emulated_row_hash_and_probe_equal_numpy(emulated):
-    from skyjoin.skyline import groups
+    from skyjoin.pareto import groups
 
     rng = np.random.default_rng(6)
     P = np.vstack([rng.random((300, 4)), np.zeros((1, 4)), -np.zeros((1, 4))])

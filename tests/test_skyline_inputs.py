@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import skyjoin as sj
-from skyjoin.skyline.columns import exact_float64, parse_sense
+from skyjoin.pareto.columns import exact_float64, parse_sense
 
 pd = pytest.importorskip("pandas")
 
@@ -119,7 +119,7 @@ def test_big_integers_exact(algorithm, variant):
 def test_float64_input_is_used_as_is():
     """Ordinary data pays nothing: float64 C-contiguous input is the engines'
     matrix itself, and in-range int64 is one cast."""
-    from skyjoin.skyline.columns import exact_matrix, prepare_array
+    from skyjoin.pareto.columns import exact_matrix, prepare_array
 
     X = np.random.default_rng(0).random((50, 3))
     Xc, maximise, n_diff = prepare_array(X, ["min", "max", "min"])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from skyjoin.skyline.plan import SkylinePlan, plan_skyline
+from skyjoin.pareto.plan import SkylinePlan, plan_skyline
 
 
 def test_auto_algorithm_and_default_variants():
@@ -70,7 +70,7 @@ def test_the_points_are_checked_once_and_one_plan_runs(monkeypatch, operator):
 
     import skyjoin as sj
     from skyjoin._core.plans import recording
-    from skyjoin.skyline import columns
+    from skyjoin.pareto import columns
 
     calls = []
     real = columns.check_points

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import skyjoin as sj
-from skyjoin.skyline import sort2d
-from skyjoin.skyline.plan import SkylinePlan, plan_skyline
+from skyjoin.pareto import sort2d
+from skyjoin.pareto.plan import SkylinePlan, plan_skyline
 from test_skyline import oracle
 from test_skyline_inputs import as_rows, exact_oracle
 
@@ -307,7 +307,7 @@ def test_nothing_compiled_in_a_fresh_process(tmp_path):
         "X = np.random.default_rng(0).random((5000, int(sys.argv[1])))\n"
         "sj.skyline(X, device='cpu')\n"
         "print(json.dumps({'numba': 'numba' in sys.modules, "
-        "'engine': 'skyjoin.skyline.cpu' in sys.modules, 'notices': seen}))\n")
+        "'engine': 'skyjoin.pareto.cpu' in sys.modules, 'notices': seen}))\n")
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), SKYJOIN_DEVICE="cpu")
     out = subprocess.run([sys.executable, "-c", code, "2"], env=env, check=True,
                          capture_output=True, text=True).stdout

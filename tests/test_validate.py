@@ -79,7 +79,7 @@ def test_import_is_light():
     import sys
 
     code = ("import sys, skyjoin; "
-            "print('cupy' in sys.modules, 'numba' in sys.modules, 'skyjoin.join.cpu.engine' in sys.modules)")
+            "print('cupy' in sys.modules, 'numba' in sys.modules, 'skyjoin.simjoin.cpu.engine' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False", "False"]
 

@@ -17,34 +17,27 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-# ``join`` and ``skyline`` are both public functions and the names of the
-# subpackages that implement them.  Importing a subpackage binds the module as
-# the attribute ``skyjoin.join`` / ``skyjoin.skyline``; importing them here,
-# first, and then binding the functions over them keeps the functions for
-# good.  Both ``api`` modules import only NumPy-level code (engines load on
-# first use).
-from .join.api import join, self_join, self_join_chunks  # noqa: E402
-from .skyline.api import skyline  # noqa: E402
-
-# ``dbscan`` is a public function and the subpackage that implements it.  The
-# package (whose ``__init__`` imports nothing) is loaded now, so that importing
-# its modules later never binds it over the function; the function itself,
-# which needs scikit-learn, is served lazily by ``__getattr__``.
-from . import dbscan as _dbscan_package  # noqa: E402,F401
-
-globals().pop("dbscan", None)
+# The operators are functions (``skyjoin.join``, ``skyjoin.self_join``,
+# ``skyjoin.skyline``, ``skyjoin.dbscan``, ``skyjoin.DBSCAN``); the
+# subpackages that implement them carry other names (``simjoin``,
+# ``pareto``, ``cluster``), so an attribute of the package is never both a
+# function and a module.  The join's and the skyline's ``api`` modules import
+# only NumPy-level code (engines load on first use) and are bound now, for
+# type checkers; the rest is served lazily by ``__getattr__``.
+from .simjoin.api import join, self_join, self_join_chunks  # noqa: E402
+from .pareto.api import skyline  # noqa: E402
 
 # public name -> module that defines it (loaded on first access)
 _EXPORTS = {
-    "NeighborTable": "skyjoin.join.result",
-    "PairChunk": "skyjoin.join.result",
-    "PairStream": "skyjoin.join.result",
+    "NeighborTable": "skyjoin.simjoin.result",
+    "PairChunk": "skyjoin.simjoin.result",
+    "PairStream": "skyjoin.simjoin.result",
     "build_grid": "skyjoin.index.grid",
     "Grid": "skyjoin.index.grid",
-    "DBSCAN": "skyjoin.dbscan.estimator",
-    "dbscan": "skyjoin.dbscan.estimator",
-    "dbscan_sweep": "skyjoin.dbscan.sweep",
-    "dbscan_model": "skyjoin.dbscan.response_time_model",
+    "DBSCAN": "skyjoin.cluster.estimator",
+    "dbscan": "skyjoin.cluster.estimator",
+    "dbscan_sweep": "skyjoin.cluster.sweep",
+    "dbscan_model": "skyjoin.cluster.response_time_model",
     "gpu_available": "skyjoin._core.device",
     "GPUUnavailableError": "skyjoin.errors",
     "DeviceMemoryError": "skyjoin.errors",
@@ -55,7 +48,7 @@ _EXPORTS = {
     "DroppedIndexColumn": "skyjoin.errors",
     "datasets": "skyjoin.datasets",
     "io": "skyjoin.io",
-    "paretoset": "skyjoin.skyline.compat",
+    "paretoset": "skyjoin.pareto.compat",
 }
 
 __all__ = sorted(list(_EXPORTS) + ["join", "self_join", "self_join_chunks", "skyline"]) + ["__version__"]

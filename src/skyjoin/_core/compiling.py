@@ -25,8 +25,8 @@ things:
   ``skyjoin warmup`` command and ``scripts/compile-times`` read it.
 
 The operator is the outermost frame of a skyjoin operator package
-(``skyjoin.join``, ``skyjoin.dbscan``, ``skyjoin.dbscan.sweep``,
-``skyjoin.skyline``, ``skyjoin.datasets``) on the compiling thread's stack
+(``skyjoin.simjoin``, ``skyjoin.cluster``, ``skyjoin.cluster.sweep``,
+``skyjoin.pareto``, ``skyjoin.datasets``) on the compiling thread's stack
 (a kernel run from a pool thread: the kernel's own package); N is that
 operator's first-call compile time on the quiet reference machine, times
 :func:`busy_factor` (the load over the cores: 4.5x on a 2-core machine
@@ -61,7 +61,7 @@ log = logging.getLogger("skyjoin.compile")
 NOTICE_MIN_S = 1.0
 
 _ESTIMATES_FILE = os.path.join(os.path.dirname(__file__), "compile_estimates.json")
-_OPERATORS = ("skyjoin.dbscan.sweep", "skyjoin.dbscan", "skyjoin.join", "skyjoin.skyline",
+_OPERATORS = ("skyjoin.cluster.sweep", "skyjoin.cluster", "skyjoin.simjoin", "skyjoin.pareto",
               "skyjoin.datasets", "skyjoin.index")
 
 

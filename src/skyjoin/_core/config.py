@@ -4,7 +4,7 @@
 functions (default on, so that a second process skips compilation).
 
 ``SKYJOIN_NO_SIMD``: "1" makes the CPU join use its portable scalar code
-instead of the explicit vector instructions of ``skyjoin.join._simd``.
+instead of the explicit vector instructions of ``skyjoin.simjoin._simd``.
 
 ``SKYJOIN_HUGE_PAGES``: "1" or "0" puts large host arrays on transparent
 huge pages or not, overriding the rule of ``_core.memory.huge_pages_pay``

@@ -34,6 +34,7 @@ O(1); the first call starts Numba's pool (tens of milliseconds).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import importlib
@@ -46,7 +47,7 @@ from typing import Any, Callable
 
 __all__ = ["ENV_VAR", "affinity_cpus", "cgroup_cpus", "env_limit", "pool_threads",
            "openmp_limit", "pool_started", "prepare_wait_policy", "start_numba_threads", "cpu_threads",
-           "with_cpu_threads", "LIMIT_VARS", "CGROUP_ROOT"]
+           "with_cpu_threads", "numba_threads", "LIMIT_VARS", "CGROUP_ROOT"]
 
 #: The environment variable that caps skyjoin's CPU threads.
 ENV_VAR = "SKYJOIN_NUM_THREADS"
@@ -236,8 +237,6 @@ def with_cpu_threads(fn: Callable[..., Any]) -> Callable[..., Any]:
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def gen_wrapper(*args, **kwargs):
-            from .threads import numba_threads  # lazy: ``import skyjoin`` imports no Numba
-
             n = cpu_threads()
             it = fn(*args, **kwargs)
             try:
@@ -255,9 +254,23 @@ def with_cpu_threads(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from .threads import numba_threads  # lazy: ``import skyjoin`` imports no Numba
-
         with numba_threads(cpu_threads()):
             return fn(*args, **kwargs)
 
     return wrapper
+
+
+@contextlib.contextmanager
+def numba_threads(n):
+    """Numba's thread count for the calling thread (it is per thread), restored after."""
+    if n is None:
+        yield
+        return
+    import numba  # lazy: ``import skyjoin`` imports no Numba
+
+    before = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)

@@ -1,9 +1,7 @@
-"""Numba's threads: whether two Python threads may run parallel code at once,
-and the per-thread thread count."""
+"""Numba's threads: whether two Python threads may run parallel code at once.
+(The per-thread count is :mod:`skyjoin._core.thread_count`'s.)"""
 
 from __future__ import annotations
-
-import contextlib
 
 import numba
 import numpy as np
@@ -11,7 +9,7 @@ import numpy as np
 from .config import NUMBA_CACHE
 from .thread_count import start_numba_threads
 
-__all__ = ["threadsafe_numba", "numba_threads"]
+__all__ = ["threadsafe_numba"]
 
 
 @numba.njit(cache=NUMBA_CACHE, parallel=True, nogil=True)
@@ -36,17 +34,3 @@ def threadsafe_numba() -> bool:
         _tiny_parallel(np.zeros(2))
         layer = numba.threading_layer()
     return layer != "workqueue"
-
-
-@contextlib.contextmanager
-def numba_threads(n):
-    """Numba's thread count for the calling thread (it is per thread), restored after."""
-    if n is None:
-        yield
-        return
-    before = numba.get_num_threads()
-    numba.set_num_threads(n)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)

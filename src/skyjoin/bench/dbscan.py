@@ -44,11 +44,11 @@ import skyjoin as sj
 
 from .. import datasets
 from .._core.device import cupy
-from ..dbscan.hybrid import hybrid_dbscan
-from ..dbscan.table_gpu import gpu_dbscan_points
-from ..dbscan.grid_gpu import gpu_grid_dbscan
-from ..dbscan.grid_cpu import grid_dbscan
-from ..dbscan.sweep import ideal_pipeline_time, pipeline_makespan
+from ..cluster.hybrid import hybrid_dbscan
+from ..cluster.table_gpu import gpu_dbscan_points
+from ..cluster.grid_gpu import gpu_grid_dbscan
+from ..cluster.grid_cpu import grid_dbscan
+from ..cluster.sweep import ideal_pipeline_time, pipeline_makespan
 from .harness import (REPEAT, Case, Impl, available_memory_bytes, data_case, format_table,
                       run_suite, select, size_tag, write_report)
 

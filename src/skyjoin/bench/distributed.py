@@ -57,10 +57,10 @@ import skyjoin as sj
 from .. import datasets
 from .. import distributed as sd
 from .._core.device import cupy
-from ..dbscan.grid_gpu import gpu_grid_dbscan
+from ..cluster.grid_gpu import gpu_grid_dbscan
 from ..distributed.owned_rows import task_self_join
 from ..distributed.workers import visible_gpus
-from ..skyline.api import skyline
+from ..pareto.api import skyline
 from .harness import (REPEAT, Impl, case_order, check_names, data_case, format_table, run_suite,
                       size_tag, write_report)
 

@@ -17,7 +17,7 @@ For every case (``DEFAULT_CASES``) it measures, in one process:
   result is small, a tiled brute force in CuPy and the papers' GPU
   brute-force kernel (both on a query sample, scaled);
 * a sweep of the kernel options (counts only), the measurements behind the
-  default configuration rule of ``skyjoin.join.plan.choose_config``.
+  default configuration rule of ``skyjoin.simjoin.plan.choose_config``.
 
 Writes ``join_gpu.json`` (via ``skyjoin.bench.harness``), ``join_gpu_table.txt``
 and prints the summary table last.
@@ -40,8 +40,8 @@ import skyjoin
 from .._core.memory import alloc_host
 from .._core.transfer import parallel_copy
 from ..datasets import NAMED_CASES, named_case
-from ..join.api import join, self_join
-from ..join.gpu.pipeline import last_stats
+from ..simjoin.api import join, self_join
+from ..simjoin.gpu.pipeline import last_stats
 from .harness import Row, format_table, write_report
 from .peers_gpu import tiled_bruteforce_counts
 

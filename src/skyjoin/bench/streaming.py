@@ -41,7 +41,7 @@ import skyjoin as sj
 
 from ..datasets import NAMED_CASES, named_case
 from ..io import open_pair_writer, write_neighbor_table
-from ..join.api import DEFAULT_CHUNK_PAIRS
+from ..simjoin.api import DEFAULT_CHUNK_PAIRS
 
 __all__ = ["disk_bandwidth", "peak_rss_reset", "peak_rss_bytes", "paths", "run", "main"]
 

@@ -201,7 +201,7 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
     # (docs/design.md, "Compile time").
     t0 = time.perf_counter()
     helper: list = []
-    ops = ("skyjoin.join", "skyjoin.dbscan", "skyjoin.skyline") if device == "gpu" else \
+    ops = ("skyjoin.simjoin", "skyjoin.cluster", "skyjoin.pareto") if device == "gpu" else \
         ("skyjoin.cli.demo",)
 
     def start_helper():         # at the first compile: the join has reported its plan

@@ -12,7 +12,7 @@ import skyjoin as sj
 
 from .._core.plans import recording
 from ..io import open_pair_writer, write_counts, write_neighbor_table
-from ..join.api import DEFAULT_CHUNK_PAIRS
+from ..simjoin.api import DEFAULT_CHUNK_PAIRS
 from .distributed import client_from_options, run_join, uses_cluster
 from .errors import user_errors
 from .inputs import column_names_text, read_input

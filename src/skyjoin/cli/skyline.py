@@ -14,7 +14,7 @@ from .._core.plans import recording
 from ..io import write_rows
 from ..errors import ColumnError, NonNumericColumnError
 from ..io.points import column_positions, non_numeric_message
-from ..skyline.plan import ALGORITHMS
+from ..pareto.plan import ALGORITHMS
 from .distributed import client_from_options, run_skyline, uses_cluster
 from .errors import user_errors
 from .inputs import column_usage_error, not_numbers_error, read_input_frame

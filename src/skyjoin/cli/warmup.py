@@ -30,7 +30,7 @@ from .._core.config import numba_cache_enabled
 from .._core.device import resolve_device
 from ..datasets import KINDS, generate
 from ..io import PAIR_FORMATS, TABLE_FORMATS, open_pair_writer, write_neighbor_table
-from ..skyline.plan import CPU_ONLY, CPU_VARIANTS, GPU_VARIANTS
+from ..pareto.plan import CPU_ONLY, CPU_VARIANTS, GPU_VARIANTS
 from .errors import user_errors
 from .options import VERBOSE
 
@@ -38,7 +38,7 @@ __all__ = ["warmup_cmd", "run_warmup", "warm_calls", "compile_elsewhere", "can_c
            "run_labels", "WARM_OPERATORS"]
 
 #: the operator packages the warm-up compiles (see skyjoin._core.compiling)
-WARM_OPERATORS = ("skyjoin.join", "skyjoin.dbscan", "skyjoin.dbscan.sweep", "skyjoin.skyline")
+WARM_OPERATORS = ("skyjoin.simjoin", "skyjoin.cluster", "skyjoin.cluster.sweep", "skyjoin.pareto")
 
 
 def _data(seed=0):

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 from .._core.device_memory import PARTITIONED_WAYS_OUT, reports_device_oom
 from .._core.memory import alloc_host
 from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
-from ..dbscan.engine import cluster_points
-from ..dbscan.plan import grid_applies
+from ..cluster.engine import cluster_points
+from ..cluster.plan import grid_applies
 from . import gpu_slices, in_process_gpu
 from ._kernels import true_indices
 from .blocks import Points, get_client, new_token, reruns_on_lost_input, stacked
@@ -48,7 +48,7 @@ def _partition_task(p, plan, h, eps, min_samples, device, precision, d, dtype, *
 
 def _whole_dbscan(eps, min_samples, device, precision, d, dtype, *blocks):
     """DBSCAN of all the points as one partition (one worker): the single-machine
-    engine (``skyjoin.dbscan.engine.cluster_points``), labels only."""
+    engine (``skyjoin.cluster.engine.cluster_points``), labels only."""
     core, labels, _ = cluster_points(stacked(blocks, d, dtype), eps, min_samples,
                                      device=device, precision=precision)
     return np.asarray(labels, dtype=np.intp), np.asarray(core, dtype=np.int64)
@@ -66,7 +66,7 @@ def _in_process_gpu_dbscan(client, blocks, plan, h, token, eps, min_samples, pre
     driver merges (:func:`.gpu_slices.collect_ids`); else the partitions flag
     them in a host array that the driver reads.  The partitions take the
     single machine's path rule (grid or points,
-    :func:`skyjoin.dbscan.plan.grid_applies`).
+    :func:`skyjoin.cluster.plan.grid_applies`).
     Returns (labels, core_sample_indices, phases)."""
     n, P = blocks.n, plan.n_partitions
     sliced = blocks.slices is not None

@@ -20,7 +20,7 @@ points can only be under-counted, never made core wrongly.
    A core-core pair (a, b) within eps, a owned by p, lies in one component
    of p (b is in H1, its flag exact); partitions that share a core point
    both emit an edge to it, so their components meet.  The driver runs the
-   single-machine union-find (``skyjoin.dbscan.union_find``) over this small
+   single-machine union-find (``skyjoin.cluster.union_find``) over this small
    graph, its nodes sorted by global id, so each root is the lowest global
    id of a cluster's core points.
 3. Labels, exactly scikit-learn's (DESIGN.md): clusters numbered in order
@@ -37,10 +37,10 @@ import numpy as np
 
 from .._core.conditioning import condition_points
 from .._core.unique import sorted_unique
-from ..dbscan.engine import cluster_points
-from ..dbscan.union_find import edge_roots
-from ..join import engine as join_engine
-from ..join.plan import request as join_request
+from ..cluster.engine import cluster_points
+from ..cluster.union_find import edge_roots
+from ..simjoin import engine as join_engine
+from ..simjoin.plan import request as join_request
 from .partition import deep_inside, in_widened_box
 
 __all__ = ["partition_dbscan", "near_some", "merge_part", "merge_partitions", "owned_labels"]
@@ -53,7 +53,7 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
                      precision):
     """Local DBSCAN of partition p with its halo (step 1 and the edges of step 2).
 
-    The single-machine DBSCAN (``skyjoin.dbscan.engine.cluster_points``: the
+    The single-machine DBSCAN (``skyjoin.cluster.engine.cluster_points``: the
     grid, GPU or hybrid path of the worker's device) clusters the owned and halo points S
     together.  A point's count there is exact when all its neighbours are
     in S, which holds for every point within one halo width of the box
@@ -135,7 +135,7 @@ def partition_dbscan(own_ids, own_X, halo_ids, halo_X, plan, p, h, eps, min_samp
 def _join(R, S, eps, device, precision):
     """R join S (a table, rows unsorted, in host memory) through the join's engine
     entry: the task's points conditioned once here, the request built by
-    ``skyjoin.join.plan.request`` on the resolved ``device``.  Cost: the join's."""
+    ``skyjoin.simjoin.plan.request`` on the resolved ``device``.  Cost: the join's."""
     (Rc, Sc), e = condition_points([R, S], eps, precision)
     plan = join_request(device, self_join=False, output="table", sort=False, pattern="full",
                         precision=precision)
@@ -216,7 +216,7 @@ def merge_partitions(parts):
     edges' local ends are found through their components, not sorted) ranks
     them all (:func:`_sorted_with_positions`): O(N log N), O(N) on sorted
     runs.  Then O(N): node numbers in the order of the ids, the union-find
-    over the edge list (:func:`skyjoin.dbscan.union_find.edge_roots`, the
+    over the edge list (:func:`skyjoin.cluster.union_find.edge_roots`, the
     root of each component its lowest node, so its lowest global id) and the
     clusters numbered by their roots.
     """

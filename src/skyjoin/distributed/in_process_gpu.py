@@ -51,10 +51,10 @@ from .._core.conditioning import condition_points
 from .._core.device import cupy
 from .._core.threads import threadsafe_numba
 from .._core.transfer import d2h, d2pinned
-from ..dbscan.table_gpu import component_lows
-from ..dbscan.grid_gpu import compiled_module, grid_components, grid_labels
-from ..join.engine import count_rows, fill_rows
-from ..join.plan import request as join_request
+from ..cluster.table_gpu import component_lows
+from ..cluster.grid_gpu import compiled_module, grid_components, grid_labels
+from ..simjoin.engine import count_rows, fill_rows
+from ..simjoin.plan import request as join_request
 from ._kernels import box_counts, box_fill, place_rows, scatter_into
 from .gpu_slices import gather, send_back
 from .halo_dbscan import owned_labels, partition_dbscan
@@ -264,8 +264,8 @@ def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid):
     Returns (kept, merge part): ``kept`` is what the labelling needs later,
     the merge part is (reps, is_node, edge_comp, edge_id) as in
     ``partition_dbscan``.  With ``grid`` (the driver's
-    :func:`skyjoin.dbscan.plan.grid_applies`: float64, d <= 4), the grid
-    DBSCAN of :mod:`skyjoin.dbscan.grid_gpu` runs its first three stages on
+    :func:`skyjoin.cluster.plan.grid_applies`: float64, d <= 4), the grid
+    DBSCAN of :mod:`skyjoin.cluster.grid_gpu` runs its first three stages on
     the partition and stays on the GPU; without, or when its grid would
     hold too many cells, ``partition_dbscan`` runs on the partition's
     points in ``precision``.

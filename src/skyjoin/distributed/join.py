@@ -45,7 +45,7 @@ from .._core.device import cupy
 from .._core.device_memory import PARTITIONED_WAYS_OUT, reports_device_oom
 from .._core.memory import alloc_host
 from .._core.validate import check_eps, check_precision, working_dtype
-from ..join.result import NeighborTable, index_dtype
+from ..simjoin.result import NeighborTable, index_dtype
 from . import gpu_slices, in_process_gpu
 from ._kernels import prefix_sum, select_rows
 from .count_chunks import host_counts, partition_counts, whole_counts

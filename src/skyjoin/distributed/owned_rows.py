@@ -19,9 +19,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from .._core.conditioning import condition_checked
-from ..join import engine
-from ..join.plan import request
-from ..join.result import NeighborTable, index_dtype
+from ..simjoin import engine
+from ..simjoin.plan import request
+from ..simjoin.result import NeighborTable, index_dtype
 from ._kernels import place_rows
 
 __all__ = ["OwnedRows", "task_self_join", "owned_table", "as_bag", "to_host_table",
@@ -33,13 +33,13 @@ def task_self_join(X, eps, *, device: str, precision: str, include_self: bool = 
                    batch_pairs=None, query_rows=None, column_ids=None, n_columns=None,
                    rows_ready=None):
     """The single-machine self-join of a task's points X on the resolved
-    ``device``, through the join's engine entry (``skyjoin.join.engine.run``).
+    ``device``, through the join's engine entry (``skyjoin.simjoin.engine.run``).
 
     The driver has checked eps and precision; the task's points are
     conditioned once here (``skyjoin._core.conditioning.condition_checked``:
     host or device arrays; the range pass is the finiteness check of points
     the driver has not read, a NaN or inf reported with its row), the
-    request built by ``skyjoin.join.plan.request``.
+    request built by ``skyjoin.simjoin.plan.request``.
     ``query_rows``, ``column_ids``, ``n_columns``, ``rows_ready`` and
     ``batch_pairs`` are the GPU engine's (``gpu.pipeline.run``): a
     partition's owned rows in global column ids, a part written as it is

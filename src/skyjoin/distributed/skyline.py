@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 
 from .._core.device_memory import reports_device_oom
 from .._core.plans import report
-from ..skyline.api import Sense, check_sense
-from ..skyline.plan import SkylinePlan, plan_skyline
-from ..skyline.run import run, to_minimisation
+from ..pareto.api import Sense, check_sense
+from ..pareto.plan import SkylinePlan, plan_skyline
+from ..pareto.run import run, to_minimisation
 from .blocks import Points, as_blocks, get_client, new_token, reruns_on_lost_input
 from .plan import workers_device
 
@@ -120,9 +120,9 @@ def skyline(X: Points, client: distributed.Client | None = None, sense: Sense | 
     Each block's skyline runs on its worker; then ceil(log_fan_in(blocks))
     levels of merges, each the skyline of at most ``fan_in`` partial
     skylines.  The driver receives only the final skyline's row ids.
-    Every block and merge runs one plan (``skyjoin.skyline.plan``), made
+    Every block and merge runs one plan (``skyjoin.pareto.plan``), made
     once here with the resolved device, through the single-machine run
-    entry (``skyjoin.skyline.run.run``).
+    entry (``skyjoin.pareto.run.run``).
 
     Examples
     --------

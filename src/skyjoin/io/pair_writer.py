@@ -267,7 +267,7 @@ class PairWriter:
         the format allows, else copied.  A helper thread fills the next
         block while this one encodes the current one, so the expansion of
         the row ids costs no time beside the encoding."""
-        from ..join.csr import pair_rows  # Numba: loaded on first use
+        from ..simjoin.csr import pair_rows  # Numba: loaded on first use
 
         if self._scratch is None:
             self._scratch = (self._new_block(), self._new_block())
@@ -377,7 +377,7 @@ class PairWriter:
             ``indptr`` empty or decreasing, ``indices`` of the wrong length,
             or an id that does not fit the file's id dtype.
         """
-        from ..join.csr import pair_rows  # Numba: loaded on first use
+        from ..simjoin.csr import pair_rows  # Numba: loaded on first use
 
         self._check_open()
         ptr = int_vector("indptr", indptr)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..join.result import NeighborTable, index_dtype
+from ..simjoin.result import NeighborTable, index_dtype
 from .atomic import atomic_path
 from .formats import existing_path, file_format
 from .pairs import META_SHAPE, META_SORTED, PAIR_FORMATS, int_vector, open_pair_writer
@@ -102,7 +102,7 @@ def write_neighbor_table(path: str | os.PathLike[str], nt: NeighborTable,
     --------
     >>> import os, tempfile, numpy as np, scipy.sparse as sp
     >>> from skyjoin import io
-    >>> from skyjoin.join.result import NeighborTable
+    >>> from skyjoin.simjoin.result import NeighborTable
     >>> nt = NeighborTable(np.array([0, 1, 2]), np.array([1, 0], dtype=np.int32), (2, 2))
     >>> path = os.path.join(tempfile.mkdtemp(), "nt.npz")
     >>> io.write_neighbor_table(path, nt)
@@ -176,7 +176,7 @@ def read_neighbor_table(path: str | os.PathLike[str]) -> NeighborTable:
     --------
     >>> import os, tempfile, numpy as np
     >>> from skyjoin import io
-    >>> from skyjoin.join.result import NeighborTable
+    >>> from skyjoin.simjoin.result import NeighborTable
     >>> nt = NeighborTable(np.array([0, 2, 2]), np.array([0, 1], dtype=np.int32), (2, 2))
     >>> path = os.path.join(tempfile.mkdtemp(), "nt.parquet")
     >>> _ = io.write_neighbor_table(path, nt)

@@ -1,0 +1,146 @@
+"""The one internal entry into DBSCAN's engines: one Euclidean clustering by its plan.
+
+``DBSCAN.fit`` (and ``dbscan``) check X and the parameters, resolve the
+device, condition the points once (``skyjoin._core.conditioning``, for the
+plan's precision), make the plan (``plan.plan_fit``) and call ``run``; the
+distributed DBSCAN's tasks call ``cluster_points``, which conditions a
+task's points and plans the same way.  ``run`` tries the plan's paths in
+turn, until one fits:
+
+* "grid-cpu" / "grid-gpu": the fine grid (``grid_cpu``, ``grid_gpu``; None
+  when its grid does not fit);
+* "gpu": T kept on the GPU (``table_gpu``; MemoryError when T does not fit
+  there);
+* "hybrid-cpu" / "hybrid-gpu": HYBRID-DBSCAN (``hybrid.hybrid_labels``,
+  Gowanlock et al. 2019, §3), T in host memory.
+
+The join's tables come from ``skyjoin.simjoin.engine``.  Nothing here
+validates, scales or resolves the device.  Cost: the path's (``DBSCAN``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from .._core.conditioning import condition_checked
+from .._core.device import cupy
+from .._core.device_kernels import load
+from .._core.device_memory import check_points_fit, oom_as_error
+from .._core.plans import report
+from .._core.transfer import to_device
+from .._core.validate import working_dtype
+from .grid_cpu import grid_dbscan
+from .grid_gpu import gpu_grid_dbscan
+from .hybrid import hybrid_labels
+from .plan import DBSCANPlan, plan_fit
+from .table_gpu import gpu_dbscan_points
+
+__all__ = ["run", "cluster_points"]
+
+
+def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
+        timings: dict | None = None, memory_limit="auto"):
+    """Euclidean DBSCAN of conditioned host points by ``plan``: the plan's paths
+    in turn, until one finishes.
+
+    Parameters
+    ----------
+    plan : DBSCANPlan
+        From ``plan.plan_fit`` (route "join").
+    X : ndarray, shape (n, d)
+        Host points conditioned for ``plan.precision`` (C-contiguous, in the
+        working dtype).
+    eps : float
+        Conditioned radius.
+    min_samples : int
+    sample_weight : ndarray of float64, optional
+    timings : dict, optional
+        Filled with the seconds of the path's phases.
+    memory_limit : int or "auto"
+        Bytes the neighbour table of a table path may take.
+
+    Returns
+    -------
+    (core indices, labels, path)
+        ``path`` the one that finished.  The plan is reported
+        (``skyjoin._core.plans.report``) before the run and again with the
+        path that ran (``DBSCANPlan.ran``).
+
+    Raises
+    ------
+    skyjoin.DeviceMemoryError
+        On the GPU: the points cannot fit the device's free memory (checked
+        before they are copied), or CuPy ran out of device memory on every
+        path that could take the clustering.
+    skyjoin.ResultTooLargeError
+        The table of the last path does not fit in host memory.
+    """
+    timings = {} if timings is None else timings
+    report(plan, "dbscan plan")
+    if plan.device == "gpu":
+        check_points_fit(cupy(), "GPU DBSCAN", [X], working_dtype(plan.precision),
+                         self_join=True)
+        with oom_as_error(cupy(), "GPU DBSCAN"):
+            core, labels, path = _paths(plan, X, eps, min_samples, sample_weight, timings,
+                                        memory_limit)
+    else:
+        core, labels, path = _paths(plan, X, eps, min_samples, sample_weight, timings,
+                                    memory_limit)
+    report(dataclasses.replace(plan, ran=path), "dbscan plan")
+    return core, labels, path
+
+
+def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit):
+    """The plan's paths in turn: a grid path returns None when its grid does
+    not fit; the "gpu" path raises MemoryError when T does not fit in GPU
+    memory; "hybrid-*" finishes, or raises ResultTooLargeError when T does
+    not fit in host memory (``memory_limit``).  The GPU paths share one
+    upload of the points."""
+    on_device = None
+    for path in plan.paths:
+        if path in ("grid-gpu", "gpu") and on_device is None:
+            load(cupy(), "dbscan")              # its device kernels, one compile
+            on_device = to_device(cupy(), X, "X", X.dtype)
+        if path == "grid-cpu":
+            t0 = time.perf_counter()
+            res = grid_dbscan(X, eps, min_samples)
+            if res is not None:
+                timings["grid_dbscan"] = time.perf_counter() - t0
+                return res[0], res[1], path
+        elif path == "grid-gpu":
+            t0 = time.perf_counter()
+            res = gpu_grid_dbscan(on_device, eps, min_samples, timings=timings)
+            if res is not None:
+                timings["grid_dbscan"] = time.perf_counter() - t0
+                return res[0], res[1], path
+        elif path == "gpu":
+            try:
+                core, labels = gpu_dbscan_points(on_device, eps, min_samples,
+                                                 sample_weight=sample_weight,
+                                                 precision=plan.precision, timings=timings,
+                                                 memory_limit=memory_limit)
+                return core, labels, path
+            except MemoryError:
+                pass  # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
+        else:
+            on_device = None                        # the hybrid path orders from the host
+            core, labels = hybrid_labels(X, eps, min_samples, sample_weight=sample_weight,
+                                         device=plan.device, precision=plan.precision,
+                                         shared_grid=plan.shared_grid, timings=timings,
+                                         memory_limit=memory_limit)
+            return core, labels, path
+    raise AssertionError(f"no path of {plan.paths} finished")  # pragma: no cover
+
+
+def cluster_points(X, eps: float, min_samples: int, *, device: str, precision: str,
+                   timings: dict | None = None):
+    """Euclidean DBSCAN of a task's points X ((n, d) float arrays; a NaN or inf
+    is found by the range pass of the conditioning and reported with its
+    row) on the resolved ``device``: conditioned once here, planned
+    by ``plan.plan_fit`` and run by ``run``.  For the distributed DBSCAN's
+    tasks, whose driver has checked eps, min_samples and precision.
+    Returns (core indices, labels, path).  Cost: ``run``'s plus O(n d)."""
+    (Xc,), eps_c = condition_checked([X], ["X"], eps, precision)
+    plan = plan_fit("join", device, precision, False, X.shape[1])
+    return run(plan, Xc, eps_c, min_samples, timings=timings)

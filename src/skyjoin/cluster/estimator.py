@@ -1,0 +1,440 @@
+"""``skyjoin.DBSCAN`` and ``skyjoin.dbscan``: scikit-learn's DBSCAN on the epsilon join.
+
+``fit`` checks X and the parameters, resolves the device once, conditions
+the points once (``skyjoin._core.conditioning``), asks ``plan.plan_fit``
+for the paths (the one rule, written there), reports the plan
+(``skyjoin._core.plans.report``) and runs it, Euclidean clustering through
+the one entry ``skyjoin.cluster.engine.run``:
+
+* "graph": ``metric="precomputed"`` with a sparse X: X *is* a
+  radius-neighbours graph, its entries ``<= eps`` (and the diagonal) are the
+  neighbour table;
+* the join, for Euclidean distance on dense data ("euclidean", "l2", or
+  "minkowski" with p = 2, no ``metric_params``): "grid-cpu" / "grid-gpu"
+  (``grid_cpu``, ``grid_gpu``: a fine grid, no neighbour table), "gpu"
+  (``table_gpu``: T kept on the GPU), "hybrid-cpu" / "hybrid-gpu"
+  (``hybrid``: HYBRID-DBSCAN, Gowanlock et al. 2019, §3);
+* "sklearn": everything else (other metrics, callables, dense precomputed
+  distance matrices, sparse feature matrices) is handed to
+  ``sklearn.cluster.DBSCAN`` unchanged.
+
+Measurements behind the rule: docs/design.md.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import sparse
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.cluster import DBSCAN as SklearnDBSCAN
+from sklearn.utils.validation import validate_data
+
+from .._core.conditioning import condition_points
+from .._core.device import resolve_device
+from .._core.plans import report
+from .._core.thread_count import with_cpu_threads
+from .._core.validate import check_eps, check_min_samples, check_precision
+from ..index.grid_kernels import gather_rows
+from ..simjoin.plan import check_memory_limit
+from . import engine
+from .params import check_params, check_sample_weight
+from .plan import fit_route, plan_fit
+from .union_find import labels_from_table
+
+__all__ = ["DBSCAN", "dbscan"]
+
+
+def _graph_table(X, eps):
+    """Neighbour table of a precomputed sparse distance graph, as scikit-learn reads it.
+
+    The diagonal is made explicit (a point is its own neighbour unless its
+    stored self-distance exceeds eps) and only stored entries ``<= eps``
+    count; implicit zeros elsewhere are not neighbours.
+    """
+    G = sparse.csr_matrix(X, copy=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sparse.SparseEfficiencyWarning)
+        G.setdiag(G.diagonal())
+    G.sort_indices()
+    keep = G.data <= eps
+    rows = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
+    indptr = np.zeros(G.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=G.shape[0]), out=indptr[1:])
+    indices = G.indices[keep].astype(np.int64)
+    # is the relation symmetric? (then the parallel assignment applies)
+    A = sparse.csr_matrix((np.ones(len(indices), dtype=np.int8), indices, indptr), shape=G.shape)
+    symmetric = (A != A.T).nnz == 0
+    return indptr, indices, symmetric
+
+
+class DBSCAN(ClusterMixin, BaseEstimator):
+    """DBSCAN clustering on the epsilon join, with scikit-learn's exact results.
+
+    A drop-in replacement for ``sklearn.cluster.DBSCAN``: same parameters,
+    attributes and labels (not only the same partition; scikit-learn's
+    brute force on float64 input is the reference, see the Notes).  Euclidean DBSCAN
+    on dense data runs HYBRID-DBSCAN (Gowanlock et al. 2019): the neighbour
+    table from skyjoin's epsilon join (CPU or GPU), then a parallel point
+    assignment; on a GPU a single clustering runs entirely on the GPU.  See
+    the module docstring for the exact rule.
+
+    Parameters
+    ----------
+    eps : float, default=0.5
+        Two samples are neighbours iff their distance is ``<= eps``.
+    min_samples : int, default=5
+        Number of samples (or total weight) in a neighbourhood, the point
+        itself included, for the point to be a core point.
+    metric : str or callable, default="euclidean"
+        "euclidean" (also "l2", "minkowski" with p=2) is accelerated;
+        "precomputed" with a sparse radius-neighbours graph is used directly;
+        anything else is computed by ``sklearn.cluster.DBSCAN``.
+    metric_params : dict, default=None
+        Passed to scikit-learn (any value other than None/{} means the
+        scikit-learn path).
+    algorithm : {"auto", "ball_tree", "kd_tree", "brute"}, default="auto"
+        Used only on the scikit-learn path (the join is always grid based).
+    leaf_size : int, default=30
+        Used only on the scikit-learn path.
+    p : float, default=None
+        Minkowski power; p other than None or 2 means the scikit-learn path.
+    n_jobs : int, default=None
+        Used only on the scikit-learn path (our engines use Numba's threads,
+        see ``numba.set_num_threads``).
+    device : {"auto", "cpu", "gpu"} or None, default=None
+        Device of the join ("gpu" without a GPU is an error; None reads the
+        ``SKYJOIN_DEVICE`` environment variable, else "auto").
+    precision : {"float64", "float32"}, default="float64"
+        Working precision of the distance test (float32 is opt-in: pairs
+        within a few float32 ulps of eps may differ from float64).
+    memory_limit : int or "auto", default="auto"
+        Bytes the neighbour table of the table paths ("gpu", "hybrid-cpu",
+        "hybrid-gpu") may take in the memory it goes to ("auto": most of the
+        memory free there; see ``skyjoin.self_join``).  A table over the GPU's limit is
+        built on the host instead; over the host's, the fit raises
+        ``skyjoin.ResultTooLargeError`` before allocating it.
+
+    Attributes
+    ----------
+    core_sample_indices_ : ndarray of shape (n_core_samples,)
+        Indices of core samples.
+    components_ : ndarray of shape (n_core_samples, n_features)
+        Copy of each core sample found by training.
+    labels_ : ndarray of shape (n_samples,)
+        Cluster labels; noisy samples get -1.  Clusters are numbered in order
+        of their lowest-index core sample, and a border sample takes the
+        lowest label among the clusters of its core neighbours, exactly as
+        scikit-learn.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Only when X has feature names that are all strings.
+    path_ : str
+        Which path computed the result: "grid-cpu", "grid-gpu", "hybrid-cpu",
+        "hybrid-gpu", "gpu", "graph" or "sklearn".
+    timings_ : dict
+        Seconds spent in the phases of the fit ("table", "assign", ...).
+
+    See Also
+    --------
+    dbscan : the functional form.
+    skyjoin.dbscan_sweep : many (eps, min_samples) with table reuse.
+    sklearn.cluster.DBSCAN : the reference semantics.
+
+    Notes
+    -----
+    The path is chosen by one rule, ``skyjoin.cluster.plan.plan_fit`` (see
+    the module docstring); ``skyjoin -v`` logs the plan.  Costs: the grid
+    paths O(n d) to build a fine grid of cells of side eps / sqrt(d) (every
+    cell with ``min_samples`` points or more is all core), plus the
+    distance tests of the other points against their near cells, plus
+    O(n) to label; the table paths the join's cost (see
+    :func:`skyjoin.self_join`) plus O(pairs) for the core flags and the
+    union-find assignment, parallel over the points (§3, §5).
+
+    The neighbour table holds every pair within eps, so on the table paths
+    memory grows with the mean number of neighbours times n (4 bytes per
+    pair); choose eps accordingly.
+
+    With ``sample_weight``, a sample is core iff the exact sum of the
+    float64 weights of its neighbourhood (itself included), rounded once to
+    float64 (half to even, as ``math.fsum``), is at least ``min_samples``;
+    every path and device applies this rule (``core_points.core_points``).  That
+    sum does not depend on the order of the neighbours.  scikit-learn adds
+    the weights with ``np.sum`` in the order its radius query returns the
+    neighbours, which depends on ``algorithm`` and ``leaf_size``; its sum is
+    within a few ulps of the correctly rounded one, so the two decide
+    differently only where scikit-learn's sum lands on the other side of
+    ``min_samples``.  For example, three samples within eps of each other
+    with weights 0.7, 0.2 and 0.1, ``min_samples=1``: these doubles sum
+    exactly to 1 - 2**-55, which rounds to 1.0, so all three are core here; ``np.sum`` adding them in that order gives
+    0.9999999999999999 and scikit-learn labels all three noise (listed as
+    0.1, 0.2, 0.7 it gets 1.0 and agrees).  Conversely, weights 1 - 2**-53,
+    2**-54 and -2**-55 sum exactly to 1 - 3 * 2**-55, which rounds to
+    1 - 2**-53 < 1: noise here, while ``np.sum`` gives 1.0 and scikit-learn
+    finds them core.  Weights whose sums float64 holds exactly in any order
+    (integers, multiples of one power of two that stay small) decide
+    identically.
+
+    Which scikit-learn settings the labels equal.  Two samples are
+    neighbours iff the float64 sum of their squared differences is at most
+    ``fl(eps)**2``; scikit-learn's ``algorithm="brute"`` on float64 input
+    decides the same, as do scipy's ``cKDTree`` neighbourhoods.  Two of
+    scikit-learn's settings decide otherwise:
+
+    * Its trees (``algorithm="kd_tree"`` and, in scikit-learn 1.9, also
+      ``"ball_tree"``; ``"auto"`` where it picks one) take a whole tree node
+      when a rounded distance bound is ``<= eps``, so at an exact tie they
+      can admit pairs whose squared distance exceeds ``fl(eps)**2``.
+      Example: 6 copies each of (0, 1, 0) and (1, 0, 1), ``eps=np.sqrt(3)``,
+      ``min_samples=7``.  The squared distance across is 3, above
+      fl(sqrt(3))**2 = 2.9999999999999996: brute force, cKDTree and skyjoin
+      label all 12 samples -1, scikit-learn's kd_tree and ball_tree all 0.
+    * Its brute force computes float32 input in float32.  Example: the
+      float32 points 0
+      and 0.1 (0.10000000149 in float64), ``eps=0.1``, ``min_samples=2``:
+      scikit-learn's brute force labels them 0, 0; skyjoin works in float64
+      and labels them -1, -1, as scikit-learn does for
+      ``X.astype(np.float64)`` (``precision="float32"`` gives 0, 0 here).
+
+    ``tests/test_dbscan_sklearn_differences.py`` checks both examples.
+
+    References
+    ----------
+    M. Gowanlock, C. M. Rude, D. M. Blair, J. D. Li, V. Pankratius, "A Hybrid
+    Approach for Optimizing Parallel Clustering Throughput using the GPU",
+    IEEE TPDS 30(4), 2019: §3 (the neighbour table T and HYBRID-DBSCAN),
+    §5 (the algorithm), §6 (batching the table).
+
+    M. Ester, H.-P. Kriegel, J. Sander, X. Xu, "A Density-Based Algorithm
+    for Discovering Clusters in Large Spatial Databases with Noise", KDD
+    1996 (the definition).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skyjoin import DBSCAN
+    >>> X = np.array([[1, 2], [2, 2], [2, 3], [8, 7], [8, 8], [25, 80]])
+    >>> clustering = DBSCAN(eps=3, min_samples=2, device="cpu").fit(X)
+    >>> clustering.labels_
+    array([ 0,  0,  0,  1,  1, -1])
+    """
+
+    def __init__(self, eps: float = 0.5, *, min_samples: int = 5,
+                 metric: str | Callable[..., float] = "euclidean",
+                 metric_params: dict[str, Any] | None = None, algorithm: str = "auto",
+                 leaf_size: int = 30, p: float | None = None, n_jobs: int | None = None,
+                 device: str | None = None, precision: str = "float64",
+                 memory_limit: int | str = "auto") -> None:
+        self.eps = eps
+        self.min_samples = min_samples
+        self.metric = metric
+        self.metric_params = metric_params
+        self.algorithm = algorithm
+        self.leaf_size = leaf_size
+        self.p = p
+        self.n_jobs = n_jobs
+        self.device = device
+        self.precision = precision
+        self.memory_limit = memory_limit
+
+    # -- fitting -----------------------------------------------------------
+    @with_cpu_threads
+    def fit(self, X: ArrayLike | sparse.spmatrix, y: object = None,
+            sample_weight: ArrayLike | None = None) -> DBSCAN:
+        """Perform DBSCAN clustering from features or a distance graph.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), or \
+                (n_samples, n_samples)
+            Training instances, or distances between instances if
+            ``metric="precomputed"`` (a sparse matrix is a radius-neighbours
+            graph: only stored entries count).
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of each sample: a sample is core iff the total weight of
+            its neighbourhood (itself included), summed exactly and rounded
+            once to float64, is at least ``min_samples`` (see the Notes of
+            the class for where scikit-learn's ``np.sum`` may decide
+            otherwise).  Weights may be negative or zero.
+
+        Returns
+        -------
+        self : DBSCAN
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            Bad parameters (eps <= 0, min_samples < 1, ...), NaN/inf values,
+            wrong shapes, a sample_weight of the wrong length.
+        skyjoin.GPUUnavailableError
+            ``device="gpu"`` without a usable GPU.
+        skyjoin.ResultTooLargeError
+            The neighbour table of a table path would not fit in host memory
+            (or ``memory_limit``).
+        skyjoin.DeviceMemoryError
+            On the GPU: the points cannot fit the device's free memory
+            (checked before they are copied), or CuPy ran out of device
+            memory on every path that could take the clustering.
+        """
+        check_params(self)
+        X = validate_data(self, X, accept_sparse="csr")
+        if sample_weight is not None:
+            sample_weight = check_sample_weight(sample_weight, X.shape[0])
+        eps = check_eps(self.eps)
+        min_samples = check_min_samples(self.min_samples)
+        precision = check_precision(self.precision)
+        memory_limit = check_memory_limit(self.memory_limit)
+        route = fit_route(self.metric, self.metric_params, self.p, sparse.issparse(X))
+        device = resolve_device(self.device) if route == "join" else None
+        plan = plan_fit(route, device, precision, sample_weight is not None, X.shape[1])
+        timings: dict = {}
+        t0 = time.perf_counter()
+        if route == "join":
+            (Xc,), eps_c = condition_points([X], eps, precision)
+            core, labels, path = engine.run(plan, Xc, eps_c, min_samples, sample_weight,
+                                            timings, memory_limit)
+            del Xc
+        else:
+            report(plan, "dbscan plan")
+            if route == "sklearn":
+                core, labels = self._fit_sklearn(X, sample_weight)
+            else:
+                indptr, indices, symmetric = _graph_table(X, eps)
+                is_core, labels = labels_from_table(indptr, indices, min_samples,
+                                                    sample_weight, self_in_table=True,
+                                                    symmetric=symmetric)
+                core = np.flatnonzero(is_core)
+            path = route
+        timings["total"] = time.perf_counter() - t0
+        self.core_sample_indices_ = np.asarray(core, dtype=np.int64)
+        self.labels_ = np.asarray(labels, dtype=np.intp)
+        self.path_ = path
+        self.timings_ = timings
+        if len(self.core_sample_indices_):
+            self.components_ = _take_rows(X, self.core_sample_indices_)
+        else:
+            self.components_ = np.empty((0, X.shape[1]))
+        return self
+
+    def _fit_sklearn(self, X, sample_weight):
+        """Hand the fit to scikit-learn's DBSCAN (metrics we do not accelerate)."""
+        est = SklearnDBSCAN(eps=self.eps, min_samples=self.min_samples, metric=self.metric,
+                        metric_params=self.metric_params, algorithm=self.algorithm,
+                        leaf_size=self.leaf_size, p=self.p, n_jobs=self.n_jobs)
+        est.fit(X, sample_weight=sample_weight)
+        return est.core_sample_indices_, est.labels_
+
+    def fit_predict(self, X: ArrayLike | sparse.spmatrix, y: object = None,
+                    sample_weight: ArrayLike | None = None) -> np.ndarray:
+        """Compute clusters and return the labels (``fit(X).labels_``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix}
+            As in ``fit``.
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Cluster labels; noise is -1.
+        """
+        self.fit(X, sample_weight=sample_weight)
+        return self.labels_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self.metric == "precomputed"
+        tags.input_tags.sparse = True
+        return tags
+
+
+def _take_rows(X, idx):
+    """``X[idx]`` as a new array; a C-contiguous float array is gathered in
+    parallel (``gather_rows``; see docs/design.md)."""
+    if isinstance(X, np.ndarray) and X.ndim == 2 and X.flags.c_contiguous \
+            and X.dtype in (np.float64, np.float32):
+        return gather_rows(X, np.asarray(idx, dtype=np.int64))
+    return X[idx]
+
+
+def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int = 5,
+           metric: str | Callable[..., float] = "minkowski",
+           metric_params: dict[str, Any] | None = None, algorithm: str = "auto",
+           leaf_size: int = 30, p: float | None = 2, sample_weight: ArrayLike | None = None,
+           n_jobs: int | None = None, device: str | None = None,
+           precision: str = "float64",
+           memory_limit: int | str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """DBSCAN clustering from a vector array or distance matrix, like ``sklearn.cluster.dbscan``.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features) or \
+            (n_samples, n_samples)
+        Feature array, or distances if ``metric="precomputed"``.
+    eps : float, default=0.5
+        Neighbourhood radius (distance ``<= eps``).
+    min_samples : int, default=5
+        Neighbourhood size (itself included) of a core point.
+    metric, metric_params, algorithm, leaf_size, p, n_jobs
+        As ``DBSCAN``; Euclidean (minkowski with p=2) is accelerated.
+    sample_weight : array-like of shape (n_samples,), default=None
+        As ``DBSCAN.fit``: neighbourhood weights summed exactly, rounded once.
+    device : {"auto", "cpu", "gpu"} or None, default=None
+        None: the ``SKYJOIN_DEVICE`` environment variable, else "auto".
+    precision : {"float64", "float32"}, default="float64"
+    memory_limit : int or "auto", default="auto"
+        As ``DBSCAN``: bytes the neighbour table of a table path may take.
+
+    Returns
+    -------
+    core_samples : ndarray of shape (n_core_samples,)
+        Indices of core samples.
+    labels : ndarray of shape (n_samples,)
+        Cluster labels; noise is -1.
+
+    Raises
+    ------
+    ValueError
+        As ``DBSCAN.fit``.
+    skyjoin.ResultTooLargeError
+        As ``DBSCAN.fit``.
+
+    See Also
+    --------
+    DBSCAN : the estimator (same rule, attributes ``path_`` and ``timings_``).
+    skyjoin.dbscan_sweep : many (eps, min_samples) with table reuse.
+
+    Notes
+    -----
+    The path is chosen by ``skyjoin.cluster.plan.plan_fit``.  Costs: the grid
+    paths O(n d) plus the distance tests of each non-dense point against its
+    near cells; the table paths the join's cost plus O(pairs) to assign.
+
+    References
+    ----------
+    HYBRID-DBSCAN, §3: the full reference is in :class:`DBSCAN`.
+
+    Examples
+    --------
+    >>> from skyjoin import dbscan
+    >>> X = [[1, 2], [2, 2], [2, 3], [8, 7], [8, 8], [25, 80]]
+    >>> core_samples, labels = dbscan(X, eps=3, min_samples=2, device="cpu")
+    >>> core_samples
+    array([0, 1, 2, 3, 4])
+    >>> labels
+    array([ 0,  0,  0,  1,  1, -1])
+    """
+    est = DBSCAN(eps=eps, min_samples=min_samples, metric=metric, metric_params=metric_params,
+                 algorithm=algorithm, leaf_size=leaf_size, p=p, n_jobs=n_jobs, device=device,
+                 precision=precision, memory_limit=memory_limit)
+    est.fit(X, sample_weight=sample_weight)
+    return est.core_sample_indices_, est.labels_

@@ -1,0 +1,227 @@
+"""Which path computes a DBSCAN: the one routing rule of ``skyjoin.cluster``.
+
+``DBSCAN.fit``, ``dbscan``, ``dbscan_sweep`` and ``dbscan_model`` validate
+their input and resolve the device once, then ask ``plan_fit`` or
+``plan_sweep`` for a ``DBSCANPlan``; the engines (``skyjoin.cluster.engine``
+for one clustering) execute it and never choose a path.  Measurements
+behind the rule are in docs/design.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from .._core.thread_count import cpu_threads
+from .._core.threads import threadsafe_numba
+from .grid_cpu import MAX_DIMS
+
+log = logging.getLogger("skyjoin")
+
+__all__ = ["DBSCANPlan", "fit_route", "grid_applies", "shares_grid", "plan_fit", "plan_sweep",
+           "FIT_PATHS", "SWEEP_METHODS"]
+
+#: every path of a single clustering (``DBSCAN.path_``)
+FIT_PATHS = ("grid-cpu", "grid-gpu", "gpu", "hybrid-cpu", "hybrid-gpu", "graph", "sklearn")
+#: ``dbscan_sweep``'s methods
+SWEEP_METHODS = ("auto", "hybrid")
+
+
+@dataclass(frozen=True)
+class DBSCANPlan:
+    """Every routing decision of one DBSCAN call (single clustering or sweep).
+
+    Attributes
+    ----------
+    device : {"cpu", "gpu"} or None
+        Resolved device (None on the "graph" and "sklearn" paths, which need none).
+    paths : tuple of str
+        The paths to try, in order: each but the last may find out only by
+        trying that it does not fit (a grid too large: the engine returns
+        None; a table over GPU memory: MemoryError), and then the next runs.
+        Single clustering: names of ``FIT_PATHS``; sweep: "grid-cpu",
+        "grid-gpu" (per eps, then per clustering) and "table".
+    precision : {"float64", "float32"}
+    weighted : bool
+    table_on_device : bool
+        Sweep table path: keep T in GPU memory (if it fits) and assign there.
+    pipelined : bool
+        Sweep: build the next eps while the current one is assigned (§7.5).
+    build_threads, assign_threads : int or None
+        Sweep: Numba threads of the pipeline's two stages (None: all).
+    shared_grid : bool
+        "hybrid-cpu": one grid orders the points and serves the join
+        (``shares_grid``).
+    ran : str or None
+        The path that computed the result, once it has run (``path_``).
+    """
+
+    device: str | None
+    paths: tuple
+    precision: str = "float64"
+    weighted: bool = False
+    table_on_device: bool = False
+    pipelined: bool = False
+    build_threads: int | None = None
+    assign_threads: int | None = None
+    shared_grid: bool = False
+    ran: str | None = None
+
+    @property
+    def path(self) -> str:
+        """The first path tried."""
+        return self.paths[0]
+
+    def describe(self) -> str:
+        """One line for ``-v`` logging."""
+        parts = [f"dbscan on {self.device or 'host'}: " + " -> ".join(self.paths),
+                 self.precision]
+        if self.weighted:
+            parts.append("weighted")
+        if self.table_on_device:
+            parts.append("table on device")
+        if self.pipelined:
+            parts.append(f"pipelined (build threads {self.build_threads or 'all'}, "
+                         f"assign threads {self.assign_threads or 'all'})")
+        if self.shared_grid:
+            parts.append("one grid orders and joins")
+        if self.ran is not None:
+            parts.append(f"ran {self.ran}")
+        return ", ".join(parts)
+
+
+_EUCLIDEAN = ("euclidean", "l2", "minkowski")
+
+
+def fit_route(metric, metric_params, p, sparse_input: bool) -> str:
+    """Which family of paths a clustering takes: "join", "graph" or "sklearn".
+
+    "graph": ``metric="precomputed"`` with a sparse X (a radius-neighbours
+    graph, read as the neighbour table); "join": the Euclidean distance
+    ("euclidean", "l2", or "minkowski" with p = 2; p None or 2 otherwise;
+    no ``metric_params``) on dense X; "sklearn": everything else (other
+    metrics, callables, dense precomputed matrices, sparse features), run by
+    ``sklearn.cluster.DBSCAN`` unchanged.  O(1).
+    """
+    if metric == "precomputed":
+        return "graph" if sparse_input else "sklearn"
+    if sparse_input or not isinstance(metric, str) or metric not in _EUCLIDEAN or metric_params:
+        return "sklearn"
+    if metric == "minkowski":  # scikit-learn refuses p=None with minkowski
+        return "join" if p is not None and float(p) == 2.0 else "sklearn"
+    return "join" if p is None or float(p) == 2.0 else "sklearn"
+
+
+def grid_applies(device: str, precision: str, weighted: bool, n_features: int,
+                 sweep: bool = False) -> bool:
+    """Whether the fine-grid path (no neighbour table) is tried: THE path rule.
+
+    float64, d <= ``grid_cpu.MAX_DIMS`` (4), and no sample_weight, except
+    that a CPU sweep handles weights on the grid (exact weighted levels).
+    Whether the grid then fits (at most ``max(8 n, 2^22)`` cells of side
+    eps / sqrt(d) over the bounding box) is known only once the bounds are
+    found: the grid engines return None and the next path of the plan runs.
+    O(1).
+    """
+    if precision != "float64" or n_features > MAX_DIMS:
+        return False
+    return not weighted or (sweep and device == "cpu")
+
+
+def shares_grid(device: str, precision: str) -> bool:
+    """Whether HYBRID-DBSCAN's one grid both orders the points and serves the
+    join (the join then builds no grid of its own): on the CPU in float64,
+    where the join's grid is the ordering grid.  O(1)."""
+    return device == "cpu" and precision == "float64"
+
+
+def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
+             n_features: int) -> DBSCANPlan:
+    """The plan of one clustering (``DBSCAN.fit``, ``dbscan``).
+
+    route "graph" (a precomputed sparse graph) and "sklearn" (other
+    metrics) are single paths.  Euclidean DBSCAN on the join ("join"):
+
+    * CPU: "grid-cpu" when ``grid_applies``, else (or when the grid does not
+      fit) "hybrid-cpu", HYBRID-DBSCAN with the join on the CPU;
+    * GPU: "grid-gpu" when ``grid_applies``, then "gpu" (T left on the GPU,
+      core flags and union-find there, only labels come back: a single
+      clustering reads T once, so shipping it, 4 bytes per pair, buys
+      nothing), then "hybrid-gpu" (T streamed to the host and assigned on
+      the CPU, the paper's HYBRID-DBSCAN) when T does not fit in GPU memory.
+
+    Parameters
+    ----------
+    route : {"join", "graph", "sklearn"}
+    device : {"cpu", "gpu"} or None
+        Resolved device (used by "join" only).
+    precision : {"float64", "float32"}
+    weighted : bool
+    n_features : int
+
+    Returns
+    -------
+    DBSCANPlan
+
+    Notes
+    -----
+    O(1).
+    """
+    if route != "join":
+        return DBSCANPlan(device=None, paths=(route,), precision=precision, weighted=weighted)
+    grid = grid_applies(device, precision, weighted, n_features)
+    if device == "gpu":
+        paths = (("grid-gpu",) if grid else ()) + ("gpu", "hybrid-gpu")
+    else:
+        paths = (("grid-cpu",) if grid else ()) + ("hybrid-cpu",)
+    return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
+                      shared_grid=shares_grid(device, precision))
+
+
+def _thread_split(device: str, pipelined: bool):
+    """Numba threads of the (builder, assigner) of a pipelined sweep; None: all of them.
+
+    The assigner gets half of the threads; on the CPU the builder, whose
+    count pass is parallel, keeps all of them (both share the cores; the
+    assigner, mostly sequential, runs where the builder leaves cores idle),
+    on a GPU the builder's host side keeps Numba's default.  O(1).
+    """
+    if not pipelined:
+        return None, None
+    total = cpu_threads()  # the caller's count, capped by the rule
+    return (total if device == "cpu" else None), max(1, total // 2)
+
+
+def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_eps: int,
+               method: str = "auto", pipeline: bool = True) -> DBSCANPlan:
+    """The plan of ``dbscan_sweep``.
+
+    method "hybrid": the table path only, T streamed to the host and every
+    min_samples assigned on the CPU (HYBRID-DBSCAN on any device).  method
+    "auto": when ``grid_applies`` (sweep rule), the grid path first, per eps
+    ("grid-cpu": one grid and the levels of every point for all min_samples;
+    "grid-gpu": points sent once, every clustering on the GPU grid), an eps
+    whose grid does not fit (or, on the GPU, whose points need rescaling,
+    ``_core.conditioning``) taking the table path; on the GPU the table
+    stays there if it fits (MemoryError: streamed to the host instead).
+
+    Pipelining (§7.5) needs two eps and a thread-safe Numba threading layer
+    (``_core.threads.threadsafe_numba``).
+
+    Notes
+    -----
+    O(1) (the first call may run a tiny parallel region to fix Numba's layer).
+    """
+    hybrid = method == "hybrid"
+    paths = ("table",)
+    if not hybrid and grid_applies(device, precision, weighted, n_features, sweep=True):
+        paths = ("grid-gpu" if device == "gpu" else "grid-cpu",) + paths
+    pipelined = bool(pipeline) and n_eps > 1 and paths[0] != "grid-gpu"
+    if pipelined and not threadsafe_numba():
+        log.debug("dbscan_sweep: Numba's workqueue threading layer is not thread-safe; "
+                  "tables are built without pipelining")
+        pipelined = False
+    build, assign = _thread_split(device, pipelined)
+    return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
+                      table_on_device=device == "gpu" and not hybrid, pipelined=pipelined,
+                      build_threads=build, assign_threads=assign)
