@@ -31,8 +31,8 @@ The operator is the outermost frame of a skyjoin operator package
 operator's first-call compile time on the quiet reference machine, times
 :func:`busy_factor` (the load over the cores: 4.5x on a 2-core machine
 with other work running), kept in ``compile_estimates.json`` beside this module (written by
-``scripts/compile-times --write-estimates``; docs/design.md, "Compile
-time").
+``scripts/compile-times --write-estimates``;
+docs/decisions/core-compile-time.md).
 
 :func:`install` registers the listener, once per process; the Numba
 kernel modules call it through ``skyjoin._core.config.NUMBA_CACHE``, so

@@ -8,9 +8,10 @@ names its *kit* (``KITS``: the template instances its calls use) and loads
 it first (:func:`load`): one NVRTC compile of just those instances, the
 ones this process has not compiled yet, as one ``cupy.RawModule``.  A first
 call thus pays one compile for its operator's instances, not for every
-operator's, and not one per CuPy routine and dtype (docs/design.md, "First
-calls on the GPU").  An instance that no loaded kit holds is compiled
-alone on its first use (:func:`function`): correct, one more compile.
+operator's, and not one per CuPy routine and dtype
+(docs/decisions/core-gpu-first-calls.md).  An instance that no loaded kit
+holds is compiled alone on its first use (:func:`function`): correct, one
+more compile.
 
 CuPy is passed in, never imported here.
 """

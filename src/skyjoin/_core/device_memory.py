@@ -10,11 +10,12 @@ Two rules, applied at the public boundary of each GPU operator:
   DBSCAN) or :data:`JOIN_POINT_BYTES` (R join S, per point of R and of S)
   bytes a point of grid arrays and counts.  Those constants are at or
   below the smallest peak measured beyond the copies, over 2 to 12 dimensions,
-  uniform and clustered points, both precisions (``docs/design.md``,
-  "Device memory"), so the rule is a lower bound: where even it exceeds
-  the free memory the call cannot succeed, and :class:`DeviceMemoryError`
-  says so before anything is copied.  What depends on the data (the
-  candidate ranges of the grid's cells, the result) is not in the bound.
+  uniform and clustered points, both precisions
+  (``docs/decisions/core-device-memory.md``), so the rule is a lower
+  bound: where even it exceeds the free memory the call cannot succeed,
+  and :class:`DeviceMemoryError` says so before anything is copied.  What
+  depends on the data (the candidate ranges of the grid's cells, the
+  result) is not in the bound.
 * **While the operator runs** (:func:`oom_as_error`): CuPy's
   ``OutOfMemoryError`` becomes a :class:`DeviceMemoryError` that names the
   operator, the sizes and the ways out, after the failed call's arrays
@@ -51,14 +52,16 @@ __all__ = ["SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES",
 T = TypeVar("T")
 
 #: device bytes a point of a GPU self-join (or DBSCAN) certainly takes beyond
-#: its copies: cell ids, the order, counts (smallest measured peak, design.md)
+#: its copies: cell ids, the order, counts (smallest measured peak:
+#: docs/decisions/core-device-memory.md)
 SELF_JOIN_POINT_BYTES = 40
 #: the same per point of R and of S in a GPU R join S (below the smallest
 #: measured, which depends on the split between R and S)
 JOIN_POINT_BYTES = 16
 
 #: device bytes a point of a GPU skyline certainly takes beyond its float64
-#: copy of the points: per-point keys, flags and ids (smallest measured peak, design.md)
+#: copy of the points: per-point keys, flags and ids (smallest measured peak:
+#: docs/decisions/core-device-memory.md)
 SKYLINE_POINT_BYTES = 12
 
 #: what a user can do when the points do not fit one GPU

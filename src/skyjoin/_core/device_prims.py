@@ -5,7 +5,7 @@ DBSCAN and skyline) uses these primitives, not CuPy's elementwise, indexing,
 scan or ``unique`` routines: each of those compiles a kernel with NVRTC on
 its first call per routine and dtype, whereas these are instances of the one
 module of :mod:`skyjoin._core.device_kernels`, compiled once per process
-(docs/design.md, "First calls on the GPU").  CuPy's sorts (Thrust, compiled
+(docs/decisions/core-gpu-first-calls.md).  CuPy's sorts (Thrust, compiled
 ahead) are kept, called so that CuPy makes no copy of its own.
 
 Arrays are CuPy arrays, 1-D and C-contiguous unless a function says

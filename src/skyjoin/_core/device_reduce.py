@@ -4,7 +4,7 @@ CuPy's reductions of a whole array (``.all()``, ``.sum()``, ``.mean()``, and
 ``ReductionKernel``) go through CUB while CuPy's reduction accelerator is on
 (its default); each new routine and dtype then compiles CUB's headers with
 NVRTC on its first call, the largest compile cost of a first GPU call
-(docs/design.md, "First calls on the GPU").  Here plain kernels
+(docs/decisions/core-gpu-first-calls.md).  Here plain kernels
 (``kernels/reduce.cu``, compiled once per process with the device
 primitives: :mod:`skyjoin._core.device_kernels`) reduce a fixed grid of
 blocks with a grid-stride loop: per-block partial sums, summed on the host,

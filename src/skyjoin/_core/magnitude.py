@@ -4,7 +4,7 @@ NumPy's vectorised ``min`` and ``max`` (they release the GIL and let a NaN
 through) run on spans of the array in the host thread pool
 (``pool.map_spans``), not in Numba's threading layer: the "omp" layer's
 workers spin after a region and slow the host-to-device copy that follows
-this pass on the GPU paths (docs/design.md, "Host passes beside the GPU").
+this pass on the GPU paths (docs/decisions/core-host-passes.md).
 """
 
 import math

@@ -9,8 +9,8 @@ Copies (``transfer.parallel_copy``) and the range pass
 that releases the GIL (NumPy's copy, a ``nogil`` Numba kernel) on each span
 in these threads.  They are plain Python threads, not Numba's threading
 layer: the "omp" layer's workers keep spinning after a parallel region and
-slow the next host pass that runs beside them (docs/design.md, "Host passes
-beside the GPU").
+slow the next host pass that runs beside them
+(docs/decisions/core-host-passes.md).
 """
 
 from __future__ import annotations

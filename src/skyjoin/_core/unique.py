@@ -2,8 +2,9 @@
 
 NumPy 2's ``numpy.unique`` goes through a hash table for integer arrays
 before it sorts; on a million int64 ids that was about 15 times slower
-than a sort and a comparison of neighbours (docs/design.md, "The merge of
-the partitions' clusters").  Cost here: O(n log n), one sorted copy.
+than a sort and a comparison of neighbours
+(docs/decisions/distributed-dbscan-merge.md).  Cost here: O(n log n), one
+sorted copy.
 """
 
 from __future__ import annotations

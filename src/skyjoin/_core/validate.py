@@ -136,7 +136,7 @@ def all_finite(a, chunk_items: int = 1 << 17) -> bool:
     """``np.isfinite(a).all()`` for a 2-D array, over row chunks, stopping at the first bad one.
 
     No temporary the size of ``a`` (whose first touch dominates NumPy's
-    whole-array test: docs/design.md, "Finiteness by chunks").  O(n d).
+    whole-array test: docs/decisions/core-host-passes.md).  O(n d).
     """
     rows = max(1, chunk_items // max(1, a.shape[1]))
     return all(bool(np.isfinite(a[i:i + rows]).all()) for i in range(0, a.shape[0], rows))

@@ -198,7 +198,7 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
     # hand them over and something compiles at all; the 2-D skyline
     # compiles nothing on the CPU (sort2d, NumPy alone).  The notice gives
     # what this process compiles on the CPU, the demo's own figure
-    # (docs/design.md, "Compile time").
+    # (docs/decisions/core-compile-time.md).
     t0 = time.perf_counter()
     helper: list = []
     ops = ("skyjoin.simjoin", "skyjoin.cluster", "skyjoin.pareto") if device == "gpu" else \

@@ -18,7 +18,7 @@ the one entry ``skyjoin.cluster.engine.run``:
   distance matrices, sparse feature matrices) is handed to
   ``sklearn.cluster.DBSCAN`` unchanged.
 
-Measurements behind the rule: docs/design.md.
+Measurements behind the rule: docs/decisions/dbscan-fit-path.md.
 """
 
 from __future__ import annotations
@@ -359,7 +359,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
 
 def _take_rows(X, idx):
     """``X[idx]`` as a new array; a C-contiguous float array is gathered in
-    parallel (``gather_rows``; see docs/design.md)."""
+    parallel (``gather_rows``; see docs/decisions/dbscan-fit-path.md)."""
     if isinstance(X, np.ndarray) and X.ndim == 2 and X.flags.c_contiguous \
             and X.dtype in (np.float64, np.float32):
         return gather_rows(X, np.asarray(idx, dtype=np.int64))

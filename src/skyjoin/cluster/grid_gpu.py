@@ -27,8 +27,8 @@ cluster label of their core neighbours).  On the GPU:
 
 Only the points go in and the labels come out: no pair is ever stored, so
 memory is a few arrays of n entries however large T would be (a table
-that fits in no GPU: docs/design.md).  Every distance decision is
-the join's test, ``sum_k (x_k - y_k)^2 <= eps^2`` in float64 summed over k
+that fits in no GPU: docs/decisions/dbscan-fit-path.md).  Every distance
+decision is the join's test, ``sum_k (x_k - y_k)^2 <= eps^2`` in float64 summed over k
 in order, compiled with ``--fmad=false`` so that no multiply-add is fused:
 the labels equal the CPU path's and scikit-learn's.  The same limits as
 the CPU grid apply: d <= 4 and at most ``max(8 n, 2^22)`` cells over the

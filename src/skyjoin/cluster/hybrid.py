@@ -84,8 +84,8 @@ def spatial_order(X, eps, precision="float64", device="cpu"):
 
     Numbering the points in this order before the join makes neighbours
     have nearby ids, so the union-find of the assignment touches memory
-    locally (see docs/design.md).  Any order gives the same labels
-    (clusters are numbered by the caller's ids).
+    locally (see docs/decisions/dbscan-fit-path.md).  Any order gives the
+    same labels (clusters are numbered by the caller's ids).
 
     Parameters
     ----------

@@ -4,7 +4,8 @@
 their input and resolve the device once, then ask ``plan_fit`` or
 ``plan_sweep`` for a ``DBSCANPlan``; the engines (``skyjoin.cluster.engine``
 for one clustering) execute it and never choose a path.  Measurements
-behind the rule are in docs/design.md.
+behind the rules are in docs/decisions/dbscan-fit-path.md (``plan_fit``)
+and docs/decisions/dbscan-sweep.md (``plan_sweep``).
 """
 
 from __future__ import annotations

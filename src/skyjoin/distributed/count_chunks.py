@@ -128,7 +128,7 @@ def host_counts(client: distributed.Client, counts: np.ndarray,
     computations hold futures, not the data.  O(chunks).
     ``dask.array.from_array`` took seconds on such an array, and views
     held in the graph itself made every computation on the array send a
-    graph of the array's size (docs/design.md)."""
+    graph of the array's size (docs/decisions/distributed-worker-threads.md)."""
     ranges = row_ranges(len(counts), n_partitions)
     futures = client.scatter([counts[lo:hi] for lo, hi in ranges], hash=False)
     return _as_array(futures, ranges)

@@ -4,8 +4,8 @@ With :func:`~skyjoin.distributed.local_gpu_cluster`'s default thread
 workers, the caller's array, the workers and the result live in one
 process.  The partitioned join then skips what only separate processes
 need: scattering, routing and block summaries, and the assembly of the
-partitions' rows into one table (docs/design.md has the
-measurement):
+partitions' rows into one table (docs/decisions/distributed-partitions.md
+and distributed-loading.md have the measurements):
 
 * **input**: the caller's array is neither scattered nor read on the
   host: with several partitions each GPU loads one slice of it, checks,

@@ -92,7 +92,7 @@ def publish(stage: str, written: list[tuple[str | None, int]]) -> list[str]:
 
 #: Pairs per GPU batch when a part is written as the GPU fills it: the
 #: writer encodes one batch while the GPU fills the next (a few batches a
-#: part; docs/design.md, "Parquet parts written as they are filled").
+#: part; docs/decisions/distributed-parquet-parts.md).
 STREAM_BATCH_PAIRS = 1 << 24
 
 

@@ -148,11 +148,12 @@ def default_partitions(client, n: int, shared: bool = False, writes_parts: bool 
     caller's array, :mod:`.in_process_gpu`) there is no cap either: each
     partition runs the single-machine GPU engine, which batches what does not
     fit, and more partitions per GPU only add halos and rounds
-    (docs/design.md has the measurement).  Except with ``writes_parts`` (the
-    call writes Parquet parts, ``out=``): a part is encoded by one thread,
-    which takes longer than the GPU's join of it, so each GPU gets
-    ``PARTS_PER_WRITING_GPU`` partitions: the GPU joins its next partition
-    while the writer encodes the last, and the parts encode side by side.
+    (docs/decisions/distributed-partitions.md has the measurement).  Except
+    with ``writes_parts`` (the call writes Parquet parts, ``out=``): a part
+    is encoded by one thread, which takes longer than the GPU's join of it,
+    so each GPU gets ``PARTS_PER_WRITING_GPU`` partitions: the GPU joins its
+    next partition while the writer encodes the last, and the parts encode
+    side by side.
     """
     workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
     if shared:
@@ -183,7 +184,7 @@ def part_shares(client):
     A part's writer encodes on its own thread after its GPU has moved on,
     and takes longer than the GPU's join of it, so the call ends with the
     last part's writer; parts that shrink make every writer end near the
-    same time (docs/design.md, "The Parquet parts' tail").  Every GPU gets
+    same time (docs/decisions/distributed-parquet-parts.md).  Every GPU gets
     the same total.  O(1).
     """
     workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))

@@ -10,7 +10,7 @@ GPU), and a task that takes the futures of earlier tasks waits for them
 on that thread.  Each of the path's steps (load, route, count or
 cluster, send back) then costs its tasks alone, not also the round trips
 through the scheduler, whose messages wait to be batched
-(docs/design.md, "Dask's share of the in-process GPU path").
+(docs/decisions/distributed-worker-threads.md).
 
 Order and deadlock: each executor runs its tasks first in, first out, and
 a task only waits for tasks submitted before it, so the oldest unfinished

@@ -8,8 +8,9 @@ each bound to its own GPU (its Dask thread makes that GPU current once, when
 it starts).  The host's GPUs then share one address space with the driver:
 the points go to the workers and the results come back by reference, where
 worker processes would serialise them through a socket: O(pairs) bytes
-copied twice (docs/design.md has the measurement).  Worker
-processes (``processes=True``) isolate each GPU in its own process instead.
+copied twice (docs/decisions/distributed-partitions.md has the
+measurement).  Worker processes (``processes=True``) isolate each GPU in
+its own process instead.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def _column_bounds_into(X, lo, hi):
 def column_bounds(X, k):
     """Minimum and maximum of each of the first k columns, as float64, in one
     pass (NumPy's axis-0 reduction of a strided (n, k) view is far slower:
-    docs/design.md, "Bounds in one pass").
+    docs/decisions/core-host-passes.md).
     X has at least one row.  Serial, and compiled in a fraction of a second
     (it is on the join's first call: the kernel fills arrays made here, as
     allocating and returning them would compile more); it releases the GIL,

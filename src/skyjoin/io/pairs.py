@@ -57,7 +57,7 @@ CSV_SPAN = 1 << 18
 DEFAULT_CODECS = {"i": "lz4", "j": "none"}
 #: Pairs a row (on average, in the first block) below which the default writer
 #: delta-encodes the row ids (``DELTA_BINARY_PACKED``, no codec) instead of
-#: compressing them with lz4 (docs/design.md, "Row ids of short rows").
+#: compressing them with lz4 (docs/decisions/join-streaming.md).
 DELTA_BELOW_PAIRS = 8
 
 
@@ -74,9 +74,9 @@ class ParquetPairWriter(PairWriter):
     compressed with lz4 when the first block's rows hold at least
     ``DELTA_BELOW_PAIRS`` pairs on average, and delta-encoded
     (``DELTA_BINARY_PACKED``, no codec) when they are shorter: lz4 is slow
-    on short runs and shrinks them less (design.md has the figures).  The
-    file is opened with the first block.  Atomic, as every
-    :class:`PairWriter`.
+    on short runs and shrinks them less (docs/decisions/join-streaming.md
+    has the figures).  The file is opened with the first block.  Atomic, as
+    every :class:`PairWriter`.
 
     Parameters
     ----------

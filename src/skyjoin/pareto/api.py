@@ -93,8 +93,8 @@ def skyline(X: ArrayLike | pandas.DataFrame, sense: Sense | None = None, distinc
         rounds), "noquart" (no quartile masks).  GPU: "sync" (Algorithm 1),
         "nosync", "levelwise", "noquart", "padded" (median cells padded to
         whole warps; the GPU default; the paper finds it slower at high d,
-        where "sync" may be better).  docs/design.md gives the measurements
-        behind both defaults.
+        where "sync" may be better).  docs/decisions/skyline-plan.md gives
+        the measurements behind both defaults.
 
     Returns
     -------

@@ -433,7 +433,7 @@ def skyalign_cpu(X: np.ndarray, variant: str = "nosync", prefilter: str = "tau+s
     times["masks"] = t2 - t1
     # Optional quartile groups inside each cell (a second index level on the
     # Q bits of the first g dimensions, skipping whole groups by Eq. 4): off
-    # unless asked for (docs/design.md, "Skyline: quartile groups").  NoSync
+    # unless asked for (docs/decisions/skyline-plan.md).  NoSync
     # only: NoQuart's masks are all zero, so no group may be skipped.
     g = 0
     if groups is not None and d <= 16 and variant == "nosync":

@@ -8,7 +8,7 @@ sorts give the quartiles of Algorithm 1, lines 3-5, padded cells, the
 per-round split).  Gathers, cells, scans and compactions use the shared
 device primitives (``skyjoin._core.device_prims``, the "skyline" kit) and
 the <|M|, M> order Thrust's radix argsort (line 10): a first call runs no
-CuPy routine that compiles (docs/design.md, "First calls on the GPU").
+CuPy routine that compiles (docs/decisions/core-gpu-first-calls.md).
 
 Variants (§6.2.3): "sync" (Algorithm 1 with its d + 1 rounds and
 repacking of the survivors after each), "nosync" (one launch, no rounds),
@@ -16,7 +16,8 @@ repacking of the survivors after each), "nosync" (one launch, no rounds),
 that hold skyline points only, then repacks),
 "noquart" (sync without quartile-level masks), "padded" (sync with every
 median-level cell padded to whole warps, so no warp straddles two cells).
-The default ("padded") is chosen by ``plan.plan_skyline`` (docs/design.md, "Skyline").
+The default ("padded") is chosen by ``plan.plan_skyline``
+(docs/decisions/skyline-plan.md).
 CuPy is imported only here, lazily, through :func:`skyjoin._core.device.cupy`.
 """
 

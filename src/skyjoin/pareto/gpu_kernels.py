@@ -6,7 +6,7 @@ the regular steps of its host side (minimisation, the tau pre-filter,
 column sorts, padded cells, repacking, row hashes): with the shared
 primitives of the skyline's kit (``skyjoin._core.device_kernels``), a
 first call compiles these two modules, not one CuPy routine per step and
-dtype (docs/design.md, "First calls on the GPU").  CuPy is imported only
+dtype (docs/decisions/core-gpu-first-calls.md).  CuPy is imported only
 through :func:`skyjoin._core.device.cupy`, lazily.
 """
 

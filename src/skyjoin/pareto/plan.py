@@ -22,7 +22,7 @@ CPU_VARIANTS = ("nosync", "levelwise", "sync", "noquart")
 GPU_VARIANTS = ("sync", "nosync", "levelwise", "noquart", "padded")
 CPU_ONLY = ("sort2d", "bruteforce", "bnl", "sfs")
 MAX_SKYALIGN_D = 64          # SkyAlign's masks are 64-bit words
-#: the default SkyAlign variant of each device (docs/design.md, "Skyline")
+#: the default SkyAlign variant of each device (docs/decisions/skyline-plan.md)
 DEFAULT_VARIANT = {"cpu": "levelwise", "gpu": "padded"}
 
 
@@ -87,8 +87,8 @@ def plan_skyline(n: int, d: int, device: str, algorithm: str = "auto",
 
     * ``algorithm="auto"``: on the CPU with d == 2 and no SkyAlign variant
       asked for, "sort2d" (the sort-and-scan skyline of Kung, Luccio,
-      Preparata 1975: NumPy only, nothing to compile; docs/design.md,
-      "Skyline: 2-D by sort and scan"); else SkyAlign (Bøgh, Chester,
+      Preparata 1975: NumPy only, nothing to compile;
+      docs/decisions/skyline-sort2d.md); else SkyAlign (Bøgh, Chester,
       Assent 2016) for d <= 64, else SFS on the CPU and GGS on the GPU.
     * ``variant=None``: "levelwise" on the CPU (the NoSync CPU port of §7.1,
       one pass per mask order), "padded" on the GPU (§6.2.3).

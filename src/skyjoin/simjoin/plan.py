@@ -23,7 +23,9 @@ without re-deciding anything.  Each rule is written once:
   (checked once the count is known, before the result is allocated;
   ``ResultTooLargeError`` otherwise).
 
-The measurements behind the rules are in ``docs/design.md``.
+The measurements behind the rules are in the join records of
+``docs/decisions/``: ``join-cpu-pattern.md``, ``join-tiled-path.md``,
+``join-gpu-config.md`` and ``join-memory.md``.
 """
 
 from __future__ import annotations
@@ -324,7 +326,7 @@ def choose_config(mean_work: float, work_cv: float, self_join: bool, *, index_di
     Notes
     -----
     Cost: O(1).  The measurements behind the rule are in
-    ``docs/design.md``.
+    ``docs/decisions/join-gpu-config.md``.
 
     Examples
     --------

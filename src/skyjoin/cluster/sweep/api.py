@@ -228,7 +228,7 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress, plan=None):
     """The sweep on the GPU by the grid path (``gpu_grid.gpu_grid_dbscan``) per clustering.
 
     On the GPU a single grid clustering (no table) costs about what reading a
-    reused table once costs (docs/design.md), so reuse buys nothing
+    reused table once costs (docs/decisions/dbscan-sweep.md), so reuse buys nothing
     there: the points go to the GPU once and every (eps, min_samples) is
     clustered from them, O(n) transfers in all.  An eps whose grid does not
     fit takes the plan's next path, the table path.

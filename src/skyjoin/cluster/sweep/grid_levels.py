@@ -141,7 +141,7 @@ def scan_orders(offsets, R):
     the part's centre (ties: nearer far corner first), the count pass's scan order.
 
     Only a speed heuristic: a point counts the same cells in any order, and
-    nearer cells first reach the cap sooner (docs/design.md).
+    nearer cells first reach the cap sooner (docs/decisions/dbscan-sweep.md).
     """
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     return _scan_orders_cached(offsets.tobytes(), offsets.shape[1], R)

@@ -230,7 +230,7 @@ def _labels_levels(k_hi, k_lo, at_least, code, bits, tab, cand, cand_level, row_
     among the cells that reach them at level k; noise -1.  Returns two
     lists, entry g for level k_hi - g.  The arrays come from Numba's
     allocator (plain pages): NumPy's asks for huge pages, and a fault on
-    those can stall on memory compaction (docs/design.md).
+    those can stall on memory compaction (docs/decisions/dbscan-sweep.md).
     """
     n = code.shape[0]
     mask = (1 << bits) - 1
@@ -388,7 +388,7 @@ def assign_grid_levels(gi, min_samples_desc):
                   pair_b, g.maxlev, g.perm, K, tab, n_clusters)
 
     # the union-find (sequential) beside the border reaches, in the assignment
-    # stage rather than the build stage (docs/design.md)
+    # stage rather than the build stage (docs/decisions/dbscan-sweep.md)
     cand, cand_level, row_at, row_len, reach, reach_cell = border_reaches(g, links)
     k_hi = K
     while k_hi >= 1:

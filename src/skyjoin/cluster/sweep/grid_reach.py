@@ -214,7 +214,8 @@ def _share(serial, prepare, task, n_tasks, n_threads=None):
     ``prepare`` may run parallel regions, on one thread fewer than Numba's
     count (the helper has one core).  Handing out small tasks lets the
     serial part end on a core of its own while the rest fill the others
-    (docs/design.md).  Each task runs once, O(n_tasks) hand-outs.
+    (docs/decisions/dbscan-sweep.md).  Each task runs once, O(n_tasks)
+    hand-outs.
     """
     n_threads = max(2, numba.get_num_threads() if n_threads is None else n_threads)
     tasks = itertools.count()  # next() is atomic under the GIL

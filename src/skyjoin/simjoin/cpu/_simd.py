@@ -18,7 +18,7 @@
 
 The register form of the compress plus a plain store is used, not the
 memory form (``masked.compressstore``); the measurements are in
-``docs/design.md``.
+``docs/decisions/join-tiled-path.md``.
 """
 
 from __future__ import annotations
