@@ -249,3 +249,18 @@ def test_operator_names_are_functions_never_modules():
         "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_cuda_sources_are_where_their_loaders_read_them():
+    """Every CUDA source a GPU module reads by path is there (a moved
+    package must take its kernels along); read on the CPU, no GPU needed."""
+    import os
+
+    from skyjoin._core import device_kernels
+    from skyjoin.index import grid_gpu
+    from skyjoin.pareto import gpu_kernels
+
+    assert os.path.isfile(grid_gpu._KERNEL_FILE), grid_gpu._KERNEL_FILE
+    assert "__global__" in gpu_kernels._kernel_source()
+    for name in device_kernels._SOURCES:
+        assert (device_kernels._DIR / name).is_file(), name

@@ -43,7 +43,7 @@ __all__ = ["GpuGrid", "build_gpu_grids", "build_cell_ranges", "bruteforce_ranges
 PATTERNS = {"full": 0, "unicomp": 1, "lid_unicomp": 2}
 #: The CUDA source of the range search and of the join kernels (one file: the
 #: join kernels share its helpers); it ships with ``skyjoin.simjoin.gpu``.
-_KERNEL_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "join", "gpu",
+_KERNEL_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "simjoin", "gpu",
                             "kernels", "join.cu")
 _MAX_LINEAR = 2 ** 62
 #: The row-sort kernels of join.cu, compiled with every instance set.
