@@ -95,18 +95,24 @@ def run(plan: SkylinePlan, X, maximise: np.ndarray, diff: np.ndarray | None = No
         return gpu.skyline_gpu(X, maximise, plan, count=count)
 
 
-@with_cpu_threads
 def run_cpu(Xm: np.ndarray, plan: SkylinePlan) -> tuple[np.ndarray, dict]:
     """Run a CPU plan; Xm is float64 under minimisation.
 
     Sort2d, SkyAlign, SFS and GGS group equal points themselves (and keep
     the lowest index of each group for ``distinct``); brute force and BNL
     return every copy and :func:`distinct_first` reduces them, O(s log s)
-    for s skyline points."""
+    for s skyline points.  Sort2d is NumPy alone (no Numba, no threads to
+    set); the others run on ``cpu_threads()`` threads."""
+    if plan.algorithm == "sort2d":
+        return skyline_2d(Xm, distinct=plan.distinct)
+    return run_numba(Xm, plan)
+
+
+@with_cpu_threads
+def run_numba(Xm: np.ndarray, plan: SkylinePlan) -> tuple[np.ndarray, dict]:
+    """:func:`run_cpu` for the Numba algorithms (every one but sort2d)."""
     n, d = Xm.shape
     algorithm, distinct = plan.algorithm, plan.distinct
-    if algorithm == "sort2d":
-        return skyline_2d(Xm, distinct=distinct)
     # the Numba engines load on first use: ``import skyjoin`` binds this module
     from . import baselines
     from .cpu import skyalign_cpu
