@@ -174,6 +174,7 @@ def test_dbscan_checks_before_any_engine(monkeypatch):
 
     monkeypatch.setattr(estimator, "resolve_device", lambda device=None: "gpu")
     monkeypatch.setattr(engine, "cupy", lambda: fake_cupy(1000))
+    monkeypatch.setattr(estimator, "cupy", lambda: fake_cupy(1000))   # checked at the boundary
     X = np.random.default_rng(0).random((500, 2))
     with pytest.raises(sj.DeviceMemoryError, match="GPU DBSCAN of 500 points"):
         sj.DBSCAN(eps=0.1, min_samples=5).fit(X)

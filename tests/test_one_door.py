@@ -187,10 +187,15 @@ def on_gpu(monkeypatch):
         device=Spy(monkeypatch, device, "resolve_device", returns="gpu"),
         conditioning=Spy(monkeypatch, conditioning, "plan_conditioning"))
     from skyjoin.cluster import engine as dbscan_engine
+    from skyjoin.cluster import estimator
     from skyjoin.simjoin import api
 
     monkeypatch.setattr(api, "cupy", _fake_cupy)
     monkeypatch.setattr(dbscan_engine, "cupy", _fake_cupy)
+    monkeypatch.setattr(estimator, "cupy", _fake_cupy)
+    spy.uploads = []         # the boundary's one upload, kept on the host here
+    monkeypatch.setattr(estimator, "to_device", lambda cp, X, name, dtype:
+                        spy.uploads.append(len(X)) or np.asarray(X, dtype=dtype))
     return spy
 
 
@@ -222,7 +227,7 @@ def test_gpu_dbscan_reaches_the_entry_once(on_gpu, monkeypatch):
     monkeypatch.setattr(engine, "run", entry)
     X = np.random.default_rng(8).normal(0, 1, (100, 3))
     est = sj.DBSCAN(eps=1e200, min_samples=5).fit(X * 1e250)
-    assert counts(on_gpu) == (1, 1, 1)
+    assert counts(on_gpu) == (1, 1, 1) and on_gpu.uploads == [len(X)]
     (plan, Xc, eps), = seen
     assert plan.device == "gpu" and plan.paths == ("grid-gpu", "gpu", "hybrid-gpu")
     assert est.path_ == "hybrid-gpu" and 0.5 <= eps < 2

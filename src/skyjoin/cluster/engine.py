@@ -24,7 +24,7 @@ import dataclasses
 import time
 
 from .._core.conditioning import condition_checked
-from .._core.device import cupy
+from .._core.device import cupy, is_device_array
 from .._core.device_kernels import load
 from .._core.device_memory import check_points_fit, oom_as_error
 from .._core.plans import report
@@ -41,16 +41,18 @@ __all__ = ["run", "cluster_points"]
 
 def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
         timings: dict | None = None, memory_limit="auto"):
-    """Euclidean DBSCAN of conditioned host points by ``plan``: the plan's paths
+    """Euclidean DBSCAN of conditioned points by ``plan``: the plan's paths
     in turn, until one finishes.
 
     Parameters
     ----------
     plan : DBSCANPlan
         From ``plan.plan_fit`` (route "join").
-    X : ndarray, shape (n, d)
-        Host points conditioned for ``plan.precision`` (C-contiguous, in the
-        working dtype).
+    X : ndarray or cupy.ndarray, shape (n, d)
+        Points conditioned for ``plan.precision`` (C-contiguous, in the
+        working dtype): on the host, or on the GPU when the plan's first
+        path is a GPU path (the boundary conditions them there, after the
+        one upload; the hybrid path then takes them back to the host).
     eps : float
         Conditioned radius.
     min_samples : int
@@ -101,7 +103,7 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit):
     for path in plan.paths:
         if path in ("grid-gpu", "gpu") and on_device is None:
             load(cupy(), "dbscan")              # its device kernels, one compile
-            on_device = to_device(cupy(), X, "X", X.dtype)
+            on_device = X if is_device_array(X) else to_device(cupy(), X, "X", X.dtype)
         if path == "grid-cpu":
             t0 = time.perf_counter()
             res = grid_dbscan(X, eps, min_samples)
@@ -125,7 +127,8 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit):
                 pass  # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
         else:
             on_device = None                        # the hybrid path orders from the host
-            core, labels = hybrid_labels(X, eps, min_samples, sample_weight=sample_weight,
+            Xh = cupy().asnumpy(X) if is_device_array(X) else X
+            core, labels = hybrid_labels(Xh, eps, min_samples, sample_weight=sample_weight,
                                          device=plan.device, precision=plan.precision,
                                          shared_grid=plan.shared_grid, timings=timings,
                                          memory_limit=memory_limit)

@@ -35,10 +35,12 @@ from sklearn.cluster import DBSCAN as SklearnDBSCAN
 from sklearn.utils.validation import validate_data
 
 from .._core.conditioning import condition_points
-from .._core.device import resolve_device
+from .._core.device import cupy, resolve_device
+from .._core.device_memory import check_points_fit, oom_as_error
 from .._core.plans import report
 from .._core.thread_count import with_cpu_threads
-from .._core.validate import check_eps, check_min_samples, check_precision
+from .._core.transfer import to_device
+from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
 from ..index.grid_kernels import gather_rows
 from ..simjoin.plan import check_memory_limit
 from . import engine
@@ -297,7 +299,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         timings: dict = {}
         t0 = time.perf_counter()
         if route == "join":
-            (Xc,), eps_c = condition_points([X], eps, precision)
+            Xc, eps_c = _conditioned(plan, X, eps)
             core, labels, path = engine.run(plan, Xc, eps_c, min_samples, sample_weight,
                                             timings, memory_limit)
             del Xc
@@ -355,6 +357,21 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         tags.input_tags.pairwise = self.metric == "precomputed"
         tags.input_tags.sparse = True
         return tags
+
+
+def _conditioned(plan, X, eps):
+    """The points and eps conditioned once (``_core.conditioning``), where the
+    plan's first path reads them: on the GPU for a GPU path (the one upload,
+    checked against the free device memory first, then two reductions
+    there instead of a host pass over the points), else on the host.
+    O(n d)."""
+    if plan.device == "gpu" and plan.paths[0] != "hybrid-gpu":
+        cp = cupy()
+        check_points_fit(cp, "GPU DBSCAN", [X], working_dtype(plan.precision), self_join=True)
+        with oom_as_error(cp, "GPU DBSCAN"):
+            X = to_device(cp, X, "X", np.float64)
+    (Xc,), eps_c = condition_points([X], eps, plan.precision)
+    return Xc, eps_c
 
 
 def _take_rows(X, idx):
