@@ -175,3 +175,24 @@ def test_head_of_a_list():
     assert res.returncode == 0
     assert len(res.stdout.splitlines()) == 1
     assert res.stderr == "", res.stderr
+
+
+def test_ctrl_c_while_the_command_loads_its_modules():
+    """A Ctrl-C that arrives while ``skyjoin.cli`` imports its modules (here:
+    raised when click is imported, the first of them) ends with the rule's
+    one line and 130, no traceback; ``import skyjoin`` before it imports
+    nothing heavy, so that the window before the command's own code is
+    the interpreter's start alone."""
+    code = ("import builtins, sys\n"
+            "real = builtins.__import__\n"
+            "def imp(name, *a, **k):\n"
+            "    if name == 'click':\n"
+            "        raise KeyboardInterrupt\n"
+            "    return real(name, *a, **k)\n"
+            "import skyjoin\n"
+            "assert 'numpy' not in sys.modules, 'import skyjoin loaded NumPy'\n"
+            "builtins.__import__ = imp\n"
+            "from skyjoin.cli import main\n")
+    p = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True)
+    assert p.returncode == 130, p.stderr
+    assert p.stderr.strip().splitlines() == ["Interrupted (Ctrl-C)."], p.stderr

@@ -13,7 +13,7 @@ The public API is re-exported here and loaded lazily, so that
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -21,14 +21,21 @@ __version__ = "0.1.0"
 # ``skyjoin.skyline``, ``skyjoin.dbscan``, ``skyjoin.DBSCAN``); the
 # subpackages that implement them carry other names (``simjoin``,
 # ``pareto``, ``cluster``), so an attribute of the package is never both a
-# function and a module.  The join's and the skyline's ``api`` modules import
-# only NumPy-level code (engines load on first use) and are bound now, for
-# type checkers; the rest is served lazily by ``__getattr__``.
-from .simjoin.api import join, self_join, self_join_chunks  # noqa: E402
-from .pareto.api import skyline  # noqa: E402
+# function and a module.  Every public name is served on first use by
+# ``__getattr__``, so that ``import skyjoin`` imports nothing heavy, not even
+# NumPy (the command line's start-up, and its Ctrl-C, rest on that).
+if TYPE_CHECKING:   # their signatures, for type checkers; loaded on first use at run time
+    from .pareto.api import skyline as skyline
+    from .simjoin.api import join as join
+    from .simjoin.api import self_join as self_join
+    from .simjoin.api import self_join_chunks as self_join_chunks
 
 # public name -> module that defines it (loaded on first access)
 _EXPORTS = {
+    "join": "skyjoin.simjoin.api",
+    "self_join": "skyjoin.simjoin.api",
+    "self_join_chunks": "skyjoin.simjoin.api",
+    "skyline": "skyjoin.pareto.api",
     "NeighborTable": "skyjoin.simjoin.result",
     "PairChunk": "skyjoin.simjoin.result",
     "PairStream": "skyjoin.simjoin.result",
@@ -51,7 +58,7 @@ _EXPORTS = {
     "paretoset": "skyjoin.pareto.compat",
 }
 
-__all__ = sorted(list(_EXPORTS) + ["join", "self_join", "self_join_chunks", "skyline"]) + ["__version__"]
+__all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name: str) -> Any:

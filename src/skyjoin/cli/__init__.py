@@ -22,17 +22,25 @@ modules load).
 
 from __future__ import annotations
 
-import click
+import sys
 
-from .bench import bench_cmd
-from .dbscan import dbscan_cmd
-from .demo import demo_cmd
-from .errors import SkyjoinGroup
-from .generate import generate_cmd
-from .join import join_cmd
-from .options import VERBOSE
-from .skyline import skyline_cmd
-from .warmup import warmup_cmd
+from .statuses import EXIT_INTERRUPTED, INTERRUPTED_LINE
+
+try:      # a Ctrl-C while the command's modules load ends as one inside it would
+    import click
+
+    from .bench import bench_cmd
+    from .dbscan import dbscan_cmd
+    from .demo import demo_cmd
+    from .errors import SkyjoinGroup
+    from .generate import generate_cmd
+    from .join import join_cmd
+    from .options import VERBOSE
+    from .skyline import skyline_cmd
+    from .warmup import warmup_cmd
+except KeyboardInterrupt:
+    sys.stderr.write(INTERRUPTED_LINE + "\n")
+    raise SystemExit(EXIT_INTERRUPTED) from None
 
 __all__ = ["main"]
 

@@ -44,6 +44,8 @@ import click
 
 from ..errors import GPUUnavailableError
 from .options import verbosity
+from .statuses import (EXIT_BROKEN_PIPE, EXIT_DATA, EXIT_INTERRUPTED, EXIT_USAGE,
+                       INTERRUPTED_LINE)
 
 __all__ = ["USER_ERRORS", "EXIT_DATA", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE",
            "INTERRUPTED_LINE", "user_errors", "error_line", "SkyjoinGroup"]
@@ -51,13 +53,8 @@ __all__ = ["USER_ERRORS", "EXIT_DATA", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_B
 #: Exceptions that mean "your data, request or system", not "a bug".
 USER_ERRORS = (ValueError, TypeError, GPUUnavailableError, OSError, MemoryError)
 
-EXIT_DATA = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141
 
 #: The one line printed on Ctrl-C.
-INTERRUPTED_LINE = "Interrupted (Ctrl-C)."
 
 
 def error_line(exc: BaseException) -> str:
