@@ -33,6 +33,7 @@ import numpy as np
 from .._core import device_prims as dp
 from .._core.device import cupy
 from .._core.device_kernels import load
+from .._core.transfer import d2h
 from .core_points import exact_row_sums, integer_weights, naive_sum_decides
 from .hybrid import neighbor_table
 
@@ -478,8 +479,17 @@ def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="flo
     is_core, labels = gpu_dbscan_table(nt.indptr, nt.indices, min_samples,
                                        sample_weight=sample_weight, timings=timings)
     del nt
-    core_h = np.flatnonzero(cupy().asnumpy(is_core))
-    labels_h = cupy().asnumpy(labels).astype(np.intp, copy=False)
+    cp = cupy()
+    # the core rows found on the device, and both arrays brought back through
+    # pinned staging into host memory of alloc_host's page policy (d2h): a
+    # pageable copy into fresh memory, then a host pass over the flags, took
+    # as long as building T (37M points on an H200: 0.26 s against 0.23 s)
+    if labels.size:
+        flags = is_core.view(cp.uint8) if is_core.dtype == cp.bool_ else is_core
+        core_h = d2h(cp, dp.compact(cp, dp.astype(cp, flags, cp.int32), cp.int64)[0])
+        labels_h = d2h(cp, labels).astype(np.intp, copy=False)
+    else:
+        core_h, labels_h = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.intp)
     if timings is not None:
         timings["table"] = t1 - t0
         timings["to_host"] = time.perf_counter() - t1 - sum(
