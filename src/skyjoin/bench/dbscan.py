@@ -49,6 +49,7 @@ from ..cluster.table_gpu import gpu_dbscan_points
 from ..cluster.grid_gpu import gpu_grid_dbscan
 from ..cluster.grid_cpu import grid_dbscan
 from ..cluster.sweep import ideal_pipeline_time, pipeline_makespan
+from . import arborx
 from .harness import (REPEAT, Case, Impl, available_memory_bytes, data_case, format_table,
                       run_suite, select, size_tag, write_report)
 
@@ -278,6 +279,8 @@ def cases(quick: bool = False, device: str = "cpu", names=None) -> list[Case]:
     out = _single_cases(quick, device)
     out.append(_sweep_minpts_case(quick, device))
     out.append(_sweep_eps_case(quick, device))
+    if device == "gpu":
+        out += arborx.cases(quick)
     return select(out, names)
 
 
@@ -367,6 +370,8 @@ def run(device: str = "cpu", quick: bool = False, out_dir: str = "bench-results"
     for r in rows:
         if r.case.startswith("Sweep"):
             r.extra.update({f"summary_{k}": v for k, v in summary.items()})
+    for line in arborx.count_differences(rows):
+        log(f"counts differ: {line}")
     json_path, png = write_report(suite, rows, out_dir)
     log(format_table(rows))
     log(f"report: {json_path}" + (f", chart: {png}" if png else ""))

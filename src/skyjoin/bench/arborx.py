@@ -1,0 +1,204 @@
+"""ArborX's GPU DBSCAN beside ours: the anchor of the GPU DBSCAN cases.
+
+ArborX's FDBSCAN and FDBSCAN-DenseBox (Prokopenko, Lebrun-Grandié and
+Arndt, ICPP 2023) are the fastest public GPU DBSCAN for low dimensions.
+ArborX is not part of skyjoin: ``scripts/build-arborx`` builds it, with
+Kokkos and a small driver, from source trees fetched beside the project
+(the recipe of the shared anchors' ``arborx`` folder).  The driver,
+``dbscan_driver FILE N EPS MINPTS REPS``, reads raw float32 points (n x 3),
+copies them to the GPU once, times ``ArborX::dbscan`` of each
+implementation REPS times with the points there, and prints one line a
+run (:data:`LINE`), the cluster and noise counts on the first.
+
+:func:`cases` are the GPU cases of ``skyjoin bench dbscan``: the clustered
+3-D set of the comparison (:func:`clustered`, 37M points, at eps 0.1 with
+min_samples 2 and at eps 0.25 with 10), a 2-D set of 10M blobs (the
+driver's points are 3-D: a zero third coordinate leaves every distance as
+it is), and a dense set whose eps-cells mostly hold min_samples points or more,
+where DenseBox's single boxes should pay.  Ours runs host to host
+(``DBSCAN(device="gpu").fit`` of host points, labels on the host); ArborX
+with the points already on the GPU, as its driver times it: the report
+says so.  Each case compares the cluster and noise counts of every
+implementation with ours (:func:`count_differences`).
+
+``SKYJOIN_ARBORX_DRIVER`` names the driver; without it (or where it is
+not a program) the ArborX rows are skipped, saying how to build it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+
+import numpy as np
+
+import skyjoin as sj
+
+from .. import datasets
+from .harness import Case, Impl, data_case, size_tag
+
+__all__ = ["DRIVER_ENV", "IMPLEMENTATIONS", "LINE", "driver", "driver_points", "run_driver",
+           "clustered", "cases", "count_differences"]
+
+DRIVER_ENV = "SKYJOIN_ARBORX_DRIVER"
+#: the driver's names of ArborX's two implementations, in its order
+IMPLEMENTATIONS = ("FDBSCAN-DenseBox", "FDBSCAN")
+#: one line of the driver's output (counts are printed on each
+#: implementation's first run; later runs print zeros)
+LINE = re.compile(r"^arborx (?P<impl>\S+) eps (?P<eps>\S+) minpts (?P<minpts>\d+): "
+                  r"(?P<seconds>[0-9.eE+-]+) s\s+noise (?P<noise>\d+)\s+clusters (?P<clusters>\d+)")
+#: runs of each implementation inside one driver call (the fastest counts)
+DRIVER_REPS = 3
+
+
+def driver() -> str | None:
+    """The driver named by ``SKYJOIN_ARBORX_DRIVER`` if it is an executable
+    file, else None."""
+    path = os.environ.get(DRIVER_ENV)
+    return path if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def driver_points(X) -> np.ndarray:
+    """X as the driver reads it: C-contiguous float32, n x 3.  2-D points get
+    a zero third coordinate (every distance unchanged); other
+    dimensionalities are refused (the driver is built for 3-D)."""
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[1] not in (2, 3):
+        raise ValueError(f"the ArborX driver takes 2-D or 3-D points, got shape {X.shape}")
+    out = np.zeros((X.shape[0], 3), dtype=np.float32)
+    out[:, :X.shape[1]] = X
+    return out
+
+
+def run_driver(path: str, X, eps: float, min_samples: int, reps: int = DRIVER_REPS,
+               timeout: float = 600.0) -> dict:
+    """Run the driver on X; for each implementation its fastest run's seconds,
+    every run's seconds, and its cluster and noise counts.
+
+    The points go to a temporary raw file (removed after).  A driver that
+    fails, or whose output lacks an implementation's runs, raises
+    RuntimeError with its output's tail.  Cost: the driver's, plus
+    writing 12 bytes a point.
+    """
+    P = driver_points(X)
+    with tempfile.TemporaryDirectory(prefix="skyjoin-arborx-") as tmp:
+        raw = os.path.join(tmp, "points.f32")
+        P.tofile(raw)
+        proc = subprocess.run([path, raw, str(len(P)), repr(float(eps)), str(int(min_samples)),
+                               str(int(reps))], capture_output=True, text=True, timeout=timeout)
+    tail = (proc.stdout + proc.stderr)[-2000:]
+    if proc.returncode != 0:
+        raise RuntimeError(f"the ArborX driver failed (status {proc.returncode}): {tail}")
+    out: dict = {}
+    for line in proc.stdout.splitlines():
+        m = LINE.match(line.strip())
+        if m is None:
+            continue
+        got = out.setdefault(m["impl"], {"times": [], "noise": int(m["noise"]),
+                                         "clusters": int(m["clusters"])})
+        got["times"].append(float(m["seconds"]))
+    missing = [i for i in IMPLEMENTATIONS if len(out.get(i, {}).get("times", ())) < reps]
+    if missing:
+        raise RuntimeError(f"the ArborX driver printed no {reps} runs of {', '.join(missing)}: "
+                           f"{tail}")
+    for got in out.values():
+        got["seconds"] = min(got["times"])
+    return out
+
+
+def clustered(n: int, seed: int = 11) -> np.ndarray:
+    """The comparison's clustered 3-D set, float32: 20,000 Gaussian clusters
+    of widths 0.2-2 in [0, 256]^3, their first fifth of points replaced by
+    uniform ones.  O(n)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(0, 256, (20000, 3))
+    lab = rng.integers(0, 20000, n)
+    X = centres[lab] + rng.normal(0, 1, (n, 3)) * rng.uniform(0.2, 2.0, 20000)[lab, None]
+    X[: n // 5] = rng.uniform(0, 256, (n // 5, 3))
+    return X.astype(np.float32)
+
+
+def _counts(labels) -> dict:
+    labels = np.asarray(labels)
+    return {"size": int(labels.max()) + 1 if len(labels) else 0,
+            "noise": int((labels < 0).sum())}
+
+
+def _ours(get, eps, m):
+    def fn():
+        est = sj.DBSCAN(eps=eps, min_samples=m, device="gpu",
+                        precision="float32" if get().dtype == np.float32 else "float64")
+        out = _counts(est.fit(get()).labels_)
+        out["path"] = est.path_
+        out["residence"] = "host to host"
+        return out
+
+    return Impl("skyjoin DBSCAN (gpu)", fn, ours=True)
+
+
+def _arborx(get, eps, m, impl, path):
+    def fn():
+        got = run_driver(path, get(), eps, m)[impl]
+        return {"seconds": got["seconds"], "size": got["clusters"], "noise": got["noise"],
+                "runs_s": got["times"], "residence": "points on the GPU"}
+
+    skip = None if path else (f"the ArborX driver is not built (scripts/build-arborx, then "
+                              f"{DRIVER_ENV}=.../dbscan_driver)")
+    # the driver warms up and times DRIVER_REPS runs itself: one call, no warm-up call
+    return Impl(f"ArborX {impl} (points on GPU)", fn, repeat=1, skip_reason=skip,
+                warmup_fn=lambda: None, self_timed=True)
+
+
+#: (name, data, n, eps, min_samples): the comparison's cases
+_CASES = [("Clustered3D", "clustered", 37_000_000, 0.1, 2),
+          ("Clustered3D", "clustered", 37_000_000, 0.25, 10),
+          ("Blobs2D", "blobs", 10_000_000, 0.3, 10),
+          ("Dense3D", "dense", 10_000_000, 0.2, 10)]
+QUICK_N = 200_000
+
+
+def _data(kind: str, n: int) -> np.ndarray:
+    if kind == "clustered":
+        return clustered(n)
+    if kind == "blobs":
+        return datasets.blobs(n, 2, centers=50, std=1.5, low=0.0, high=100.0, seed=1)
+    # dense: uniform in [0, 10]^3 at 10M points: about 15 points a DenseBox cell (side
+    # eps / sqrt(3)) at eps 0.2, most cells dense at min_samples 10; 335 neighbours a point
+    side = 10.0 * (n / 10_000_000) ** (1 / 3)
+    return np.random.default_rng(3).uniform(0, side, (n, 3)).astype(np.float32)
+
+
+def cases(quick: bool = False) -> list[Case]:
+    """The GPU cases with ArborX beside ours (``QUICK_N`` points when quick)."""
+    path = driver()
+    out = []
+    for prefix, kind, n_full, eps, m in _CASES:
+        n = QUICK_N if quick else n_full
+
+        def impls_of(get, eps=eps, m=m):
+            return [_ours(get, eps, m)] + [_arborx(get, eps, m, i, path)
+                                           for i in IMPLEMENTATIONS]
+
+        out.append(data_case(f"{prefix}-{size_tag(n)}-eps{eps:g}-m{m}",
+                             {"n": n, "eps": eps, "min_samples": m, "kind": kind,
+                              "anchor": "ArborX"},
+                             lambda kind=kind, n=n: _data(kind, n), impls_of))
+    return out
+
+
+def count_differences(rows) -> list[str]:
+    """One line for each ArborX row whose cluster or noise count differs from
+    ours in the same case (float32 ties can round apart: the line gives
+    both counts, to be explained in the report)."""
+    ours = {r.case: r for r in rows if r.ours and r.size is not None}
+    lines = []
+    for r in rows:
+        if r.ours or not r.impl.startswith("ArborX") or r.size is None or r.case not in ours:
+            continue
+        o = ours[r.case]
+        if (r.size, r.extra.get("noise")) != (o.size, o.extra.get("noise")):
+            lines.append(f"{r.case}: {r.impl} {r.size:,} clusters / {r.extra.get('noise'):,} "
+                         f"noise, ours {o.size:,} / {o.extra.get('noise'):,}")
+    return lines

@@ -1,0 +1,129 @@
+"""The ArborX anchor's plumbing, on the CPU: the points the driver reads, its
+output parsed, its failures reported, the rows it makes and the counts
+compared.  A stand-in driver (a Python program) reads the raw file the way
+the real one does and clusters it with scikit-learn (brute force, float64):
+its counts are the oracle for what reached it."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from skyjoin.bench import arborx
+from skyjoin.bench.harness import Case, Impl, Row, run_case
+
+SklearnDBSCAN = pytest.importorskip("sklearn.cluster").DBSCAN
+
+
+def stand_in(tmp_path, body=None):
+    """An executable stand-in for ``dbscan_driver FILE N EPS MINPTS REPS``."""
+    path = tmp_path / "dbscan_driver"
+    body = body or textwrap.dedent("""
+        import sys
+        import numpy as np
+        from sklearn.cluster import DBSCAN
+        f, n, eps, m, reps = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), \\
+            int(sys.argv[4]), int(sys.argv[5])
+        P = np.fromfile(f, dtype=np.float32)
+        assert P.size == 3 * n, (P.size, n)
+        labels = DBSCAN(eps=eps, min_samples=m, algorithm="brute").fit(
+            P.reshape(n, 3).astype(np.float64)).labels_
+        noise, clusters = int((labels < 0).sum()), int(labels.max()) + 1
+        for impl in ("FDBSCAN-DenseBox", "FDBSCAN"):
+            for r in range(reps):
+                c, z = (clusters, noise) if r == 0 else (0, 0)
+                print(f"arborx {impl} eps {eps:g} minpts {m}: {0.5 + r / 10:.4f} s  "
+                      f"noise {z}  clusters {c}")
+    """)
+    path.write_text(f"#!{sys.executable}\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def test_driver_points_pad_2d_and_keep_3d():
+    X2 = np.array([[1.5, -2.0], [3.0, 4.0]])
+    np.testing.assert_array_equal(arborx.driver_points(X2),
+                                  np.array([[1.5, -2.0, 0.0], [3.0, 4.0, 0.0]], np.float32))
+    X3 = np.random.default_rng(0).random((5, 3))
+    P = arborx.driver_points(X3)
+    assert P.dtype == np.float32 and P.flags.c_contiguous
+    np.testing.assert_array_equal(P, X3.astype(np.float32))
+    with pytest.raises(ValueError, match="2-D or 3-D"):
+        arborx.driver_points(np.zeros((4, 5)))
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_run_driver_counts_are_those_of_the_points_written(tmp_path, d):
+    X = np.random.default_rng(d).normal(0, 1, (600, d)).astype(np.float32)
+    got = arborx.run_driver(stand_in(tmp_path), X, 0.3, 5, reps=3)
+    ref = SklearnDBSCAN(eps=0.3, min_samples=5, algorithm="brute").fit(
+        X.astype(np.float64)).labels_
+    for impl in arborx.IMPLEMENTATIONS:
+        assert got[impl]["clusters"] == ref.max() + 1
+        assert got[impl]["noise"] == (ref < 0).sum()
+        assert got[impl]["times"] == [0.5, 0.6, 0.7] and got[impl]["seconds"] == 0.5
+
+
+def test_a_failing_or_silent_driver_is_an_error(tmp_path):
+    failing = stand_in(tmp_path, "import sys\nprint('CUDA error: no device')\nsys.exit(3)\n")
+    with pytest.raises(RuntimeError, match=r"failed \(status 3\).*no device"):
+        arborx.run_driver(failing, np.zeros((4, 3)), 1.0, 2)
+    (tmp_path / "b").mkdir()
+    silent = stand_in(tmp_path / "b", "print('arborx FDBSCAN eps 1 minpts 2: 0.1 s  noise 0  "
+                                      "clusters 1')\n")
+    with pytest.raises(RuntimeError, match="no 1 runs of FDBSCAN-DenseBox"):
+        arborx.run_driver(silent, np.zeros((4, 3)), 1.0, 2, reps=1)
+
+
+def test_self_timed_row_takes_the_implementations_own_time():
+    impl = Impl("peer", lambda: {"seconds": 0.125, "size": 7, "noise": 3}, repeat=2,
+                self_timed=True)
+    (row,) = run_case("s", Case("c", {}, [impl]), log=lambda s: None)
+    assert row.time_s == 0.125 and row.size == 7 and row.extra["noise"] == 3
+    assert "seconds" not in row.extra
+
+
+def test_arborx_rows_through_the_harness(tmp_path, monkeypatch):
+    """An ArborX implementation of a case: one driver call, its own time, the
+    counts of the points it read; without a driver, skipped with the way
+    to build one."""
+    X = np.random.default_rng(5).normal(0, 1, (400, 3)).astype(np.float32)
+    impl = arborx._arborx(lambda: X, 0.4, 4, "FDBSCAN", stand_in(tmp_path))
+    (row,) = run_case("s", Case("c", {}, [impl]), log=lambda s: None)
+    ref = SklearnDBSCAN(eps=0.4, min_samples=4, algorithm="brute").fit(X).labels_
+    assert row.time_s == 0.5 and row.size == ref.max() + 1
+    assert row.extra["noise"] == (ref < 0).sum()
+    monkeypatch.delenv(arborx.DRIVER_ENV, raising=False)
+    names = [c.name for c in arborx.cases(quick=True)]
+    assert names == ["Clustered3D-200k-eps0.1-m2", "Clustered3D-200k-eps0.25-m10",
+                     "Blobs2D-200k-eps0.3-m10", "Dense3D-200k-eps0.2-m10"]
+    case = arborx.cases(quick=True)[0]
+    skipped = [i for i in case.impls if i.skip_reason]
+    assert len(skipped) == 2 and all(arborx.DRIVER_ENV in i.skip_reason for i in skipped)
+
+
+def test_driver_found_only_when_it_is_a_program(tmp_path, monkeypatch):
+    monkeypatch.setenv(arborx.DRIVER_ENV, str(tmp_path / "absent"))
+    assert arborx.driver() is None
+    path = stand_in(tmp_path)
+    monkeypatch.setenv(arborx.DRIVER_ENV, path)
+    assert arborx.driver() == path
+    os.chmod(path, 0o644)
+    assert arborx.driver() is None
+
+
+def test_count_differences_name_both_counts():
+    def row(impl, ours, size, noise, case="c"):
+        return Row("s", case, impl, ours, 1.0, size, {"noise": noise}, {})
+
+    rows = [row("skyjoin DBSCAN (gpu)", True, 10, 5), row("ArborX FDBSCAN (points on GPU)",
+                                                         False, 10, 5),
+            row("ArborX FDBSCAN-DenseBox (points on GPU)", False, 11, 2),
+            row("sklearn DBSCAN", False, 9, 9)]
+    assert arborx.count_differences(rows) == [
+        "c: ArborX FDBSCAN-DenseBox (points on GPU) 11 clusters / 2 noise, ours 10 / 5"]
