@@ -29,8 +29,7 @@ The operator is the outermost frame of a skyjoin operator package
 ``skyjoin.pareto``, ``skyjoin.datasets``) on the compiling thread's stack
 (a kernel run from a pool thread: the kernel's own package); N is that
 operator's first-call compile time on the quiet reference machine, times
-:func:`busy_factor` (the load over the cores: 4.5x on a 2-core machine
-with other work running), kept in ``compile_estimates.json`` beside this module (written by
+:func:`busy_factor` (the load over the cores, at least 1), kept in ``compile_estimates.json`` beside this module (written by
 ``scripts/compile-times --write-estimates``;
 docs/decisions/core-compile-time.md).
 

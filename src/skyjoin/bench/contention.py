@@ -26,9 +26,10 @@ against T quiet, and the peer C / (1 + B) of its one core, so the slowdowns
 are (T + B) / C and (1 + B) / C, and their ideal ratio (T + B) / (1 + B):
 4/3 for T = B = C = 2.  ``target_ratio`` is 1.6: above it our threads lose
 time to each other (spinning, a region waiting for a preempted thread), not
-just their share of the machine.  The skyline runs 8-D by default: on 50k
-12-D independent points paretoset takes about 27 s a call (ours 0.35 s);
-``sizes={"skyline": (50_000, 12)}`` runs that case.
+just their share of the machine.  The skyline runs 8-D by default, where
+paretoset takes about a second a call rather than tens of seconds at 12-D
+(docs/decisions/cpu-threads.md); ``sizes={"skyline": (50_000, 12)}`` runs
+the 12-D case.
 
 Timing rules: every implementation runs once untimed first (compilation,
 caches); then ``repeat`` rounds, each round quiet then busy, ours and the

@@ -111,8 +111,9 @@ class SkyjoinGroup(click.Group):
     (Ctrl-C) and 141 (closed standard output) of the module's rule.
 
     Ctrl-C is caught from the moment the group's :meth:`main` runs, so it
-    covers every command's own (lazy) imports; only the interpreter's start
-    and ``import skyjoin.cli`` (about 0.1 s) come before.
+    covers every command's own (lazy) imports; a Ctrl-C while
+    ``skyjoin.cli`` imports its modules is caught there, with the same line
+    and status, so only the interpreter's start comes before.
     """
 
     def invoke(self, ctx):
