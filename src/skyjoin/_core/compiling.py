@@ -51,6 +51,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
+from .thread_count import affinity_cpus
+
 __all__ = ["CompileEvent", "install", "record", "expect", "when_compiling", "estimate_s",
            "operator_of", "compile_wall", "busy_factor", "NOTICE_MIN_S"]
 
@@ -163,11 +165,7 @@ def busy_factor() -> float:
         load = os.getloadavg()[0]
     except (OSError, AttributeError):
         return 1.0
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cpus = os.cpu_count() or 1
-    return max(1.0, load / max(1, cpus))
+    return max(1.0, load / affinity_cpus())
 
 
 def _on_start(event) -> None:
