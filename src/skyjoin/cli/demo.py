@@ -141,7 +141,7 @@ def demo_skyline(X_or_n=20_000, d=2, kind="anticorrelated", seed=0, device=None,
         else:
             sky, secs = _timed(lambda: sj.skyline(X, device=device))
             st = {}
-    dev = ran_on(plans) or st.get("device")
+    dev = ran_on(plans)
     if ax is not None:
         on = f" ({dev})" if dev else ""
         plot_skyline(ax, X, sky, title=f"skyline: {len(sky):,} of {len(X):,} points{on}")

@@ -154,7 +154,7 @@ def skyline_cmd(data, min_cols, max_cols, distinct, device, algorithm, out, plot
         sj.skyline(table.iloc[:WARM_ROWS], **kw)
     with phase("skyline"), operator_clock() as clock, recording() as plans:
         res, st = sj.skyline(table, return_stats=True, **kw)
-    dev = ran_on(plans) or st.get("device")
+    dev = ran_on(plans)
     sky = (table.index.get_indexer(res.index) if table.index.is_unique
            else np.flatnonzero(table.index.isin(res.index))).astype(np.int64)
     click.echo(f"{plural(len(sky), 'skyline row')} of {len(df):,} ({plural(len(cols), 'column')}: "
