@@ -127,7 +127,7 @@ def _single(X, names, eps, min_samples, out, plot, device, precision):
     click.echo(f"eps={eps:g} min_samples={min_samples}: {plural(s['clusters'], 'cluster')}, "
                f"{s['core']:,} core, {plural(s['noise'], 'noise point')} "
                f"({s['seconds']:.3f} s, path {est.path_}{f' on {dev}' if dev else ''})"
-               f"{kernel_note(warm['compile'] + clock['compile'], warm['seconds'])}")
+               f"{kernel_note(warm, clock)}")
     if out:
         with phase(f"write {out}"):
             write_labels(out, est.labels_)
@@ -172,7 +172,7 @@ def _sweep(X, names, eps_list, ms_list, out, plot, device, precision, method="au
     for e, m, k, c, z, tt, ta in rows:
         click.echo(f"{e:>10g} {m:>11d} {k:>9d} {c:>11,d} {z:>11,d} {tt:8.3f} {ta:9.3f}")
     click.echo(f"{plural(len(rows), 'clustering')} in {total:.2f} s ({method}, path {path})"
-               + kernel_note(warm["compile"] + clock["compile"], warm["seconds"]))
+               + kernel_note(warm, clock))
     if out:
         click.echo(f"labels: one file per clustering, e.g. "
                    f"{sweep_path(out, rows[0][0], rows[0][1])}")

@@ -139,7 +139,7 @@ def join_cmd(data, eps, out, counts, include_self, no_sort, pattern, precision, 
             else:
                 write_neighbor_table(out, nt)
     dt = time.perf_counter() - t0 - clock["compile"]
-    note = kernel_note(warm["compile"] + clock["compile"], warm["seconds"])
+    note = kernel_note(warm, clock)
     click.echo(_summary(R, S, names, eps, n_pairs, dt, ran_on(plans), t_load, note)
                + (f"; wrote {out}" if out else ""))
 

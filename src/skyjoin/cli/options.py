@@ -171,11 +171,14 @@ def compile_note(seconds: float) -> str:
     return f" (+{seconds:.1f} s compiling kernels, once)" if seconds >= 0.05 else ""
 
 
-def kernel_note(compile_s: float, load_s: float) -> str:
+def kernel_note(warm: dict, clock: dict) -> str:
     """The note for a first call's one-time cost, apart from the operator's
-    time: ' (+N s compiling kernels, once)' when kernels compiled, else
-    ' (+N s loading kernels, once)' (Numba's cache, imports, the GPU's
-    start) when that is worth saying, else ''."""
+    time, from the :func:`operator_clock` of the untimed first call
+    (``warm``) and of the operator's (``clock``): ' (+N s compiling kernels,
+    once)' when kernels compiled in either, else ' (+N s loading kernels,
+    once)' (Numba's cache, imports, the GPU's start) when that is worth
+    saying, else ''."""
+    compile_s, load_s = warm["compile"] + clock["compile"], warm["seconds"]
     if compile_s >= 0.05:
         return f" (+{compile_s + load_s:.1f} s compiling kernels, once)"
     return f" (+{load_s:.1f} s loading kernels, once)" if load_s >= 0.05 else ""

@@ -161,7 +161,7 @@ def skyline_cmd(data, min_cols, max_cols, distinct, device, algorithm, out, plot
                + ", ".join(f"{c} {s}" for c, s in zip(cols, sense))
                + f"); {dev}, {st['algorithm']}; read {t_read:.3f} s, "
                f"skyline {clock['seconds']:.3f} s"
-               + kernel_note(warm["compile"] + clock["compile"], warm["seconds"]))
+               + kernel_note(warm, clock))
     if st.get("prefilter_survivors") is not None:
         tests = [f"{st[k]:,} {k.replace('_', ' ')}" for k in ("dominance_tests", "mask_tests")
                  if st.get(k) is not None]          # None: the algorithm counts none
