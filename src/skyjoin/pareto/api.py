@@ -15,10 +15,9 @@ from .._core.device import is_device_array, resolve_device
 from .._core.plans import report
 from .columns import check_sense, frame_columns, is_dataframe, prepare_array, prepare_device
 from .plan import ALGORITHMS, MAX_SKYALIGN_D, VARIANTS, check_algorithm, plan_skyline
-from .run import distinct_first, run, to_minimisation
+from .run import run
 
-__all__ = ["skyline", "ALGORITHMS", "VARIANTS", "MAX_SKYALIGN_D", "check_sense", "to_minimisation",
-           "distinct_first"]
+__all__ = ["skyline", "ALGORITHMS", "VARIANTS", "MAX_SKYALIGN_D", "check_sense"]
 
 #: a column preference ("min", "max", "diff", a synonym, or the builtin min / max),
 #: one for every column or one per column
