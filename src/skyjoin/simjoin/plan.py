@@ -242,26 +242,23 @@ def request(device: str, *, self_join: bool, output: str = "table", sort: bool =
     dropped on the CPU.  Cost: O(1)."""
     if isinstance(pattern, str):
         pattern = pattern.replace("-", "_")
-    route = memory_route(output, on_device=bool(on_device) and device == "gpu", chunks=chunks)
-    if device != "gpu":
-        return JoinPlan(device=device, self_join=bool(self_join), output=output,
-                        pattern=pattern if self_join else "full", sort=bool(sort),
-                        include_self=bool(include_self) and bool(self_join),
-                        precision=precision, index_dims=index_dims,
-                        memory_limit=check_memory_limit(memory_limit),
-                        return_distance=bool(return_distance), memory_route=route,
-                        engine=ENGINES["cpu"])
-    if device_memory_limit is not None:
+    gpu = device == "gpu"
+    if gpu and device_memory_limit is not None:
         if isinstance(device_memory_limit, bool) or int(device_memory_limit) <= 0:
             raise ValueError(f"device_memory_limit must be > 0 bytes, got {device_memory_limit}")
         device_memory_limit = int(device_memory_limit)
-    return JoinPlan(device="gpu", self_join=bool(self_join), output=output, pattern=pattern,
-                    sort=bool(sort), include_self=bool(include_self) and bool(self_join),
-                    precision=precision, index_dims=index_dims, kernel=kernel,
+    common = dict(self_join=bool(self_join), output=output, sort=bool(sort),
+                  include_self=bool(include_self) and bool(self_join), precision=precision,
+                  index_dims=index_dims, memory_limit=check_memory_limit(memory_limit),
+                  return_distance=bool(return_distance),
+                  memory_route=memory_route(output, on_device=bool(on_device) and gpu,
+                                            chunks=chunks),
+                  engine=ENGINES["gpu" if gpu else "cpu"])
+    if not gpu:
+        return JoinPlan(device=device, pattern=pattern if self_join else "full", **common)
+    return JoinPlan(device="gpu", pattern=pattern, kernel=kernel,
                     threads_per_point=threads_per_point, schedule=schedule,
-                    batch_pairs=batch_pairs, memory_limit=check_memory_limit(memory_limit),
-                    return_distance=bool(return_distance), memory_route=route,
-                    engine=ENGINES["gpu"], device_memory_limit=device_memory_limit)
+                    batch_pairs=batch_pairs, device_memory_limit=device_memory_limit, **common)
 
 
 # ---------------------------------------------------------------------------
