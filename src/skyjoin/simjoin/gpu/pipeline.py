@@ -91,15 +91,14 @@ def configure(eng, request: JoinPlan) -> JoinPlan:
 
 
 def free_device_bytes(cp, device_memory_limit) -> int:
-    """Bytes the result buffers may take on the device."""
+    """Bytes the result buffers may take on the device: 0.6 of the free
+    memory, within the plan's ``device_memory_limit`` (bytes > 0, checked
+    by ``plan.request``; None: no limit) less what the pool holds."""
     pool = cp.get_default_memory_pool()
     free, _total = cp.cuda.runtime.memGetInfo()
     avail = int((free + pool.free_bytes()) * 0.6)
     if device_memory_limit is not None:
-        lim = int(device_memory_limit)
-        if lim <= 0:
-            raise ValueError(f"device_memory_limit must be > 0 bytes, got {device_memory_limit}")
-        avail = min(avail, max(0, lim - pool.used_bytes()))
+        avail = min(avail, max(0, int(device_memory_limit) - pool.used_bytes()))
     return avail
 
 
