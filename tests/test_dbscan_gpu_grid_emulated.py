@@ -20,9 +20,15 @@ def emulated(monkeypatch):
     from skyjoin.cluster import grid_gpu as gpu_grid
 
     fake = FakeCupy()
-    mod = Module(gpu_grid._SOURCE)
+    modules = {}
+
+    def compiled_module(real="double"):      # the kernels for float or double points
+        if real not in modules:
+            modules[real] = Module(f"#define REAL {real}\n" + gpu_grid._SOURCE)
+        return modules[real]
+
     monkeypatch.setattr(gpu_grid, "cupy", lambda: fake)
-    monkeypatch.setattr(gpu_grid, "compiled_module", lambda: mod)
+    monkeypatch.setattr(gpu_grid, "compiled_module", compiled_module)
     compiled = emulate_reductions(monkeypatch)
     gpu_grid.gpu_grid_dbscan.compiled = compiled
     return gpu_grid.gpu_grid_dbscan
@@ -88,3 +94,48 @@ def test_emulated_gpu_sweep_equals_sklearn(emulated, monkeypatch):
         np.testing.assert_array_equal(r.labels, ref.labels_)
         np.testing.assert_array_equal(r.core_sample_indices, ref.core_sample_indices_)
         assert r.timings["path"] == "grid-gpu" and r.n_clusters == ref.labels_.max() + 1
+
+
+def _float32_oracle(X, eps, m):
+    """scikit-learn's DBSCAN on the float32 test: the squared distance summed
+    over k in order, each difference, square and sum rounded to float32,
+    against float32(eps) squared in float32 (NumPy's float32 arithmetic,
+    no fused multiply-add), read as a precomputed 0/1 distance matrix."""
+    X = X.astype(np.float32)
+    s = np.zeros((len(X), len(X)), dtype=np.float32)
+    for k in range(X.shape[1]):
+        t = X[:, None, k] - X[None, :, k]
+        s = s + t * t
+    e = np.float32(eps)
+    within = s <= e * e
+    return SkDBSCAN(eps=0.5, min_samples=m, metric="precomputed").fit(
+        np.where(within, 0.0, 1.0))
+
+
+@pytest.mark.parametrize("coarse", [False, True], ids=["fine", "coarse"])
+@pytest.mark.parametrize("name,X,eps,m", list(_cases()), ids=[c[0] for c in _cases()])
+def test_emulated_grid_dbscan_float32_equals_float32_oracle(emulated, name, X, eps, m, coarse):
+    """float32 points are tested in float32, on either cell side."""
+    core, labels = emulated(X.astype(np.float32), eps, m, coarse=coarse)
+    ref = _float32_oracle(X, eps, m)
+    np.testing.assert_array_equal(labels, ref.labels_)
+    np.testing.assert_array_equal(core, ref.core_sample_indices_)
+
+
+@pytest.mark.parametrize("name,X,eps,m", list(_cases()), ids=[c[0] for c in _cases()])
+def test_emulated_grid_dbscan_coarse_cells_equal_sklearn(emulated, name, X, eps, m):
+    core, labels = emulated(X, eps, m, coarse=True)
+    ref = SkDBSCAN(eps=eps, min_samples=m).fit(X)
+    np.testing.assert_array_equal(labels, ref.labels_)
+    np.testing.assert_array_equal(core, ref.core_sample_indices_)
+
+
+def test_emulated_grid_spans_a_box_of_many_more_cells_than_points(emulated):
+    """Only the non-empty cells are stored: a box of about 5e9 cells over
+    400 points still takes the grid."""
+    rng = np.random.default_rng(4)
+    X = np.concatenate([rng.normal(0, 0.05, (200, 3)), rng.uniform(0, 100, (200, 3))])
+    core, labels = emulated(X, 0.1, 4)
+    ref = SkDBSCAN(eps=0.1, min_samples=4).fit(X)
+    np.testing.assert_array_equal(labels, ref.labels_)
+    np.testing.assert_array_equal(core, ref.core_sample_indices_)

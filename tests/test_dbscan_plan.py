@@ -34,6 +34,9 @@ def test_plan_fit_rule():
     assert plan_fit("join", "cpu", "float64", True, 2).paths == ("hybrid-cpu",)
     assert plan_fit("join", "gpu", "float64", False, 4).paths == ("grid-gpu", "gpu", "hybrid-gpu")
     assert plan_fit("join", "gpu", "float64", True, 2).paths == ("gpu", "hybrid-gpu")
+    # the GPU grid tests float32 points in float32; the CPU grid is float64 only
+    assert plan_fit("join", "gpu", "float32", False, 3).paths == ("grid-gpu", "gpu", "hybrid-gpu")
+    assert plan_fit("join", "gpu", "float32", False, 5).paths == ("gpu", "hybrid-gpu")
     p = plan_fit("sklearn", None, "float64", False, 2)
     assert p.paths == ("sklearn",) and p.device is None
 

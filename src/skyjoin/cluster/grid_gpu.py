@@ -49,7 +49,7 @@ from .._core.device import cupy
 from .._core.device_kernels import load
 from .._core.device_reduce import column_bounds
 from .._core.transfer import d2h, to_device
-from ..index.fine_grid import fine_grid_shape, neighbour_offsets, positive_offsets
+from ..index.fine_grid import neighbour_offsets, row_grid_shape, row_pattern
 from ..index.grid_gpu import sort_cells_gpu
 from .grid_cpu import MAX_DIMS
 from .table_gpu import UNION_FIND, ranks_by_caller_row
@@ -62,81 +62,125 @@ _SOURCE = r"""
 extern "C" {
 """ + UNION_FIND + r"""
 
+#ifndef REAL
+#define REAL double
+#endif
 #define MAXD 4
 
-// squared distance of sorted points a and b, summed over k in order
-__device__ __forceinline__ double d2(const double* X, int d, long long a, long long b) {
-    double s = 0.0;
-    for (int k = 0; k < d; ++k) { double t = X[a * d + k] - X[b * d + k]; s += t * t; }
+// squared distance of sorted points a and b, summed over k in order, in REAL
+__device__ __forceinline__ REAL d2(const REAL* X, int d, long long a, long long b) {
+    REAL s = 0;
+    for (int k = 0; k < d; ++k) { REAL t = X[a * d + k] - X[b * d + k]; s += t * t; }
     return s;
 }
 
 // whether no point of slot t can be within eps of a point of slot u (box gap test)
-__device__ __forceinline__ bool boxes_apart(const double* lo, const double* hi, int d,
-                                            long long t, long long u, double eps2) {
-    double s = 0.0;
+__device__ __forceinline__ bool boxes_apart(const REAL* lo, const REAL* hi, int d,
+                                            long long t, long long u, REAL eps2) {
+    REAL s = 0;
     for (int k = 0; k < d; ++k) {
-        double g = lo[u * d + k] - hi[t * d + k];
-        double g2 = lo[t * d + k] - hi[u * d + k];
+        REAL g = lo[u * d + k] - hi[t * d + k];
+        REAL g2 = lo[t * d + k] - hi[u * d + k];
         if (g2 > g) g = g2;
-        if (g > 0.0) s += g * g;
+        if (g > 0) s += g * g;
     }
     return s > eps2;
 }
 
-// slot of the cell at offset o from cell c, or -1 (outside the grid or empty)
-__device__ __forceinline__ long long neighbour_slot(long long c, int d, const long long* radix,
-                                                    const int* offsets, const long long* deltas,
-                                                    const int* slot_of, int o) {
-    long long rem = c;
-    for (int k = d - 1; k >= 0; --k) {
-        long long q = rem % radix[k];
-        rem /= radix[k];
-        long long q2 = q + offsets[o * d + k];
-        if (q2 < 0 || q2 >= radix[k]) return -1;
+// cell coordinates of point p, in key order (korder[d - 1], the sparse one, last)
+__device__ __forceinline__ void cell_of(const REAL* X, long long p, int d, const int* korder,
+                                        const double* lo, double side, const long long* radix,
+                                        long long* q) {
+    for (int j = 0; j < d; ++j) {
+        int k = korder[j];
+        long long v = (long long)floor(((double)X[p * d + k] - lo[k]) / side);
+        if (v < 0) v = 0; else if (v >= radix[k]) v = radix[k] - 1;
+        q[j] = v;
     }
-    return slot_of[c + deltas[o]];
 }
 
-__global__ void bin(const double* X, long long n, int d, const double* lo, double side,
-                    const long long* radix, long long* cell) {
+// the row at offset off (d - 1 steps) from the row of coordinates q, or -1 outside the grid
+__device__ __forceinline__ long long row_at(const long long* q, int d, const int* korder,
+                                            const long long* radix, const int* off) {
+    long long r = 0;
+    for (int j = 0; j < d - 1; ++j) {
+        long long v = q[j] + off[j], R = radix[korder[j]];
+        if (v < 0 || v >= R) return -1;
+        r = r * R + v;
+    }
+    return r;
+}
+
+// the slots [*a, *b) of row r whose sparse coordinate lies in [qlo, qhi]
+__device__ __forceinline__ void row_slots(const int* row_start, const int* cell_q, long long r,
+                                          long long qlo, long long qhi, int* a, int* b) {
+    int lo = row_start[r], end = row_start[r + 1], hi = end;
+    while (lo < hi) {
+        int mid = lo + ((hi - lo) >> 1);
+        if (cell_q[mid] < qlo) lo = mid + 1; else hi = mid;
+    }
+    int e = lo;
+    while (e < end && cell_q[e] <= qhi) ++e;
+    *a = lo;
+    *b = e;
+}
+
+__global__ void bin(const REAL* X, long long n, int d, const int* korder, const double* lo,
+                    double side, const long long* radix, long long* cell) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
+    long long q[MAXD];
+    cell_of(X, i, d, korder, lo, side, radix, q);
     long long c = 0;
-    for (int k = 0; k < d; ++k) {
-        long long q = (long long)floor((X[i * d + k] - lo[k]) / side);
-        if (q < 0) q = 0; else if (q >= radix[k]) q = radix[k] - 1;
-        c = c * radix[k] + q;
-    }
+    for (int j = 0; j < d; ++j) c = c * radix[korder[j]] + q[j];
     cell[i] = c;
 }
 
-__global__ void cell_boxes(const double* X, int d, const long long* start, long long m,
-                           double eps2, double* box_lo, double* box_hi, unsigned char* close) {
+// each cell's sparse coordinate, and the first slot of every row (a thread per
+// cell and per row: the row's lower bound in the sorted keys)
+__global__ void row_table(const long long* cells, long long m, long long rs, long long rows,
+                          int* cell_q, int* row_start) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < m) cell_q[i] = (int)(cells[i] % rs);
+    if (i <= rows) {
+        long long key = i * rs, a = 0, b = m;
+        while (a < b) {
+            long long mid = a + ((b - a) >> 1);
+            if (cells[mid] < key) a = mid + 1; else b = mid;
+        }
+        row_start[i] = (int)a;
+    }
+}
+
+__global__ void cell_boxes(const REAL* X, int d, const long long* start, long long m,
+                           REAL eps2, REAL* box_lo, REAL* box_hi, unsigned char* close) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= m) return;
     long long a = start[t], b = start[t + 1];
-    double s = 0.0;
+    REAL s = 0;
     for (int k = 0; k < d; ++k) {
-        double lo = X[a * d + k], hi = lo;
+        REAL lo = X[a * d + k], hi = lo;
         for (long long p = a + 1; p < b; ++p) {
-            double v = X[p * d + k];
+            REAL v = X[p * d + k];
             if (v < lo) lo = v;
             if (v > hi) hi = v;
         }
         box_lo[t * d + k] = lo;
         box_hi[t * d + k] = hi;
-        double w = hi - lo;
+        REAL w = hi - lo;
         s += w * w;
     }
     close[t] = s <= eps2 ? 1 : 0;
 }
 
-__global__ void core_flags(const double* X, long long n, int d, const long long* start,
-                           const long long* cells, const int* point_slot, const int* slot_of,
-                           const unsigned char* close, const double* box_lo, const double* box_hi,
-                           const long long* radix, const int* offsets, const long long* deltas,
-                           int n_off, double eps2, long long min_samples, unsigned char* core) {
+// the grid as the per-point kernels read it
+#define GRID_ARGS const long long* start, const int* point_slot, const int* row_start, \
+    const int* cell_q, const unsigned char* close, const REAL* box_lo, const REAL* box_hi, \
+    const int* korder, const double* lo, double side, const long long* radix
+#define PATTERN_ARGS int n_rows, const int* row_off, const int* row_lo, const int* row_hi
+
+__global__ void core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
+                           REAL eps2, long long min_samples, unsigned char* core) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n) return;
     long long t = point_slot[p];
@@ -146,15 +190,21 @@ __global__ void core_flags(const double* X, long long n, int d, const long long*
         cnt = b - a;
     } else {
         cnt = 0;
-        for (long long q = a; q < b; ++q) if (d2(X, d, p, q) <= eps2) ++cnt;
+        for (long long q = a; q < b && cnt < min_samples; ++q) if (d2(X, d, p, q) <= eps2) ++cnt;
     }
     if (cnt < min_samples) {
-        long long c = cells[t];
-        for (int o = 0; o < n_off && cnt < min_samples; ++o) {
-            long long u = neighbour_slot(c, d, radix, offsets, deltas, slot_of, o);
-            if (u < 0 || u == t || boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
-            for (long long q = start[u]; q < start[u + 1]; ++q)
-                if (d2(X, d, p, q) <= eps2) ++cnt;
+        long long c[MAXD];
+        cell_of(X, p, d, korder, lo, side, radix, c);
+        for (int j = 0; j < n_rows && cnt < min_samples; ++j) {
+            long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
+            if (r < 0) continue;
+            int u0, u1;
+            row_slots(row_start, cell_q, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
+            for (int u = u0; u < u1 && cnt < min_samples; ++u) {
+                if (u == t || boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
+                for (long long q = start[u]; q < start[u + 1] && cnt < min_samples; ++q)
+                    if (d2(X, d, p, q) <= eps2) ++cnt;
+            }
         }
     }
     core[p] = cnt >= min_samples ? 1 : 0;
@@ -170,9 +220,9 @@ __global__ void first_core(const long long* start, long long m, const unsigned c
 }
 
 // core pairs inside each cell: a thread per point
-__global__ void link_within(const double* X, long long n, int d, const long long* start,
+__global__ void link_within(const REAL* X, long long n, int d, const long long* start,
                             const int* point_slot, const unsigned char* close,
-                            const long long* first, const unsigned char* core, double eps2,
+                            const long long* first, const unsigned char* core, REAL eps2,
                             long long* parent) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n || !core[p]) return;
@@ -186,39 +236,46 @@ __global__ void link_within(const double* X, long long n, int d, const long long
             uf_union(parent, p, q);
 }
 
-// core pairs between cell t and its cell at offset o, for o in [o_lo, o_hi) of
-// the positive offsets (each unordered pair of cells once): a thread per (t, o)
-__global__ void link_between(const double* X, int d, const long long* start,
-                             const long long* cells, long long m, const int* slot_of,
-                             const unsigned char* close, const double* box_lo,
-                             const double* box_hi, const long long* first,
-                             const unsigned char* core, const long long* radix,
-                             const int* offsets, const long long* deltas, int o_lo, int o_hi,
-                             double eps2, long long* parent) {
+// core pairs between cell t and the cells of row j of the positive pattern (each
+// unordered pair of cells once): a thread per (t, j).  Phase 0 links the
+// adjacent cells (every step at most one), phase 1 the farther ones, so that
+// most far pairs find their cells already joined.
+__global__ void link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTERN_ARGS,
+                             const unsigned char* row_adjacent, int phase,
+                             const long long* first, const unsigned char* core, REAL eps2,
+                             long long* parent) {
     long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    long long span = o_hi - o_lo;
-    if (w >= m * span) return;
-    long long t = w / span;
-    int o = o_lo + (int)(w % span);
+    if (w >= m * n_rows) return;
+    long long t = w / n_rows;
+    int j = (int)(w % n_rows);
     if (first[t] < 0) return;
-    long long u = neighbour_slot(cells[t], d, radix, offsets, deltas, slot_of, o);
-    if (u < 0 || first[u] < 0) return;
-    bool both_close = close[t] && close[u];
-    if (both_close && uf_find(parent, first[t]) == uf_find(parent, first[u])) return;
-    if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) return;
-    for (long long p = first[t]; p < start[t + 1]; ++p) {
-        if (!core[p]) continue;
-        for (long long q = first[u]; q < start[u + 1]; ++q) {
-            if (!core[q]) continue;
-            if (both_close) {
-                if (d2(X, d, p, q) <= eps2) { uf_union(parent, p, q); return; }
-            } else if (uf_find(parent, p) != uf_find(parent, q) && d2(X, d, p, q) <= eps2) {
-                uf_union(parent, p, q);
+    long long c[MAXD];
+    cell_of(X, start[t], d, korder, lo, side, radix, c);
+    long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
+    if (r < 0) return;
+    int u0, u1;
+    row_slots(row_start, cell_q, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
+    for (int u = u0; u < u1; ++u) {
+        long long step = (long long)cell_q[u] - c[d - 1];
+        bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
+        if (adjacent != (phase == 0) || first[u] < 0) continue;
+        bool both_close = close[t] && close[u];
+        if (both_close && uf_find(parent, first[t]) == uf_find(parent, first[u])) continue;
+        if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
+        bool done = false;
+        for (long long p = first[t]; p < start[t + 1] && !done; ++p) {
+            if (!core[p]) continue;
+            for (long long q = first[u]; q < start[u + 1]; ++q) {
+                if (!core[q]) continue;
+                if (both_close) {
+                    if (d2(X, d, p, q) <= eps2) { uf_union(parent, p, q); done = true; break; }
+                } else if (uf_find(parent, p) != uf_find(parent, q) && d2(X, d, p, q) <= eps2) {
+                    uf_union(parent, p, q);
+                }
             }
         }
     }
 }
-
 
 __global__ void core_labels(const unsigned char* core, const long long* parent,
                             const long long* rank, long long n, long long* labels) {
@@ -228,35 +285,32 @@ __global__ void core_labels(const unsigned char* core, const long long* parent,
 }
 
 // a non-core point takes the lowest label of its core neighbours
-__global__ void border(const double* X, long long n, int d, const long long* start,
-                       const long long* cells, const int* point_slot, const int* slot_of,
-                       const unsigned char* close, const double* box_lo, const double* box_hi,
-                       const unsigned char* core, const long long* radix, const int* offsets,
-                       const long long* deltas, int n_off, double eps2, long long* labels) {
+__global__ void border(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
+                       const unsigned char* core, REAL eps2, long long* labels) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n || core[p]) return;
     long long t = point_slot[p];
-    long long c = cells[t];
+    long long c[MAXD];
+    cell_of(X, p, d, korder, lo, side, radix, c);
     long long best = -1;
-    for (int o = 0; o <= n_off; ++o) {
-        long long u;
-        if (o == n_off) {
-            u = t;
-        } else {
-            u = neighbour_slot(c, d, radix, offsets, deltas, slot_of, o);
-            if (u < 0 || u == t) continue;
-        }
-        if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
-        for (long long q = start[u]; q < start[u + 1]; ++q) {
-            if (!core[q]) continue;
-            long long lab = labels[q];
-            if (best >= 0 && lab >= best) {
-                if (close[u]) break;        // one label per close cell: nothing lower here
-                continue;
-            }
-            if (d2(X, d, p, q) <= eps2) {
-                best = lab;
-                if (close[u]) break;
+    for (int j = 0; j < n_rows; ++j) {
+        long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
+        if (r < 0) continue;
+        int u0, u1;
+        row_slots(row_start, cell_q, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
+        for (int u = u0; u < u1; ++u) {
+            if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
+            for (long long q = start[u]; q < start[u + 1]; ++q) {
+                if (!core[q]) continue;
+                long long lab = labels[q];
+                if (best >= 0 && lab >= best) {
+                    if (close[u]) break;        // one label per close cell: nothing lower here
+                    continue;
+                }
+                if (d2(X, d, p, q) <= eps2) {
+                    best = lab;
+                    if (close[u]) break;
+                }
             }
         }
     }
@@ -268,10 +322,11 @@ __global__ void border(const double* X, long long n, int d, const long long* sta
 
 
 @functools.lru_cache(maxsize=None)
-def compiled_module():
-    """The compiled kernels (NVRTC, once per process); no fused multiply-add."""
+def compiled_module(real: str = "double"):
+    """The compiled kernels for points of C type ``real`` ("double" or
+    "float"; NVRTC, once per process and type); no fused multiply-add."""
     cp = cupy()
-    return cp.RawModule(code=_SOURCE, options=("-std=c++17", "--fmad=false"))
+    return cp.RawModule(code=_SOURCE, options=("-std=c++17", "--fmad=false", f"-DREAL={real}"))
 
 
 def _blocks(n):
@@ -285,81 +340,84 @@ class GridClusters:
 
     ``perm[k]`` is the input row of sorted point k; ``parent[k]`` is the root
     (a sorted position) of a core point's component, -1 for other points.
+    ``grid`` holds the device arrays and scalars of the kernels' GRID_ARGS,
+    ``pattern`` those of PATTERN_ARGS (the whole neighbour pattern).
     """
 
     Xs: object
     perm: object
     n: int
     d: int
-    start: object
-    cells: object
-    point_slot: object
-    slot_of: object
-    close: object
-    box_lo: object
-    box_hi: object
-    radix: object
-    offsets: object
-    deltas: object
-    n_off: int
-    eps2: float
+    real: str
+    grid: tuple
+    pattern: tuple
+    eps2: object
     core: object
     parent: object
 
 
-def grid_components(Xd, eps, min_samples, *, tick=None):
-    """Stages 1 to 3 on device points Xd (float64, finite): a GridClusters, or None
-    when d > 4 or the grid over the bounding box would be too large."""
+def _pattern_args(cp, off, lo, hi):
+    return (np.int32(lo.size), cp.asarray(off.ravel()), cp.asarray(lo), cp.asarray(hi))
+
+
+def grid_components(Xd, eps, min_samples, *, tick=None, coarse=False):
+    """Stages 1 to 3 on device points Xd (float64 or float32, finite): a
+    GridClusters, or None when d > 4 or the grid would be too large
+    (``index.fine_grid.row_grid_shape``).  ``coarse``: cells of side eps
+    (3**d neighbour cells) instead of eps / sqrt(d)."""
     cp = cupy()
-    mod = compiled_module()
     tick = tick or (lambda name: None)
     n, d = Xd.shape
     if d > MAX_DIMS or n >= 2**31 - 1:
         return None
+    real = "float" if Xd.dtype == np.float32 else "double"
+    mod = compiled_module(real)
     load(cp, "dbscan")
     lo_h, hi_h, _ = column_bounds(cp, Xd)
-    shape = fine_grid_shape(lo_h, hi_h, n, eps)
+    shape = row_grid_shape(lo_h, hi_h, n, eps, coarse=coarse)
     if shape is None:
         return None
-    side, radix = shape
-    lo = cp.asarray(lo_h)
-    total = int(np.prod(radix))
-    radix_d = cp.asarray(radix)
-    eps2 = float(np.float64(eps) * np.float64(eps))
+    side, radix, korder_h = shape
+    rs = int(radix[korder_h[-1]])
+    rows = int(np.prod(radix[korder_h[:-1]]))
+    lo, radix_d, korder = cp.asarray(lo_h), cp.asarray(radix), cp.asarray(korder_h)
+    rdtype = np.float32 if real == "float" else np.float64
+    eps2 = rdtype(rdtype(eps) * rdtype(eps))       # e * e in the working precision
     # 1. bin and sort by cell
     cell = cp.empty(n, dtype=cp.int64)
     mod.get_function("bin")(_blocks(n), (_BLOCK,),
-                            (Xd, np.int64(n), np.int32(d), lo, np.float64(side), radix_d, cell))
-    if total < 2**31:       # 32-bit keys: half the radix passes of the sort
+                            (Xd, np.int64(n), np.int32(d), korder, lo, np.float64(side), radix_d,
+                             cell))
+    if rs * rows < 2**31:       # 32-bit keys: half the radix passes of the sort
         cell = dp.astype(cp, cell, cp.int32)
     perm, Xs, cells, start, point_slot = sort_cells_gpu(cp, Xd, cell, cp.int64)
     del cell
     m = int(cells.size)
-    slot_of = cp.empty(total, dtype=cp.int32)
-    dp.fill(cp, slot_of, -1)
-    dp.inverse_permutation(cp, cells, cp.int32, out=slot_of)      # slot_of[cells[t]] = t
-    offsets_h, n_adjacent, deltas_h = neighbour_offsets(side, eps, radix)
-    # the positive offsets, adjacent ones first (offsets_h lists those first)
-    pos_idx = positive_offsets(offsets_h)
-    n_pos_adjacent = int((pos_idx < n_adjacent).sum())
-    offsets = cp.asarray(offsets_h.astype(np.int32).ravel())
-    deltas = cp.asarray(deltas_h.astype(np.int64))
-    pos_offsets = cp.asarray(offsets_h[pos_idx].astype(np.int32).ravel())
-    pos_deltas = cp.asarray(deltas_h[pos_idx].astype(np.int64))
-    n_off, n_pos = int(offsets_h.shape[0]), int(pos_idx.size)
-    box_lo = cp.empty((m, d), dtype=cp.float64)
-    box_hi = cp.empty((m, d), dtype=cp.float64)
+    cell_q = cp.empty(m, dtype=cp.int32)
+    row_start = cp.empty(rows + 1, dtype=cp.int32)
+    mod.get_function("row_table")(_blocks(max(m, rows + 1)), (_BLOCK,),
+                                  (cells, np.int64(m), np.int64(rs), np.int64(rows), cell_q,
+                                   row_start))
+    del cells
+    offsets_h, _, _ = neighbour_offsets(side, eps, radix)
+    pat = row_pattern(offsets_h, korder_h)
+    pattern = _pattern_args(cp, pat.off, pat.lo, pat.hi)
+    positive = _pattern_args(cp, pat.positive_off, pat.positive_lo, pat.positive_hi)
+    positive_adjacent = cp.asarray(pat.positive_adjacent)
+    box_lo = cp.empty((m, d), dtype=Xd.dtype)
+    box_hi = cp.empty((m, d), dtype=Xd.dtype)
     close = cp.empty(m, dtype=cp.uint8)
     mod.get_function("cell_boxes")(_blocks(m), (_BLOCK,),
-                                   (Xs, np.int32(d), start, np.int64(m), np.float64(eps2),
-                                    box_lo, box_hi, close))
+                                   (Xs, np.int32(d), start, np.int64(m), eps2, box_lo, box_hi,
+                                    close))
+    grid = (start, point_slot, row_start, cell_q, close, box_lo, box_hi, korder, lo,
+            np.float64(side), radix_d)
     tick("grid")
     # 2. core flags
     core = cp.empty(n, dtype=cp.uint8)
     mod.get_function("core_flags")(
         _blocks(n), (_BLOCK,),
-        (Xs, np.int64(n), np.int32(d), start, cells, point_slot, slot_of, close, box_lo, box_hi,
-         radix_d, offsets, deltas, np.int32(n_off), np.float64(eps2), np.int64(min_samples), core))
+        (Xs, np.int64(n), np.int32(d)) + grid + pattern + (eps2, np.int64(min_samples), core))
     tick("core")
     # 3. union-find over the core points
     parent = cp.empty(n, dtype=cp.int64)
@@ -368,45 +426,45 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
     mod.get_function("first_core")(_blocks(m), (_BLOCK,), (start, np.int64(m), core, first))
     mod.get_function("link_within")(
         _blocks(n), (_BLOCK,),
-        (Xs, np.int64(n), np.int32(d), start, point_slot, close, first, core, np.float64(eps2),
-         parent))
-    for o_lo, o_hi in ((0, n_pos_adjacent), (n_pos_adjacent, n_pos)):
-        if o_hi > o_lo:
+        (Xs, np.int64(n), np.int32(d), start, point_slot, close, first, core, eps2, parent))
+    n_pos = int(pat.positive_lo.size)
+    for phase in (0, 1):
+        if n_pos and m:
             mod.get_function("link_between")(
-                _blocks(m * (o_hi - o_lo)), (_BLOCK,),
-                (Xs, np.int32(d), start, cells, np.int64(m), slot_of, close, box_lo, box_hi,
-                 first, core, radix_d, pos_offsets, pos_deltas, np.int32(o_lo), np.int32(o_hi),
-                 np.float64(eps2), parent))
+                _blocks(m * n_pos), (_BLOCK,),
+                (Xs, np.int32(d), np.int64(m)) + grid + positive
+                + (positive_adjacent, np.int32(phase), first, core, eps2, parent))
+    del first
     mod.get_function("compress")(_blocks(n), (_BLOCK,), (core, np.int64(n), parent))
     tick("link")
-    return GridClusters(Xs, perm, n, d, start, cells, point_slot, slot_of, close, box_lo, box_hi,
-                        radix_d, offsets, deltas, n_off, eps2, core, parent)
+    return GridClusters(Xs, perm, n, d, real, grid, pattern, eps2, core, parent)
 
 
-def grid_labels(g: GridClusters, root_label):
+def grid_labels(g: GridClusters, root_label, border=True):
     """Stage 4: labels in sorted order.  A core point takes its root's
     ``root_label``; a non-core point the lowest label of its core neighbours
-    (-1: noise)."""
+    (-1: noise); ``border=False`` skips that search, for min_samples <= 2,
+    where a non-core point has no neighbour."""
     cp = cupy()
-    mod = compiled_module()
+    mod = compiled_module(g.real)
     labels = cp.empty(g.n, dtype=cp.int64)
     mod.get_function("core_labels")(_blocks(g.n), (_BLOCK,),
                                     (g.core, g.parent, root_label, np.int64(g.n), labels))
-    mod.get_function("border")(
-        _blocks(g.n), (_BLOCK,),
-        (g.Xs, np.int64(g.n), np.int32(g.d), g.start, g.cells, g.point_slot, g.slot_of, g.close,
-         g.box_lo, g.box_hi, g.core, g.radix, g.offsets, g.deltas, np.int32(g.n_off),
-         np.float64(g.eps2), labels))
+    if border:
+        mod.get_function("border")(
+            _blocks(g.n), (_BLOCK,),
+            (g.Xs, np.int64(g.n), np.int32(g.d)) + g.grid + g.pattern + (g.core, g.eps2, labels))
     return labels
 
 
-def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
+def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, coarse=False):
     """Exact DBSCAN (scikit-learn's labels) on a fine grid on the GPU, or None.
 
     Parameters
     ----------
-    X : array_like or cupy.ndarray of float64, shape (n, d)
-        Validated, finite points (host or device).
+    X : array_like or cupy.ndarray of float64 or float32, shape (n, d)
+        Validated, finite points (host or device), conditioned for the
+        working precision: float32 points are tested in float32.
     eps : float
     min_samples : int
     timings : dict, optional
@@ -427,17 +485,20 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None):
     cp = cupy()
     tick = _Ticker(cp, timings)
     load(cp, "dbscan")                          # its device kernels, one compile
-    Xd = to_device(cp, X, "X", np.float64)        # pinned staging for host input
+    dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
+    Xd = to_device(cp, X, "X", dtype)        # pinned staging for host input
     n = Xd.shape[0]
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.intp)
     tick("h2d")
-    g = grid_components(Xd, eps, min_samples, tick=tick)
+    g = grid_components(Xd, eps, min_samples, tick=tick, coarse=coarse)
     del Xd
     if g is None:
         return None
-    # 4. clusters numbered by their lowest caller row, then border points
-    labels = grid_labels(g, ranks_by_caller_row(cp, compiled_module(), g.core, g.parent, g.perm, n))
+    # 4. clusters numbered by their lowest caller row, then border points (none
+    # when min_samples <= 2: a point with a neighbour is core)
+    root_label = ranks_by_caller_row(cp, compiled_module(g.real), g.core, g.parent, g.perm, n)
+    labels = grid_labels(g, root_label, border=min_samples > 2)
     tick("labels")
     core_out = cp.empty(n, dtype=cp.int32)           # back in the caller's order
     dp.scatter(cp, core_out, g.perm, dp.astype(cp, g.core, cp.int32))

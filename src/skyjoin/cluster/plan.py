@@ -117,14 +117,18 @@ def grid_applies(device: str, precision: str, weighted: bool, n_features: int,
                  sweep: bool = False) -> bool:
     """Whether the fine-grid path (no neighbour table) is tried: THE path rule.
 
-    float64, d <= ``grid_cpu.MAX_DIMS`` (4), and no sample_weight, except
-    that a CPU sweep handles weights on the grid (exact weighted levels).
-    Whether the grid then fits (at most ``max(8 n, 2^22)`` cells of side
-    eps / sqrt(d) over the bounding box) is known only once the bounds are
-    found: the grid engines return None and the next path of the plan runs.
-    O(1).
+    d <= ``grid_cpu.MAX_DIMS`` (4), no sample_weight (except that a CPU
+    sweep handles weights on the grid: exact weighted levels), and float64,
+    except that a single GPU clustering takes the grid in float32 too (its
+    kernels test float32 points in float32; the CPU grid and the GPU sweep
+    are float64 only).  Whether the grid then fits is known only once the
+    bounds are found (``index.fine_grid.fine_grid_shape`` on the CPU,
+    ``row_grid_shape`` on the GPU): the grid engines return None and the
+    next path of the plan runs.  O(1).
     """
-    if precision != "float64" or n_features > MAX_DIMS:
+    if n_features > MAX_DIMS:
+        return False
+    if precision != "float64" and (device != "gpu" or sweep):
         return False
     return not weighted or (sweep and device == "cpu")
 

@@ -28,8 +28,8 @@ from .._core.config import NUMBA_CACHE
 from .grid import sort_cells
 from .grid_kernels import column_bounds, gather_rows
 
-__all__ = ["FineGrid", "build_fine_grid", "fine_cell_keys", "fine_grid_shape",
-           "neighbour_offsets", "positive_offsets"]
+__all__ = ["FineGrid", "RowPattern", "build_fine_grid", "fine_cell_keys", "fine_grid_shape",
+           "neighbour_offsets", "positive_offsets", "row_grid_shape", "row_pattern"]
 
 #: cells a little smaller than eps / sqrt(d), so that a cell's box usually passes
 #: the distance test
@@ -46,6 +46,93 @@ def fine_grid_shape(lo, hi, n, eps):
     if not np.isfinite(total) or total > max(8 * n, 1 << 22):
         return None
     return side, radix.astype(np.int64)
+
+
+#: the largest linear cell key of the sparse (row) grid: keys are int64
+MAX_ROW_GRID_KEYS = 2.0 ** 62
+#: the most cells along one dimension of the sparse grid: a cell coordinate
+#: ``floor((x - lo) / side)`` is then off by at most 2**-12 of a cell, far
+#: inside the pattern's margin (the nearest excluded offset is 11% farther
+#: than eps for d <= 4; a coarse cell is 0.1% wider than eps)
+MAX_ROW_GRID_RADIX = 2.0 ** 40
+#: a coarse cell's side over eps: the 3**d adjacent cells hold every neighbour
+COARSE_SIDE_FACTOR = 1.001
+
+
+def row_grid_shape(lo, hi, n, eps, coarse=False):
+    """The fine grid over the box [lo, hi] kept sparse along one dimension:
+    cell side, cells per dimension (int64) and the dimensions in key order
+    (``korder``, the one with most cells last), or None.  ``coarse``: cells
+    of side a little over eps instead (3**d neighbour cells, not 5**d).
+
+    The cells are numbered with ``korder[-1]`` fastest, so that the cells of
+    one *row* (the same coordinates in every other dimension) are consecutive
+    keys; only the non-empty cells are stored, and a dense table of rows
+    (``prod(radix[korder[:-1]])`` entries) finds a row's cells.  None when
+    the keys would pass 2**62 or the row table would hold more than
+    ``max(2 n, 2^22)`` entries.  O(d log d).
+    """
+    side = eps * COARSE_SIDE_FACTOR if coarse else eps / math.sqrt(len(lo)) * SIDE_FACTOR
+    with np.errstate(over="ignore"):         # an overflowing span: no grid (None)
+        radix = np.floor((hi - lo) / side).astype(np.float64) + 1
+        total = float(np.prod(radix))
+    if (not np.isfinite(total) or total >= MAX_ROW_GRID_KEYS
+            or float(radix.max()) > MAX_ROW_GRID_RADIX):
+        return None
+    korder = np.argsort(radix, kind="stable")
+    rows = float(np.prod(radix[korder[:-1]]))
+    if rows > max(2 * n, 1 << 22):
+        return None
+    return side, radix.astype(np.int64), korder.astype(np.int32)
+
+
+@dataclass
+class RowPattern:
+    """The neighbour-cell offsets of the sparse fine grid, grouped by row.
+
+    Row j of the pattern is the row at offset ``off[j]`` (d - 1 steps, in
+    ``korder``'s first d - 1 dimensions) from a cell's row, and the cells
+    of that row whose sparse coordinate lies ``lo[j]..hi[j]`` steps from the
+    cell's; ``adjacent[j]`` is whether every step of ``off[j]`` is at most
+    one.  ``positive_*`` is the same for the lexicographically positive
+    offsets only (each unordered pair of cells once).
+    """
+
+    off: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    adjacent: np.ndarray
+    positive_off: np.ndarray
+    positive_lo: np.ndarray
+    positive_hi: np.ndarray
+    positive_adjacent: np.ndarray
+
+
+def row_pattern(offsets, korder) -> RowPattern:
+    """The :class:`RowPattern` of ``neighbour_offsets``' offsets (original
+    dimension order) for the key order ``korder``.  For a fixed row offset
+    the kept sparse steps form one interval, since the cells' gap grows with
+    every step.  O(n_off d)."""
+    o = np.asarray(offsets)[:, np.asarray(korder)]
+    d = o.shape[1]
+    spans: dict = {}
+    for row in o.tolist():
+        key, s = tuple(row[:-1]), row[-1]
+        a, b = spans.get(key, (s, s))
+        spans[key] = (min(a, s), max(b, s))
+    keys = sorted(spans)
+    pos = [(k, (spans[k][0] if any(k) else 1), spans[k][1]) for k in keys
+           if k > (0,) * (d - 1) or (not any(k) and spans[k][1] >= 1)]
+
+    def arrays(items):
+        off = np.array([k for k, _, _ in items], dtype=np.int32).reshape(len(items), d - 1)
+        lo = np.array([a for _, a, _ in items], dtype=np.int32)
+        hi = np.array([b for _, _, b in items], dtype=np.int32)
+        adjacent = (np.abs(off) <= 1).all(axis=1).astype(np.uint8)
+        return np.ascontiguousarray(off), lo, hi, adjacent
+
+    full = arrays([(k, spans[k][0], spans[k][1]) for k in keys])
+    return RowPattern(*full, *arrays(pos))
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
