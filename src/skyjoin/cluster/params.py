@@ -1,9 +1,9 @@
 """The parameters and sample weights of ``skyjoin.DBSCAN``, checked once in ``fit``.
 
 scikit-learn's rules for its DBSCAN's parameters, with its wording, plus
-skyjoin's own (``device``, ``precision``, ``memory_limit``), written out
-here with the public parts of scikit-learn only (``VALID_METRICS``,
-``check_array``).  Cost: O(1) for the parameters, O(n) for the weights.
+skyjoin's own (``device``, ``precision``, ``memory_limit``, ``on_device``),
+written out here with the public parts of scikit-learn only
+(``VALID_METRICS``, ``check_array``).  Cost: O(1) for the parameters, O(n) for the weights.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ _RULES: dict[str, list[tuple[Any, str]]] = {
                    "a str among ['float32', 'float64']")],
     "memory_limit": [(lambda v: isinstance(v, str) and v == "auto", "a str among ['auto']"),
                      (_int_from(1), "an int in the range [1, inf)")],
+    "on_device": [(lambda v: isinstance(v, (bool, np.bool_)), "an instance of 'bool'")],
 }
 
 
