@@ -38,8 +38,10 @@ from __future__ import annotations
 from typing import Any
 
 from .device import cupy, is_device_array
+from .device_reduce import all_finite
 
-__all__ = ["on_gpu", "as_device_points", "device_points", "DLPACK_CUDA_DEVICES"]
+__all__ = ["on_gpu", "as_device_points", "device_points", "device_vector_to_host",
+           "DLPACK_CUDA_DEVICES"]
 
 #: DLPack device types of CUDA memory CuPy reads in place: kDLCUDA, kDLCUDAManaged
 DLPACK_CUDA_DEVICES = (2, 13)
@@ -61,7 +63,17 @@ def on_gpu(x: object) -> bool:
     return is_device_array(x) or _dlpack_on_cuda(x)
 
 
-def as_device_points(X: Any, name: str = "X", allow_empty: bool = True, min_rows: int = 0):
+def _as_cupy(cp, X, name: str):
+    """X over the same device memory, as a CuPy array (no copy)."""
+    try:
+        return cp.asarray(X) if is_device_array(X) else cp.from_dlpack(X)
+    except Exception as exc:
+        raise TypeError(f"{name} is a GPU array that CuPy cannot read in place: "
+                        f"{exc.__class__.__name__}: {exc}") from exc
+
+
+def as_device_points(X: Any, name: str = "X", allow_empty: bool = True, min_rows: int = 0,
+                     check_finite: bool = False):
     """Device input X as a checked (n, d) ``cupy.ndarray`` over the same memory.
 
     Parameters
@@ -74,6 +86,9 @@ def as_device_points(X: Any, name: str = "X", allow_empty: bool = True, min_rows
     min_rows : int
         Fewest rows accepted (scikit-learn's estimators need 1, and word
         their error as it does).
+    check_finite : bool
+        Also test for NaN and inf, on the GPU (one reduction, O(n d)), for
+        a caller whose GPU path does not.
 
     Returns
     -------
@@ -87,14 +102,11 @@ def as_device_points(X: Any, name: str = "X", allow_empty: bool = True, min_rows
     TypeError
         Values that are not real numbers (complex, other kinds).
     ValueError
-        Not 2-D, no columns, empty (where refused).
+        Not 2-D, no columns, empty (where refused), NaN or inf values
+        (``check_finite``).
     """
     cp = cupy()
-    try:
-        A = cp.asarray(X) if is_device_array(X) else cp.from_dlpack(X)
-    except Exception as exc:
-        raise TypeError(f"{name} is a GPU array that CuPy cannot read in place: "
-                        f"{exc.__class__.__name__}: {exc}") from exc
+    A = _as_cupy(cp, X, name)
     if A.dtype.kind == "b":
         A = A.astype(cp.uint8)
     if A.dtype.kind not in "iuf":
@@ -111,7 +123,20 @@ def as_device_points(X: Any, name: str = "X", allow_empty: bool = True, min_rows
                          f"minimum of {min_rows} is required.")
     if A.shape[0] == 0 and not allow_empty:
         raise ValueError(f"{name} is empty")
+    if check_finite and not all_finite(cp, A):
+        raise ValueError(f"{name} contains NaN or inf values; remove or impute them first")
     return A
+
+
+def device_vector_to_host(v: Any, name: str):
+    """A vector on the GPU (device input) copied to the host as a NumPy array,
+    for the few per-point inputs checked and summed there (DBSCAN's
+    ``sample_weight``: 8 bytes a point); anything else returned unchanged.
+    O(n) for device input, O(1) otherwise."""
+    if not on_gpu(v):
+        return v
+    cp = cupy()
+    return cp.asnumpy(_as_cupy(cp, v, name))
 
 
 def device_points(X: Any, name: str = "X", allow_empty: bool = True):

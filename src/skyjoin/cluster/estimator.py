@@ -320,7 +320,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             route = fit_route(self.metric, self.metric_params, self.p, sparse.issparse(X))
             device = resolve_device(self.device) if route == "join" else None
         if sample_weight is not None:
-            sample_weight = check_sample_weight(_host_weights(sample_weight), X.shape[0])
+            sample_weight = check_sample_weight(sample_weight, X.shape[0])
         eps = check_eps(self.eps)
         min_samples = check_min_samples(self.min_samples)
         precision = check_precision(self.precision)
@@ -418,17 +418,6 @@ def _refuse_host_route(route, metric) -> None:
             f"X is on the GPU, but metric={metric!r} (with these p and metric_params) is "
             "computed by scikit-learn on the host: only Euclidean DBSCAN runs on the GPU. "
             "Copy X to the host first (e.g. cupy.asnumpy(X)) for this metric")
-
-
-def _host_weights(sample_weight):
-    """``sample_weight`` on the host: weights on the GPU are copied (n floats,
-    documented in ``DBSCAN.fit``) for the exact weight sums' checks."""
-    if not on_gpu(sample_weight):
-        return sample_weight
-    cp = cupy()
-    w = cp.asarray(sample_weight) if is_device_array(sample_weight) \
-        else cp.from_dlpack(sample_weight)
-    return cp.asnumpy(w)
 
 
 def _as_result(a, dtype):

@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.neighbors import VALID_METRICS
 from sklearn.utils.validation import check_array
 
+from .._core.device_input import device_vector_to_host
 from .._core.validate import as_float, describe_number
 from ..errors import InvalidParameterError
 
@@ -95,7 +96,8 @@ def check_sample_weight(sample_weight, n_samples: int) -> np.ndarray:
     """``sample_weight`` as a C-contiguous float array of shape (n_samples,): a
     number is repeated; an array must be 1-D, finite and of that length
     (float32 stays float32, anything else becomes float64); not every
-    weight may be zero.
+    weight may be zero.  Weights on the GPU (``skyjoin._core.device_input``)
+    are copied to the host first: the exact sums check and add them there.
 
     Raises
     ------
@@ -104,6 +106,7 @@ def check_sample_weight(sample_weight, n_samples: int) -> np.ndarray:
     TypeError
         Values that are not numbers.
     """
+    sample_weight = device_vector_to_host(sample_weight, "sample_weight")
     if isinstance(sample_weight, Real) and not isinstance(sample_weight, (bool, np.bool_)):
         w = np.full(n_samples, sample_weight, dtype=np.float64)
     else:
