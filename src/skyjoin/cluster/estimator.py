@@ -307,6 +307,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             memory on every path that could take the clustering.
         """
         check_params(self)
+        device: str | None
         if on_gpu(X):
             # points on the GPU (skyjoin._core.device_input): read in place, never
             # through scikit-learn's host validation

@@ -213,23 +213,23 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
         raise ValueError(f"method must be 'auto' or 'hybrid', got {method!r}")
     on_device = check_bool(on_device, "on_device")
     dev = resolve_device(device, data_on_gpu=on_gpu(X))
-    if on_gpu(X):       # read in place; no GPU path of the sweep tests the values
-        X = as_device_points(X, "X", allow_empty=False, check_finite=True)
-    else:
-        X = check_points(X, name="X")
+    points: Any = (as_device_points(X, "X", allow_empty=False, check_finite=True)
+                   if on_gpu(X)     # read in place; no GPU path of the sweep tests the values
+                   else check_points(X, name="X"))
     if sample_weight is not None:          # DBSCAN's rule, then the sweep's float64
-        sample_weight = np.ascontiguousarray(check_sample_weight(sample_weight, X.shape[0]),
-                                             dtype=np.float64)
-    plan = plan_sweep(dev, precision, sample_weight is not None, X.shape[1], len(eps_list),
-                      method, pipeline, on_device=on_device)
+        sample_weight = np.ascontiguousarray(
+            check_sample_weight(sample_weight, points.shape[0]), dtype=np.float64)
+    plan = plan_sweep(dev, precision, sample_weight is not None, points.shape[1],
+                      len(eps_list), method, pipeline, on_device=on_device)
     log.debug("%s", plan.describe())
     what = "GPU DBSCAN sweep"
     if plan.device == "gpu":
-        check_points_fit(_device.cupy(), what, [X], working_dtype(precision), self_join=True)
+        check_points_fit(_device.cupy(), what, [points], working_dtype(precision),
+                         self_join=True)
     if plan.path == "grid-gpu":
-        results = _sweep_gpu_grid(X, eps_list, ms_list, progress, plan)
+        results = _sweep_gpu_grid(points, eps_list, ms_list, progress, plan)
     else:
-        results = _sweep(X, eps_list, ms_list, sample_weight, plan, progress)
+        results = _sweep(points, eps_list, ms_list, sample_weight, plan, progress)
     return oom_as_error_in(_device.cupy(), what, results) if plan.device == "gpu" else results
 
 
