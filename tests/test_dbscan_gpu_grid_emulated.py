@@ -139,3 +139,33 @@ def test_emulated_grid_spans_a_box_of_many_more_cells_than_points(emulated):
     ref = SkDBSCAN(eps=0.1, min_samples=4).fit(X)
     np.testing.assert_array_equal(labels, ref.labels_)
     np.testing.assert_array_equal(core, ref.core_sample_indices_)
+
+
+def test_emulated_on_device_returns_the_device_arrays(emulated, monkeypatch):
+    """With on_device (the plan's ``DBSCANPlan.on_device``) the results are the
+    device arrays themselves: the device-to-host copy never runs (it does
+    without on_device), for one clustering and for the sweep."""
+    from skyjoin.cluster import grid_gpu
+    from skyjoin.cluster.plan import plan_sweep
+    from skyjoin.cluster.sweep import api as sweep
+    import skyjoin._core.device as device
+
+    def trap(*args, **kw):
+        raise AssertionError("a device-to-host copy ran")
+
+    monkeypatch.setattr(grid_gpu, "d2h", trap)
+    _, X, eps, m = next(_cases())
+    ref = SkDBSCAN(eps=eps, min_samples=m).fit(X)
+    with pytest.raises(AssertionError, match="device-to-host copy"):
+        emulated(X, eps, m)
+    core, labels = emulated(X, eps, m, on_device=True)
+    assert core.dtype == np.int64 and labels.dtype == np.intp
+    np.testing.assert_array_equal(labels, ref.labels_)
+    np.testing.assert_array_equal(core, ref.core_sample_indices_)
+    monkeypatch.setattr(device, "cupy", lambda: FakeCupy())
+    plan = plan_sweep("gpu", "float64", False, 2, 1, on_device=True)
+    assert plan.path == "grid-gpu" and plan.on_device
+    for r in sweep._sweep_gpu_grid(X, [eps], [m, 2 * m], progress=False, plan=plan):
+        ref = SkDBSCAN(eps=eps, min_samples=r.min_samples).fit(X)
+        np.testing.assert_array_equal(r.labels, ref.labels_)
+        np.testing.assert_array_equal(r.core_sample_indices, ref.core_sample_indices_)

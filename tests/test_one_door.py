@@ -272,3 +272,70 @@ def test_cli_dbscan_on_gpu_decides_nothing_itself(on_gpu, monkeypatch, tmp_path)
     assert counts(on_gpu) == (calls, calls, calls)
     assert all(p.device == "gpu" for p in seen)
     assert f"path {seen[-1].paths[-1]} on gpu" in r.output
+
+
+# ---------------------------------------------------------------- device input, up to the entry
+
+class _OnDevice:
+    """Host points dressed as device input (the CUDA array interface's name):
+    the stand-in CuPy below reads them "in place" as the NumPy array."""
+
+    def __init__(self, a):
+        self.a = a
+        self.__cuda_array_interface__ = {"shape": a.shape, "typestr": a.dtype.str,
+                                         "data": (0, False), "version": 3}
+
+
+@pytest.fixture
+def device_input(on_gpu, monkeypatch):
+    """``on_gpu``, plus a GPU the probe sees, a stand-in CuPy for the boundary's
+    conversion, and a count of the conversions."""
+    from skyjoin._core import device_input as di
+
+    monkeypatch.setattr(device, "_probe_gpu", lambda: (True, "a GPU (test)"))
+
+    def fake():
+        cp = _fake_cupy()
+        cp.asarray = lambda x: x.a if isinstance(x, _OnDevice) else np.asarray(x)
+        cp.uint8 = np.uint8
+        return cp
+
+    monkeypatch.setattr(di, "cupy", fake)
+    on_gpu.conversions = Spy(monkeypatch, di, "as_device_points")
+    return on_gpu
+
+
+def test_device_input_dbscan_converted_once(device_input, monkeypatch):
+    from skyjoin.cluster import engine
+
+    seen = []
+
+    def entry(plan, X, eps, min_samples, *args):
+        seen.append((plan, X))
+        return np.zeros(0, np.int64), np.full(len(X), -1), plan.paths[0]
+
+    monkeypatch.setattr(engine, "run", entry)
+    X = np.random.default_rng(10).normal(0, 1, (80, 2))
+    est = sj.DBSCAN(eps=0.5, min_samples=5, device="auto").fit(_OnDevice(X))
+    assert counts(device_input) == (1, 1, 1) and device_input.conversions.calls == 1
+    (plan, Xc), = seen
+    assert plan.device == "gpu" and not plan.on_device and est.n_features_in_ == 2
+    np.testing.assert_array_equal(Xc, X)
+
+
+def test_device_input_join_converted_once_per_array(device_input, monkeypatch):
+    from skyjoin.simjoin import engine
+
+    seen = []
+    monkeypatch.setattr(engine, "run", lambda plan, R, S, eps, **kw: seen.append((plan, R, S)))
+    rng = np.random.default_rng(11)
+    X, Y = rng.uniform(0, 1, (40, 3)), rng.uniform(0, 1, (30, 3))
+    sj.self_join(_OnDevice(X), 0.1, output="counts", on_device=True)
+    assert counts(device_input) == (1, 1, 1) and device_input.conversions.calls == 1
+    sj.join(_OnDevice(X), Y, 0.1)                       # one array on the device, one on the host
+    assert counts(device_input) == (2, 2, 2) and device_input.conversions.calls == 2
+    (p1, _, S1), (p2, R2, S2) = seen
+    assert p1.memory_route == "device counts" and p2.device == "gpu"
+    np.testing.assert_array_equal(S1, X)
+    np.testing.assert_array_equal(R2, X)
+    np.testing.assert_array_equal(S2, Y)

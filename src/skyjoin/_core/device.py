@@ -44,13 +44,17 @@ def gpu_available() -> bool:
     return _probe_gpu()[0]
 
 
-def resolve_device(device: str | None = None) -> str:
+def resolve_device(device: str | None = None, *, data_on_gpu: bool = False) -> str:
     """Turn a device argument into "cpu" or "gpu".
 
     Parameters
     ----------
     device : {"auto", "cpu", "gpu"} or None
         None means the environment variable ``SKYJOIN_DEVICE``, else "auto".
+    data_on_gpu : bool, default False
+        The points are already on the GPU (``device_input.on_gpu``): "auto"
+        then means the GPU, and "cpu" is refused (the rule of
+        ``skyjoin._core.device_input``: no implicit copy to the host).
 
     Returns
     -------
@@ -62,19 +66,27 @@ def resolve_device(device: str | None = None) -> str:
     ValueError
         For an unknown device name.
     GPUUnavailableError
-        For "gpu" when no GPU can be used.
+        For "gpu" when no GPU can be used (also "auto" with ``data_on_gpu``).
+    TypeError
+        For "cpu" with ``data_on_gpu``.
     """
     if device is None:
         device = os.environ.get(ENV_VAR, "auto") or "auto"
     if not isinstance(device, str) or device.lower() not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     device = device.lower()
+    if device == "cpu" and data_on_gpu:
+        raise TypeError("the points are on the GPU and device='cpu' was asked for: skyjoin "
+                        "never copies them to the host implicitly; use device='gpu' or "
+                        "'auto', or copy them to the host first (e.g. cupy.asnumpy)")
     if device == "cpu":
         return "cpu"
     ok, reason = _probe_gpu()
-    if device == "gpu":
+    if device == "gpu" or data_on_gpu:
         if not ok:
-            raise GPUUnavailableError(f"device='gpu' was asked for but no GPU can be used: {reason}")
+            asked = "device='gpu' was asked for" if device == "gpu" else \
+                "the points are on the GPU (device='auto' runs them there)"
+            raise GPUUnavailableError(f"{asked} but no GPU can be used: {reason}")
         return "gpu"
     if ok:
         return "gpu"

@@ -43,9 +43,13 @@ def to_device(cp, X, name: str, dtype):
             A = A.astype(cp.uint8)
         if A.dtype.kind not in "iuf":
             raise TypeError(f"{name} must hold real numbers, got dtype {A.dtype}")
-        if A.dtype.kind == "f" and not all_finite(cp, A):
+        floats = A.dtype.kind == "f"
+        # tested after the cast: exact for every float dtype, and the reduction's
+        # kernels take the working dtypes (float16 has none)
+        A = cp.ascontiguousarray(A.astype(dtype, copy=False))
+        if floats and not all_finite(cp, A):
             raise ValueError(f"{name} contains NaN or inf values; remove or impute them first")
-        return cp.ascontiguousarray(A.astype(dtype, copy=False))
+        return A
     A = np.asarray(X)
     if A.ndim != 2:
         raise ValueError(f"{name} must be 2-D with shape (n_points, n_dims), got shape {A.shape}")

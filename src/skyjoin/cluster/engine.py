@@ -14,6 +14,10 @@ turn, until one fits:
 * "hybrid-cpu" / "hybrid-gpu": HYBRID-DBSCAN (``hybrid.hybrid_labels``,
   Gowanlock et al. 2019, §3), T in host memory.
 
+Where the results live is the plan's ``on_device``: the GPU paths then
+return their device arrays (no copy to the host), and the hybrid path,
+which assigns on the host, uploads its labels and core indices (O(n)).
+
 The join's tables come from ``skyjoin.simjoin.engine``.  Nothing here
 validates, scales or resolves the device.  Cost: the path's (``DBSCAN``).
 """
@@ -65,7 +69,8 @@ def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
     Returns
     -------
     (core indices, labels, path)
-        ``path`` the one that finished.  The plan is reported
+        ``path`` the one that finished; the arrays are CuPy arrays when
+        ``plan.on_device``, else NumPy arrays.  The plan is reported
         (``skyjoin._core.plans.report``) before the run and again with the
         path that ran (``DBSCANPlan.ran``).
 
@@ -99,11 +104,11 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit):
     memory; "hybrid-*" finishes, or raises ResultTooLargeError when T does
     not fit in host memory (``memory_limit``).  The GPU paths share one
     upload of the points."""
-    on_device = None
+    Xd = None                                   # the points on the GPU, once uploaded
     for path in plan.paths:
-        if path in ("grid-gpu", "gpu") and on_device is None:
+        if path in ("grid-gpu", "gpu") and Xd is None:
             load(cupy(), "dbscan")              # its device kernels, one compile
-            on_device = X if is_device_array(X) else to_device(cupy(), X, "X", X.dtype)
+            Xd = X if is_device_array(X) else to_device(cupy(), X, "X", X.dtype)
         if path == "grid-cpu":
             t0 = time.perf_counter()
             res = grid_dbscan(X, eps, min_samples)
@@ -112,26 +117,31 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit):
                 return res[0], res[1], path
         elif path == "grid-gpu":
             t0 = time.perf_counter()
-            res = gpu_grid_dbscan(on_device, eps, min_samples, timings=timings)
+            res = gpu_grid_dbscan(Xd, eps, min_samples, timings=timings,
+                                  on_device=plan.on_device)
             if res is not None:
                 timings["grid_dbscan"] = time.perf_counter() - t0
                 return res[0], res[1], path
         elif path == "gpu":
             try:
-                core, labels = gpu_dbscan_points(on_device, eps, min_samples,
+                core, labels = gpu_dbscan_points(Xd, eps, min_samples,
                                                  sample_weight=sample_weight,
                                                  precision=plan.precision, timings=timings,
-                                                 memory_limit=memory_limit)
+                                                 memory_limit=memory_limit,
+                                                 on_device=plan.on_device)
                 return core, labels, path
             except MemoryError:
                 pass  # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
         else:
-            on_device = None                        # the hybrid path orders from the host
-            Xh = cupy().asnumpy(X) if is_device_array(X) else X
-            core, labels = hybrid_labels(Xh, eps, min_samples, sample_weight=sample_weight,
+            Xd = None
+            # on the GPU the points are ordered there (``hybrid.cell_order``): device
+            # points are not copied to the host and back
+            core, labels = hybrid_labels(X, eps, min_samples, sample_weight=sample_weight,
                                          device=plan.device, precision=plan.precision,
                                          shared_grid=plan.shared_grid, timings=timings,
                                          memory_limit=memory_limit)
+            if plan.on_device:                      # assigned on the host: uploaded, O(n)
+                core, labels = cupy().asarray(core), cupy().asarray(labels)
             return core, labels, path
     raise AssertionError(f"no path of {plan.paths} finished")  # pragma: no cover
 

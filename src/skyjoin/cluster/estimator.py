@@ -35,7 +35,8 @@ from sklearn.cluster import DBSCAN as SklearnDBSCAN
 from sklearn.utils.validation import validate_data
 
 from .._core.conditioning import condition_points
-from .._core.device import cupy, resolve_device
+from .._core.device import cupy, is_device_array, resolve_device
+from .._core.device_input import as_device_points, on_gpu
 from .._core.device_memory import check_points_fit, oom_as_error
 from .._core.plans import report
 from .._core.thread_count import with_cpu_threads
@@ -120,11 +121,19 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         memory free there; see ``skyjoin.self_join``).  A table over the GPU's limit is
         built on the host instead; over the host's, the fit raises
         ``skyjoin.ResultTooLargeError`` before allocating it.
+    on_device : bool, default=False
+        Leave the results on the GPU: ``labels_``, ``core_sample_indices_``
+        and ``components_`` are CuPy arrays, and no copy of them to the host
+        is made (saves the device-to-host copy, 8 bytes a sample for the
+        labels).  Needs Euclidean DBSCAN on the GPU (``device="gpu"``, or
+        "auto" with a GPU); otherwise ``fit`` raises ValueError.  The
+        HYBRID-DBSCAN path, which assigns on the host, uploads its result.
 
     Attributes
     ----------
     core_sample_indices_ : ndarray of shape (n_core_samples,)
-        Indices of core samples.
+        Indices of core samples (a CuPy array with ``on_device``, as are
+        the next two).
     components_ : ndarray of shape (n_core_samples, n_features)
         Copy of each core sample found by training.
     labels_ : ndarray of shape (n_samples,)
@@ -231,7 +240,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
                  metric_params: dict[str, Any] | None = None, algorithm: str = "auto",
                  leaf_size: int = 30, p: float | None = None, n_jobs: int | None = None,
                  device: str | None = None, precision: str = "float64",
-                 memory_limit: int | str = "auto") -> None:
+                 memory_limit: int | str = "auto", on_device: bool = False) -> None:
         self.eps = eps
         self.min_samples = min_samples
         self.metric = metric
@@ -243,6 +252,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         self.device = device
         self.precision = precision
         self.memory_limit = memory_limit
+        self.on_device = on_device
 
     # -- fitting -----------------------------------------------------------
     @with_cpu_threads
@@ -256,14 +266,21 @@ class DBSCAN(ClusterMixin, BaseEstimator):
                 (n_samples, n_samples)
             Training instances, or distances between instances if
             ``metric="precomputed"`` (a sparse matrix is a radius-neighbours
-            graph: only stored entries count).
+            graph: only stored entries count).  Points already on the GPU
+            (a CuPy array, any ``__cuda_array_interface__``, a CUDA DLPack
+            tensor such as PyTorch's) are read there in place, without a
+            copy through the host, and clustered on the GPU (the rule of
+            ``skyjoin._core.device_input``: ``device="auto"`` means the GPU
+            for them, ``device="cpu"`` is a TypeError); they need the
+            Euclidean metric.
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Weight of each sample: a sample is core iff the total weight of
             its neighbourhood (itself included), summed exactly and rounded
             once to float64, is at least ``min_samples`` (see the Notes of
             the class for where scikit-learn's ``np.sum`` may decide
-            otherwise).  Weights may be negative or zero.
+            otherwise).  Weights may be negative or zero.  Weights on the
+            GPU are copied to the host (8 bytes a sample).
 
         Returns
         -------
@@ -274,9 +291,13 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         ------
         ValueError
             Bad parameters (eps <= 0, min_samples < 1, ...), NaN/inf values,
-            wrong shapes, a sample_weight of the wrong length.
+            wrong shapes, a sample_weight of the wrong length;
+            ``on_device=True`` where the clustering does not run on the GPU.
+        TypeError
+            Values that are not real numbers; points on the GPU with
+            ``device="cpu"`` or a metric other than the Euclidean.
         skyjoin.GPUUnavailableError
-            ``device="gpu"`` without a usable GPU.
+            ``device="gpu"``, or points on the GPU, without a usable GPU.
         skyjoin.ResultTooLargeError
             The neighbour table of a table path would not fit in host memory
             (or ``memory_limit``).
@@ -286,16 +307,27 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             memory on every path that could take the clustering.
         """
         check_params(self)
-        X = validate_data(self, X, accept_sparse="csr")
+        device: str | None
+        if on_gpu(X):
+            # points on the GPU (skyjoin._core.device_input): read in place, never
+            # through scikit-learn's host validation
+            route = fit_route(self.metric, self.metric_params, self.p, False)
+            _refuse_host_route(route, self.metric)
+            device = resolve_device(self.device, data_on_gpu=True)
+            X = as_device_points(X, "X", min_rows=1)
+            self._features_of_device_input(X)
+        else:
+            X = validate_data(self, X, accept_sparse="csr")
+            route = fit_route(self.metric, self.metric_params, self.p, sparse.issparse(X))
+            device = resolve_device(self.device) if route == "join" else None
         if sample_weight is not None:
             sample_weight = check_sample_weight(sample_weight, X.shape[0])
         eps = check_eps(self.eps)
         min_samples = check_min_samples(self.min_samples)
         precision = check_precision(self.precision)
         memory_limit = check_memory_limit(self.memory_limit)
-        route = fit_route(self.metric, self.metric_params, self.p, sparse.issparse(X))
-        device = resolve_device(self.device) if route == "join" else None
-        plan = plan_fit(route, device, precision, sample_weight is not None, X.shape[1])
+        plan = plan_fit(route, device, precision, sample_weight is not None, X.shape[1],
+                        on_device=self.on_device)
         timings: dict = {}
         t0 = time.perf_counter()
         if route == "join":
@@ -315,15 +347,19 @@ class DBSCAN(ClusterMixin, BaseEstimator):
                 core = np.flatnonzero(is_core)
             path = route
         timings["total"] = time.perf_counter() - t0
-        self.core_sample_indices_ = np.asarray(core, dtype=np.int64)
-        self.labels_ = np.asarray(labels, dtype=np.intp)
+        self.core_sample_indices_ = _as_result(core, np.int64)
+        self.labels_ = _as_result(labels, np.intp)
         self.path_ = path
         self.timings_ = timings
-        if len(self.core_sample_indices_):
-            self.components_ = _take_rows(X, self.core_sample_indices_)
-        else:
-            self.components_ = np.empty((0, X.shape[1]))
+        self.components_ = _components(X, self.core_sample_indices_, plan.on_device)
         return self
+
+    def _features_of_device_input(self, X) -> None:
+        """What ``validate_data`` records for host input: ``n_features_in_``
+        (device arrays carry no feature names, so none are kept)."""
+        self.n_features_in_ = int(X.shape[1])
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
 
     def _fit_sklearn(self, X, sample_weight):
         """Hand the fit to scikit-learn's DBSCAN (metrics we do not accelerate)."""
@@ -374,6 +410,39 @@ def _conditioned(plan, X, eps):
     return Xc, eps_c
 
 
+def _refuse_host_route(route, metric) -> None:
+    """TypeError for points on the GPU on a path that runs on the host
+    (scikit-learn's metrics): only Euclidean DBSCAN runs on the GPU, and the
+    points are never copied to the host implicitly.  O(1)."""
+    if route != "join":
+        raise TypeError(
+            f"X is on the GPU, but metric={metric!r} (with these p and metric_params) is "
+            "computed by scikit-learn on the host: only Euclidean DBSCAN runs on the GPU. "
+            "Copy X to the host first (e.g. cupy.asnumpy(X)) for this metric")
+
+
+def _as_result(a, dtype):
+    """A result array in the given dtype, where it lies (NumPy or CuPy)."""
+    return a.astype(dtype, copy=False) if is_device_array(a) else np.asarray(a, dtype=dtype)
+
+
+def _components(X, core, on_device: bool):
+    """``components_``: the rows ``X[core]``, gathered where X lies, returned
+    where the results live (CuPy with ``on_device``).  Host input with
+    ``on_device`` copies the core indices to the host and the rows back;
+    device input without it copies the rows to the host.  O(|core| d)."""
+    n_core = int(core.shape[0])
+    if is_device_array(X):
+        cp = cupy()
+        C = X[cp.asarray(core)] if n_core else cp.empty((0, X.shape[1]))
+        return C if on_device else cp.asnumpy(C)
+    if n_core:
+        C = _take_rows(X, cupy().asnumpy(core) if is_device_array(core) else core)
+    else:
+        C = np.empty((0, X.shape[1]))
+    return cupy().asarray(C) if on_device else C
+
+
 def _take_rows(X, idx):
     """``X[idx]`` as a new array; a C-contiguous float array is gathered in
     parallel (``gather_rows``; see docs/decisions/dbscan-fit-path.md)."""
@@ -388,15 +457,16 @@ def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int
            metric_params: dict[str, Any] | None = None, algorithm: str = "auto",
            leaf_size: int = 30, p: float | None = 2, sample_weight: ArrayLike | None = None,
            n_jobs: int | None = None, device: str | None = None,
-           precision: str = "float64",
-           memory_limit: int | str = "auto") -> tuple[np.ndarray, np.ndarray]:
+           precision: str = "float64", memory_limit: int | str = "auto",
+           on_device: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """DBSCAN clustering from a vector array or distance matrix, like ``sklearn.cluster.dbscan``.
 
     Parameters
     ----------
     X : {array-like, sparse matrix} of shape (n_samples, n_features) or \
             (n_samples, n_samples)
-        Feature array, or distances if ``metric="precomputed"``.
+        Feature array, or distances if ``metric="precomputed"``.  Points on
+        the GPU are read there in place, as in ``DBSCAN.fit``.
     eps : float, default=0.5
         Neighbourhood radius (distance ``<= eps``).
     min_samples : int, default=5
@@ -410,13 +480,15 @@ def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int
     precision : {"float64", "float32"}, default="float64"
     memory_limit : int or "auto", default="auto"
         As ``DBSCAN``: bytes the neighbour table of a table path may take.
+    on_device : bool, default=False
+        As ``DBSCAN``: both results stay on the GPU as CuPy arrays.
 
     Returns
     -------
     core_samples : ndarray of shape (n_core_samples,)
-        Indices of core samples.
+        Indices of core samples (CuPy with ``on_device``).
     labels : ndarray of shape (n_samples,)
-        Cluster labels; noise is -1.
+        Cluster labels; noise is -1 (CuPy with ``on_device``).
 
     Raises
     ------
@@ -452,6 +524,6 @@ def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int
     """
     est = DBSCAN(eps=eps, min_samples=min_samples, metric=metric, metric_params=metric_params,
                  algorithm=algorithm, leaf_size=leaf_size, p=p, n_jobs=n_jobs, device=device,
-                 precision=precision, memory_limit=memory_limit)
+                 precision=precision, memory_limit=memory_limit, on_device=on_device)
     est.fit(X, sample_weight=sample_weight)
     return est.core_sample_indices_, est.labels_

@@ -457,7 +457,7 @@ def grid_labels(g: GridClusters, root_label, border=True):
     return labels
 
 
-def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, coarse=False):
+def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, coarse=False):
     """Exact DBSCAN (scikit-learn's labels) on a fine grid on the GPU, or None.
 
     Parameters
@@ -470,10 +470,14 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, coarse=False):
     timings : dict, optional
         Filled with the seconds of "h2d", "grid", "core", "link", "labels",
         "to_host".
+    on_device : bool, default False
+        Return the results as CuPy arrays, with no copy to the host (the
+        plan's ``DBSCANPlan.on_device``).
 
     Returns
     -------
-    (core_sample_indices, labels) as host arrays, or None
+    (core_sample_indices, labels) as host arrays (CuPy arrays with
+    ``on_device``), or None
         None when d > 4 or the grid over the bounding box would hold more
         than ``max(8 n, 2^22)`` cells (the caller then takes the join path).
 
@@ -489,7 +493,8 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, coarse=False):
     Xd = to_device(cp, X, "X", dtype)        # pinned staging for host input
     n = Xd.shape[0]
     if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.intp)
+        xp = cp if on_device else np
+        return xp.zeros(0, np.int64), xp.zeros(0, np.intp)
     tick("h2d")
     g = grid_components(Xd, eps, min_samples, tick=tick, coarse=coarse)
     del Xd
@@ -504,7 +509,10 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, coarse=False):
     dp.scatter(cp, core_out, g.perm, dp.astype(cp, g.core, cp.int32))
     labels_out = cp.empty(n, dtype=cp.int64)
     dp.scatter(cp, labels_out, g.perm, labels)
-    core_idx = d2h(cp, dp.compact(cp, core_out, cp.int64)[0])
+    core_idx = dp.compact(cp, core_out, cp.int64)[0]
+    if on_device:
+        return core_idx, labels_out.astype(np.intp, copy=False)
+    core_idx = d2h(cp, core_idx)
     labels_h = d2h(cp, labels_out).astype(np.intp, copy=False)
     tick("to_host")
     return core_idx, labels_h

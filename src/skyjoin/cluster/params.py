@@ -1,9 +1,9 @@
 """The parameters and sample weights of ``skyjoin.DBSCAN``, checked once in ``fit``.
 
 scikit-learn's rules for its DBSCAN's parameters, with its wording, plus
-skyjoin's own (``device``, ``precision``, ``memory_limit``), written out
-here with the public parts of scikit-learn only (``VALID_METRICS``,
-``check_array``).  Cost: O(1) for the parameters, O(n) for the weights.
+skyjoin's own (``device``, ``precision``, ``memory_limit``, ``on_device``),
+written out here with the public parts of scikit-learn only
+(``VALID_METRICS``, ``check_array``).  Cost: O(1) for the parameters, O(n) for the weights.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.neighbors import VALID_METRICS
 from sklearn.utils.validation import check_array
 
+from .._core.device_input import device_vector_to_host
 from .._core.validate import as_float, describe_number
 from ..errors import InvalidParameterError
 
@@ -67,6 +68,7 @@ _RULES: dict[str, list[tuple[Any, str]]] = {
                    "a str among ['float32', 'float64']")],
     "memory_limit": [(lambda v: isinstance(v, str) and v == "auto", "a str among ['auto']"),
                      (_int_from(1), "an int in the range [1, inf)")],
+    "on_device": [(lambda v: isinstance(v, (bool, np.bool_)), "an instance of 'bool'")],
 }
 
 
@@ -94,7 +96,8 @@ def check_sample_weight(sample_weight, n_samples: int) -> np.ndarray:
     """``sample_weight`` as a C-contiguous float array of shape (n_samples,): a
     number is repeated; an array must be 1-D, finite and of that length
     (float32 stays float32, anything else becomes float64); not every
-    weight may be zero.
+    weight may be zero.  Weights on the GPU (``skyjoin._core.device_input``)
+    are copied to the host first: the exact sums check and add them there.
 
     Raises
     ------
@@ -103,6 +106,7 @@ def check_sample_weight(sample_weight, n_samples: int) -> np.ndarray:
     TypeError
         Values that are not numbers.
     """
+    sample_weight = device_vector_to_host(sample_weight, "sample_weight")
     if isinstance(sample_weight, Real) and not isinstance(sample_weight, (bool, np.bool_)):
         w = np.full(n_samples, sample_weight, dtype=np.float64)
     else:

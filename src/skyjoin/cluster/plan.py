@@ -19,8 +19,8 @@ from .grid_cpu import MAX_DIMS
 
 log = logging.getLogger("skyjoin")
 
-__all__ = ["DBSCANPlan", "fit_route", "grid_applies", "shares_grid", "plan_fit", "plan_sweep",
-           "FIT_PATHS", "SWEEP_METHODS"]
+__all__ = ["DBSCANPlan", "fit_route", "grid_applies", "shares_grid", "results_on_device",
+           "plan_fit", "plan_sweep", "FIT_PATHS", "SWEEP_METHODS"]
 
 #: every path of a single clustering (``DBSCAN.path_``)
 FIT_PATHS = ("grid-cpu", "grid-gpu", "gpu", "hybrid-cpu", "hybrid-gpu", "graph", "sklearn")
@@ -53,6 +53,11 @@ class DBSCANPlan:
     shared_grid : bool
         "hybrid-cpu": one grid orders the points and serves the join
         (``shares_grid``).
+    on_device : bool
+        The results (labels, core indices) stay on the GPU as CuPy arrays
+        (``results_on_device``): the GPU paths return their device arrays
+        instead of copying them to the host, and a path that assigns on the
+        host (HYBRID-DBSCAN) uploads its result.
     ran : str or None
         The path that computed the result, once it has run (``path_``).
     """
@@ -66,6 +71,7 @@ class DBSCANPlan:
     build_threads: int | None = None
     assign_threads: int | None = None
     shared_grid: bool = False
+    on_device: bool = False
     ran: str | None = None
 
     @property
@@ -86,6 +92,8 @@ class DBSCANPlan:
                          f"assign threads {self.assign_threads or 'all'})")
         if self.shared_grid:
             parts.append("one grid orders and joins")
+        if self.on_device:
+            parts.append("results on device")
         if self.ran is not None:
             parts.append(f"ran {self.ran}")
         return ", ".join(parts)
@@ -140,8 +148,31 @@ def shares_grid(device: str, precision: str) -> bool:
     return device == "cpu" and precision == "float64"
 
 
+def results_on_device(on_device: bool, device: str | None, route: str = "join") -> bool:
+    """Where the results of a DBSCAN call live: True (on the GPU, CuPy
+    arrays) iff the caller asked ``on_device=True``, which needs the
+    Euclidean join (route "join") on the GPU.  O(1).
+
+    Raises
+    ------
+    ValueError
+        ``on_device=True`` on the CPU, or on a route that runs on the host
+        (scikit-learn's metrics, a precomputed graph).
+    """
+    if not on_device:
+        return False
+    if route != "join":
+        raise ValueError(
+            "on_device=True needs Euclidean DBSCAN on the GPU; this call takes the "
+            f"{route!r} path, which runs on the host (metric, p or metric_params)")
+    if device != "gpu":
+        raise ValueError(f"on_device=True leaves the results on the GPU, but the device is "
+                         f"{device!r}: use device='gpu' (or 'auto' on a machine with a GPU)")
+    return True
+
+
 def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
-             n_features: int) -> DBSCANPlan:
+             n_features: int, on_device: bool = False) -> DBSCANPlan:
     """The plan of one clustering (``DBSCAN.fit``, ``dbscan``).
 
     route "graph" (a precomputed sparse graph) and "sklearn" (other
@@ -163,6 +194,9 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     precision : {"float64", "float32"}
     weighted : bool
     n_features : int
+    on_device : bool
+        Leave the results on the GPU (``results_on_device``, which raises
+        where that cannot be).
 
     Returns
     -------
@@ -172,6 +206,7 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     -----
     O(1).
     """
+    on_device = results_on_device(on_device, device, route)
     if route != "join":
         return DBSCANPlan(device=None, paths=(route,), precision=precision, weighted=weighted)
     grid = grid_applies(device, precision, weighted, n_features)
@@ -180,7 +215,7 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     else:
         paths = (("grid-cpu",) if grid else ()) + ("hybrid-cpu",)
     return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
-                      shared_grid=shares_grid(device, precision))
+                      shared_grid=shares_grid(device, precision), on_device=on_device)
 
 
 def _thread_split(device: str, pipelined: bool):
@@ -198,7 +233,8 @@ def _thread_split(device: str, pipelined: bool):
 
 
 def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_eps: int,
-               method: str = "auto", pipeline: bool = True) -> DBSCANPlan:
+               method: str = "auto", pipeline: bool = True,
+               on_device: bool = False) -> DBSCANPlan:
     """The plan of ``dbscan_sweep``.
 
     method "hybrid": the table path only, T streamed to the host and every
@@ -211,12 +247,14 @@ def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_e
     stays there if it fits (MemoryError: streamed to the host instead).
 
     Pipelining (§7.5) needs two eps and a thread-safe Numba threading layer
-    (``_core.threads.threadsafe_numba``).
+    (``_core.threads.threadsafe_numba``).  ``on_device``: every result's
+    labels and core indices stay on the GPU (``results_on_device``).
 
     Notes
     -----
     O(1) (the first call may run a tiny parallel region to fix Numba's layer).
     """
+    on_device = results_on_device(on_device, device)
     hybrid = method == "hybrid"
     paths = ("table",)
     if not hybrid and grid_applies(device, precision, weighted, n_features, sweep=True):
@@ -229,4 +267,4 @@ def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_e
     build, assign = _thread_split(device, pipelined)
     return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
                       table_on_device=device == "gpu" and not hybrid, pipelined=pipelined,
-                      build_threads=build, assign_threads=assign)
+                      build_threads=build, assign_threads=assign, on_device=on_device)

@@ -440,7 +440,7 @@ def ranks_by_caller_row(cp, mod, is_core, parent, order, n):
 
 
 def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="float64",
-                      timings=None, memory_limit="auto"):
+                      timings=None, memory_limit="auto", on_device=False):
     """DBSCAN of points entirely on the GPU: the GPU join keeps T on the device.
 
     Parameters
@@ -457,11 +457,14 @@ def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="flo
         Filled with "table" and the phases of ``gpu_dbscan_table``.
     memory_limit : int or "auto"
         Bytes T may take in GPU memory (as ``skyjoin.self_join``).
+    on_device : bool, default False
+        Return CuPy arrays, with no copy to the host (the plan's
+        ``DBSCANPlan.on_device``).
 
     Returns
     -------
-    core_sample_indices : ndarray of int64 (host)
-    labels : ndarray of intp (host)
+    core_sample_indices : ndarray of int64 (host; CuPy with ``on_device``)
+    labels : ndarray of intp (host; CuPy with ``on_device``)
 
     Raises
     ------
@@ -484,12 +487,15 @@ def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="flo
     # pinned staging into host memory of alloc_host's page policy (d2h), not
     # by a pageable copy into fresh memory and a host pass over the flags
     # (docs/decisions/dbscan-fit-path.md has the figures)
+    xp = cp if on_device else np
     if labels.size:
         flags = is_core.view(cp.uint8) if is_core.dtype == cp.bool_ else is_core
-        core_h = d2h(cp, dp.compact(cp, dp.astype(cp, flags, cp.int32), cp.int64)[0])
-        labels_h = d2h(cp, labels).astype(np.intp, copy=False)
+        core_h = dp.compact(cp, dp.astype(cp, flags, cp.int32), cp.int64)[0]
+        labels_h = labels.astype(np.intp, copy=False)
+        if not on_device:
+            core_h, labels_h = d2h(cp, core_h), d2h(cp, labels_h)
     else:
-        core_h, labels_h = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.intp)
+        core_h, labels_h = xp.zeros(0, dtype=np.int64), xp.zeros(0, dtype=np.intp)
     if timings is not None:
         timings["table"] = t1 - t0
         timings["to_host"] = time.perf_counter() - t1 - sum(

@@ -29,7 +29,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._core.conditioning import condition_checked
-from .._core.device import cupy, is_device_array, resolve_device
+from .._core.device import cupy, resolve_device
+from .._core.device_input import as_device_points, on_gpu
 from .._core.device_memory import check_points_fit, oom_as_error, oom_as_error_in
 from .._core.timing import phase
 from .._core.validate import check_bool, check_eps, check_points, check_precision, \
@@ -80,17 +81,20 @@ def _prepare(named, eps, precision, device, index_dims):
     into the working precision's range (``skyjoin._core.conditioning``):
     ``(arrays, eps)``.
 
-    GPU arrays stay on the GPU (their values are checked there by the GPU
-    engine).  Points are checked in float64 (float32 input stays float32
-    when the working precision is float32), so that the conditioning sees
-    them before any rounding to float32.  The range pass
+    Device input (``skyjoin._core.device_input``: CuPy, any CUDA array
+    interface, CUDA DLPack) stays on the GPU, read in place as CuPy arrays
+    (its values are checked there by the GPU engine); the device was
+    resolved for it (``resolve_device(..., data_on_gpu=True)``).  Host
+    points are checked in float64 (float32 input stays float32 when the
+    working precision is float32), so that the conditioning sees them
+    before any rounding to float32.  The range pass
     (``largest_magnitude``) is also the finiteness test: one pass over the
     points, not two; a bad value is then reported by ``check_points``.
     """
     arrays = []
     for X, name in named:
-        if device == "gpu" and is_device_array(X):
-            arrays.append(X)
+        if device == "gpu" and on_gpu(X):
+            arrays.append(as_device_points(X, name))
             continue
         dtype = np.float64
         if precision == "float32" and getattr(X, "dtype", None) == np.float32:
@@ -185,7 +189,10 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     Parameters
     ----------
     X : array_like, shape (n, d)
-        The points; any real dtype.  A CuPy array is accepted on the GPU path.
+        The points; any real dtype.  Points already on the GPU (CuPy, any
+        ``__cuda_array_interface__``, a CUDA DLPack tensor such as PyTorch's)
+        are read there in place and run on the GPU (``device="cpu"`` is
+        then a TypeError): the rule of ``skyjoin._core.device_input``.
     eps : float
         Radius of the join, finite and > 0.
     include_self : bool, default False
@@ -230,8 +237,9 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
         "bruteforce"), ``threads_per_point`` ("auto", 1, 2, ..., 32),
         ``schedule`` ("auto", "grid", "sortbywl", "workqueue"),
         ``batch_pairs`` (pairs per result batch), ``device_memory_limit``
-        (bytes the result buffers may take), ``on_device`` (keep the table
-        on the GPU, CuPy arrays), ``progress`` (called as
+        (bytes the result buffers may take), ``on_device`` (keep the table,
+        or the counts, on the GPU as CuPy arrays: no copy to the host),
+        ``progress`` (called as
         ``progress(rows_done, n_rows)`` after each batch); the rule is
         :func:`skyjoin.simjoin.plan.choose_config`.
 
@@ -323,7 +331,7 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     check_bool(sort, "sort")
     _check_distance_request(return_distance, output)
     memory_limit = check_memory_limit(memory_limit)
-    dev = resolve_device(device)
+    dev = resolve_device(device, data_on_gpu=on_gpu(X))
     options = _split_options(dev, options)
     (X,), eps_c = _prepare([(X, "X")], eps, precision, dev, index_dims)
     plan = request(dev, self_join=True, output=output, sort=sort, include_self=include_self,
@@ -406,7 +414,7 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     check_bool(sort, "sort")
     _check_distance_request(return_distance, output)
     memory_limit = check_memory_limit(memory_limit)
-    dev = resolve_device(device)
+    dev = resolve_device(device, data_on_gpu=on_gpu(R) or on_gpu(S))
     options = _split_options(dev, options)
     (R, S), eps_c = _prepare([(R, "R"), (S, "S")], eps, precision, dev, index_dims)
     plan = request(dev, self_join=False, output=output, sort=sort, precision=precision,
@@ -517,7 +525,7 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
     _check_choice(pattern, "pattern", PATTERNS)
     check_bool(include_self, "include_self")
     check_bool(sort, "sort")
-    dev = resolve_device(device)
+    dev = resolve_device(device, data_on_gpu=on_gpu(X))
     options = _split_options(dev, options)
     for ignored in ("on_device", "batch_pairs", "progress"):   # chunks decide these
         options.pop(ignored, None)

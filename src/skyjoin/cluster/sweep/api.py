@@ -49,13 +49,14 @@ from numpy.typing import ArrayLike
 from ..._core import device as _device
 from ..._core.conditioning import plan_conditioning
 from ..._core.device import resolve_device
+from ..._core.device_input import as_device_points, on_gpu
 from ..._core.device_kernels import load
 from ..._core.device_memory import check_points_fit, oom_as_error_in
 from ..._core.thread_count import with_cpu_threads
 from ..._core.thread_count import numba_threads
 from ..._core.transfer import to_device
-from ..._core.validate import check_eps, check_min_samples, check_points, check_precision, \
-    working_dtype
+from ..._core.validate import check_bool, check_eps, check_min_samples, check_points, \
+    check_precision, working_dtype
 from ..grid_gpu import gpu_grid_dbscan
 from ..params import check_sample_weight
 from ..plan import SWEEP_METHODS, DBSCANPlan, plan_sweep
@@ -77,8 +78,9 @@ class SweepResult:
     eps : float
     min_samples : int
     labels : ndarray of intp
-        scikit-learn's labels (noise -1).
+        scikit-learn's labels (noise -1); a CuPy array with ``on_device``.
     core_sample_indices : ndarray of int64
+        A CuPy array with ``on_device``.
     n_clusters : int
     timings : dict
         "table" (seconds to build what this eps's min_samples share: the
@@ -103,13 +105,16 @@ def _levels(min_samples):
 def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | Sequence[int], *,
                  sample_weight: ArrayLike | None = None, device: str | None = None,
                  precision: str = "float64", pipeline: bool = True, progress: bool = False,
-                 method: str = "auto") -> Iterator[SweepResult]:
+                 method: str = "auto", on_device: bool = False) -> Iterator[SweepResult]:
     """DBSCAN for every (eps, min_samples) pair, reusing tables and pipelining (§7.5-7.6).
 
     Parameters
     ----------
     X : array_like, shape (n, d)
-        The points (Euclidean distance).
+        The points (Euclidean distance).  Points already on the GPU (CuPy,
+        any ``__cuda_array_interface__``, a CUDA DLPack tensor) are read
+        there in place and run on the GPU, as in :class:`skyjoin.DBSCAN`
+        (``skyjoin._core.device_input``).
     eps : float or sequence of float
         Radii; one neighbour table is built per eps, in the order given.
     min_samples : int or sequence of int
@@ -142,6 +147,11 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
         streamed to the host, and the CPU assigns every min_samples from it
         (incrementally, §7.6) while the join builds the next eps's T (§7.5).
         On a GPU this keeps the two processors of Fig. 3 busy at once.
+    on_device : bool, default False
+        Leave each result's labels and core sample indices on the GPU (CuPy
+        arrays, no copy to the host); needs the GPU (ValueError otherwise).
+        A table assigned on the host (method "hybrid", or a table too
+        large for the GPU) has its results uploaded.
 
     Returns
     -------
@@ -157,7 +167,11 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
     ------
     ValueError
         Bad points, an eps <= 0, a min_samples < 1, a bad sample_weight or
-        method.
+        method; ``on_device=True`` off the GPU.
+    TypeError
+        Points on the GPU with ``device="cpu"``; ``on_device`` not a bool.
+    skyjoin.GPUUnavailableError
+        ``device="gpu"``, or points on the GPU, without a usable GPU.
     skyjoin.DeviceMemoryError
         On the GPU, points that cannot fit the device's free memory
         (checked by the call, as for :class:`skyjoin.DBSCAN`), or, while
@@ -197,21 +211,25 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
     precision = check_precision(precision)
     if method not in SWEEP_METHODS:
         raise ValueError(f"method must be 'auto' or 'hybrid', got {method!r}")
-    dev = resolve_device(device)
-    X = check_points(X, name="X")
+    on_device = check_bool(on_device, "on_device")
+    dev = resolve_device(device, data_on_gpu=on_gpu(X))
+    points: Any = (as_device_points(X, "X", allow_empty=False, check_finite=True)
+                   if on_gpu(X)     # read in place; no GPU path of the sweep tests the values
+                   else check_points(X, name="X"))
     if sample_weight is not None:          # DBSCAN's rule, then the sweep's float64
-        sample_weight = np.ascontiguousarray(check_sample_weight(sample_weight, X.shape[0]),
-                                             dtype=np.float64)
-    plan = plan_sweep(dev, precision, sample_weight is not None, X.shape[1], len(eps_list),
-                      method, pipeline)
+        sample_weight = np.ascontiguousarray(
+            check_sample_weight(sample_weight, points.shape[0]), dtype=np.float64)
+    plan = plan_sweep(dev, precision, sample_weight is not None, points.shape[1],
+                      len(eps_list), method, pipeline, on_device=on_device)
     log.debug("%s", plan.describe())
     what = "GPU DBSCAN sweep"
     if plan.device == "gpu":
-        check_points_fit(_device.cupy(), what, [X], working_dtype(precision), self_join=True)
+        check_points_fit(_device.cupy(), what, [points], working_dtype(precision),
+                         self_join=True)
     if plan.path == "grid-gpu":
-        results = _sweep_gpu_grid(X, eps_list, ms_list, progress, plan)
+        results = _sweep_gpu_grid(points, eps_list, ms_list, progress, plan)
     else:
-        results = _sweep(X, eps_list, ms_list, sample_weight, plan, progress)
+        results = _sweep(points, eps_list, ms_list, sample_weight, plan, progress)
     return oom_as_error_in(_device.cupy(), what, results) if plan.device == "gpu" else results
 
 
@@ -247,7 +265,8 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress, plan=None):
             # an eps that needs the points rescaled (skyjoin._core.conditioning)
             # takes the table path, which rescales them
             scaled = not plan_conditioning([X], e).identity
-            res = None if scaled else gpu_grid_dbscan(Xd, e, ms_list[0])
+            res = None if scaled else gpu_grid_dbscan(Xd, e, ms_list[0],
+                                                      on_device=plan.on_device)
             if res is None:
                 for r in _sweep(X, [e], ms_list, None, table_plan, False):
                     if bar is not None:
@@ -257,7 +276,7 @@ def _sweep_gpu_grid(X, eps_list, ms_list, progress, plan=None):
             for k, m in enumerate(ms_list):
                 if k:
                     t0 = time.perf_counter()
-                    res = gpu_grid_dbscan(Xd, e, m)
+                    res = gpu_grid_dbscan(Xd, e, m, on_device=plan.on_device)
                 core, labels = res
                 r = SweepResult(eps=e, min_samples=m, labels=labels, core_sample_indices=core,
                                 n_clusters=count_clusters(labels),
@@ -286,7 +305,7 @@ def _sweep(X, eps_list, ms_list, sample_weight, plan: DBSCANPlan, progress):
                 info = {"path": "grid-cpu"}
             else:
                 _, nt, order = built
-                levels = assign_levels(nt, ms_list, sample_weight, order)
+                levels = assign_levels(nt, ms_list, sample_weight, order, plan.on_device)
                 info = {"path": "table", "pairs": nt.n_pairs}
             while True:
                 with numba_threads(assign_threads):  # not around the yield: the caller's code

@@ -46,14 +46,22 @@ def add_core_level(indptr, indices, weight, level, previous_level, parent):
             ri = hang(parent, ri, p)
 
 
-def assign_levels(nt, min_samples_desc, sample_weight, order):
+def assign_levels(nt, min_samples_desc, sample_weight, order, on_device=False):
     """Yield (min_samples, core indices, labels, n_clusters, seconds), incrementally (§7.6).
 
     The table's point p is the caller's row ``order[p]``; results come back
-    in the caller's order.
+    in the caller's order, as CuPy arrays with ``on_device`` (the plan's
+    ``DBSCANPlan.on_device``: a table on the GPU is assigned there and its
+    results stay; a host table's results are uploaded, O(n)).
     """
     if nt.on_device:
-        yield from _assign_levels_gpu(nt, min_samples_desc, sample_weight, order)
+        yield from _assign_levels_gpu(nt, min_samples_desc, sample_weight, order, on_device)
+        return
+    if on_device:
+        cp = _device.cupy()
+        for m, core, labels, n_clusters, dt in assign_levels(nt, min_samples_desc,
+                                                              sample_weight, order):
+            yield m, cp.asarray(core), cp.asarray(labels), n_clusters, dt
         return
     indptr = np.ascontiguousarray(nt.indptr, dtype=np.int64)
     indices = nt.indices
@@ -80,8 +88,9 @@ def assign_levels(nt, min_samples_desc, sample_weight, order):
                time.perf_counter() - t0)
 
 
-def _assign_levels_gpu(nt, min_samples_desc, sample_weight, order):
-    """Each min_samples assigned on the GPU from the table kept there (§7.6 on the device)."""
+def _assign_levels_gpu(nt, min_samples_desc, sample_weight, order, on_device=False):
+    """Each min_samples assigned on the GPU from the table kept there (§7.6 on the
+    device); the results copied to the host unless ``on_device``."""
     cp = _device.cupy()
     w = None if sample_weight is None else cp.asarray(sample_weight[order])
     order_d = cp.asarray(order)          # numbering by caller rows, as scikit-learn's
@@ -90,6 +99,14 @@ def _assign_levels_gpu(nt, min_samples_desc, sample_weight, order):
         t0 = time.perf_counter()
         is_core, labels = gpu_dbscan_table(nt.indptr, nt.indices, m, sample_weight=w,
                                            order=order_d)
+        if on_device:
+            core_d = cp.empty(n, dtype=cp.uint8)
+            core_d[order_d] = is_core.astype(cp.uint8, copy=False)
+            labels_d = cp.empty(n, dtype=np.intp)
+            labels_d[order_d] = labels
+            yield (m, cp.flatnonzero(core_d).astype(np.int64, copy=False), labels_d,
+                   count_clusters(labels_d), time.perf_counter() - t0)
+            continue
         core_out = np.empty(n, dtype=np.uint8)
         core_out[order] = cp.asnumpy(is_core)
         labels_out = np.empty(n, dtype=np.intp)
