@@ -127,3 +127,27 @@ def test_count_differences_name_both_counts():
             row("sklearn DBSCAN", False, 9, 9)]
     assert arborx.count_differences(rows) == [
         "c: ArborX FDBSCAN-DenseBox (points on GPU) 11 clusters / 2 noise, ours 10 / 5"]
+
+
+def test_count_differences_compare_our_two_rows_too():
+    def row(impl, ours, size, noise, case="c"):
+        return Row("s", case, impl, ours, 1.0, size, {"noise": noise}, {})
+
+    rows = [row("skyjoin DBSCAN (points on GPU)", True, 10, 5),
+            row("skyjoin DBSCAN (gpu, host to host)", True, 10, 6),
+            row("ArborX FDBSCAN (points on GPU)", False, 10, 5)]
+    assert arborx.count_differences(rows) == [
+        "c: skyjoin DBSCAN (gpu, host to host) 10 clusters / 6 noise, "
+        "ours (skyjoin DBSCAN (points on GPU)) 10 / 5"]
+
+
+def test_cases_time_ours_like_for_like_and_host_to_host():
+    """Each case has our run with the points on the GPU (as ArborX's driver
+    times it) and our host-to-host run, beside both ArborX implementations."""
+    for case in arborx.cases(quick=True):
+        names = [i.name for i in case.impls]
+        assert names[:2] == ["skyjoin DBSCAN (points on GPU)",
+                             "skyjoin DBSCAN (gpu, host to host)"]
+        assert all(i.ours for i in case.impls[:2])
+        assert [n for n in names if n.startswith("ArborX")] == [
+            f"ArborX {i} (points on GPU)" for i in arborx.IMPLEMENTATIONS]

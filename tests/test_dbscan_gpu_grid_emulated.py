@@ -112,20 +112,11 @@ def _float32_oracle(X, eps, m):
         np.where(within, 0.0, 1.0))
 
 
-@pytest.mark.parametrize("coarse", [False, True], ids=["fine", "coarse"])
 @pytest.mark.parametrize("name,X,eps,m", list(_cases()), ids=[c[0] for c in _cases()])
-def test_emulated_grid_dbscan_float32_equals_float32_oracle(emulated, name, X, eps, m, coarse):
-    """float32 points are tested in float32, on either cell side."""
-    core, labels = emulated(X.astype(np.float32), eps, m, coarse=coarse)
+def test_emulated_grid_dbscan_float32_equals_float32_oracle(emulated, name, X, eps, m):
+    """float32 points are tested in float32."""
+    core, labels = emulated(X.astype(np.float32), eps, m)
     ref = _float32_oracle(X, eps, m)
-    np.testing.assert_array_equal(labels, ref.labels_)
-    np.testing.assert_array_equal(core, ref.core_sample_indices_)
-
-
-@pytest.mark.parametrize("name,X,eps,m", list(_cases()), ids=[c[0] for c in _cases()])
-def test_emulated_grid_dbscan_coarse_cells_equal_sklearn(emulated, name, X, eps, m):
-    core, labels = emulated(X, eps, m, coarse=True)
-    ref = SkDBSCAN(eps=eps, min_samples=m).fit(X)
     np.testing.assert_array_equal(labels, ref.labels_)
     np.testing.assert_array_equal(core, ref.core_sample_indices_)
 

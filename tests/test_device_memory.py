@@ -136,7 +136,7 @@ def test_oom_as_error_passes_other_errors(exc):
 def _force_gpu(monkeypatch, module, free):
     """``module``'s device resolved to "gpu", its CuPy the stand-in; any engine
     import fails the test (the check must come first)."""
-    monkeypatch.setattr(module, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(module, "resolve_device", lambda device=None, **kw: "gpu")
     monkeypatch.setattr(module, "cupy", lambda: fake_cupy(free))
 
 
@@ -156,7 +156,7 @@ def test_self_join_checks_before_any_engine(monkeypatch):
 def test_skyline_checks_before_any_engine(monkeypatch):
     from skyjoin.pareto import api, run
 
-    monkeypatch.setattr(api, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(api, "resolve_device", lambda device=None, **kw: "gpu")
     monkeypatch.setattr(run, "cupy", lambda: fake_cupy(1000))      # the run entry checks
     X = np.random.default_rng(0).random((500, 3))
     with pytest.raises(sj.DeviceMemoryError, match="GPU skyline of 500 points in 3 dimensions "
@@ -172,13 +172,13 @@ def test_dbscan_checks_before_any_engine(monkeypatch):
 
     from skyjoin.cluster.sweep import api as sweep_api
 
-    monkeypatch.setattr(estimator, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(estimator, "resolve_device", lambda device=None, **kw: "gpu")
     monkeypatch.setattr(engine, "cupy", lambda: fake_cupy(1000))
     monkeypatch.setattr(estimator, "cupy", lambda: fake_cupy(1000))   # checked at the boundary
     X = np.random.default_rng(0).random((500, 2))
     with pytest.raises(sj.DeviceMemoryError, match="GPU DBSCAN of 500 points"):
         sj.DBSCAN(eps=0.1, min_samples=5).fit(X)
-    monkeypatch.setattr(sweep_api, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(sweep_api, "resolve_device", lambda device=None, **kw: "gpu")
     monkeypatch.setattr(sweep_api._device, "cupy", lambda: fake_cupy(1000))
     with pytest.raises(sj.DeviceMemoryError, match="GPU DBSCAN sweep of 500 points"):
         sj.dbscan_sweep(X, eps=[0.1, 0.2], min_samples=[5])
@@ -211,7 +211,7 @@ def test_iterated_results_report_device_oom(monkeypatch):
         next(stream)
     assert cp.get_default_memory_pool().freed == 1
 
-    monkeypatch.setattr(sweep_api, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(sweep_api, "resolve_device", lambda device=None, **kw: "gpu")
     monkeypatch.setattr(sweep_api._device, "cupy", lambda: cp)
     first = object()
     for name in ("_sweep", "_sweep_gpu_grid"):

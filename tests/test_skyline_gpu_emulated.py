@@ -109,7 +109,7 @@ def test_emulated_public_gpu_route_checks_memory_once(emulated, monkeypatch, on_
     from skyjoin.pareto import api, run
 
     checked = []
-    monkeypatch.setattr(api, "resolve_device", lambda device=None: "gpu")
+    monkeypatch.setattr(api, "resolve_device", lambda device=None, **kw: "gpu")
     monkeypatch.setattr(run, "cupy", lambda: emulated.gpu._cupy())
     monkeypatch.setattr(run, "check_skyline_fits", lambda cp, X: checked.append(X.shape))
     rng = np.random.default_rng(9)

@@ -43,7 +43,7 @@ import numpy as np
 from ..errors import DeviceMemoryError
 from .device import is_device_array
 
-__all__ = ["SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES",
+__all__ = ["mark_phase", "SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES",
            "SKYLINE_POINT_BYTES", "WAYS_OUT", "PARTITIONED_WAYS_OUT", "SKYLINE_WAYS_OUT",
            "free_bytes", "copies_of", "points_bytes", "skyline_bytes", "check_points_fit",
            "check_skyline_fits", "is_device_oom",
@@ -230,25 +230,45 @@ class PoolPeak:
     >>> peak.bytes                              # doctest: +SKIP
     """
 
+    #: the block being measured, if any (``mark_phase`` reports to it)
+    active: "PoolPeak | None" = None
+
     def __init__(self, cp):
         self.cp, self.pool = cp, cp.get_default_memory_pool()
-        self.base = self.peak = 0
+        self.base = self.peak = self.lap = 0
+        #: peak bytes in use during each phase that ``mark_phase`` ended
+        self.phases: dict = {}
 
     def __enter__(self) -> "PoolPeak":
         self.pool.free_all_blocks()
-        self.base = self.peak = self.pool.used_bytes()
+        self.base = self.peak = self.lap = self.pool.used_bytes()
+        self.phases = {}
         self.cp.cuda.set_allocator(self._malloc)
+        PoolPeak.active = self
         return self
 
     def _malloc(self, size):
         mem = self.pool.malloc(size)
-        self.peak = max(self.peak, self.pool.used_bytes())
+        used = self.pool.used_bytes()
+        self.peak = max(self.peak, used)
+        self.lap = max(self.lap, used)
         return mem
 
     def __exit__(self, *exc) -> None:
         self.cp.cuda.set_allocator(self.pool.malloc)
+        PoolPeak.active = None
 
     @property
     def bytes(self) -> int:
         """Peak bytes in use beyond those in use on entry."""
         return self.peak - self.base
+
+
+def mark_phase(name: str) -> None:
+    """End a phase of a GPU engine: inside a ``PoolPeak`` block, record the
+    most bytes in use since the previous mark as ``phases[name]``.  O(1);
+    nothing outside such a block."""
+    pk = PoolPeak.active
+    if pk is not None:
+        pk.phases[name] = pk.lap
+        pk.lap = pk.pool.used_bytes()

@@ -47,6 +47,7 @@ import numpy as np
 from .._core import device_prims as dp
 from .._core.device import cupy
 from .._core.device_kernels import load
+from .._core.device_memory import mark_phase
 from .._core.device_reduce import column_bounds
 from .._core.transfer import d2h, to_device
 from ..index.fine_grid import neighbour_offsets, row_grid_shape, row_pattern
@@ -248,13 +249,15 @@ __global__ void link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTE
     if (w >= m * n_rows) return;
     long long t = w / n_rows;
     int j = (int)(w % n_rows);
-    if (first[t] < 0) return;
+    if (first[t] < 0 || (phase == 0 && !row_adjacent[j])) return;
     long long c[MAXD];
     cell_of(X, start[t], d, korder, lo, side, radix, c);
     long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
     if (r < 0) return;
+    int a = row_lo[j], b = row_hi[j];
+    if (phase == 0) { a = a < -1 ? -1 : a; b = b > 1 ? 1 : b; }   // the adjacent cells only
     int u0, u1;
-    row_slots(row_start, cell_q, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
+    row_slots(row_start, cell_q, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
     for (int u = u0; u < u1; ++u) {
         long long step = (long long)cell_q[u] - c[d - 1];
         bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
@@ -360,11 +363,10 @@ def _pattern_args(cp, off, lo, hi):
     return (np.int32(lo.size), cp.asarray(off.ravel()), cp.asarray(lo), cp.asarray(hi))
 
 
-def grid_components(Xd, eps, min_samples, *, tick=None, coarse=False):
+def grid_components(Xd, eps, min_samples, *, tick=None):
     """Stages 1 to 3 on device points Xd (float64 or float32, finite): a
     GridClusters, or None when d > 4 or the grid would be too large
-    (``index.fine_grid.row_grid_shape``).  ``coarse``: cells of side eps
-    (3**d neighbour cells) instead of eps / sqrt(d)."""
+    (``index.fine_grid.row_grid_shape``)."""
     cp = cupy()
     tick = tick or (lambda name: None)
     n, d = Xd.shape
@@ -374,7 +376,7 @@ def grid_components(Xd, eps, min_samples, *, tick=None, coarse=False):
     mod = compiled_module(real)
     load(cp, "dbscan")
     lo_h, hi_h, _ = column_bounds(cp, Xd)
-    shape = row_grid_shape(lo_h, hi_h, n, eps, coarse=coarse)
+    shape = row_grid_shape(lo_h, hi_h, n, eps)
     if shape is None:
         return None
     side, radix, korder_h = shape
@@ -457,7 +459,7 @@ def grid_labels(g: GridClusters, root_label, border=True):
     return labels
 
 
-def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, coarse=False):
+def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False):
     """Exact DBSCAN (scikit-learn's labels) on a fine grid on the GPU, or None.
 
     Parameters
@@ -496,7 +498,7 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, coars
         xp = cp if on_device else np
         return xp.zeros(0, np.int64), xp.zeros(0, np.intp)
     tick("h2d")
-    g = grid_components(Xd, eps, min_samples, tick=tick, coarse=coarse)
+    g = grid_components(Xd, eps, min_samples, tick=tick)
     del Xd
     if g is None:
         return None
@@ -504,11 +506,14 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, coars
     # when min_samples <= 2: a point with a neighbour is core)
     root_label = ranks_by_caller_row(cp, compiled_module(g.real), g.core, g.parent, g.perm, n)
     labels = grid_labels(g, root_label, border=min_samples > 2)
+    perm, core = g.perm, g.core
+    del g, root_label                       # the grid's memory, before the outputs
     tick("labels")
     core_out = cp.empty(n, dtype=cp.int32)           # back in the caller's order
-    dp.scatter(cp, core_out, g.perm, dp.astype(cp, g.core, cp.int32))
+    dp.scatter(cp, core_out, perm, dp.astype(cp, core, cp.int32))
     labels_out = cp.empty(n, dtype=cp.int64)
-    dp.scatter(cp, labels_out, g.perm, labels)
+    dp.scatter(cp, labels_out, perm, labels)
+    del perm, core, labels
     core_idx = dp.compact(cp, core_out, cp.int64)[0]
     if on_device:
         return core_idx, labels_out.astype(np.intp, copy=False)
@@ -525,6 +530,7 @@ class _Ticker:
         self.cp, self.timings, self.t = cp, timings, time.perf_counter()
 
     def __call__(self, name):
+        mark_phase(name)
         if self.timings is None:
             return
         self.cp.cuda.get_current_stream().synchronize()

@@ -52,27 +52,25 @@ def fine_grid_shape(lo, hi, n, eps):
 MAX_ROW_GRID_KEYS = 2.0 ** 62
 #: the most cells along one dimension of the sparse grid: a cell coordinate
 #: ``floor((x - lo) / side)`` is then off by at most 2**-12 of a cell, far
-#: inside the pattern's margin (the nearest excluded offset is 11% farther
-#: than eps for d <= 4; a coarse cell is 0.1% wider than eps)
+#: inside the pattern's margin (for d <= 4 the nearest offset that
+#: ``neighbour_offsets`` leaves out is at least 11% farther than eps)
 MAX_ROW_GRID_RADIX = 2.0 ** 40
-#: a coarse cell's side over eps: the 3**d adjacent cells hold every neighbour
-COARSE_SIDE_FACTOR = 1.001
 
 
-def row_grid_shape(lo, hi, n, eps, coarse=False):
+def row_grid_shape(lo, hi, n, eps):
     """The fine grid over the box [lo, hi] kept sparse along one dimension:
     cell side, cells per dimension (int64) and the dimensions in key order
-    (``korder``, the one with most cells last), or None.  ``coarse``: cells
-    of side a little over eps instead (3**d neighbour cells, not 5**d).
+    (``korder``, the one with most cells last), or None.
 
     The cells are numbered with ``korder[-1]`` fastest, so that the cells of
     one *row* (the same coordinates in every other dimension) are consecutive
     keys; only the non-empty cells are stored, and a dense table of rows
     (``prod(radix[korder[:-1]])`` entries) finds a row's cells.  None when
-    the keys would pass 2**62 or the row table would hold more than
-    ``max(2 n, 2^22)`` entries.  O(d log d).
+    the keys would pass 2**62, a dimension would hold more than 2**40
+    cells, or the row table would hold more than ``max(2 n, 2^22)`` entries.
+    O(d log d).
     """
-    side = eps * COARSE_SIDE_FACTOR if coarse else eps / math.sqrt(len(lo)) * SIDE_FACTOR
+    side = eps / math.sqrt(len(lo)) * SIDE_FACTOR
     with np.errstate(over="ignore"):         # an overflowing span: no grid (None)
         radix = np.floor((hi - lo) / side).astype(np.float64) + 1
         total = float(np.prod(radix))
@@ -131,7 +129,9 @@ def row_pattern(offsets, korder) -> RowPattern:
         adjacent = (np.abs(off) <= 1).all(axis=1).astype(np.uint8)
         return np.ascontiguousarray(off), lo, hi, adjacent
 
-    full = arrays([(k, spans[k][0], spans[k][1]) for k in keys])
+    # the adjacent rows first: a point's core count stops sooner
+    near = sorted(keys, key=lambda k: max(map(abs, k), default=0) > 1)
+    full = arrays([(k, spans[k][0], spans[k][1]) for k in near])
     return RowPattern(*full, *arrays(pos))
 
 
