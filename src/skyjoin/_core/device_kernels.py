@@ -71,16 +71,18 @@ def _scans(pairs) -> list:
 
 
 def _dbscan() -> list:
-    """The DBSCAN grid path's kit: bounds, the cell sort, cluster numbering."""
-    names = ["flag_nonfinite<double>", "column_bounds<double>"]
+    """The DBSCAN grid path's kit: bounds (float32 and float64 points), the
+    cell sort (32- and 64-bit keys), cluster numbering."""
+    names = [f"{k}<{t}>" for k in ("flag_nonfinite", "column_bounds") for t in ("double", "float")]
     names += [f"cast<{u}, {u}>" for u in ("unsigned int", "unsigned long long")]
     names += ["cast<long long, int>", "cast<int, long long>", "cast<unsigned char, int>"]
     names += ["fill<unsigned int>", "fill<unsigned long long>"]
-    names += ["run_flags<unsigned int>"]                 # 32-bit cell keys (the grid's cap)
-    names += [f"gather_rows<{u}, long long>" for u in ("unsigned int", "unsigned long long")]
+    names += ["run_flags<unsigned int>", "run_flags<unsigned long long>"]
+    names += [f"gather_rows<{u}, {i}>" for u in ("unsigned int", "unsigned long long")
+              for i in ("long long", "int")]          # the keys of the cells, by int32 starts
     names += [f"scatter_rows<{u}, long long>" for u in ("unsigned int", "unsigned long long")]
     names += ["scatter_iota<long long, int>", "scatter_iota<long long, long long>"]
-    names += ["compact_from_scan<int, long long>"]
+    names += ["compact_from_scan<int, long long>", "compact_from_scan<int, int>"]
     return names + _scans((("int", "int"),))
 
 

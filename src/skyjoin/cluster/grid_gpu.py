@@ -5,35 +5,52 @@ the method: cells of side ``eps / sqrt(d)``, dense cells whose bounding box
 passes the distance test make all their points core and one group without a
 distance computation, other points count neighbours up to min_samples, one
 core-core pair within eps joins two cells, border points take the lowest
-cluster label of their core neighbours).  On the GPU:
+cluster label of their core neighbours; the dense cells as single boxes
+and the union-find over the points, fused with the search and with no
+neighbour list, are the ideas of FDBSCAN-DenseBox and FDBSCAN, Prokopenko,
+Lebrun-Grandie and Arndt, ICPP 2023).  Only non-empty cells are stored, as
+in the join's grid (Gowanlock and Karsin 2018, §IV-B), found by a row
+table and a binary search rather than one search per cell (§IV-D).  On
+the GPU:
 
-1. ``bin``: a thread per point computes its linear cell id (the key of
-   ``skyjoin.index.fine_grid.fine_cell_keys``); the points are sorted by it
-   and gathered by the GPU grid sort (``skyjoin.index.grid_gpu.sort_cells_gpu``),
-   so every cell is a contiguous run; the dense array ``slot_of`` maps a
-   cell id to its run;
+1. ``bin``: a thread per point computes its linear cell key, the dimension
+   with most cells fastest (``index.fine_grid.row_grid_shape``); the points
+   are sorted by it and gathered by the GPU grid sort
+   (``skyjoin.index.grid_gpu.sort_cells_gpu``), so every cell is a
+   contiguous run.  Only the non-empty cells are kept: ``row_table`` finds
+   the first cell of every *row* (the cells that differ in the fastest
+   coordinate only), a dense table of ``prod(radix) / radix_fastest``
+   entries, and each cell's coordinate along its row;
 2. ``cell_boxes``: a thread per cell: bounding box, and whether it is close;
-3. ``core_flags``: a thread per point, stopping at min_samples;
+3. ``core_flags``: a thread per point, stopping at min_samples.  A
+   neighbour cell is found from the pattern's rows
+   (``index.fine_grid.row_pattern``): the row's entry, then a binary search
+   along the row;
 4. ``link_within`` and ``link_between``: lock-free union-find over the
    points (the hooking of :mod:`skyjoin.cluster.table_gpu`: the larger root is
    hung under the smaller with ``atomicCAS``); a thread per core point for
-   the pairs inside its cell, then a thread per (cell, offset) pair for the
-   pairs between two cells (each unordered pair of cells once), the adjacent
-   offsets in a first launch and the farther ones in a second, so that most
-   far pairs find their cells already joined;
+   the pairs inside its cell, then a thread per cell for the pairs between
+   two cells (each unordered pair of cells once), the adjacent cells in a
+   first launch and the farther ones in a second, so that most far pairs
+   find their cells already joined;
 5. clusters numbered by their lowest caller row
    (``table_gpu.ranks_by_caller_row``), then ``border``: a thread per non-core
-   point.
+   point (none when min_samples <= 2: a point with a neighbour is core).
 
 Only the points go in and the labels come out: no pair is ever stored, so
 memory is a few arrays of n entries however large T would be (a table
 that fits in no GPU: docs/decisions/dbscan-fit-path.md).  Every distance
-decision is the join's test, ``sum_k (x_k - y_k)^2 <= eps^2`` in float64 summed over k
+decision is the join's test, ``sum_k (x_k - y_k)^2 <= eps^2`` in the
+points' precision (float64, or float32 for float32 points) summed over k
 in order, compiled with ``--fmad=false`` so that no multiply-add is fused:
-the labels equal the CPU path's and scikit-learn's.  The same limits as
-the CPU grid apply: d <= 4 and at most ``max(8 n, 2^22)`` cells over the
-bounding box, else :func:`gpu_grid_dbscan` returns None and the caller takes
-the join path.
+the labels equal the CPU path's and scikit-learn's.  Limits: d <= 4, at
+most 2**40 cells along a dimension, and a row table of at most
+``max(2 n, 2^22)`` entries, else :func:`gpu_grid_dbscan` returns None and
+the caller takes the join path.  Cost: O(n d) for the grid plus the sort,
+then O(5**d) row lookups of O(log cells-per-row) for each point (core
+counts, border points) and each cell (links), plus the distance tests of
+points in neighbouring cells that are not close; memory about 90 bytes a
+point for float32 points in 3-D (docs/decisions/dbscan-fit-path.md).
 """
 
 from __future__ import annotations
@@ -153,7 +170,7 @@ __global__ void row_table(const long long* cells, long long m, long long rs, lon
     }
 }
 
-__global__ void cell_boxes(const REAL* X, int d, const long long* start, long long m,
+__global__ void cell_boxes(const REAL* X, int d, const int* start, long long m,
                            REAL eps2, REAL* box_lo, REAL* box_hi, unsigned char* close) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= m) return;
@@ -175,7 +192,7 @@ __global__ void cell_boxes(const REAL* X, int d, const long long* start, long lo
 }
 
 // the grid as the per-point kernels read it
-#define GRID_ARGS const long long* start, const int* point_slot, const int* row_start, \
+#define GRID_ARGS const int* start, const int* point_slot, const int* row_start, \
     const int* cell_q, const unsigned char* close, const REAL* box_lo, const REAL* box_hi, \
     const int* korder, const double* lo, double side, const long long* radix
 #define PATTERN_ARGS int n_rows, const int* row_off, const int* row_lo, const int* row_hi
@@ -211,19 +228,19 @@ __global__ void core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN
     core[p] = cnt >= min_samples ? 1 : 0;
 }
 
-__global__ void first_core(const long long* start, long long m, const unsigned char* core,
-                           long long* first) {
+__global__ void first_core(const int* start, long long m, const unsigned char* core,
+                           int* first) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= m) return;
-    long long f = -1;
-    for (long long p = start[t]; p < start[t + 1]; ++p) if (core[p]) { f = p; break; }
+    int f = -1;
+    for (int p = start[t]; p < start[t + 1]; ++p) if (core[p]) { f = p; break; }
     first[t] = f;
 }
 
 // core pairs inside each cell: a thread per point
-__global__ void link_within(const REAL* X, long long n, int d, const long long* start,
+__global__ void link_within(const REAL* X, long long n, int d, const int* start,
                             const int* point_slot, const unsigned char* close,
-                            const long long* first, const unsigned char* core, REAL eps2,
+                            const int* first, const unsigned char* core, REAL eps2,
                             long long* parent) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n || !core[p]) return;
@@ -237,43 +254,44 @@ __global__ void link_within(const REAL* X, long long n, int d, const long long* 
             uf_union(parent, p, q);
 }
 
-// core pairs between cell t and the cells of row j of the positive pattern (each
-// unordered pair of cells once): a thread per (t, j).  Phase 0 links the
+// core pairs between cell t and the cells of the positive pattern (each
+// unordered pair of cells once): a thread per cell.  Phase 0 links the
 // adjacent cells (every step at most one), phase 1 the farther ones, so that
 // most far pairs find their cells already joined.
 __global__ void link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTERN_ARGS,
                              const unsigned char* row_adjacent, int phase,
-                             const long long* first, const unsigned char* core, REAL eps2,
+                             const int* first, const unsigned char* core, REAL eps2,
                              long long* parent) {
-    long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (w >= m * n_rows) return;
-    long long t = w / n_rows;
-    int j = (int)(w % n_rows);
-    if (first[t] < 0 || (phase == 0 && !row_adjacent[j])) return;
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= m || first[t] < 0) return;
     long long c[MAXD];
     cell_of(X, start[t], d, korder, lo, side, radix, c);
-    long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
-    if (r < 0) return;
-    int a = row_lo[j], b = row_hi[j];
-    if (phase == 0) { a = a < -1 ? -1 : a; b = b > 1 ? 1 : b; }   // the adjacent cells only
-    int u0, u1;
-    row_slots(row_start, cell_q, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
-    for (int u = u0; u < u1; ++u) {
-        long long step = (long long)cell_q[u] - c[d - 1];
-        bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
-        if (adjacent != (phase == 0) || first[u] < 0) continue;
-        bool both_close = close[t] && close[u];
-        if (both_close && uf_find(parent, first[t]) == uf_find(parent, first[u])) continue;
-        if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
-        bool done = false;
-        for (long long p = first[t]; p < start[t + 1] && !done; ++p) {
-            if (!core[p]) continue;
-            for (long long q = first[u]; q < start[u + 1]; ++q) {
-                if (!core[q]) continue;
-                if (both_close) {
-                    if (d2(X, d, p, q) <= eps2) { uf_union(parent, p, q); done = true; break; }
-                } else if (uf_find(parent, p) != uf_find(parent, q) && d2(X, d, p, q) <= eps2) {
-                    uf_union(parent, p, q);
+    for (int j = 0; j < n_rows; ++j) {
+        if (phase == 0 && !row_adjacent[j]) continue;
+        long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
+        if (r < 0) continue;
+        int a = row_lo[j], b = row_hi[j];
+        if (phase == 0) { a = a < -1 ? -1 : a; b = b > 1 ? 1 : b; }   // the adjacent cells only
+        int u0, u1;
+        row_slots(row_start, cell_q, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
+        for (int u = u0; u < u1; ++u) {
+            long long step = (long long)cell_q[u] - c[d - 1];
+            bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
+            if (adjacent != (phase == 0) || first[u] < 0) continue;
+            bool both_close = close[t] && close[u];
+            if (both_close && uf_find(parent, first[t]) == uf_find(parent, first[u])) continue;
+            if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
+            bool done = false;
+            for (long long p = first[t]; p < start[t + 1] && !done; ++p) {
+                if (!core[p]) continue;
+                for (long long q = first[u]; q < start[u + 1]; ++q) {
+                    if (!core[q]) continue;
+                    if (both_close) {
+                        if (d2(X, d, p, q) <= eps2) { uf_union(parent, p, q); done = true; break; }
+                    } else if (uf_find(parent, p) != uf_find(parent, q) &&
+                               d2(X, d, p, q) <= eps2) {
+                        uf_union(parent, p, q);
+                    }
                 }
             }
         }
@@ -392,7 +410,7 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
                              cell))
     if rs * rows < 2**31:       # 32-bit keys: half the radix passes of the sort
         cell = dp.astype(cp, cell, cp.int32)
-    perm, Xs, cells, start, point_slot = sort_cells_gpu(cp, Xd, cell, cp.int64)
+    perm, Xs, cells, start, point_slot = sort_cells_gpu(cp, Xd, cell, cp.int32)
     del cell
     m = int(cells.size)
     cell_q = cp.empty(m, dtype=cp.int32)
@@ -424,7 +442,7 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
     # 3. union-find over the core points
     parent = cp.empty(n, dtype=cp.int64)
     mod.get_function("init_parent")(_blocks(n), (_BLOCK,), (core, np.int64(n), parent))
-    first = cp.empty(m, dtype=cp.int64)
+    first = cp.empty(m, dtype=cp.int32)
     mod.get_function("first_core")(_blocks(m), (_BLOCK,), (start, np.int64(m), core, first))
     mod.get_function("link_within")(
         _blocks(n), (_BLOCK,),
@@ -433,7 +451,7 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
     for phase in (0, 1):
         if n_pos and m:
             mod.get_function("link_between")(
-                _blocks(m * n_pos), (_BLOCK,),
+                _blocks(m), (_BLOCK,),
                 (Xs, np.int32(d), np.int64(m)) + grid + positive
                 + (positive_adjacent, np.int32(phase), first, core, eps2, parent))
     del first
