@@ -6,14 +6,17 @@ its counts are the oracle for what reached it."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import skyjoin as sj
 from skyjoin.bench import arborx
 from skyjoin.bench.harness import Case, Impl, Row, run_case
 
@@ -151,3 +154,17 @@ def test_cases_time_ours_like_for_like_and_host_to_host():
         assert all(i.ours for i in case.impls[:2])
         assert [n for n in names if n.startswith("ArborX")] == [
             f"ArborX {i} (points on GPU)" for i in arborx.IMPLEMENTATIONS]
+
+
+_ARBORX_COUNTS = json.loads((Path(__file__).parent / "data" / "arborx_counts.json").read_text())
+
+
+@pytest.mark.parametrize("case", arborx.cases(quick=True), ids=lambda c: c.name)
+def test_cpu_clusters_equal_arborx_on_the_quick_cases(case):
+    """Our CPU DBSCAN, in float32 as ArborX computes, finds ArborX's cluster
+    and noise counts (recorded from its driver on a GPU) on each quick case."""
+    want = _ARBORX_COUNTS["cases"][case.name]
+    X = arborx._data(case.params["kind"], case.params["n"])
+    labels = sj.DBSCAN(eps=case.params["eps"], min_samples=case.params["min_samples"],
+                       device="cpu", precision="float32").fit(X).labels_
+    assert (int(labels.max()) + 1, int((labels < 0).sum())) == (want["clusters"], want["noise"])
