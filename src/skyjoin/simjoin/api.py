@@ -153,7 +153,7 @@ def _run(plan: JoinPlan, R, S, eps, options, timings):
 def self_join(X: ArrayLike, eps: float, *, include_self: bool = ...,
               output: Literal["table"] = ..., sort: bool = ..., pattern: str = ...,
               device: str | None = ..., precision: str = ..., index_dims: int | None = ...,
-              return_distance: bool = ..., memory_limit: int | str = ...,
+              algorithm: str = ..., return_distance: bool = ..., memory_limit: int | str = ...,
               timings: dict[str, float] | None = ..., **options: Any) -> NeighborTable: ...
 
 
@@ -161,14 +161,14 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = ...,
 def self_join(X: ArrayLike, eps: float, *, include_self: bool = ...,
               output: Literal["counts"], sort: bool = ..., pattern: str = ...,
               device: str | None = ..., precision: str = ..., index_dims: int | None = ...,
-              return_distance: bool = ..., memory_limit: int | str = ...,
+              algorithm: str = ..., return_distance: bool = ..., memory_limit: int | str = ...,
               timings: dict[str, float] | None = ..., **options: Any) -> np.ndarray: ...
 
 
 @overload
 def self_join(X: ArrayLike, eps: float, *, include_self: bool = ..., output: str,
               sort: bool = ..., pattern: str = ..., device: str | None = ...,
-              precision: str = ..., index_dims: int | None = ...,
+              precision: str = ..., index_dims: int | None = ..., algorithm: str = ...,
               return_distance: bool = ..., memory_limit: int | str = ...,
               timings: dict[str, float] | None = ...,
               **options: Any) -> NeighborTable | np.ndarray: ...
@@ -177,6 +177,7 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = ..., output: str
 def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: str = "table",
               sort: bool = True, pattern: str = "auto", device: str | None = None,
               precision: str = "float64", index_dims: int | None = None,
+              algorithm: str = "auto",
               return_distance: bool = False, memory_limit: int | str = "auto",
               timings: dict[str, float] | None = None,
               **options: Any) -> NeighborTable | np.ndarray:
@@ -221,6 +222,14 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
         origin (say 1e6 + U(0, 1)) before a float32 join.
     index_dims : int, optional
         Number of leading dimensions the grid indexes (default min(d, 6)).
+    algorithm : {"auto", "grid", "brute"}
+        "grid": the grid of non-empty cells.  "brute": every pair screened
+        by a float64 matrix product (tensor cores on the GPU) with a
+        provable margin, each survivor decided by the same test, so the
+        result is the grid's, pair for pair
+        (``skyjoin.simjoin.brute_bound``).  "auto": brute force from
+        ``skyjoin.simjoin.plan.BRUTE_MIN_DIMS`` dimensions on, where the
+        grid prunes nothing (the rule ``plan.choose_algorithm``).
     return_distance : bool, default False
         Also give the distance of every pair, ``NeighborTable.distances``:
         the square root of the very sum the test compared with ``eps**2``
@@ -337,7 +346,7 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     plan = request(dev, self_join=True, output=output, sort=sort, include_self=include_self,
                    precision=precision, index_dims=index_dims, pattern=pattern,
                    memory_limit=memory_limit, return_distance=return_distance,
-                   **_routing(options))
+                   algorithm=algorithm, n_features=X.shape[1], **_routing(options))
     res = _run(plan, None, X, eps_c, options, timings)
     if return_distance:
         with phase(timings, "distances"):
@@ -347,7 +356,7 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
 
 def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort: bool = True,
          device: str | None = None, precision: str = "float64", index_dims: int | None = None,
-         return_distance: bool = False, memory_limit: int | str = "auto",
+         algorithm: str = "auto", return_distance: bool = False, memory_limit: int | str = "auto",
          timings: dict[str, float] | None = None, **options: Any) -> NeighborTable | np.ndarray:
     """All pairs (i, j) with R[i] within distance eps of S[j] (R join S).
 
@@ -362,7 +371,7 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     output : {"table", "counts"}
         A :class:`NeighborTable` of shape (n_r, n_s), or the int64 number of
         points of S near each point of R.
-    sort, device, precision, index_dims, return_distance, memory_limit, timings, **options
+    sort, device, precision, index_dims, algorithm, return_distance, memory_limit, timings, **options
         As for :func:`self_join`.
 
     Returns
@@ -419,7 +428,8 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     (R, S), eps_c = _prepare([(R, "R"), (S, "S")], eps, precision, dev, index_dims)
     plan = request(dev, self_join=False, output=output, sort=sort, precision=precision,
                    index_dims=index_dims, pattern="full", memory_limit=memory_limit,
-                   return_distance=return_distance, **_routing(options))
+                   return_distance=return_distance, algorithm=algorithm,
+                   n_features=S.shape[1], **_routing(options))
     res = _run(plan, R, S, eps_c, options, timings)
     if return_distance:
         with phase(timings, "distances"):

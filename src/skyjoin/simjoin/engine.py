@@ -11,9 +11,11 @@ distributed join's tasks) hands over:
 * the call's request, a ``JoinPlan`` from ``plan.request`` on a resolved
   device.
 
-This module dispatches on ``plan.device`` to the CPU engine
-(``cpu.engine``: Numba) or the GPU pipeline (``gpu.pipeline``: CuPy and
-CUDA C++), each loaded on first use so that ``import skyjoin`` stays light.
+This module dispatches on ``plan.algorithm`` and ``plan.device``: the grid
+to the CPU engine (``cpu.engine``: Numba) or the GPU pipeline
+(``gpu.pipeline``: CuPy and CUDA C++), the brute force to ``cpu.brute`` or
+``gpu.brute``, each loaded on first use so that ``import skyjoin`` stays
+light.
 The engine builds its grid, completes the plan by the rules of
 ``skyjoin.simjoin.plan`` (``plan_cpu``, ``plan_gpu``), reports it
 (``skyjoin._core.plans.report``) and runs it.  Nothing here or below
@@ -57,6 +59,14 @@ def run(plan: JoinPlan, R, S, eps: float, *, timings=None, grid=None, progress=N
     NeighborTable or ndarray of int64
         As ``plan.output`` and ``plan.memory_route`` say.
     """
+    if plan.algorithm == "brute":
+        if plan.device == "gpu":
+            from .gpu import brute as gpu_brute  # CuPy: loaded on first use
+
+            return gpu_brute.run(plan, R, S, eps, timings=timings)
+        from .cpu import brute as cpu_brute  # Numba: loaded on first use
+
+        return cpu_brute.run(plan, R, S, eps, timings=timings)
     if plan.device == "gpu":
         from .gpu import pipeline  # CuPy: loaded on first use
 

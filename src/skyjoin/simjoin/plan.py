@@ -34,10 +34,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .algorithm import BRUTE_MIN_DIMS, choose_algorithm
 from .._core.memory import available_host_bytes
 from ..errors import ResultTooLargeError
 
 __all__ = ["JoinPlan", "GpuConfig", "cpu_pattern", "plan_cpu", "choose_config", "request",
+           "choose_algorithm", "BRUTE_MIN_DIMS",
            "memory_route", "id_width", "MEMORY_ROUTES", "ENGINES",
            "plan_gpu", "plan_row_batches", "batch_capacity", "DEFAULT_BATCH_PAIRS",
            "TILE_MIN_POINTS", "PATTERNS", "KERNELS", "SCHEDULES", "THREADS_PER_POINT",
@@ -54,6 +56,7 @@ THREADS_PER_POINT = (1, 2, 4, 8, 16, 32)
 MEMORY_ROUTES = ("host table", "device table", "counts", "device counts", "chunks")
 #: The engine of each device.
 ENGINES = {"cpu": "numba", "gpu": "cuda"}
+
 
 #: CPU: cells with at least this many points take the tiled path of the
 #: full pattern (the gather of the candidates is shared by enough points to
@@ -100,6 +103,10 @@ class JoinPlan:
         the number of columns).
     device_memory_limit : int or None
         GPU only: bytes of device memory the result buffers may use.
+    algorithm : {"grid", "brute"}
+        The grid of non-empty cells, or the brute-force screen of every
+        pair (``choose_algorithm``); the pattern, index and kernel choices
+        apply to the grid only.
     reason : str
         Why the "auto" choices came out as they did.
     """
@@ -123,11 +130,16 @@ class JoinPlan:
     engine: str = "numba"
     id_width: str | None = None
     device_memory_limit: int | None = None
+    algorithm: str = "grid"
     reason: str = ""
 
     def describe(self) -> str:
         """One line for ``-v`` logging."""
         what = "self-join" if self.self_join else "join"
+        if self.algorithm == "brute":
+            return (f"{what} on {self.device} by brute force (matrix-product screen, exact test):"
+                    f" route={self.memory_route} precision={self.precision} sort={self.sort}"
+                    + (" include_self" if self.include_self else ""))
         parts = [f"{what} on {self.device} ({self.engine})", f"route={self.memory_route}",
                  f"pattern={self.pattern}", f"precision={self.precision}",
                  f"ids={self.id_width or 'pending'}", f"sort={self.sort}"]
@@ -232,14 +244,15 @@ def request(device: str, *, self_join: bool, output: str = "table", sort: bool =
             index_dims: int | None = None, pattern="auto", memory_limit="auto",
             return_distance: bool = False, on_device: bool = False, chunks: bool = False,
             kernel="auto", threads_per_point="auto", schedule="auto", batch_pairs=None,
-            device_memory_limit=None) -> JoinPlan:
+            device_memory_limit=None, algorithm="grid", n_features=0) -> JoinPlan:
     """The request of one join call on the resolved ``device``, built at its
     public boundary: the caller's choices, "auto" where the engine's rule
     decides once the grid is built (``plan_cpu``, ``plan_gpu``), and the
     memory route (``memory_route``).  ``memory_limit`` is checked here
     (``check_memory_limit``); the GPU's option values by ``choose_config``.
     The GPU-only options (``kernel`` ... ``device_memory_limit``) are
-    dropped on the CPU.  Cost: O(1)."""
+    dropped on the CPU; ``algorithm`` is resolved for ``n_features``
+    dimensions by ``choose_algorithm``.  Cost: O(1)."""
     if isinstance(pattern, str):
         pattern = pattern.replace("-", "_")
     gpu = device == "gpu"
@@ -253,7 +266,8 @@ def request(device: str, *, self_join: bool, output: str = "table", sort: bool =
                   return_distance=bool(return_distance),
                   memory_route=memory_route(output, on_device=bool(on_device) and gpu,
                                             chunks=chunks),
-                  engine=ENGINES["gpu" if gpu else "cpu"])
+                  engine=ENGINES["gpu" if gpu else "cpu"],
+                  algorithm=choose_algorithm(algorithm, n_features, chunks=chunks))
     if not gpu:
         return JoinPlan(device=device, pattern=pattern if self_join else "full", **common)
     return JoinPlan(device="gpu", pattern=pattern, kernel=kernel,

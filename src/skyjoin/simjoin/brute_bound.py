@@ -1,0 +1,89 @@
+"""The provable margin of the brute-force join's filter.
+
+The brute-force path (``cpu.brute``, ``gpu.brute``) finds candidate pairs
+from a matrix product, ``s = |a|^2 + |b|^2 - 2 a.b`` in float64 on points
+``a = fl(x - c)``, ``b = fl(y - c)`` moved by a common centre c, and then
+decides every candidate with the join's own test (``sum_k (x_k - y_k)^2 <=
+e^2`` in the working precision, terms in order from zero).  The filter
+must never drop a pair that the test accepts.  With u the unit roundoff of
+float64, u_w that of the working precision and gamma_k(u) = k u / (1 - k u)
+(Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1):
+
+1. A pair that passes the rounded test has true squared distance
+   ``S <= T = e2 / (1 - gamma_{d+2}(u_w)) + (d + 2) m_w``: each difference,
+   square and partial sum is rounded once, so the computed sum is at least
+   ``S (1 - gamma_{d+2}(u_w))``, less at most m_w (the smallest subnormal
+   of the working precision) for each term that underflows.
+2. Centring rounds each coordinate once: ``|(a - b) - (x - y)|`` is at
+   most ``u (|a| + |b|) / (1 - u)``, so ``|a - b| <= sqrt(T) + cu (|a| + |b|)``.
+3. The product and the norms: any summation order of a length-d dot product
+   errs by at most ``gamma_d(u) sum_k |a_k b_k| <= gamma_d(u) |a| |b|``
+   (IEEE float64 arithmetic, fused or not, in any order: tensor cores and
+   blocked GEMMs included); the two norms likewise, and the two last
+   operations (the sum of the norms, the subtraction) add one rounding
+   each.  So the computed s exceeds ``|a - b|^2`` by at most
+   ``gamma_{d+3}(u) (|a| + |b|)^2``; the bound takes twice that.
+
+Hence the filter keeps (i, j) when ``s <= ((sqrt(T) + cu (r_i + r_j))^2 +
+cg (r_i + r_j)^2) (1 + 16 u)``, with r_i an upper bound of |a_i| from its
+computed norm (:func:`row_radii`) and the factor 1 + 16 u for the
+rounding of the threshold itself (at most nine roundings, each of a
+non-negative quantity).  Every pair within eps survives; the refine then
+answers exactly as the grid path does.  The margin grows with the norms,
+not with eps: points far from their centre and close together (large |a|,
+tiny eps) make many candidates, which cost refine time, never a lost pair.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["FilterBound", "filter_bound", "gamma", "row_radii", "U64"]
+
+#: unit roundoff of float64
+U64 = 2.0 ** -53
+_UNIT = {"float64": 2.0 ** -53, "float32": 2.0 ** -24}
+
+
+def gamma(k: int, u: float) -> float:
+    """Higham's gamma_k = k u / (1 - k u), the relative error bound of k
+    roundings.  O(1)."""
+    ku = k * u
+    if ku >= 0.5:
+        raise ValueError(f"{k} roundings of unit {u} have no useful bound")
+    return ku / (1.0 - ku)
+
+
+@dataclass(frozen=True)
+class FilterBound:
+    """The constants of the filter's threshold (module docstring):
+    ``thr(i, j) = ((root_t + cu * rr)^2 + cg * rr^2) * inflate`` with
+    ``rr = r_i + r_j``."""
+
+    root_t: float
+    cu: float
+    cg: float
+    inflate: float
+
+
+def filter_bound(e2: float, d: int, precision: str) -> FilterBound:
+    """The threshold constants for the working-precision threshold ``e2``
+    (e * e rounded in the working precision, as the test compares) in d
+    dimensions.  O(1)."""
+    tiny = float(np.finfo(np.float32 if precision == "float32" else np.float64)
+                 .smallest_subnormal)
+    t = float(e2) / (1.0 - gamma(d + 2, _UNIT[precision])) + (d + 2) * tiny
+    return FilterBound(root_t=math.sqrt(t) * (1.0 + 4 * U64),
+                       cu=U64 / (1.0 - U64) * 1.01,
+                       cg=2.0 * gamma(d + 3, U64),
+                       inflate=1.0 + 16 * U64)
+
+
+def row_radii(sq_norms, d: int, xp=np):
+    """Upper bounds of the rows' Euclidean norms from their computed squared
+    norms (each within gamma_d of the exact one), for the threshold.
+    O(n)."""
+    return xp.sqrt(sq_norms * (1.0 + gamma(d, U64))) * (1.0 + 2 * U64)
