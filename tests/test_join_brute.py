@@ -54,9 +54,11 @@ def check_self(X, eps, precision="float64", device="cpu", **kw):
 
 @pytest.fixture
 def small_tiles(monkeypatch):
-    """Tiles of 64 x 96, so that every case crosses tile edges."""
+    """Tiles of 64 x 96, so that every case crosses tile edges, and rows that
+    keep two survivors a tile, so that many are screened again."""
     monkeypatch.setattr(cpu_brute, "TILE_ROWS", 64)
     monkeypatch.setattr(cpu_brute, "TILE_COLS", 96)
+    monkeypatch.setattr(cpu_brute, "SCREEN_WIDTH", 2)        # rows overflow: screened again
 
 
 @pytest.mark.parametrize("d", [1, 5, 20, 64, 130])

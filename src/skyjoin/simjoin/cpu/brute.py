@@ -23,6 +23,7 @@ pair: it screens each tile twice, by rows and by columns.
 from __future__ import annotations
 
 import numpy as np
+import numba
 from numba import njit, prange
 
 from ..._core.config import NUMBA_CACHE
@@ -40,6 +41,9 @@ __all__ = ["run", "TILE_ROWS", "TILE_COLS", "centred"]
 TILE_ROWS = 1024
 #: columns (data points) in one tile of the product
 TILE_COLS = 4096
+#: survivors a row keeps per tile in the screen's pass; rows with more are
+#: screened again for their columns (``_tile_fill``)
+SCREEN_WIDTH = 8
 # which pairs of a tile a row counts: every column, the columns after it,
 # or the columns before it (global ids)
 _ALL, _AFTER, _BEFORE = 0, 1, 2
@@ -64,29 +68,67 @@ def _kept(g, na, nb, ra, rb, root_t, cu, cg, inflate):
     return s <= (t * t + cg * (rr * rr)) * inflate
 
 
+@njit(inline="always")
+def _row_limit(na, ra, rb_max, root_t, cu, cg, inflate):
+    """The largest threshold of a row against any column of the tile (rr at
+    its largest): a screened value above it fails every column's."""
+    rr = ra + rb_max
+    t = root_t + cu * rr
+    return (t * t + cg * (rr * rr)) * inflate
+
+
 @njit(parallel=True, nogil=True, cache=NUMBA_CACHE)
-def _tile_rows(G, na, nb, ra, rb, A, B, i0, j0, e2, which, root_t, cu, cg, inflate,
-               counts, offsets, out):
-    """For each row ii of the tile G (rows A[i0 + ii], columns B[j0 + jj]):
-    the number of columns that pass the filter and the test (into counts),
-    or, when ``offsets`` has rows, their global column ids in ascending
-    order into ``out[offsets[ii]:]``.  ``which`` restricts the columns
-    (``_AFTER``: j > i, ``_BEFORE``: j < i, by global ids)."""
-    fill = offsets.shape[0] > 0
-    for ii in prange(G.shape[0]):
+def _tile_screen(G, na, nb, ra, rb, rb_max, A, B, i0, j0, e2, which, root_t, cu, cg, inflate,
+                 width, counts, found, col_counts):
+    """Screen the tile G (rows A[i0 + ii], columns B[j0 + jj]) in ``chunks``
+    of rows, one chunk a thread: ``counts[ii]`` the columns of row ii that
+    pass the filter and the test, the first ``width`` of them (ascending)
+    into ``found[ii]``; with ``col_counts`` (chunks x columns), each
+    chunk's count of every column too.  ``which``: every column, or only
+    j > i (global ids).  A row's screened values are first compared with
+    the row's largest threshold, one comparison an entry."""
+    rows, cols = G.shape
+    n_chunks = col_counts.shape[0] if col_counts.shape[0] > 0 else rows
+    per = (rows + n_chunks - 1) // n_chunks
+    for ch in prange(n_chunks):
+        for ii in range(ch * per, min(rows, (ch + 1) * per)):
+            i = i0 + ii
+            lim = _row_limit(na[ii], ra[ii], rb_max, root_t, cu, cg, inflate)
+            lo = 0
+            if which == _AFTER:
+                lo = max(0, i + 1 - j0)
+            c = 0
+            for jj in range(lo, cols):
+                g = G[ii, jj]
+                if (na[ii] + nb[jj]) - 2.0 * g > lim:
+                    continue
+                j = j0 + jj
+                if _kept(g, na[ii], nb[jj], ra[ii], rb[jj], root_t, cu, cg, inflate) \
+                        and _within(A, i, B, j, e2):
+                    if c < width:
+                        found[ii, c] = j
+                    if col_counts.shape[0] > 0:
+                        col_counts[ch, jj] += 1
+                    c += 1
+            counts[ii] = c
+
+
+@njit(parallel=True, nogil=True, cache=NUMBA_CACHE)
+def _tile_fill(G, na, nb, ra, rb, A, B, i0, j0, e2, which, root_t, cu, cg, inflate, redo,
+               offsets, out):
+    """The columns of the rows ``redo`` (those whose survivors overflowed
+    the screen's width), in ascending order, at ``out[offsets[k]:]``."""
+    for k in prange(redo.shape[0]):
+        ii = redo[k]
         i = i0 + ii
+        lo = max(0, i + 1 - j0) if which == _AFTER else 0
         c = 0
-        for jj in range(G.shape[1]):
+        for jj in range(lo, G.shape[1]):
             j = j0 + jj
-            if (which == _AFTER and j <= i) or (which == _BEFORE and j >= i):
-                continue
             if _kept(G[ii, jj], na[ii], nb[jj], ra[ii], rb[jj], root_t, cu, cg, inflate) \
                     and _within(A, i, B, j, e2):
-                if fill:
-                    out[offsets[ii] + c] = j
+                out[offsets[k] + c] = j
                 c += 1
-        if not fill:
-            counts[ii] = c
 
 
 @njit(nogil=True, cache=NUMBA_CACHE)
@@ -116,6 +158,15 @@ def _mirror(I, J, n, include_self, idx_dtype_probe):
         indices[pos[j]] = i
         pos[j] += 1
     return indptr, indices
+
+
+def _tile_pairs(found, counts, i0, width, idx):
+    """(rows, columns) of the survivors of the rows whose survivors the
+    screen kept whole (at most ``width``), row by row.  O(rows width)."""
+    k = np.where(counts <= width, counts, 0)
+    mask = np.arange(width)[None, :] < k[:, None]
+    rows = np.repeat(np.arange(i0, i0 + counts.size, dtype=idx), k)
+    return rows, found[:counts.size, :width][mask].astype(idx, copy=False)
 
 
 def centred(Q, S):
@@ -163,38 +214,46 @@ def run(plan, R, S, eps, timings=None):
     args = (e2, fb.root_t, fb.cu, fb.cg, fb.inflate)
     with phase(timings, "centre"):
         Qc, nq_, rq, Sc, ns_, rs = centred(Q, S)
-    none = np.zeros(0, dtype=np.int64)
     counts_out = np.zeros(nq, dtype=np.int64) if plan.output == "counts" else None
-    rows_i, cols_j, found = [], [], 0
+    rows_i, cols_j, found_total = [], [], 0
     idx = index_dtype(ns)
+    which = _AFTER if self_join else _ALL
+    St = np.ascontiguousarray(Sc.T)       # (d, n_s): the product's fastest operand layout
+    chunks = max(1, numba.get_num_threads()) if counts_out is not None and self_join else 0
+    width = 0 if counts_out is not None else SCREEN_WIDTH
+    found = np.empty((TILE_ROWS, max(width, 1)), dtype=idx)
     with phase(timings, "tiles"):
         for i0, i1, j0, j1 in _tiles(nq, ns, self_join):
-            G = Qc[i0:i1] @ Sc[j0:j1].T
+            G = Qc[i0:i1] @ St[:, j0:j1]
             na, ra, nb, rb = nq_[i0:i1], rq[i0:i1], ns_[j0:j1], rs[j0:j1]
-            which = _AFTER if self_join else _ALL
             counts = np.zeros(i1 - i0, dtype=np.int64)
-            _tile_rows(G, na, nb, ra, rb, Q, S, i0, j0, e2, which, *args[1:], counts, none,
-                       none)
+            col_counts = np.zeros((chunks, j1 - j0), dtype=np.int64)
+            _tile_screen(G, na, nb, ra, rb, float(rb.max()), Q, S, i0, j0, e2, which, *args[1:],
+                         width, counts, found, col_counts)
             if counts_out is not None:
                 counts_out[i0:i1] += counts
-                if self_join:           # the same pairs, counted for their columns
-                    cc = np.zeros(j1 - j0, dtype=np.int64)
-                    _tile_rows(G.T, nb, na, rb, ra, S, Q, j0, i0, e2, _BEFORE, *args[1:], cc,
-                               none, none)
-                    counts_out[j0:j1] += cc
+                if chunks:               # the same pairs, counted for their columns
+                    counts_out[j0:j1] += col_counts.sum(axis=0)
                 continue
             total = int(counts.sum())
             if not total:
                 continue
-            offsets = np.zeros(i1 - i0, dtype=np.int64)
-            np.cumsum(counts[:-1], out=offsets[1:])
-            out = np.empty(total, dtype=idx)
-            _tile_rows(G, na, nb, ra, rb, Q, S, i0, j0, e2, which, *args[1:], counts, offsets,
-                       out)
-            rows_i.append(np.repeat(np.arange(i0, i1, dtype=idx), counts))
-            cols_j.append(out)
-            found += total
-            guard_table(plan, found * (2 if self_join else 1), nq, idx, S.dtype, at_least=True)
+            rows, cols = _tile_pairs(found, counts, i0, width, idx)
+            redo = np.flatnonzero(counts > width)
+            if redo.size:                # rows with more survivors than the screen kept
+                lens = counts[redo]
+                offsets = np.zeros(redo.size, dtype=np.int64)
+                np.cumsum(lens[:-1], out=offsets[1:])
+                more = np.empty(int(lens.sum()), dtype=idx)
+                _tile_fill(G, na, nb, ra, rb, Q, S, i0, j0, e2, which, *args[1:], redo, offsets,
+                           more)
+                rows = np.concatenate([rows, np.repeat((redo + i0).astype(idx), lens)])
+                cols = np.concatenate([cols, more])
+            rows_i.append(rows)
+            cols_j.append(cols)
+            found_total += total
+            guard_table(plan, found_total * (2 if self_join else 1), nq, idx, S.dtype,
+                        at_least=True)
     if counts_out is not None:
         if self_join and plan.include_self:
             counts_out += 1
@@ -204,14 +263,14 @@ def run(plan, R, S, eps, timings=None):
     del rows_i, cols_j
     with phase(timings, "table"):
         if self_join:
-            guard_table(plan, 2 * found + (nq if plan.include_self else 0), nq, idx, S.dtype)
+            guard_table(plan, 2 * found_total + (nq if plan.include_self else 0), nq, idx, S.dtype)
             indptr, indices = _mirror(I, J, nq, plan.include_self, np.zeros(0, dtype=idx))
             if plan.sort:
                 sort_csr_rows(indptr, indices)
         else:
-            guard_table(plan, found, nq, idx, S.dtype)
+            guard_table(plan, found_total, nq, idx, S.dtype)
             indptr = np.zeros(nq + 1, dtype=np.int64)
             np.cumsum(np.bincount(I, minlength=nq), out=indptr[1:])
-            # a row's pairs come tile by tile, columns ascending: a stable sort by row
-            indices = J[np.argsort(I, kind="stable")]
+            # a row's pairs come tile by tile, in no order within a tile: sort by (row, column)
+            indices = J[np.lexsort((J, I))]
     return NeighborTable(indptr, indices, (nq, ns), True if not self_join else plan.sort)
