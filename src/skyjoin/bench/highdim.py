@@ -79,7 +79,7 @@ BOUND_ROW = "FP64 GEMM bound (measured, reference)"
 #: The CPU peers at full size.  scikit-learn's brute force evaluates all n^2
 #: distances (it writes, reads and thresholds each in float64): skipped beyond
 #: this many, minutes on a 16-core machine.  The trees prune little in 32-D
-#: to 90-D: at 40,000 points the ball tree and cKDTree took 10-50x the brute
+#: to 90-D: at 40,000 points the ball tree and cKDTree took 20-50x the brute
 #: force on the manifold and uniform sets (2 cores), so there they are skipped
 #: at the same limit; on the mixture a query meets only its own component (1/50
 #: of the set) and they took 1.1-1.3x the brute force at 40,000 points: they run.
@@ -263,7 +263,7 @@ def _cpu_peers(get, hc: HighDimCase, repeat: int) -> list[Impl]:
     slow = distances > CPU_PEER_MAX_DISTANCES
     brute_skip = (f"{hc.n:,}^2 = {distances:.1e} distances in {hc.d}-D (beyond a few minutes "
                   f"on the CPU; the limit is {CPU_PEER_MAX_DISTANCES:.0e})") if slow else None
-    tree_skip = (f"a tree in {hc.d}-D prunes little on this set (10-50x scikit-learn's brute "
+    tree_skip = (f"a tree in {hc.d}-D prunes little on this set (20-50x scikit-learn's brute "
                  f"force at 40,000 points), and the brute force's {distances:.1e} distances "
                  f"are already beyond a few minutes on the CPU"
                  ) if slow and not spec.trees_prune else None
