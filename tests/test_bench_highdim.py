@@ -79,6 +79,16 @@ def test_gpu_rows_skip_without_torch_or_cupy(monkeypatch):
         assert by[BOUND_ROW].self_timed and not by[BOUND_ROW].ours
 
 
+def test_gpu_rows_skip_without_a_gpu(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name in ("torch", "cupy") else real(name, *a))
+    monkeypatch.setattr(hd.sj, "gpu_available", lambda: False)
+    for case in _hd_cases(True, "gpu"):
+        gpu = [i for n, i in _impls(case).items() if n in TORCH_ROWS or n == BOUND_ROW]
+        assert len(gpu) == 3 and all(i.skip_reason.startswith("no usable GPU") for i in gpu)
+
+
 def test_gpu_peers_fail_clearly_without_their_library(monkeypatch):
     X = np.random.default_rng(0).random((20, 3))
     monkeypatch.setitem(sys.modules, "torch", None)

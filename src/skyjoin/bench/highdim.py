@@ -286,6 +286,8 @@ def _gpu_peers(get, hc: HighDimCase, device: str, repeat: int) -> list[Impl]:
             return "a GPU row: runs with --device gpu"
         if importlib.util.find_spec(module) is None:
             return f"{what} is not installed"
+        if not sj.gpu_available():
+            return "no usable GPU (skyjoin.gpu_available() is False)"
         return None
 
     def torch_fn(dtype):
