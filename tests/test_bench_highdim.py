@@ -210,6 +210,8 @@ def test_neighbour_eps_refuses_a_cut_count():
         hd.neighbour_eps(X, [10], sample=50, keep=5)
     with pytest.raises(ValueError, match="targets must be >= 1"):
         hd.neighbour_eps(X, [0])
+    with pytest.raises(ValueError, match="at least 2 points"):
+        hd.neighbour_eps(X[:1], [1])
 
 
 @pytest.mark.gpu

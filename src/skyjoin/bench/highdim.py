@@ -56,6 +56,7 @@ import numpy as np
 import skyjoin as sj
 
 from .. import datasets
+from .._core.validate import check_points
 from .harness import REPEAT, Case, Impl, data_case, size_tag
 from .peers import ckdtree_query_ball_point, sklearn_radius_neighbors_graph
 from .peers_gpu import fp64_gemm_bound, torch_tiled_counts
@@ -150,7 +151,8 @@ def neighbour_eps(X: np.ndarray, targets, sample: int = EPS_SAMPLE, seed: int = 
     Raises
     ------
     ValueError
-        For a target < 1, or when a sample point has ``keep`` or more
+        For bad points (NaN, inf, not 2-D) or fewer than 2, a target < 1,
+        or when a sample point has ``keep`` or more
         neighbours within an eps found (its count would be cut: raise keep).
 
     Examples
@@ -160,8 +162,10 @@ def neighbour_eps(X: np.ndarray, targets, sample: int = EPS_SAMPLE, seed: int = 
     >>> neighbour_eps(X, [1, 2], sample=10)
     [1.0, 2.0]
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    X = check_points(X)
     n = X.shape[0]
+    if n < 2:
+        raise ValueError(f"X needs at least 2 points, got {n}")
     targets = [int(t) for t in targets]
     if any(t < 1 for t in targets):
         raise ValueError(f"targets must be >= 1, got {targets}")
