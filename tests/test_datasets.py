@@ -65,6 +65,59 @@ def test_blobs_given_centres():
         ds.blobs(10, 3, centers=C)
 
 
+def _manifold_recipe(n, d, k, noise, seed):
+    """The recipe of the issue on the join in high dimensions, written out."""
+    rng = np.random.default_rng(seed)
+    latent = rng.normal(size=(n, k))
+    basis = rng.normal(size=(k, d))
+    return latent @ basis / np.sqrt(k) + rng.normal(0, noise, (n, d))
+
+
+@pytest.mark.parametrize("n,d,k,noise,seed", [(3000, 90, 12, 0.05, 11), (500, 7, 2, 0.3, 4),
+                                              (0, 5, 1, 0.0, 1), (1, 3, 3, 1.0, 0)])
+def test_manifold_equals_the_issue_recipe(n, d, k, noise, seed):
+    Z = ds.manifold(n, d=d, k=k, noise=noise, seed=seed)
+    assert np.array_equal(Z, _manifold_recipe(n, d, k, noise, seed))
+    assert Z.dtype == np.float64 and Z.flags.c_contiguous and Z.shape == (n, d)
+    assert np.array_equal(Z, ds.manifold(n, d=d, k=k, noise=noise, seed=seed))
+
+
+def test_manifold_defaults_and_generator_seed():
+    assert np.array_equal(ds.manifold(200), _manifold_recipe(200, 90, 12, 0.05, 11))
+    Z = ds.manifold(100, d=4, k=2, seed=np.random.default_rng(5))
+    assert np.array_equal(Z, _manifold_recipe(100, 4, 2, 0.05, 5))
+    assert not np.array_equal(ds.manifold(100, seed=1), ds.manifold(100, seed=2))
+
+
+@pytest.mark.parametrize("k,noise", [(12, 0.05), (3, 0.2)])
+def test_manifold_has_k_large_singular_values(k, noise):
+    """Centred, the data has k directions of spread about sqrt(n) and d - k
+    of the noise, about noise * sqrt(n)."""
+    n, d = 4000, 40
+    Z = ds.manifold(n, d=d, k=k, noise=noise, seed=7)
+    s = np.linalg.svd(Z - Z.mean(axis=0), compute_uv=False)
+    assert s[k - 1] > 0.3 * np.sqrt(n)               # the latent spread
+    assert s[k - 1] > 3 * s[k]                        # a gap after k
+    np.testing.assert_allclose(s[k:], noise * np.sqrt(n), rtol=0.25)
+
+
+def test_manifold_argument_errors():
+    with pytest.raises(ValueError, match=r"k \(dimension of the manifold\) must be in \[1, d=5\]"):
+        ds.manifold(10, d=5, k=6)
+    with pytest.raises(ValueError, match="k .*got 0"):
+        ds.manifold(10, d=5, k=0)
+    with pytest.raises(TypeError, match="k must be an integer"):
+        ds.manifold(10, d=5, k=2.0)
+    with pytest.raises(ValueError, match="noise must be >= 0"):
+        ds.manifold(10, noise=-0.1)
+    with pytest.raises(ValueError, match="noise must be finite"):
+        ds.manifold(10, noise=float("nan"))
+    with pytest.raises(ValueError, match="n .*>= 0"):
+        ds.manifold(-1)
+    with pytest.raises(TypeError, match="seed"):
+        ds.manifold(10, seed="abc")
+
+
 @pytest.mark.parametrize("kind", ds.SKYLINE_KINDS)
 @pytest.mark.parametrize("d", [1, 2, 5, 12])
 def test_skyline_kinds_range_shape_reproducible(kind, d):

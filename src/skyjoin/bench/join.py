@@ -11,6 +11,15 @@ implementation reports the number of ordered pairs without self pairs, so
 the harness checks that they agree.  Our peak memory is measured in a
 fresh subprocess (RSS sampled during the call, minus RSS before it) and
 reported against the budget "1.5 x input + output CSR".
+
+The high-dimensional cases (:mod:`skyjoin.bench.highdim`) follow: a 12-D
+manifold in 90-D (515,345 points, about 10 and 100 neighbours per point),
+1M uniform points in 32-D and a 128-D Gaussian mixture of 200,000 points.
+They time ``self_join(..., algorithm="brute")`` (table and counts; the grid
+path's counts on the quick sizes) against scikit-learn's brute force and
+ball tree and cKDTree, and, with ``--device gpu``, against a tiled PyTorch
+brute force (float64, and float32 with TF32 off) beside the measured FP64
+GEMM bound of the same products.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import skyjoin as sj
 from .. import datasets
 from ..datasets import NAMED_CASES
 from ..io import read_points
+from . import highdim
 from .harness import (REPEAT, Case, Impl, available_memory_bytes, data_case, format_table,
                       run_suite, select, size_tag, write_report)
 from .peers import peer_impls
@@ -115,8 +125,8 @@ def join_cases(quick: bool = False) -> list[JoinCase]:
 
 
 def case_names(device: str = "cpu", quick: bool = False) -> list[str]:
-    """The names ``--case`` accepts in this mode."""
-    return [c.name for c in join_cases(quick)]
+    """The names ``--case`` accepts in this mode (the high-dimensional cases last)."""
+    return [c.name for c in join_cases(quick)] + highdim.case_names(quick)
 
 
 def _ours(get, eps, device, pairs_hint=None, memory_fraction=0.6, repeat=REPEAT) -> list[Impl]:
@@ -161,7 +171,8 @@ def cases(quick: bool = False, device: str = "cpu", names=None, rtree_max_second
     Every implementation, ours and the peers', runs once untimed, then
     ``repeat`` times interleaved with the others (the harness's rule); the
     R-tree and scikit-learn peers, minutes long on the full cases, are timed
-    once.
+    once.  The high-dimensional cases (:func:`skyjoin.bench.highdim.cases`)
+    come last.
     """
     out = []
     for jc in join_cases(quick):
@@ -173,6 +184,7 @@ def cases(quick: bool = False, device: str = "cpu", names=None, rtree_max_second
                 pairs_hint=hint, shape=(jc.params["n"], jc.params["d"]), repeat=repeat)
 
         out.append(data_case(jc.name, jc.params, jc.load, impls_of))
+    out += highdim.cases(quick=quick, device=device, repeat=repeat)
     return select(out, names)
 
 

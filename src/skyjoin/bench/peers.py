@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 from scipy.spatial import cKDTree
-from sklearn.neighbors import radius_neighbors_graph
+from sklearn.neighbors import NearestNeighbors
 
 from .._core.validate import check_eps, check_points
 from .harness import REPEAT, Impl, available_memory_bytes
@@ -122,17 +122,23 @@ def ckdtree_query_ball_point(X, eps, workers: int = -1) -> int:
 
 
 @_peer
-def sklearn_radius_neighbors_graph(X, eps) -> int:
+def sklearn_radius_neighbors_graph(X, eps, algorithm: str = "auto") -> int:
     """Ordered pairs within eps by scikit-learn's ``radius_neighbors_graph``.
 
-    ``radius_neighbors_graph(X, eps, mode="connectivity", include_self=False,
-    n_jobs=-1).nnz``: scikit-learn drops each point from its own row by
-    index, so duplicates of a point still count, as in the other peers.
+    ``NearestNeighbors(radius=eps, algorithm=algorithm, n_jobs=-1).fit(X)
+    .radius_neighbors_graph(mode="connectivity").nnz``, what the function
+    ``radius_neighbors_graph(X, eps, include_self=False, n_jobs=-1)`` runs,
+    with the choice of algorithm that the function does not pass on.
+    scikit-learn drops each point from its own row by index, so duplicates
+    of a point still count, as in the other peers.
 
     Parameters
     ----------
     X, eps
         As for every peer.
+    algorithm : {"auto", "brute", "ball_tree", "kd_tree"}
+        scikit-learn's neighbour search ("brute": blocked distance matrices;
+        the trees: O(n log n) build, then a search per point).
 
     Returns
     -------
@@ -150,7 +156,8 @@ def sklearn_radius_neighbors_graph(X, eps) -> int:
     >>> sklearn_radius_neighbors_graph([[0.0, 0.0], [0.0, 1.0], [5.0, 5.0]], 1.0)
     2
     """
-    g = radius_neighbors_graph(X, eps, mode="connectivity", include_self=False, n_jobs=-1)
+    nn = NearestNeighbors(radius=eps, algorithm=algorithm, n_jobs=-1).fit(X)
+    g = nn.radius_neighbors_graph(mode="connectivity")
     return int(g.nnz)
 
 

@@ -6,7 +6,9 @@ takes ``seed``: an int, ``None`` (fresh entropy) or a ``numpy.random.Generator``
 
 * Join and DBSCAN workloads: :func:`uniform` (points uniform in a box),
   :func:`exponential` (rate lambda, values above 1 rejected: the papers'
-  *Expo* sets) and :func:`blobs` (Gaussian clusters).
+  *Expo* sets), :func:`blobs` (Gaussian clusters, also the Gaussian
+  mixtures of the high-dimensional benchmarks) and :func:`manifold` (a
+  k-dimensional linear manifold in d dimensions plus noise).
 * Skyline workloads: :func:`independent`, :func:`correlated`,
   :func:`anticorrelated` (the standard generator of Börzsönyi, Kossmann and
   Stocker, the ``randdataset`` program used by SkyAlign §6.1) and
@@ -19,7 +21,7 @@ The exact recipes of :func:`uniform` and :func:`exponential` are part of the
 contract (the pair counts of the benchmark cases depend on them): they must
 not change.
 
-Modules: ``spatial`` (uniform, exponential, blobs), ``skyline`` (the
+Modules: ``spatial`` (uniform, exponential, blobs, manifold), ``skyline`` (the
 standard skyline generator and pareto), ``cases`` (generate and the named
 cases), ``checks`` (argument checks shared by the generators).
 """
@@ -28,12 +30,13 @@ cases), ``checks`` (argument checks shared by the generators).
 from .cases import KINDS, NAMED_CASES, NamedCase, generate, named_case
 from .skyline import (SKYLINE_KINDS, anticorrelated, correlated, independent, pareto,
                       skyline_data)
-from .spatial import blobs, exponential, uniform
+from .spatial import blobs, exponential, manifold, uniform
 
 __all__ = [
     "uniform",
     "exponential",
     "blobs",
+    "manifold",
     "independent",
     "correlated",
     "anticorrelated",
