@@ -185,14 +185,15 @@ def centred(Q, S):
 
 
 def _tiles(nq, ns, self_join):
-    """The (row, column) tile bounds: every tile, or for a self-join those
+    """The (row, column) tile bounds, column tiles outermost (each column
+    block is made contiguous once): every tile, or for a self-join those
     that hold a pair i < j."""
-    for i0 in range(0, nq, TILE_ROWS):
-        i1 = min(i0 + TILE_ROWS, nq)
-        for j0 in range(0, ns, TILE_COLS):
-            j1 = min(j0 + TILE_COLS, ns)
+    for j0 in range(0, ns, TILE_COLS):
+        j1 = min(j0 + TILE_COLS, ns)
+        for i0 in range(0, nq, TILE_ROWS):
+            i1 = min(i0 + TILE_ROWS, nq)
             if self_join and j1 <= i0 + 1:
-                continue
+                break
             yield i0, i1, j0, j1
 
 
@@ -218,13 +219,15 @@ def run(plan, R, S, eps, timings=None):
     rows_i, cols_j, found_total = [], [], 0
     idx = index_dtype(ns)
     which = _AFTER if self_join else _ALL
-    St = np.ascontiguousarray(Sc.T)       # (d, n_s): the product's fastest operand layout
+    block = (-1, None)                     # the current column block, (d, columns) contiguous
     chunks = max(1, numba.get_num_threads()) if counts_out is not None and self_join else 0
     width = 0 if counts_out is not None else SCREEN_WIDTH
     found = np.empty((TILE_ROWS, max(width, 1)), dtype=idx)
     with phase(timings, "tiles"):
         for i0, i1, j0, j1 in _tiles(nq, ns, self_join):
-            G = Qc[i0:i1] @ St[:, j0:j1]
+            if block[0] != j0:
+                block = (j0, np.ascontiguousarray(Sc[j0:j1].T))
+            G = Qc[i0:i1] @ block[1]
             na, ra, nb, rb = nq_[i0:i1], rq[i0:i1], ns_[j0:j1], rs[j0:j1]
             counts = np.zeros(i1 - i0, dtype=np.int64)
             col_counts = np.zeros((chunks, j1 - j0), dtype=np.int64)
