@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FilterBound", "filter_bound", "gamma", "row_radii", "U64"]
+__all__ = ["FilterBound", "filter_bound", "gamma", "row_radii", "tiles", "U64"]
 
 #: unit roundoff of float64
 U64 = 2.0 ** -53
@@ -87,3 +87,17 @@ def row_radii(sq_norms, d: int, xp=np):
     norms (each within gamma_d of the exact one), for the threshold.
     O(n)."""
     return xp.sqrt(sq_norms * (1.0 + gamma(d, U64))) * (1.0 + 2 * U64)
+
+
+def tiles(nq: int, ns: int, rows: int, cols: int, self_join: bool):
+    """The (i0, i1, j0, j1) bounds of the product's tiles of ``rows`` query
+    points by ``cols`` data points, column tiles outermost (a column block
+    is read by every row tile in turn): every tile, or for a self-join only
+    those that hold a pair i < j.  The brute-force engines' one tiling."""
+    for j0 in range(0, ns, cols):
+        j1 = min(j0 + cols, ns)
+        for i0 in range(0, nq, rows):
+            if self_join and j1 <= i0 + 1:
+                break
+            yield i0, min(i0 + rows, nq), j0, j1
+

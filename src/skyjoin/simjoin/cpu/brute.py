@@ -30,7 +30,7 @@ from ..._core.config import NUMBA_CACHE
 from ..._core.plans import report
 from ..._core.thread_count import with_cpu_threads
 from ..._core.timing import phase
-from ..brute_bound import filter_bound, row_radii
+from ..brute_bound import filter_bound, row_radii, tiles
 from ..csr import sort_csr_rows
 from ..result import NeighborTable, index_dtype
 from .engine import empty_result, eps_squared, guard_table
@@ -184,19 +184,6 @@ def centred(Q, S):
     return Qc, nq_, rq, Sc, ns_, rs
 
 
-def _tiles(nq, ns, self_join):
-    """The (row, column) tile bounds, column tiles outermost (each column
-    block is made contiguous once): every tile, or for a self-join those
-    that hold a pair i < j."""
-    for j0 in range(0, ns, TILE_COLS):
-        j1 = min(j0 + TILE_COLS, ns)
-        for i0 in range(0, nq, TILE_ROWS):
-            i1 = min(i0 + TILE_ROWS, nq)
-            if self_join and j1 <= i0 + 1:
-                break
-            yield i0, i1, j0, j1
-
-
 @with_cpu_threads
 def run(plan, R, S, eps, timings=None):
     """The brute-force join of conditioned points (R None: the self-join of
@@ -224,7 +211,7 @@ def run(plan, R, S, eps, timings=None):
     width = 0 if counts_out is not None else SCREEN_WIDTH
     found = np.empty((TILE_ROWS, max(width, 1)), dtype=idx)
     with phase(timings, "tiles"):
-        for i0, i1, j0, j1 in _tiles(nq, ns, self_join):
+        for i0, i1, j0, j1 in tiles(nq, ns, TILE_ROWS, TILE_COLS, self_join):
             if block[0] != j0:
                 block = (j0, np.ascontiguousarray(Sc[j0:j1].T))
             G = Qc[i0:i1] @ block[1]

@@ -30,7 +30,7 @@ from ..._core.device import cupy
 from ..._core.plans import report
 from ..._core.timing import phase
 from ..._core.transfer import d2h
-from ..brute_bound import filter_bound, row_radii
+from ..brute_bound import filter_bound, row_radii, tiles
 from ..plan import result_size_guard
 from ..result import NeighborTable, index_dtype
 
@@ -158,35 +158,30 @@ def run(plan, R, S, eps, timings=None):
     pairs = _Pairs(cp) if counts is None else None
     null = np.uint64(0)                 # a null pointer for the mode's unused buffers
     with phase(timings, "tiles"):
-        for i0 in range(0, nq, TILE):
-            i1 = min(i0 + TILE, nq)
-            for j0 in range(0, ns, TILE):
-                j1 = min(j0 + TILE, ns)
-                if self_join and j1 <= i0 + 1:
-                    continue
-                G = cp.matmul(Qc[i0:i1], Sc[j0:j1].T)
-                per_row = (j1 - j0 + _BLOCK - 1) // _BLOCK
-                grid = (per_row * (i1 - i0),)
-                head = (G, np.int64(j1 - j0), np.int32(per_row), nq_[i0:i1], ns_[j0:j1],
-                        rq[i0:i1], rs[j0:j1],
-                        Q, S, np.int32(d), np.int64(i0), np.int64(j0), np.int32(self_join),
-                        e2, np.float64(fb.root_t), np.float64(fb.cu), np.float64(fb.cg),
-                        np.float64(fb.inflate))
-                if counts is not None:
-                    screen(grid, (_BLOCK,), head + (null, np.int64(0), null, null, counts,
-                                                    np.int32(self_join)))
-                    continue
-                while True:
-                    screen(grid, (_BLOCK,), head + (pairs.counter, np.int64(pairs.capacity),
-                                                    pairs.i, pairs.j, null, np.int32(0)))
-                    found = int(cp.asnumpy(pairs.counter)[0])
-                    if found <= pairs.capacity:
-                        break
-                    pairs.grow(found)           # overflow: enlarge and screen again
-                    pairs.counter[...] = pairs.n
-                pairs.n = found
-                _guard(plan, pairs.n * (2 if self_join else 1), nq, ns, at_least=True)
-                del G
+        for i0, i1, j0, j1 in tiles(nq, ns, TILE, TILE, self_join):
+            G = cp.matmul(Qc[i0:i1], Sc[j0:j1].T)
+            per_row = (j1 - j0 + _BLOCK - 1) // _BLOCK
+            grid = (per_row * (i1 - i0),)
+            head = (G, np.int64(j1 - j0), np.int32(per_row), nq_[i0:i1], ns_[j0:j1],
+                    rq[i0:i1], rs[j0:j1],
+                    Q, S, np.int32(d), np.int64(i0), np.int64(j0), np.int32(self_join),
+                    e2, np.float64(fb.root_t), np.float64(fb.cu), np.float64(fb.cg),
+                    np.float64(fb.inflate))
+            if counts is not None:
+                screen(grid, (_BLOCK,), head + (null, np.int64(0), null, null, counts,
+                                                np.int32(self_join)))
+                continue
+            while True:
+                screen(grid, (_BLOCK,), head + (pairs.counter, np.int64(pairs.capacity),
+                                                pairs.i, pairs.j, null, np.int32(0)))
+                found = int(cp.asnumpy(pairs.counter)[0])
+                if found <= pairs.capacity:
+                    break
+                pairs.grow(found)           # overflow: enlarge and screen again
+                pairs.counter[...] = pairs.n
+            pairs.n = found
+            _guard(plan, pairs.n * (2 if self_join else 1), nq, ns, at_least=True)
+            del G
     if counts is not None:
         out = counts.astype(cp.int64)
         if self_join and plan.include_self:
