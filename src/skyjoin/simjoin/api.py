@@ -346,7 +346,7 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     plan = request(dev, self_join=True, output=output, sort=sort, include_self=include_self,
                    precision=precision, index_dims=index_dims, pattern=pattern,
                    memory_limit=memory_limit, return_distance=return_distance,
-                   algorithm=algorithm, n_features=X.shape[1], **_routing(options))
+                   algorithm=algorithm, n_features=np.shape(X)[1], **_routing(options))
     res = _run(plan, None, X, eps_c, options, timings)
     if return_distance:
         with phase(timings, "distances"):
@@ -429,7 +429,7 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     plan = request(dev, self_join=False, output=output, sort=sort, precision=precision,
                    index_dims=index_dims, pattern="full", memory_limit=memory_limit,
                    return_distance=return_distance, algorithm=algorithm,
-                   n_features=S.shape[1], **_routing(options))
+                   n_features=np.shape(S)[1], **_routing(options))
     res = _run(plan, R, S, eps_c, options, timings)
     if return_distance:
         with phase(timings, "distances"):
