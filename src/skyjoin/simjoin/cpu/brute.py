@@ -38,9 +38,9 @@ from .engine import empty_result, eps_squared, guard_table
 __all__ = ["run", "TILE_ROWS", "TILE_COLS", "centred"]
 
 #: rows of the query points in one tile of the product
-TILE_ROWS = 1024
+TILE_ROWS = 512
 #: columns (data points) in one tile of the product
-TILE_COLS = 4096
+TILE_COLS = 2048
 #: survivors a row keeps per tile in the screen's pass; rows with more are
 #: screened again for their columns (``_tile_fill``)
 SCREEN_WIDTH = 8
