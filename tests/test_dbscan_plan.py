@@ -129,10 +129,10 @@ def test_hybrid_gpu_copies_the_points_to_the_device_once(monkeypatch):
     table = hybrid.neighbor_table
 
     def join_spy(Xo, eps, *, device="cpu", precision="float64", timings=None, on_device=False,
-                 memory_limit="auto"):
+                 memory_limit="auto", algorithm="grid"):
         seen.append(device)
         return table(np.asarray(Xo), eps, device="cpu", precision=precision, timings=timings,
-                     memory_limit=memory_limit)
+                     memory_limit=memory_limit, algorithm=algorithm)
 
     monkeypatch.setattr(hybrid, "neighbor_table", join_spy)
     X = _blobs(800, 2, seed=4)

@@ -285,3 +285,33 @@ def test_gpu_brute_adversarial_margin_and_ties():
     step = np.zeros((150, 20))
     step[np.arange(150), rng.integers(0, 20, 150)] = 2.0
     check_self(np.concatenate([B, B + step, B - step]), 2.0, device="gpu")
+
+
+# -- DBSCAN's tables in high dimensions ----------------------------------------
+
+def test_cpu_dbscan_tables_by_brute_force_in_high_dimensions():
+    """From BRUTE_MIN_DIMS dimensions on, the CPU DBSCAN's table comes from the
+    brute force (the plan says so), and the labels are scikit-learn's."""
+    from sklearn.cluster import DBSCAN as SkDBSCAN
+    from skyjoin._core.plans import recording
+    from skyjoin.cluster.plan import plan_fit, plan_sweep, table_algorithm
+
+    assert plan_fit("join", "cpu", "float64", False, 20).join_algorithm == "brute"
+    assert plan_fit("join", "cpu", "float64", False, 3).join_algorithm == "grid"
+    assert plan_fit("join", "gpu", "float64", False, 20).join_algorithm == "grid"
+    assert plan_sweep("cpu", "float64", False, 20, 2).join_algorithm == "brute"
+    assert table_algorithm("cpu", BRUTE_MIN_DIMS) == "brute"
+    rng = np.random.default_rng(13)
+    centres = rng.normal(0, 4, (5, 20))
+    X = np.concatenate([c + rng.normal(0, 0.5, (120, 20)) for c in centres]
+                       + [rng.uniform(-10, 10, (60, 20))])
+    for eps, m in ((2.2, 5), (2.6, 12)):
+        with recording() as plans:
+            est = sj.DBSCAN(eps=eps, min_samples=m, device="cpu").fit(X)
+        ref = SkDBSCAN(eps=eps, min_samples=m, algorithm="brute").fit(X)
+        np.testing.assert_array_equal(est.labels_, ref.labels_)
+        np.testing.assert_array_equal(est.core_sample_indices_, ref.core_sample_indices_)
+        assert any(getattr(p, "algorithm", None) == "brute" for p in plans)
+    for r in sj.dbscan_sweep(X, eps=[2.2, 2.6], min_samples=[5, 12], device="cpu"):
+        ref = SkDBSCAN(eps=r.eps, min_samples=r.min_samples, algorithm="brute").fit(X)
+        np.testing.assert_array_equal(r.labels, ref.labels_)

@@ -139,7 +139,8 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit):
             core, labels = hybrid_labels(X, eps, min_samples, sample_weight=sample_weight,
                                          device=plan.device, precision=plan.precision,
                                          shared_grid=plan.shared_grid, timings=timings,
-                                         memory_limit=memory_limit)
+                                         memory_limit=memory_limit,
+                                         join_algorithm=plan.join_algorithm)
             if plan.on_device:                      # assigned on the host: uploaded, O(n)
                 core, labels = cupy().asarray(core), cupy().asarray(labels)
             return core, labels, path

@@ -36,6 +36,7 @@ __all__ = ["neighbor_table", "spatial_order", "cell_order", "hybrid_labels", "hy
 
 
 def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, on_device=False,
+                   algorithm="grid",
                    memory_limit="auto", grid=None):
     """The neighbour table T of HYBRID-DBSCAN (Algorithm 1, lines 3-6) from our join.
 
@@ -61,7 +62,10 @@ def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, o
         Bytes T may take where it goes (as ``skyjoin.self_join``).
     grid : Grid, optional
         CPU: the grid of X, X already in its cell order (``hybrid_labels``:
-        the grid that ordered the points serves the join).
+        the grid that ordered the points serves the join; the brute force
+        does not read it).
+    algorithm : {"grid", "brute"}
+        The join's algorithm (``DBSCANPlan.join_algorithm``).
 
     Returns
     -------
@@ -75,7 +79,8 @@ def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, o
     """
     plan = join_request(device, self_join=True, output="table", sort=False, include_self=False,
                         precision=precision, memory_limit=memory_limit,
-                        on_device=bool(on_device) and device == "gpu")
+                        on_device=bool(on_device) and device == "gpu", algorithm=algorithm,
+                        n_features=X.shape[1])
     return join_engine.run(plan, None, X, eps, timings=timings, grid=grid)
 
 
@@ -221,14 +226,14 @@ def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
 
 
 def hybrid_labels(X, eps, min_samples, *, sample_weight=None, device="cpu", precision="float64",
-                  shared_grid=False, timings=None, memory_limit="auto"):
+                  shared_grid=False, timings=None, memory_limit="auto", join_algorithm="grid"):
     """HYBRID-DBSCAN (§3, Algorithm 1) of conditioned points: what
     ``hybrid_dbscan`` runs once it has checked and conditioned X, and the
     "hybrid-*" paths of ``skyjoin.cluster.engine``.
 
     ``X`` is conditioned for ``precision`` (host points; on the GPU device
-    points too), ``eps`` likewise; ``device`` and ``shared_grid`` are the
-    plan's (``DBSCANPlan``, ``plan.shares_grid``).  Returns and costs as
+    points too), ``eps`` likewise; ``device``, ``shared_grid`` and
+    ``join_algorithm`` are the plan's (``DBSCANPlan``).  Returns and costs as
     ``hybrid_dbscan``; nothing here validates, scales or routes.
     """
     t0 = time.perf_counter()
@@ -242,13 +247,13 @@ def hybrid_labels(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
         del g
         t1 = time.perf_counter()
         nt = neighbor_table(Xo, eps, device=device, precision=precision, timings=join_t,
-                            memory_limit=memory_limit, grid=grid)
+                            memory_limit=memory_limit, grid=grid, algorithm=join_algorithm)
         del grid
     else:
         Xo, order = cell_order(X, eps, device, precision)
         t1 = time.perf_counter()
         nt = neighbor_table(Xo, eps, device=device, precision=precision, timings=join_t,
-                            memory_limit=memory_limit)
+                            memory_limit=memory_limit, algorithm=join_algorithm)
     del Xo
     t2 = time.perf_counter()
     is_core, labels = labels_from_table(nt.indptr, nt.indices, min_samples, sample_weight,

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 from .._core.thread_count import cpu_threads
 from .._core.threads import threadsafe_numba
+from ..simjoin.algorithm import choose_algorithm
 from .grid_cpu import MAX_DIMS
 
 log = logging.getLogger("skyjoin")
 
-__all__ = ["DBSCANPlan", "fit_route", "grid_applies", "shares_grid", "results_on_device",
-           "plan_fit", "plan_sweep", "FIT_PATHS", "SWEEP_METHODS"]
+__all__ = ["DBSCANPlan", "fit_route", "grid_applies", "shares_grid", "table_algorithm",
+           "results_on_device", "plan_fit", "plan_sweep", "FIT_PATHS", "SWEEP_METHODS"]
 
 #: every path of a single clustering (``DBSCAN.path_``)
 FIT_PATHS = ("grid-cpu", "grid-gpu", "gpu", "hybrid-cpu", "hybrid-gpu", "graph", "sklearn")
@@ -58,6 +59,9 @@ class DBSCANPlan:
         (``results_on_device``): the GPU paths return their device arrays
         instead of copying them to the host, and a path that assigns on the
         host (HYBRID-DBSCAN) uploads its result.
+    join_algorithm : {"grid", "brute"}
+        The join's algorithm for the neighbour tables of the table paths
+        (``table_algorithm``).
     ran : str or None
         The path that computed the result, once it has run (``path_``).
     """
@@ -72,6 +76,7 @@ class DBSCANPlan:
     assign_threads: int | None = None
     shared_grid: bool = False
     on_device: bool = False
+    join_algorithm: str = "grid"
     ran: str | None = None
 
     @property
@@ -94,6 +99,8 @@ class DBSCANPlan:
             parts.append("one grid orders and joins")
         if self.on_device:
             parts.append("results on device")
+        if self.join_algorithm != "grid":
+            parts.append(f"tables by {self.join_algorithm} force")
         if self.ran is not None:
             parts.append(f"ran {self.ran}")
         return ", ".join(parts)
@@ -139,6 +146,17 @@ def grid_applies(device: str, precision: str, weighted: bool, n_features: int,
     if precision != "float64" and (device != "gpu" or sweep):
         return False
     return not weighted or (sweep and device == "cpu")
+
+
+def table_algorithm(device: str | None, n_features: int) -> str:
+    """The join's algorithm for DBSCAN's neighbour tables: the join's own
+    rule (``skyjoin.simjoin.algorithm.choose_algorithm``: brute force from
+    ``BRUTE_MIN_DIMS`` dimensions on) on the CPU; on the GPU the grid, whose
+    table feeds the GPU union-find as measured there (the brute force's
+    device table has not been timed in a GPU clustering).  O(1)."""
+    if device != "cpu":
+        return "grid"
+    return choose_algorithm("auto", n_features)
 
 
 def shares_grid(device: str, precision: str) -> bool:
@@ -215,7 +233,8 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     else:
         paths = (("grid-cpu",) if grid else ()) + ("hybrid-cpu",)
     return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
-                      shared_grid=shares_grid(device, precision), on_device=on_device)
+                      shared_grid=shares_grid(device, precision), on_device=on_device,
+                      join_algorithm=table_algorithm(device, n_features))
 
 
 def _thread_split(device: str, pipelined: bool):
@@ -267,4 +286,5 @@ def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_e
     build, assign = _thread_split(device, pipelined)
     return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
                       table_on_device=device == "gpu" and not hybrid, pipelined=pipelined,
-                      build_threads=build, assign_threads=assign, on_device=on_device)
+                      build_threads=build, assign_threads=assign, on_device=on_device,
+                      join_algorithm=table_algorithm(device, n_features))

@@ -69,11 +69,12 @@ def _build(X, e, plan, ms_list, sample_weight):
     if plan.table_on_device:
         try:
             nt = neighbor_table(Xo, e, device=plan.device, precision=plan.precision,
-                                on_device=True)
+                                on_device=True, algorithm=plan.join_algorithm)
         except MemoryError:
             nt = None
     if nt is None:
-        nt = neighbor_table(Xo, e, device=plan.device, precision=plan.precision)
+        nt = neighbor_table(Xo, e, device=plan.device, precision=plan.precision,
+                            algorithm=plan.join_algorithm)
     return ("table", nt, order), time.perf_counter() - t0
 
 
