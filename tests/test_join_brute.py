@@ -10,7 +10,8 @@ import pytest
 import skyjoin as sj
 from skyjoin.simjoin import brute_bound
 from skyjoin.simjoin.cpu import brute as cpu_brute
-from skyjoin.simjoin.plan import BRUTE_MIN_DIMS, choose_algorithm
+from skyjoin.simjoin.algorithm import (BRUTE_MIN_DIMS, BRUTE_MIN_WORK, candidate_fraction,
+                                       choose_algorithm)
 
 from _cuda_emulation import FakeCupy, Module, compiler
 
@@ -169,26 +170,49 @@ def test_filter_bound_keeps_every_pair_within_eps():
 
 
 def test_choose_algorithm_rule():
-    assert choose_algorithm("auto", BRUTE_MIN_DIMS) == "brute"
-    assert choose_algorithm("auto", BRUTE_MIN_DIMS - 1) == "grid"
-    assert choose_algorithm("grid", 100) == "grid"
+    d = BRUTE_MIN_DIMS
+    assert choose_algorithm("auto", d, fraction=BRUTE_MIN_WORK / d) == "brute"
+    assert choose_algorithm("auto", d, fraction=0.99 * BRUTE_MIN_WORK / d) == "grid"
+    assert choose_algorithm("auto", d - 1, fraction=1.0) == "grid"
+    assert choose_algorithm("auto", 100) == "grid"                 # no sample: the grid
+    assert choose_algorithm("grid", 100, fraction=1.0) == "grid"
     assert choose_algorithm("brute", 2) == "brute"
-    assert choose_algorithm("auto", 100, chunks=True) == "grid"
+    assert choose_algorithm("auto", 100, chunks=True, fraction=1.0) == "grid"
     with pytest.raises(ValueError, match="does not stream chunks"):
         choose_algorithm("brute", 100, chunks=True)
     with pytest.raises(ValueError, match="algorithm must be"):
         sj.self_join(np.zeros((3, 2)), 1.0, algorithm="kd_tree", device="cpu")
 
 
-def test_auto_takes_brute_force_in_high_dimensions():
+def test_candidate_fraction_against_all_pairs():
+    """The sampled share of pairs in adjacent cells of the six leading
+    dimensions, on data small enough to be sampled whole: equal to the
+    share over all pairs."""
+    rng = np.random.default_rng(14)
+    X = rng.uniform(0, 4, size=(300, 9))
+    c = np.floor((X[:, :6] - X[:, :6].min(axis=0)) / 1.0)
+    adjacent = (np.abs(c[:, None, :] - c[None, :, :]) <= 1).all(axis=2)
+    assert candidate_fraction(X, X, 1.0) == pytest.approx(adjacent.mean())
+    assert 0.0 < candidate_fraction(X, X, 1.0) < 1.0
+    assert candidate_fraction(X, X, 100.0) == 1.0
+
+
+def test_auto_reads_the_data_in_high_dimensions():
+    """The manifold's pairs are nearly all grid candidates (brute force);
+    well-separated clusters in 128-D are not (the grid); few dimensions
+    never sample (the grid)."""
     from skyjoin._core.plans import recording
 
-    X = np.random.default_rng(9).normal(size=(100, BRUTE_MIN_DIMS))
+    rng = np.random.default_rng(9)
+    manifold = rng.normal(size=(600, 12)) @ rng.normal(size=(12, 40)) / np.sqrt(12)
+    centres = rng.uniform(0, 1000, (20, 128))
+    blobs = np.concatenate([c + rng.normal(0, 1.5, (30, 128)) for c in centres])
     with recording() as plans:
-        sj.self_join(X, 3.0, device="cpu")
-        sj.self_join(X[:, :3], 0.3, device="cpu")
+        sj.self_join(manifold, 3.0, device="cpu")
+        sj.self_join(blobs, 22.0, device="cpu")
+        sj.self_join(manifold[:, :3], 0.3, device="cpu")
     algos = [p.algorithm for p in plans if hasattr(p, "algorithm")]
-    assert algos[0] == "brute" and algos[-1] == "grid"
+    assert algos == ["brute", "grid", "grid"]
 
 
 # -- the GPU engine, its kernel emulated on the CPU --------------------------
@@ -290,28 +314,38 @@ def test_gpu_brute_adversarial_margin_and_ties():
 # -- DBSCAN's tables in high dimensions ----------------------------------------
 
 def test_cpu_dbscan_tables_by_brute_force_in_high_dimensions():
-    """From BRUTE_MIN_DIMS dimensions on, the CPU DBSCAN's table comes from the
-    brute force (the plan says so), and the labels are scikit-learn's."""
+    """Where the grid would test nearly every pair, the CPU DBSCAN's table
+    comes from the brute force (the plan says so), and the labels are
+    scikit-learn's."""
     from sklearn.cluster import DBSCAN as SkDBSCAN
     from skyjoin._core.plans import recording
     from skyjoin.cluster.plan import plan_fit, plan_sweep, table_algorithm
 
-    assert plan_fit("join", "cpu", "float64", False, 20).join_algorithm == "brute"
+    assert plan_fit("join", "cpu", "float64", False, 20, join_fraction=1.0).join_algorithm \
+        == "brute"
+    assert plan_fit("join", "cpu", "float64", False, 20, join_fraction=0.01).join_algorithm \
+        == "grid"
     assert plan_fit("join", "cpu", "float64", False, 3).join_algorithm == "grid"
-    assert plan_fit("join", "gpu", "float64", False, 20).join_algorithm == "grid"
-    assert plan_sweep("cpu", "float64", False, 20, 2).join_algorithm == "brute"
-    assert table_algorithm("cpu", BRUTE_MIN_DIMS) == "brute"
+    assert plan_fit("join", "gpu", "float64", False, 20, join_fraction=1.0).join_algorithm \
+        == "grid"
+    assert plan_sweep("cpu", "float64", False, 20, 2, join_fraction=1.0).join_algorithm \
+        == "brute"
+    assert table_algorithm("cpu", 20, 1.0) == "brute"
+    # clusters on a 2-D plane in 20-D, tight enough that the grid's six
+    # indexed dimensions would make most pairs candidates
     rng = np.random.default_rng(13)
-    centres = rng.normal(0, 4, (5, 20))
-    X = np.concatenate([c + rng.normal(0, 0.5, (120, 20)) for c in centres]
-                       + [rng.uniform(-10, 10, (60, 20))])
-    for eps, m in ((2.2, 5), (2.6, 12)):
+    C = rng.normal(0, 0.6, (4, 2))
+    L = np.concatenate([c + rng.normal(0, 0.12, (150, 2)) for c in C]
+                       + [rng.uniform(-2, 2, (100, 2))])
+    X = L @ rng.normal(size=(2, 20)) * 0.3 + rng.normal(0, 0.02, (700, 20))
+    for eps, m in ((0.2, 12), (0.25, 20)):
         with recording() as plans:
             est = sj.DBSCAN(eps=eps, min_samples=m, device="cpu").fit(X)
         ref = SkDBSCAN(eps=eps, min_samples=m, algorithm="brute").fit(X)
         np.testing.assert_array_equal(est.labels_, ref.labels_)
         np.testing.assert_array_equal(est.core_sample_indices_, ref.core_sample_indices_)
         assert any(getattr(p, "algorithm", None) == "brute" for p in plans)
-    for r in sj.dbscan_sweep(X, eps=[2.2, 2.6], min_samples=[5, 12], device="cpu"):
+        assert 0 < ref.labels_.max() and (ref.labels_ < 0).any()
+    for r in sj.dbscan_sweep(X, eps=[0.2, 0.25], min_samples=[12, 20], device="cpu"):
         ref = SkDBSCAN(eps=r.eps, min_samples=r.min_samples, algorithm="brute").fit(X)
         np.testing.assert_array_equal(r.labels, ref.labels_)

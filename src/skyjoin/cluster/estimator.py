@@ -46,7 +46,7 @@ from ..index.grid_kernels import gather_rows
 from ..simjoin.plan import check_memory_limit
 from . import engine
 from .params import check_params, check_sample_weight
-from .plan import fit_route, plan_fit
+from .plan import fit_route, join_fraction, plan_fit
 from .union_find import labels_from_table
 
 __all__ = ["DBSCAN", "dbscan"]
@@ -327,7 +327,8 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         precision = check_precision(self.precision)
         memory_limit = check_memory_limit(self.memory_limit)
         plan = plan_fit(route, device, precision, sample_weight is not None, X.shape[1],
-                        on_device=self.on_device)
+                        on_device=self.on_device,
+                        join_fraction=join_fraction(X, eps) if route == "join" else None)
         timings: dict = {}
         t0 = time.perf_counter()
         if route == "join":

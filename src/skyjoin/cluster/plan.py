@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 from .._core.thread_count import cpu_threads
 from .._core.threads import threadsafe_numba
-from ..simjoin.algorithm import choose_algorithm
+from ..simjoin.algorithm import candidate_fraction, choose_algorithm, needs_sample
 from .grid_cpu import MAX_DIMS
 
 log = logging.getLogger("skyjoin")
 
 __all__ = ["DBSCANPlan", "fit_route", "grid_applies", "shares_grid", "table_algorithm",
+           "join_fraction",
            "results_on_device", "plan_fit", "plan_sweep", "FIT_PATHS", "SWEEP_METHODS"]
 
 #: every path of a single clustering (``DBSCAN.path_``)
@@ -148,15 +149,24 @@ def grid_applies(device: str, precision: str, weighted: bool, n_features: int,
     return not weighted or (sweep and device == "cpu")
 
 
-def table_algorithm(device: str | None, n_features: int) -> str:
+def join_fraction(X, eps: float) -> float | None:
+    """The sampled share of grid candidates of X at radius eps
+    (``candidate_fraction``) where the tables' rule needs it, else None:
+    what ``plan_fit`` and ``plan_sweep`` take.  O(1), or the sample's."""
+    if not needs_sample("auto", int(X.shape[1])):
+        return None
+    return candidate_fraction(X, X, eps)
+
+
+def table_algorithm(device: str | None, n_features: int, fraction: float | None = None) -> str:
     """The join's algorithm for DBSCAN's neighbour tables: the join's own
-    rule (``skyjoin.simjoin.algorithm.choose_algorithm``: brute force from
-    ``BRUTE_MIN_DIMS`` dimensions on) on the CPU; on the GPU the grid, whose
-    table feeds the GPU union-find as measured there (the brute force's
-    device table has not been timed in a GPU clustering).  O(1)."""
+    rule (``skyjoin.simjoin.algorithm.choose_algorithm`` on ``fraction``,
+    the sampled share of grid candidates) on the CPU; on the GPU the grid,
+    whose table feeds the GPU union-find as measured there (the brute
+    force's device table has not been timed in a GPU clustering).  O(1)."""
     if device != "cpu":
         return "grid"
-    return choose_algorithm("auto", n_features)
+    return choose_algorithm("auto", n_features, fraction=fraction)
 
 
 def shares_grid(device: str, precision: str) -> bool:
@@ -190,7 +200,8 @@ def results_on_device(on_device: bool, device: str | None, route: str = "join") 
 
 
 def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
-             n_features: int, on_device: bool = False) -> DBSCANPlan:
+             n_features: int, on_device: bool = False,
+             join_fraction: float | None = None) -> DBSCANPlan:
     """The plan of one clustering (``DBSCAN.fit``, ``dbscan``).
 
     route "graph" (a precomputed sparse graph) and "sklearn" (other
@@ -215,6 +226,10 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     on_device : bool
         Leave the results on the GPU (``results_on_device``, which raises
         where that cannot be).
+    join_fraction : float, optional
+        The sampled share of grid candidates among the pairs
+        (``skyjoin.simjoin.algorithm.candidate_fraction``), for the tables'
+        algorithm (``table_algorithm``); None: the grid.
 
     Returns
     -------
@@ -234,7 +249,7 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
         paths = (("grid-cpu",) if grid else ()) + ("hybrid-cpu",)
     return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
                       shared_grid=shares_grid(device, precision), on_device=on_device,
-                      join_algorithm=table_algorithm(device, n_features))
+                      join_algorithm=table_algorithm(device, n_features, join_fraction))
 
 
 def _thread_split(device: str, pipelined: bool):
@@ -253,7 +268,7 @@ def _thread_split(device: str, pipelined: bool):
 
 def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_eps: int,
                method: str = "auto", pipeline: bool = True,
-               on_device: bool = False) -> DBSCANPlan:
+               on_device: bool = False, join_fraction: float | None = None) -> DBSCANPlan:
     """The plan of ``dbscan_sweep``.
 
     method "hybrid": the table path only, T streamed to the host and every
@@ -268,6 +283,7 @@ def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_e
     Pipelining (§7.5) needs two eps and a thread-safe Numba threading layer
     (``_core.threads.threadsafe_numba``).  ``on_device``: every result's
     labels and core indices stay on the GPU (``results_on_device``).
+    ``join_fraction``: as for ``plan_fit`` (at the largest eps).
 
     Notes
     -----
@@ -287,4 +303,4 @@ def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_e
     return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
                       table_on_device=device == "gpu" and not hybrid, pipelined=pipelined,
                       build_threads=build, assign_threads=assign, on_device=on_device,
-                      join_algorithm=table_algorithm(device, n_features))
+                      join_algorithm=table_algorithm(device, n_features, join_fraction))

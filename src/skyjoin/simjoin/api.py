@@ -37,6 +37,7 @@ from .._core.validate import check_bool, check_eps, check_points, check_precisio
     working_dtype
 from ..index.grid import check_index_dims
 from . import engine
+from .algorithm import resolve_algorithm
 from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, check_memory_limit, request
 from .result import NeighborTable, PairStream
 
@@ -227,9 +228,11 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
         by a float64 matrix product (tensor cores on the GPU) with a
         provable margin, each survivor decided by the same test, so the
         result is the grid's, pair for pair
-        (``skyjoin.simjoin.brute_bound``).  "auto": brute force from
-        ``skyjoin.simjoin.plan.BRUTE_MIN_DIMS`` dimensions on, where the
-        grid prunes nothing (the rule ``plan.choose_algorithm``).
+        (``skyjoin.simjoin.brute_bound``).  "auto": brute force where the
+        grid would prune little, from a sample of the data: the share of
+        pairs whose cells are adjacent in the indexed dimensions, times d,
+        reaches ``BRUTE_MIN_WORK`` (8 dimensions or more; the rule
+        ``skyjoin.simjoin.algorithm.choose_algorithm``).
     return_distance : bool, default False
         Also give the distance of every pair, ``NeighborTable.distances``:
         the square root of the very sum the test compared with ``eps**2``
@@ -346,7 +349,8 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     plan = request(dev, self_join=True, output=output, sort=sort, include_self=include_self,
                    precision=precision, index_dims=index_dims, pattern=pattern,
                    memory_limit=memory_limit, return_distance=return_distance,
-                   algorithm=algorithm, n_features=np.shape(X)[1], **_routing(options))
+                   algorithm=resolve_algorithm(algorithm, X, X, eps_c),
+                   n_features=np.shape(X)[1], **_routing(options))
     res = _run(plan, None, X, eps_c, options, timings)
     if return_distance:
         with phase(timings, "distances"):
@@ -428,7 +432,8 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     (R, S), eps_c = _prepare([(R, "R"), (S, "S")], eps, precision, dev, index_dims)
     plan = request(dev, self_join=False, output=output, sort=sort, precision=precision,
                    index_dims=index_dims, pattern="full", memory_limit=memory_limit,
-                   return_distance=return_distance, algorithm=algorithm,
+                   return_distance=return_distance,
+                   algorithm=resolve_algorithm(algorithm, R, S, eps_c),
                    n_features=np.shape(S)[1], **_routing(options))
     res = _run(plan, R, S, eps_c, options, timings)
     if return_distance:

@@ -34,12 +34,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .algorithm import BRUTE_MIN_DIMS, choose_algorithm
+from .algorithm import choose_algorithm
 from .._core.memory import available_host_bytes
 from ..errors import ResultTooLargeError
 
 __all__ = ["JoinPlan", "GpuConfig", "cpu_pattern", "plan_cpu", "choose_config", "request",
-           "choose_algorithm", "BRUTE_MIN_DIMS",
+           "choose_algorithm",
            "memory_route", "id_width", "MEMORY_ROUTES", "ENGINES",
            "plan_gpu", "plan_row_batches", "batch_capacity", "DEFAULT_BATCH_PAIRS",
            "TILE_MIN_POINTS", "PATTERNS", "KERNELS", "SCHEDULES", "THREADS_PER_POINT",

@@ -59,7 +59,7 @@ from ..._core.validate import check_bool, check_eps, check_min_samples, check_po
     check_precision, working_dtype
 from ..grid_gpu import gpu_grid_dbscan
 from ..params import check_sample_weight
-from ..plan import SWEEP_METHODS, DBSCANPlan, plan_sweep
+from ..plan import SWEEP_METHODS, DBSCANPlan, join_fraction, plan_sweep
 from .grid_links import assign_grid_levels
 from .pipeline import eps_tables
 from .table import assign_levels, count_clusters
@@ -220,7 +220,8 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
         sample_weight = np.ascontiguousarray(
             check_sample_weight(sample_weight, points.shape[0]), dtype=np.float64)
     plan = plan_sweep(dev, precision, sample_weight is not None, points.shape[1],
-                      len(eps_list), method, pipeline, on_device=on_device)
+                      len(eps_list), method, pipeline, on_device=on_device,
+                      join_fraction=join_fraction(points, max(eps_list)))
     log.debug("%s", plan.describe())
     what = "GPU DBSCAN sweep"
     if plan.device == "gpu":
