@@ -157,7 +157,7 @@ def test_filter_bound_keeps_every_pair_within_eps():
     A = base + rng.normal(size=(400, d))
     B = A + u * eps * (1 - 1e-12)
     ok = oracle(A[:, None, :].reshape(-1, d), B, eps).diagonal()
-    Qc, nq_, rq, Sc, ns_, rs = cpu_brute.centred(A, np.concatenate([A, B]))
+    Qc, nq_, rq, Sc, ns_, rs = brute_bound.centred(A, np.concatenate([A, B]))
     Bc = Sc[400:]
     nb, rb = ns_[400:], rs[400:]
     fb = brute_bound.filter_bound(eps * eps, d, "float64")

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FilterBound", "filter_bound", "gamma", "row_radii", "tiles", "U64"]
+__all__ = ["FilterBound", "filter_bound", "gamma", "row_radii", "centred", "tiles", "U64"]
 
 #: unit roundoff of float64
 U64 = 2.0 ** -53
@@ -100,4 +100,21 @@ def tiles(nq: int, ns: int, rows: int, cols: int, self_join: bool):
             if self_join and j1 <= i0 + 1:
                 break
             yield i0, min(i0 + rows, nq), j0, j1
+
+
+def centred(Q, S, xp=np):
+    """Float64 copies of the query points Q and data points S (arrays of
+    ``xp``, NumPy or CuPy) moved by the data's mean: one centre for both, so
+    that each difference is preserved up to one rounding (step 2 above).
+    Returns (Qc, |Qc|^2, Q's radii, Sc, |Sc|^2, S's radii); a self-join
+    (Q is S) shares them.  O((n_q + n_s) d)."""
+    c = S.mean(axis=0, dtype=xp.float64)
+    Sc = S.astype(xp.float64) - c
+    ns_ = xp.einsum("ij,ij->i", Sc, Sc)
+    rs = row_radii(ns_, S.shape[1], xp)
+    if Q is S:
+        return Sc, ns_, rs, Sc, ns_, rs
+    Qc = Q.astype(xp.float64) - c
+    nq_ = xp.einsum("ij,ij->i", Qc, Qc)
+    return Qc, nq_, row_radii(nq_, S.shape[1], xp), Sc, ns_, rs
 

@@ -30,12 +30,12 @@ from ..._core.config import NUMBA_CACHE
 from ..._core.plans import report
 from ..._core.thread_count import with_cpu_threads
 from ..._core.timing import phase
-from ..brute_bound import filter_bound, row_radii, tiles
+from ..brute_bound import centred, filter_bound, tiles
 from ..csr import sort_csr_rows
 from ..result import NeighborTable, index_dtype
 from .engine import empty_result, eps_squared, guard_table
 
-__all__ = ["run", "TILE_ROWS", "TILE_COLS", "centred"]
+__all__ = ["run", "TILE_ROWS", "TILE_COLS"]
 
 #: rows of the query points in one tile of the product
 TILE_ROWS = 512
@@ -60,21 +60,16 @@ def _within(A, i, B, j, e2):
 
 
 @njit(inline="always")
-def _kept(g, na, nb, ra, rb, root_t, cu, cg, inflate):
-    """The filter: whether the screened squared distance is within the margin."""
-    s = (na + nb) - 2.0 * g
-    rr = ra + rb
+def _threshold(rr, root_t, cu, cg, inflate):
+    """The margin's threshold for norm bounds summing to rr (``brute_bound``)."""
     t = root_t + cu * rr
-    return s <= (t * t + cg * (rr * rr)) * inflate
+    return (t * t + cg * (rr * rr)) * inflate
 
 
 @njit(inline="always")
-def _row_limit(na, ra, rb_max, root_t, cu, cg, inflate):
-    """The largest threshold of a row against any column of the tile (rr at
-    its largest): a screened value above it fails every column's."""
-    rr = ra + rb_max
-    t = root_t + cu * rr
-    return (t * t + cg * (rr * rr)) * inflate
+def _kept(g, na, nb, ra, rb, root_t, cu, cg, inflate):
+    """The filter: whether the screened squared distance is within the margin."""
+    return (na + nb) - 2.0 * g <= _threshold(ra + rb, root_t, cu, cg, inflate)
 
 
 @njit(parallel=True, nogil=True, cache=NUMBA_CACHE)
@@ -93,7 +88,8 @@ def _tile_screen(G, na, nb, ra, rb, rb_max, A, B, i0, j0, e2, which, root_t, cu,
     for ch in prange(n_chunks):
         for ii in range(ch * per, min(rows, (ch + 1) * per)):
             i = i0 + ii
-            lim = _row_limit(na[ii], ra[ii], rb_max, root_t, cu, cg, inflate)
+            # the row's largest threshold (rr at its largest): above it, every column fails
+            lim = _threshold(ra[ii] + rb_max, root_t, cu, cg, inflate)
             lo = 0
             if which == _AFTER:
                 lo = max(0, i + 1 - j0)
@@ -169,21 +165,6 @@ def _tile_pairs(found, counts, i0, width, idx):
     return rows, found[:counts.size, :width][mask].astype(idx, copy=False)
 
 
-def centred(Q, S):
-    """Float64 copies of the query and data points moved by the data's mean
-    (one centre for both, so that differences are preserved up to one
-    rounding), with their squared norms and norm bounds.  O((n_q + n_s) d)."""
-    c = S.mean(axis=0, dtype=np.float64)
-    Sc = S.astype(np.float64) - c
-    Qc = Sc if Q is S else Q.astype(np.float64) - c
-    ns_ = np.einsum("ij,ij->i", Sc, Sc)
-    nq_ = ns_ if Q is S else np.einsum("ij,ij->i", Qc, Qc)
-    d = S.shape[1]
-    rs = row_radii(ns_, d)
-    rq = rs if Q is S else row_radii(nq_, d)
-    return Qc, nq_, rq, Sc, ns_, rs
-
-
 @with_cpu_threads
 def run(plan, R, S, eps, timings=None):
     """The brute-force join of conditioned points (R None: the self-join of
@@ -199,7 +180,7 @@ def run(plan, R, S, eps, timings=None):
     d = S.shape[1]
     e2 = eps_squared(eps, S.dtype)
     fb = filter_bound(float(e2), d, plan.precision)
-    args = (e2, fb.root_t, fb.cu, fb.cg, fb.inflate)
+    bound = (fb.root_t, fb.cu, fb.cg, fb.inflate)
     with phase(timings, "centre"):
         Qc, nq_, rq, Sc, ns_, rs = centred(Q, S)
     counts_out = np.zeros(nq, dtype=np.int64) if plan.output == "counts" else None
@@ -218,7 +199,7 @@ def run(plan, R, S, eps, timings=None):
             na, ra, nb, rb = nq_[i0:i1], rq[i0:i1], ns_[j0:j1], rs[j0:j1]
             counts = np.zeros(i1 - i0, dtype=np.int64)
             col_counts = np.zeros((chunks, j1 - j0), dtype=np.int64)
-            _tile_screen(G, na, nb, ra, rb, float(rb.max()), Q, S, i0, j0, e2, which, *args[1:],
+            _tile_screen(G, na, nb, ra, rb, float(rb.max()), Q, S, i0, j0, e2, which, *bound,
                          width, counts, found, col_counts)
             if counts_out is not None:
                 counts_out[i0:i1] += counts
@@ -235,7 +216,7 @@ def run(plan, R, S, eps, timings=None):
                 offsets = np.zeros(redo.size, dtype=np.int64)
                 np.cumsum(lens[:-1], out=offsets[1:])
                 more = np.empty(int(lens.sum()), dtype=idx)
-                _tile_fill(G, na, nb, ra, rb, Q, S, i0, j0, e2, which, *args[1:], redo, offsets,
+                _tile_fill(G, na, nb, ra, rb, Q, S, i0, j0, e2, which, *bound, redo, offsets,
                            more)
                 rows = np.concatenate([rows, np.repeat((redo + i0).astype(idx), lens)])
                 cols = np.concatenate([cols, more])

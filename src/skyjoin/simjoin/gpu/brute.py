@@ -30,7 +30,7 @@ from ..._core.device import cupy
 from ..._core.plans import report
 from ..._core.timing import phase
 from ..._core.transfer import d2h
-from ..brute_bound import filter_bound, row_radii, tiles
+from ..brute_bound import centred, filter_bound, tiles
 from ..plan import result_size_guard
 from ..result import NeighborTable, index_dtype
 
@@ -95,20 +95,6 @@ def compiled_module(real: str = "double"):
     return cupy().RawModule(code=_SOURCE, options=("--fmad=false", f"-DREAL={real}"))
 
 
-def _centred(cp, Q, S):
-    """Centred float64 copies, squared norms and norm bounds (as the CPU's
-    ``centred``).  O((n_q + n_s) d)."""
-    c = S.mean(axis=0, dtype=cp.float64)
-    Sc = S.astype(cp.float64) - c
-    Qc = Sc if Q is S else Q.astype(cp.float64) - c
-    ns_ = (Sc * Sc).sum(axis=1)
-    nq_ = ns_ if Q is S else (Qc * Qc).sum(axis=1)
-    d = S.shape[1]
-    rs = row_radii(ns_, d, cp)
-    rq = rs if Q is S else row_radii(nq_, d, cp)
-    return Qc, nq_, rq, Sc, ns_, rs
-
-
 class _Pairs:
     """The device buffer of pairs found, enlarged on overflow."""
 
@@ -153,7 +139,7 @@ def run(plan, R, S, eps, timings=None):
     mod = compiled_module(real)
     screen = mod.get_function("screen")
     with phase(timings, "centre"):
-        Qc, nq_, rq, Sc, ns_, rs = _centred(cp, Q, S) if nq and ns else (None,) * 6
+        Qc, nq_, rq, Sc, ns_, rs = centred(Q, S, cp) if nq and ns else (None,) * 6
     counts = cp.zeros(nq, dtype=cp.uint64) if plan.output == "counts" else None
     pairs = _Pairs(cp) if counts is None else None
     null = np.uint64(0)                 # a null pointer for the mode's unused buffers
