@@ -79,8 +79,7 @@ def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, o
     """
     plan = join_request(device, self_join=True, output="table", sort=False, include_self=False,
                         precision=precision, memory_limit=memory_limit,
-                        on_device=bool(on_device) and device == "gpu", algorithm=algorithm,
-                        n_features=X.shape[1])
+                        on_device=bool(on_device) and device == "gpu", algorithm=algorithm)
     return join_engine.run(plan, None, X, eps, timings=timings, grid=grid)
 
 

@@ -349,8 +349,7 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     plan = request(dev, self_join=True, output=output, sort=sort, include_self=include_self,
                    precision=precision, index_dims=index_dims, pattern=pattern,
                    memory_limit=memory_limit, return_distance=return_distance,
-                   algorithm=resolve_algorithm(algorithm, X, X, eps_c),
-                   n_features=np.shape(X)[1], **_routing(options))
+                   algorithm=resolve_algorithm(algorithm, X, X, eps_c), **_routing(options))
     res = _run(plan, None, X, eps_c, options, timings)
     if return_distance:
         with phase(timings, "distances"):
@@ -433,8 +432,7 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     plan = request(dev, self_join=False, output=output, sort=sort, precision=precision,
                    index_dims=index_dims, pattern="full", memory_limit=memory_limit,
                    return_distance=return_distance,
-                   algorithm=resolve_algorithm(algorithm, R, S, eps_c),
-                   n_features=np.shape(S)[1], **_routing(options))
+                   algorithm=resolve_algorithm(algorithm, R, S, eps_c), **_routing(options))
     res = _run(plan, R, S, eps_c, options, timings)
     if return_distance:
         with phase(timings, "distances"):

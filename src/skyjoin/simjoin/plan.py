@@ -34,12 +34,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .algorithm import choose_algorithm
 from .._core.memory import available_host_bytes
 from ..errors import ResultTooLargeError
 
 __all__ = ["JoinPlan", "GpuConfig", "cpu_pattern", "plan_cpu", "choose_config", "request",
-           "choose_algorithm",
            "memory_route", "id_width", "MEMORY_ROUTES", "ENGINES",
            "plan_gpu", "plan_row_batches", "batch_capacity", "DEFAULT_BATCH_PAIRS",
            "TILE_MIN_POINTS", "PATTERNS", "KERNELS", "SCHEDULES", "THREADS_PER_POINT",
@@ -105,7 +103,7 @@ class JoinPlan:
         GPU only: bytes of device memory the result buffers may use.
     algorithm : {"grid", "brute"}
         The grid of non-empty cells, or the brute-force screen of every
-        pair (``choose_algorithm``); the pattern, index and kernel choices
+        pair (``algorithm.choose_algorithm``); the pattern, index and kernel choices
         apply to the grid only.
     reason : str
         Why the "auto" choices came out as they did.
@@ -244,15 +242,15 @@ def request(device: str, *, self_join: bool, output: str = "table", sort: bool =
             index_dims: int | None = None, pattern="auto", memory_limit="auto",
             return_distance: bool = False, on_device: bool = False, chunks: bool = False,
             kernel="auto", threads_per_point="auto", schedule="auto", batch_pairs=None,
-            device_memory_limit=None, algorithm="grid", n_features=0) -> JoinPlan:
+            device_memory_limit=None, algorithm="grid") -> JoinPlan:
     """The request of one join call on the resolved ``device``, built at its
     public boundary: the caller's choices, "auto" where the engine's rule
     decides once the grid is built (``plan_cpu``, ``plan_gpu``), and the
     memory route (``memory_route``).  ``memory_limit`` is checked here
     (``check_memory_limit``); the GPU's option values by ``choose_config``.
     The GPU-only options (``kernel`` ... ``device_memory_limit``) are
-    dropped on the CPU; ``algorithm`` is resolved for ``n_features``
-    dimensions by ``choose_algorithm``.  Cost: O(1)."""
+    dropped on the CPU; ``algorithm`` ("grid" or "brute") comes resolved
+    from the boundary (``algorithm.resolve_algorithm``).  Cost: O(1)."""
     if isinstance(pattern, str):
         pattern = pattern.replace("-", "_")
     gpu = device == "gpu"
@@ -267,7 +265,7 @@ def request(device: str, *, self_join: bool, output: str = "table", sort: bool =
                   memory_route=memory_route(output, on_device=bool(on_device) and gpu,
                                             chunks=chunks),
                   engine=ENGINES["gpu" if gpu else "cpu"],
-                  algorithm=choose_algorithm(algorithm, n_features, chunks=chunks))
+                  algorithm=algorithm)
     if not gpu:
         return JoinPlan(device=device, pattern=pattern if self_join else "full", **common)
     return JoinPlan(device="gpu", pattern=pattern, kernel=kernel,
