@@ -91,15 +91,15 @@ class RowPattern:
     Row j of the pattern is the row at offset ``off[j]`` (d - 1 steps, in
     ``korder``'s first d - 1 dimensions) from a cell's row, and the cells
     of that row whose sparse coordinate lies ``lo[j]..hi[j]`` steps from the
-    cell's; ``adjacent[j]`` is whether every step of ``off[j]`` is at most
-    one.  ``positive_*`` is the same for the lexicographically positive
-    offsets only (each unordered pair of cells once).
+    cell's.  ``positive_*`` is the same for the lexicographically positive
+    offsets only (each unordered pair of cells once), and
+    ``positive_adjacent[j]`` whether every step of ``positive_off[j]`` is at
+    most one (the links' first phase).
     """
 
     off: np.ndarray
     lo: np.ndarray
     hi: np.ndarray
-    adjacent: np.ndarray
     positive_off: np.ndarray
     positive_lo: np.ndarray
     positive_hi: np.ndarray
@@ -126,13 +126,14 @@ def row_pattern(offsets, korder) -> RowPattern:
         off = np.array([k for k, _, _ in items], dtype=np.int32).reshape(len(items), d - 1)
         lo = np.array([a for _, a, _ in items], dtype=np.int32)
         hi = np.array([b for _, _, b in items], dtype=np.int32)
-        adjacent = (np.abs(off) <= 1).all(axis=1).astype(np.uint8)
-        return np.ascontiguousarray(off), lo, hi, adjacent
+        return np.ascontiguousarray(off), lo, hi
 
     # the adjacent rows first: a point's core count stops sooner
     near = sorted(keys, key=lambda k: max(map(abs, k), default=0) > 1)
     full = arrays([(k, spans[k][0], spans[k][1]) for k in near])
-    return RowPattern(*full, *arrays(pos))
+    positive = arrays(pos)
+    adjacent = (np.abs(positive[0]) <= 1).all(axis=1).astype(np.uint8)
+    return RowPattern(*full, *positive, adjacent)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
