@@ -157,5 +157,5 @@ def cluster_points(X, eps: float, min_samples: int, *, device: str, precision: s
     Returns (core indices, labels, path).  Cost: ``run``'s plus O(n d)."""
     (Xc,), eps_c = condition_checked([X], ["X"], eps, precision)
     plan = plan_fit("join", device, precision, False, X.shape[1],
-                    join_fraction=join_fraction(Xc, eps_c))
+                    join_fraction=join_fraction(Xc, eps_c, device))
     return run(plan, Xc, eps_c, min_samples, timings=timings)

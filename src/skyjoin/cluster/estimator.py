@@ -328,7 +328,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         memory_limit = check_memory_limit(self.memory_limit)
         plan = plan_fit(route, device, precision, sample_weight is not None, X.shape[1],
                         on_device=self.on_device,
-                        join_fraction=join_fraction(X, eps) if route == "join" else None)
+                        join_fraction=join_fraction(X, eps, device))
         timings: dict = {}
         t0 = time.perf_counter()
         if route == "join":

@@ -149,13 +149,18 @@ def grid_applies(device: str, precision: str, weighted: bool, n_features: int,
     return not weighted or (sweep and device == "cpu")
 
 
-def join_fraction(X, eps: float) -> float | None:
+def _reads_sample(device: str | None, n_features: int) -> bool:
+    """Whether the tables' rule (``table_algorithm``) reads the data's
+    sample: on the CPU, where the join's rule needs one."""
+    return device == "cpu" and needs_sample("auto", n_features)
+
+
+def join_fraction(X, eps: float, device: str | None) -> float | None:
     """The sampled share of grid candidates of X at radius eps
-    (``candidate_fraction``) where the tables' rule needs it, else None:
-    what ``plan_fit`` and ``plan_sweep`` take.  O(1), or the sample's."""
-    if not needs_sample("auto", int(X.shape[1])):
-        return None
-    return candidate_fraction(X, X, eps)
+    (``candidate_fraction``) where ``table_algorithm`` reads it, else None
+    (no sample is taken): what ``plan_fit`` and ``plan_sweep`` take.  O(1),
+    or the sample's."""
+    return candidate_fraction(X, X, eps) if _reads_sample(device, int(X.shape[1])) else None
 
 
 def table_algorithm(device: str | None, n_features: int, fraction: float | None = None) -> str:
@@ -164,7 +169,7 @@ def table_algorithm(device: str | None, n_features: int, fraction: float | None 
     the sampled share of grid candidates) on the CPU; on the GPU the grid,
     whose table feeds the GPU union-find as measured there (the brute
     force's device table has not been timed in a GPU clustering).  O(1)."""
-    if device != "cpu":
+    if not _reads_sample(device, n_features):
         return "grid"
     return choose_algorithm("auto", n_features, fraction=fraction)
 

@@ -221,7 +221,7 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
             check_sample_weight(sample_weight, points.shape[0]), dtype=np.float64)
     plan = plan_sweep(dev, precision, sample_weight is not None, points.shape[1],
                       len(eps_list), method, pipeline, on_device=on_device,
-                      join_fraction=join_fraction(points, max(eps_list)))
+                      join_fraction=join_fraction(points, max(eps_list), dev))
     log.debug("%s", plan.describe())
     what = "GPU DBSCAN sweep"
     if plan.device == "gpu":
