@@ -39,7 +39,7 @@ distances (:func:`neighbour_eps`; chunked NumPy brute force in float64).
 Rounded to 4 significant digits, they are the constants of ``EPS``.  The
 counts spread widely around that mean (on the full manifold at 10
 neighbours per point, a sample's median is 4 and its largest count 74).
-This command recomputes the constants (70 s on one core)::
+This command recomputes the constants::
 
     PYTHONPATH=src python -m skyjoin.bench.highdim --find-eps
 """
@@ -79,11 +79,9 @@ TORCH_ROWS = {"float64": "torch tiled brute fp64 (inexact)",
 BOUND_ROW = "FP64 GEMM bound (measured, reference)"
 #: The CPU peers at full size.  scikit-learn's brute force evaluates all n^2
 #: distances (it writes, reads and thresholds each in float64): skipped beyond
-#: this many, minutes on a 16-core machine.  The trees prune little in 32-D
-#: to 90-D: at 40,000 points the ball tree and cKDTree took 20-50x the brute
-#: force on the manifold and uniform sets (2 cores), so there they are skipped
-#: at the same limit; on the mixture a query meets only its own component (1/50
-#: of the set) and they took 1.1-1.3x the brute force at 40,000 points: they run.
+#: this many.  The trees prune little on the manifold and uniform sets and are
+#: skipped there at the same limit; on the mixture a query meets only its own
+#: component and they run (docs/decisions/bench-highdim-peers.md).
 CPU_PEER_MAX_DISTANCES = 1e11
 
 
@@ -251,8 +249,8 @@ def _ours(get, hc: HighDimCase, device: str, repeat: int) -> list[Impl]:
                                         output="counts").sum())
 
     grid_skip = None if hc.quick else (
-        "the grid path at full size (17 s for the 515,345-point manifold on an H200) is "
-        "timed on the quick sizes only")
+        "the grid path prunes little at full size (docs/decisions/bench-highdim-peers.md): "
+        "it is timed on the quick sizes only")
     return [Impl(f"skyjoin {device} brute table", brute_table, ours=True, repeat=repeat),
             Impl(f"skyjoin {device} brute counts", counts("brute"), ours=True, repeat=repeat),
             Impl(f"skyjoin {device} grid counts", counts("grid"), ours=True, repeat=repeat,
@@ -267,9 +265,9 @@ def _cpu_peers(get, hc: HighDimCase, repeat: int) -> list[Impl]:
     slow = distances > CPU_PEER_MAX_DISTANCES
     brute_skip = (f"{hc.n:,}^2 = {distances:.1e} distances in {hc.d}-D (beyond a few minutes "
                   f"on the CPU; the limit is {CPU_PEER_MAX_DISTANCES:.0e})") if slow else None
-    tree_skip = (f"a tree in {hc.d}-D prunes little on this set (20-50x scikit-learn's brute "
-                 f"force at 40,000 points), and the brute force's {distances:.1e} distances "
-                 f"are already beyond a few minutes on the CPU"
+    tree_skip = (f"a tree in {hc.d}-D prunes little on this set (it costs more than the "
+                 f"brute force: docs/decisions/bench-highdim-peers.md), and the brute force's "
+                 f"{distances:.1e} distances are already beyond a few minutes on the CPU"
                  ) if slow and not spec.trees_prune else None
     peers = [("sklearn radius_neighbors_graph(brute, n_jobs=-1)", "brute", brute_skip),
              ("sklearn radius_neighbors_graph(ball_tree, n_jobs=-1)", "ball_tree", tree_skip)]

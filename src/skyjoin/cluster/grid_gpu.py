@@ -49,8 +49,9 @@ most 2**40 cells along a dimension, and a row table of at most
 the caller takes the join path.  Cost: O(n d) for the grid plus the sort,
 then O(5**d) row lookups of O(log cells-per-row) for each point (core
 counts, border points) and each cell (links), plus the distance tests of
-points in neighbouring cells that are not close; memory about 90 bytes a
-point for float32 points in 3-D (docs/decisions/dbscan-fit-path.md).
+points in neighbouring cells that are not close; memory a few arrays of
+n entries and of the non-empty cells, their boxes the largest (measured:
+docs/decisions/dbscan-fit-path.md).
 """
 
 from __future__ import annotations
