@@ -222,7 +222,6 @@ def emulated_gpu(monkeypatch):
     if compiler() is None:
         pytest.skip("no host C++ compiler")
     from skyjoin.simjoin.gpu import brute as gpu_brute
-    import skyjoin._core.transfer as transfer
 
     fake = FakeCupy()
     modules = {}
@@ -238,7 +237,6 @@ def emulated_gpu(monkeypatch):
     monkeypatch.setattr(gpu_brute, "_FIRST_CAPACITY", 16)       # overflow and retry
     monkeypatch.setattr(gpu_brute, "d2h", lambda cp, a: np.asarray(a))
     monkeypatch.setattr(gpu_brute, "_guard", lambda *a, **k: None)
-    del transfer
     return gpu_brute
 
 
