@@ -17,14 +17,14 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler
 
 @pytest.fixture
 def emulated(monkeypatch):
-    from skyjoin.cluster import grid_gpu as gpu_grid
+    from skyjoin.cluster import grid_gpu as gpu_grid, grid_gpu_kernels
 
     fake = FakeCupy()
     modules = {}
 
     def compiled_module(real="double"):      # the kernels for float or double points
         if real not in modules:
-            modules[real] = Module(f"#define REAL {real}\n" + gpu_grid._SOURCE)
+            modules[real] = Module(f"#define REAL {real}\n" + grid_gpu_kernels.SOURCE)
         return modules[real]
 
     monkeypatch.setattr(gpu_grid, "cupy", lambda: fake)
@@ -40,12 +40,16 @@ def _cases():
     blobs = np.concatenate([c + rng.normal(0, 0.6, (300, 2)) for c in centres])
     yield "blobs-2d", blobs, 0.3, 10
     yield "blobs-2d-m1", blobs, 0.2, 1
+    yield "blobs-2d-m2", blobs, 0.05, 2
     yield "grid-ties-2d", np.round(rng.uniform(0, 4, (1500, 2)) * 4) / 4, 0.25, 4
     yield "dups-1d", np.round(rng.uniform(0, 30, (1200, 1))), 1.0, 5
     yield "uniform-3d", rng.uniform(0, 3, (1500, 3)), 0.35, 4
     yield "uniform-4d", rng.uniform(-2, 2, (1500, 4)), 0.6, 3
     yield "clumps-3d", np.concatenate([rng.normal(0, 0.05, (400, 3)),
                                        rng.uniform(-1, 1, (600, 3))]), 0.1, 6
+    yield "clumps-3d-m2", np.concatenate([rng.normal(0, 0.05, (400, 3)),
+                                          rng.uniform(-1, 1, (600, 3))]), 0.12, 2
+    yield "grid-ties-3d-m2", np.round(rng.uniform(0, 3, (900, 3)) * 4) / 4, 0.25, 2
 
 
 @pytest.mark.parametrize("name,X,eps,m", list(_cases()), ids=[c[0] for c in _cases()])
@@ -55,7 +59,9 @@ def test_emulated_grid_dbscan_equals_sklearn(emulated, name, X, eps, m):
     ref = SkDBSCAN(eps=eps, min_samples=m).fit(X)
     np.testing.assert_array_equal(labels, ref.labels_)
     np.testing.assert_array_equal(core, ref.core_sample_indices_)
-    assert set(timings) >= {"grid", "core", "link", "labels"}
+    # min_samples <= 2: no core pass, the links find the core points
+    assert set(timings) >= {"grid", "link", "labels"} | ({"core"} if m > 2 else set())
+    assert ("core" in timings) == (m > 2)
 
 
 def test_emulated_grid_dbscan_compiles_its_kit_only(emulated):
@@ -160,3 +166,20 @@ def test_emulated_on_device_returns_the_device_arrays(emulated, monkeypatch):
         ref = SkDBSCAN(eps=eps, min_samples=r.min_samples).fit(X)
         np.testing.assert_array_equal(r.labels, ref.labels_)
         np.testing.assert_array_equal(r.core_sample_indices, ref.core_sample_indices_)
+
+
+@pytest.mark.parametrize("offset", [1e8, -3e9, 1e-30])
+def test_emulated_grid_boxes_rounded_outwards_stay_exact(emulated, offset):
+    """The cells' boxes are kept as floats rounded outwards: far from the
+    origin a float's spacing (8 at 1e8, 256 at 3e9) dwarfs eps, the boxes
+    prune nothing, and the labels, ties at eps included, still equal
+    scikit-learn's; tiny coordinates round the other way."""
+    rng = np.random.default_rng(12)
+    scale = 1e-30 if offset == 1e-30 else 1.0
+    X = np.round(rng.uniform(0, 6, (700, 3)) * 4) / 4 * scale + offset
+    for m in (2, 3):
+        core, labels = emulated(X, 0.25 * scale, m)
+        ref = SkDBSCAN(eps=0.25 * scale, min_samples=m).fit(X)
+        np.testing.assert_array_equal(labels, ref.labels_)
+        np.testing.assert_array_equal(core, ref.core_sample_indices_)
+        assert ref.labels_.max() >= (30 if m == 2 else 1) and (ref.labels_ < 0).any()

@@ -22,10 +22,10 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler
 @pytest.fixture
 def ranks(monkeypatch):
     """``ranks_by_caller_row`` on the emulated kernels, NumPy arrays in and out."""
-    from skyjoin.cluster import grid_gpu, table_gpu
+    from skyjoin.cluster import grid_gpu, grid_gpu_kernels, table_gpu
 
     emulate_device_kernels(monkeypatch)
-    mod = Module(grid_gpu._SOURCE)
+    mod = Module(grid_gpu_kernels.SOURCE)
     return lambda *args: table_gpu.ranks_by_caller_row(FakeCupy(), mod, *args)
 
 

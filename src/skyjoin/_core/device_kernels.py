@@ -76,7 +76,7 @@ def _dbscan() -> list:
     names = [f"{k}<{t}>" for k in ("flag_nonfinite", "column_bounds") for t in ("double", "float")]
     names += [f"cast<{u}, {u}>" for u in ("unsigned int", "unsigned long long")]
     names += ["cast<long long, int>", "cast<int, long long>", "cast<unsigned char, int>"]
-    names += ["fill<unsigned int>", "fill<unsigned long long>"]
+    names += ["fill<unsigned char>", "fill<unsigned int>", "fill<unsigned long long>"]
     names += ["run_flags<unsigned int>", "run_flags<unsigned long long>"]
     names += [f"gather_rows<{u}, {i}>" for u in ("unsigned int", "unsigned long long")
               for i in ("long long", "int")]          # the keys of the cells, by int32 starts

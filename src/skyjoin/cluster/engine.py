@@ -44,7 +44,7 @@ __all__ = ["run", "cluster_points"]
 
 
 def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
-        timings: dict | None = None, memory_limit="auto"):
+        timings: dict | None = None, memory_limit="auto", overwrite_x: bool = False):
     """Euclidean DBSCAN of conditioned points by ``plan``: the plan's paths
     in turn, until one finishes.
 
@@ -65,6 +65,9 @@ def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
         Filled with the seconds of the path's phases.
     memory_limit : int or "auto"
         Bytes the neighbour table of a table path may take.
+    overwrite_x : bool, default False
+        X is the caller's scratch copy: the GPU grid path may reorder it in
+        place (one copy of the points fewer on the device).
 
     Returns
     -------
@@ -90,15 +93,15 @@ def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
                          self_join=True)
         with oom_as_error(cupy(), "GPU DBSCAN"):
             core, labels, path = _paths(plan, X, eps, min_samples, sample_weight, timings,
-                                        memory_limit)
+                                        memory_limit, overwrite_x)
     else:
         core, labels, path = _paths(plan, X, eps, min_samples, sample_weight, timings,
-                                    memory_limit)
+                                    memory_limit, overwrite_x)
     report(dataclasses.replace(plan, ran=path), "dbscan plan")
     return core, labels, path
 
 
-def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit):
+def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, overwrite_x):
     """The plan's paths in turn: a grid path returns None when its grid does
     not fit; the "gpu" path raises MemoryError when T does not fit in GPU
     memory; "hybrid-*" finishes, or raises ResultTooLargeError when T does
@@ -117,8 +120,11 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit):
                 return res[0], res[1], path
         elif path == "grid-gpu":
             t0 = time.perf_counter()
+            # the points are reordered in place only once the grid is built (a
+            # grid that does not fit leaves them for the next path)
             res = gpu_grid_dbscan(Xd, eps, min_samples, timings=timings,
-                                  on_device=plan.on_device)
+                                  on_device=plan.on_device,
+                                  overwrite_x=overwrite_x or Xd is not X)
             if res is not None:
                 timings["grid_dbscan"] = time.perf_counter() - t0
                 return res[0], res[1], path

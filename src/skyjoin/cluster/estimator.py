@@ -334,7 +334,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         if route == "join":
             Xc, eps_c = _conditioned(plan, X, eps)
             core, labels, path = engine.run(plan, Xc, eps_c, min_samples, sample_weight,
-                                            timings, memory_limit)
+                                            timings, memory_limit, overwrite_x=Xc is not X)
             del Xc
         else:
             report(plan, "dbscan plan")
@@ -401,12 +401,14 @@ def _conditioned(plan, X, eps):
     plan's first path reads them: on the GPU for a GPU path (the one upload,
     checked against the free device memory first, then two reductions
     there instead of a host pass over the points), else on the host.
-    O(n d)."""
+    float32 points travel as float32 (scaled by a power of two in float32 or
+    float64 alike, they round once).  O(n d)."""
     if plan.device == "gpu" and plan.paths[0] != "hybrid-gpu":
         cp = cupy()
         check_points_fit(cp, "GPU DBSCAN", [X], working_dtype(plan.precision), self_join=True)
+        dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
         with oom_as_error(cp, "GPU DBSCAN"):
-            X = to_device(cp, X, "X", np.float64)
+            X = to_device(cp, X, "X", dtype)
     (Xc,), eps_c = condition_points([X], eps, plan.precision)
     return Xc, eps_c
 

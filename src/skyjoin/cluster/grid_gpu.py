@@ -21,8 +21,12 @@ the GPU:
    the first cell of every *row* (the cells that differ in the fastest
    coordinate only), a dense table of ``prod(radix) / radix_fastest``
    entries, and each cell's coordinate along its row;
-2. ``cell_boxes``: a thread per cell: bounding box, and whether it is close;
-3. ``core_flags``: a thread per point, stopping at min_samples.  A
+2. ``cell_boxes``: a thread per cell: bounding box (floats rounded
+   outwards: 4 bytes a value, and the box test stays exact), and whether it
+   is close;
+3. ``core_flags``: a thread per point, stopping at min_samples (none for
+   min_samples <= 2: every point is linked in 4., and a point is core when
+   its component holds another point).  A
    neighbour cell is found from the pattern's rows
    (``index.fine_grid.row_pattern``): the row's entry, then a binary search
    along the row;
@@ -35,7 +39,9 @@ the GPU:
    find their cells already joined;
 5. clusters numbered by their lowest caller row
    (``table_gpu.ranks_by_caller_row``), then ``border``: a thread per non-core
-   point (none when min_samples <= 2: a point with a neighbour is core).
+   point (none when min_samples <= 2: a point with a neighbour is core, and
+   the grid is freed before the numbering); one scatter takes the labels,
+   with the core flags folded in, back to the caller's order.
 
 Only the points go in and the labels come out: no pair is ever stored, so
 memory is a few arrays of n entries however large T would be (a table
@@ -50,13 +56,14 @@ the caller takes the join path.  Cost: O(n d) for the grid plus the sort,
 then O(5**d) row lookups of O(log cells-per-row) for each point (core
 counts, border points) and each cell (links), plus the distance tests of
 points in neighbouring cells that are not close; memory a few arrays of
-n entries and of the non-empty cells, their boxes the largest (measured:
+n entries and of the non-empty cells, and one copy of the points when the
+caller's copy is scratch (``overwrite_x``; measured:
 docs/decisions/dbscan-fit-path.md).
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -71,284 +78,12 @@ from .._core.transfer import d2h, to_device
 from ..index.fine_grid import neighbour_offsets, row_grid_shape, row_pattern
 from ..index.grid_gpu import sort_cells_gpu
 from .grid_cpu import MAX_DIMS
-from .table_gpu import UNION_FIND, ranks_by_caller_row
+from .grid_gpu_kernels import compiled_module
+from .table_gpu import ranks_by_caller_row
 
 __all__ = ["gpu_grid_dbscan", "grid_components", "grid_labels", "compiled_module"]
 
 _BLOCK = 256
-
-_SOURCE = r"""
-extern "C" {
-""" + UNION_FIND + r"""
-
-#ifndef REAL
-#define REAL double
-#endif
-#define MAXD 4
-
-// squared distance of sorted points a and b, summed over k in order, in REAL
-__device__ __forceinline__ REAL d2(const REAL* X, int d, long long a, long long b) {
-    REAL s = 0;
-    for (int k = 0; k < d; ++k) { REAL t = X[a * d + k] - X[b * d + k]; s += t * t; }
-    return s;
-}
-
-// whether no point of slot t can be within eps of a point of slot u (box gap test)
-__device__ __forceinline__ bool boxes_apart(const REAL* lo, const REAL* hi, int d,
-                                            long long t, long long u, REAL eps2) {
-    REAL s = 0;
-    for (int k = 0; k < d; ++k) {
-        REAL g = lo[u * d + k] - hi[t * d + k];
-        REAL g2 = lo[t * d + k] - hi[u * d + k];
-        if (g2 > g) g = g2;
-        if (g > 0) s += g * g;
-    }
-    return s > eps2;
-}
-
-// cell coordinates of point p, in key order (korder[d - 1], the sparse one, last)
-__device__ __forceinline__ void cell_of(const REAL* X, long long p, int d, const int* korder,
-                                        const double* lo, double side, const long long* radix,
-                                        long long* q) {
-    for (int j = 0; j < d; ++j) {
-        int k = korder[j];
-        long long v = (long long)floor(((double)X[p * d + k] - lo[k]) / side);
-        if (v < 0) v = 0; else if (v >= radix[k]) v = radix[k] - 1;
-        q[j] = v;
-    }
-}
-
-// the row at offset off (d - 1 steps) from the row of coordinates q, or -1 outside the grid
-__device__ __forceinline__ long long row_at(const long long* q, int d, const int* korder,
-                                            const long long* radix, const int* off) {
-    long long r = 0;
-    for (int j = 0; j < d - 1; ++j) {
-        long long v = q[j] + off[j], R = radix[korder[j]];
-        if (v < 0 || v >= R) return -1;
-        r = r * R + v;
-    }
-    return r;
-}
-
-// the slots [*a, *b) of row r whose sparse coordinate lies in [qlo, qhi]
-__device__ __forceinline__ void row_slots(const int* row_start, const int* cell_q, long long r,
-                                          long long qlo, long long qhi, int* a, int* b) {
-    int lo = row_start[r], end = row_start[r + 1], hi = end;
-    while (lo < hi) {
-        int mid = lo + ((hi - lo) >> 1);
-        if (cell_q[mid] < qlo) lo = mid + 1; else hi = mid;
-    }
-    int e = lo;
-    while (e < end && cell_q[e] <= qhi) ++e;
-    *a = lo;
-    *b = e;
-}
-
-__global__ void bin(const REAL* X, long long n, int d, const int* korder, const double* lo,
-                    double side, const long long* radix, long long* cell) {
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    long long q[MAXD];
-    cell_of(X, i, d, korder, lo, side, radix, q);
-    long long c = 0;
-    for (int j = 0; j < d; ++j) c = c * radix[korder[j]] + q[j];
-    cell[i] = c;
-}
-
-// each cell's sparse coordinate, and the first slot of every row (a thread per
-// cell and per row: the row's lower bound in the sorted keys)
-__global__ void row_table(const long long* cells, long long m, long long rs, long long rows,
-                          int* cell_q, int* row_start) {
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < m) cell_q[i] = (int)(cells[i] % rs);
-    if (i <= rows) {
-        long long key = i * rs, a = 0, b = m;
-        while (a < b) {
-            long long mid = a + ((b - a) >> 1);
-            if (cells[mid] < key) a = mid + 1; else b = mid;
-        }
-        row_start[i] = (int)a;
-    }
-}
-
-__global__ void cell_boxes(const REAL* X, int d, const int* start, long long m,
-                           REAL eps2, REAL* box_lo, REAL* box_hi, unsigned char* close) {
-    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= m) return;
-    long long a = start[t], b = start[t + 1];
-    REAL s = 0;
-    for (int k = 0; k < d; ++k) {
-        REAL lo = X[a * d + k], hi = lo;
-        for (long long p = a + 1; p < b; ++p) {
-            REAL v = X[p * d + k];
-            if (v < lo) lo = v;
-            if (v > hi) hi = v;
-        }
-        box_lo[t * d + k] = lo;
-        box_hi[t * d + k] = hi;
-        REAL w = hi - lo;
-        s += w * w;
-    }
-    close[t] = s <= eps2 ? 1 : 0;
-}
-
-// the grid as the per-point kernels read it
-#define GRID_ARGS const int* start, const int* point_slot, const int* row_start, \
-    const int* cell_q, const unsigned char* close, const REAL* box_lo, const REAL* box_hi, \
-    const int* korder, const double* lo, double side, const long long* radix
-#define PATTERN_ARGS int n_rows, const int* row_off, const int* row_lo, const int* row_hi
-
-__global__ void core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
-                           REAL eps2, long long min_samples, unsigned char* core) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n) return;
-    long long t = point_slot[p];
-    long long a = start[t], b = start[t + 1];
-    long long cnt;
-    if (close[t]) {
-        cnt = b - a;
-    } else {
-        cnt = 0;
-        for (long long q = a; q < b && cnt < min_samples; ++q) if (d2(X, d, p, q) <= eps2) ++cnt;
-    }
-    if (cnt < min_samples) {
-        long long c[MAXD];
-        cell_of(X, p, d, korder, lo, side, radix, c);
-        for (int j = 0; j < n_rows && cnt < min_samples; ++j) {
-            long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
-            if (r < 0) continue;
-            int u0, u1;
-            row_slots(row_start, cell_q, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
-            for (int u = u0; u < u1 && cnt < min_samples; ++u) {
-                if (u == t || boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
-                for (long long q = start[u]; q < start[u + 1] && cnt < min_samples; ++q)
-                    if (d2(X, d, p, q) <= eps2) ++cnt;
-            }
-        }
-    }
-    core[p] = cnt >= min_samples ? 1 : 0;
-}
-
-__global__ void first_core(const int* start, long long m, const unsigned char* core,
-                           int* first) {
-    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= m) return;
-    int f = -1;
-    for (int p = start[t]; p < start[t + 1]; ++p) if (core[p]) { f = p; break; }
-    first[t] = f;
-}
-
-// core pairs inside each cell: a thread per point
-__global__ void link_within(const REAL* X, long long n, int d, const int* start,
-                            const int* point_slot, const unsigned char* close,
-                            const int* first, const unsigned char* core, REAL eps2,
-                            long long* parent) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n || !core[p]) return;
-    long long t = point_slot[p];
-    if (close[t]) {
-        if (p != first[t]) uf_union(parent, first[t], p);
-        return;
-    }
-    for (long long q = p + 1; q < start[t + 1]; ++q)
-        if (core[q] && uf_find(parent, p) != uf_find(parent, q) && d2(X, d, p, q) <= eps2)
-            uf_union(parent, p, q);
-}
-
-// core pairs between cell t and the cells of the positive pattern (each
-// unordered pair of cells once): a thread per cell.  Phase 0 links the
-// adjacent cells (every step at most one), phase 1 the farther ones, so that
-// most far pairs find their cells already joined.
-__global__ void link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTERN_ARGS,
-                             const unsigned char* row_adjacent, int phase,
-                             const int* first, const unsigned char* core, REAL eps2,
-                             long long* parent) {
-    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= m || first[t] < 0) return;
-    long long c[MAXD];
-    cell_of(X, start[t], d, korder, lo, side, radix, c);
-    for (int j = 0; j < n_rows; ++j) {
-        if (phase == 0 && !row_adjacent[j]) continue;
-        long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
-        if (r < 0) continue;
-        int a = row_lo[j], b = row_hi[j];
-        if (phase == 0) { a = a < -1 ? -1 : a; b = b > 1 ? 1 : b; }   // the adjacent cells only
-        int u0, u1;
-        row_slots(row_start, cell_q, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
-        for (int u = u0; u < u1; ++u) {
-            long long step = (long long)cell_q[u] - c[d - 1];
-            bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
-            if (adjacent != (phase == 0) || first[u] < 0) continue;
-            bool both_close = close[t] && close[u];
-            if (both_close && uf_find(parent, first[t]) == uf_find(parent, first[u])) continue;
-            if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
-            bool done = false;
-            for (long long p = first[t]; p < start[t + 1] && !done; ++p) {
-                if (!core[p]) continue;
-                for (long long q = first[u]; q < start[u + 1]; ++q) {
-                    if (!core[q]) continue;
-                    if (both_close) {
-                        if (d2(X, d, p, q) <= eps2) { uf_union(parent, p, q); done = true; break; }
-                    } else if (uf_find(parent, p) != uf_find(parent, q) &&
-                               d2(X, d, p, q) <= eps2) {
-                        uf_union(parent, p, q);
-                    }
-                }
-            }
-        }
-    }
-}
-
-__global__ void core_labels(const unsigned char* core, const long long* parent,
-                            const long long* rank, long long n, long long* labels) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n) return;
-    labels[p] = core[p] ? rank[parent[p]] : -1;
-}
-
-// a non-core point takes the lowest label of its core neighbours
-__global__ void border(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
-                       const unsigned char* core, REAL eps2, long long* labels) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n || core[p]) return;
-    long long t = point_slot[p];
-    long long c[MAXD];
-    cell_of(X, p, d, korder, lo, side, radix, c);
-    long long best = -1;
-    for (int j = 0; j < n_rows; ++j) {
-        long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
-        if (r < 0) continue;
-        int u0, u1;
-        row_slots(row_start, cell_q, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
-        for (int u = u0; u < u1; ++u) {
-            if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
-            for (long long q = start[u]; q < start[u + 1]; ++q) {
-                if (!core[q]) continue;
-                long long lab = labels[q];
-                if (best >= 0 && lab >= best) {
-                    if (close[u]) break;        // one label per close cell: nothing lower here
-                    continue;
-                }
-                if (d2(X, d, p, q) <= eps2) {
-                    best = lab;
-                    if (close[u]) break;
-                }
-            }
-        }
-    }
-    labels[p] = best;
-}
-
-}  // extern "C"
-"""
-
-
-@functools.lru_cache(maxsize=None)
-def compiled_module(real: str = "double"):
-    """The compiled kernels for points of C type ``real`` ("double" or
-    "float"; NVRTC, once per process and type); no fused multiply-add."""
-    cp = cupy()
-    return cp.RawModule(code=_SOURCE, options=("-std=c++17", "--fmad=false", f"-DREAL={real}"))
 
 
 def _blocks(n):
@@ -382,10 +117,12 @@ def _pattern_args(cp, off, lo, hi):
     return (np.int32(lo.size), cp.asarray(off.ravel()), cp.asarray(lo), cp.asarray(hi))
 
 
-def grid_components(Xd, eps, min_samples, *, tick=None):
+def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False):
     """Stages 1 to 3 on device points Xd (float64 or float32, finite): a
     GridClusters, or None when d > 4 or the grid would be too large
-    (``index.fine_grid.row_grid_shape``)."""
+    (``index.fine_grid.row_grid_shape``).  ``overwrite_x``: Xd is scratch,
+    and once the grid is built (never when None is returned) it holds the
+    sorted points, so that one copy of the points stays in memory."""
     cp = cupy()
     tick = tick or (lambda name: None)
     n, d = Xd.shape
@@ -413,6 +150,9 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
         cell = dp.astype(cp, cell, cp.int32)
     perm, Xs, cells, start, point_slot = sort_cells_gpu(cp, Xd, cell, cp.int32)
     del cell
+    if overwrite_x:
+        Xs = dp.astype(cp, Xs, Xs.dtype, out=Xd)      # a bit copy
+    del Xd
     m = int(cells.size)
     cell_q = cp.empty(m, dtype=cp.int32)
     row_start = cp.empty(rows + 1, dtype=cp.int32)
@@ -425,8 +165,8 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
     pattern = _pattern_args(cp, pat.off, pat.lo, pat.hi)
     positive = _pattern_args(cp, pat.positive_off, pat.positive_lo, pat.positive_hi)
     positive_adjacent = cp.asarray(pat.positive_adjacent)
-    box_lo = cp.empty((m, d), dtype=Xd.dtype)
-    box_hi = cp.empty((m, d), dtype=Xd.dtype)
+    box_lo = cp.empty((m, d), dtype=cp.float32)        # rounded outwards (cell_boxes)
+    box_hi = cp.empty((m, d), dtype=cp.float32)
     close = cp.empty(m, dtype=cp.uint8)
     mod.get_function("cell_boxes")(_blocks(m), (_BLOCK,),
                                    (Xs, np.int32(d), start, np.int64(m), eps2, box_lo, box_hi,
@@ -434,12 +174,18 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
     grid = (start, point_slot, row_start, cell_q, close, box_lo, box_hi, korder, lo,
             np.float64(side), radix_d)
     tick("grid")
-    # 2. core flags
+    # 2. core flags; for min_samples <= 2 none yet: every point is linked, and the
+    # points left alone are the non-core ones (2.)
+    linked = min_samples <= 2
     core = cp.empty(n, dtype=cp.uint8)
-    mod.get_function("core_flags")(
-        _blocks(n), (_BLOCK,),
-        (Xs, np.int64(n), np.int32(d)) + grid + pattern + (eps2, np.int64(min_samples), core))
-    tick("core")
+    if linked:
+        dp.fill(cp, core, 1)
+    else:
+        mod.get_function("core_flags")(
+            _blocks(n), (_BLOCK,),
+            (Xs, np.int64(n), np.int32(d)) + grid + pattern + (eps2, np.int64(min_samples),
+                                                               core))
+        tick("core")
     # 3. union-find over the core points
     parent = cp.empty(n, dtype=cp.int64)
     mod.get_function("init_parent")(_blocks(n), (_BLOCK,), (core, np.int64(n), parent))
@@ -457,6 +203,9 @@ def grid_components(Xd, eps, min_samples, *, tick=None):
                 + (positive_adjacent, np.int32(phase), first, core, eps2, parent))
     del first
     mod.get_function("compress")(_blocks(n), (_BLOCK,), (core, np.int64(n), parent))
+    if linked and min_samples == 2:
+        dp.fill(cp, core, 0)
+        mod.get_function("linked_core")(_blocks(n), (_BLOCK,), (parent, np.int64(n), core))
     tick("link")
     return GridClusters(Xs, perm, n, d, real, grid, pattern, eps2, core, parent)
 
@@ -478,7 +227,7 @@ def grid_labels(g: GridClusters, root_label, border=True):
     return labels
 
 
-def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False):
+def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overwrite_x=False):
     """Exact DBSCAN (scikit-learn's labels) on a fine grid on the GPU, or None.
 
     Parameters
@@ -494,6 +243,10 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False):
     on_device : bool, default False
         Return the results as CuPy arrays, with no copy to the host (the
         plan's ``DBSCANPlan.on_device``).
+    overwrite_x : bool, default False
+        X is a device array the caller no longer needs: it is overwritten
+        with the points in grid order (host input is always copied).  One
+        copy of the points fewer in device memory.
 
     Returns
     -------
@@ -517,23 +270,33 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False):
         xp = cp if on_device else np
         return xp.zeros(0, np.int64), xp.zeros(0, np.intp)
     tick("h2d")
-    g = grid_components(Xd, eps, min_samples, tick=tick)
+    g = grid_components(Xd, eps, min_samples, tick=tick,
+                        overwrite_x=overwrite_x or Xd is not X)
     del Xd
     if g is None:
         return None
     # 4. clusters numbered by their lowest caller row, then border points (none
-    # when min_samples <= 2: a point with a neighbour is core)
-    root_label = ranks_by_caller_row(cp, compiled_module(g.real), g.core, g.parent, g.perm, n)
-    labels = grid_labels(g, root_label, border=min_samples > 2)
+    # when min_samples <= 2: a point with a neighbour is core, and the grid's
+    # memory goes before the numbering)
+    border = min_samples > 2
+    if not border:
+        g = dataclasses.replace(g, Xs=None, grid=(), pattern=())
+    mod = compiled_module(g.real)
+    root_label = ranks_by_caller_row(cp, mod, g.core, g.parent, g.perm, n)
+    labels = grid_labels(g, root_label, border=border)
     perm, core = g.perm, g.core
     del g, root_label                       # the grid's memory, before the outputs
     tick("labels")
-    core_out = cp.empty(n, dtype=cp.int32)           # back in the caller's order
-    dp.scatter(cp, core_out, perm, dp.astype(cp, core, cp.int32))
+    # back in the caller's order: one scatter carries the labels and the core flags
+    mod.get_function("encode_core")(_blocks(n), (_BLOCK,), (core, np.int64(n), labels))
+    del core
     labels_out = cp.empty(n, dtype=cp.int64)
     dp.scatter(cp, labels_out, perm, labels)
-    del perm, core, labels
+    del perm, labels
+    core_out = cp.empty(n, dtype=cp.int32)
+    mod.get_function("decode_core")(_blocks(n), (_BLOCK,), (np.int64(n), labels_out, core_out))
     core_idx = dp.compact(cp, core_out, cp.int64)[0]
+    del core_out
     if on_device:
         return core_idx, labels_out.astype(np.intp, copy=False)
     core_idx = d2h(cp, core_idx)

@@ -1,0 +1,334 @@
+"""The CUDA kernels of the GPU grid DBSCAN (:mod:`skyjoin.cluster.grid_gpu`,
+whose docstring gives the method and the stages that launch them).
+
+One source, compiled per point type: ``REAL`` is double or float, the
+cells' boxes are floats rounded outwards whatever ``REAL`` is, and every
+distance decision is the join's test in ``REAL`` with no fused
+multiply-add (``--fmad=false``).  The union-find is
+:data:`skyjoin.cluster.table_gpu.UNION_FIND`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from .._core.device import cupy
+from .table_gpu import UNION_FIND
+
+__all__ = ["SOURCE", "compiled_module"]
+
+SOURCE = r"""
+extern "C" {
+""" + UNION_FIND + r"""
+
+#ifndef REAL
+#define REAL double
+#endif
+#define MAXD 4
+
+// squared distance of sorted points a and b, summed over k in order, in REAL
+__device__ __forceinline__ REAL d2(const REAL* X, int d, long long a, long long b) {
+    REAL s = 0;
+    for (int k = 0; k < d; ++k) { REAL t = X[a * d + k] - X[b * d + k]; s += t * t; }
+    return s;
+}
+
+// whether no point of slot t can be within eps of a point of slot u (box gap test).
+// Exact although the boxes are floats rounded outwards: every rounding is
+// monotone, so the gaps, their squares and their sum can only come out smaller
+// than the join's test of any pair of the two cells computes.
+__device__ __forceinline__ bool boxes_apart(const float* lo, const float* hi, int d,
+                                            long long t, long long u, REAL eps2) {
+    REAL s = 0;
+    for (int k = 0; k < d; ++k) {
+        REAL g = (REAL)lo[u * d + k] - (REAL)hi[t * d + k];
+        REAL g2 = (REAL)lo[t * d + k] - (REAL)hi[u * d + k];
+        if (g2 > g) g = g2;
+        if (g > 0) s += g * g;
+    }
+    return s > eps2;
+}
+
+// cell coordinates of point p, in key order (korder[d - 1], the sparse one, last)
+__device__ __forceinline__ void cell_of(const REAL* X, long long p, int d, const int* korder,
+                                        const double* lo, double side, const long long* radix,
+                                        long long* q) {
+    for (int j = 0; j < d; ++j) {
+        int k = korder[j];
+        long long v = (long long)floor(((double)X[p * d + k] - lo[k]) / side);
+        if (v < 0) v = 0; else if (v >= radix[k]) v = radix[k] - 1;
+        q[j] = v;
+    }
+}
+
+// the row at offset off (d - 1 steps) from the row of coordinates q, or -1 outside the grid
+__device__ __forceinline__ long long row_at(const long long* q, int d, const int* korder,
+                                            const long long* radix, const int* off) {
+    long long r = 0;
+    for (int j = 0; j < d - 1; ++j) {
+        long long v = q[j] + off[j], R = radix[korder[j]];
+        if (v < 0 || v >= R) return -1;
+        r = r * R + v;
+    }
+    return r;
+}
+
+// the slots [*a, *b) of row r whose sparse coordinate lies in [qlo, qhi]
+__device__ __forceinline__ void row_slots(const int* row_start, const int* cell_q, long long r,
+                                          long long qlo, long long qhi, int* a, int* b) {
+    int lo = row_start[r], end = row_start[r + 1], hi = end;
+    while (lo < hi) {
+        int mid = lo + ((hi - lo) >> 1);
+        if (cell_q[mid] < qlo) lo = mid + 1; else hi = mid;
+    }
+    int e = lo;
+    while (e < end && cell_q[e] <= qhi) ++e;
+    *a = lo;
+    *b = e;
+}
+
+__global__ void bin(const REAL* X, long long n, int d, const int* korder, const double* lo,
+                    double side, const long long* radix, long long* cell) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    long long q[MAXD];
+    cell_of(X, i, d, korder, lo, side, radix, q);
+    long long c = 0;
+    for (int j = 0; j < d; ++j) c = c * radix[korder[j]] + q[j];
+    cell[i] = c;
+}
+
+// each cell's sparse coordinate, and the first slot of every row (a thread per
+// cell and per row: the row's lower bound in the sorted keys)
+__global__ void row_table(const long long* cells, long long m, long long rs, long long rows,
+                          int* cell_q, int* row_start) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < m) cell_q[i] = (int)(cells[i] % rs);
+    if (i <= rows) {
+        long long key = i * rs, a = 0, b = m;
+        while (a < b) {
+            long long mid = a + ((b - a) >> 1);
+            if (cells[mid] < key) a = mid + 1; else b = mid;
+        }
+        row_start[i] = (int)a;
+    }
+}
+
+// the float at or below v, and at or above it (a box rounded outwards: 4 bytes a
+// value whatever REAL is; (float)-1e39 is -inf)
+__device__ __forceinline__ float float_below(REAL v) {
+    float f = (float)v;
+    if ((double)f > (double)v) f = v < -3.0e38 ? (float)-1.0e39 : nextafterf(f, (float)-1.0e39);
+    return f;
+}
+
+__device__ __forceinline__ float float_above(REAL v) {
+    float f = (float)v;
+    if ((double)f < (double)v) f = v > 3.0e38 ? (float)1.0e39 : nextafterf(f, (float)1.0e39);
+    return f;
+}
+
+// each cell's bounding box (rounded outwards) and whether it is close: its
+// diagonal, in REAL from the exact box, within eps (then every pair of its points is)
+__global__ void cell_boxes(const REAL* X, int d, const int* start, long long m,
+                           REAL eps2, float* box_lo, float* box_hi, unsigned char* close) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= m) return;
+    long long a = start[t], b = start[t + 1];
+    REAL s = 0;
+    for (int k = 0; k < d; ++k) {
+        REAL lo = X[a * d + k], hi = lo;
+        for (long long p = a + 1; p < b; ++p) {
+            REAL v = X[p * d + k];
+            if (v < lo) lo = v;
+            if (v > hi) hi = v;
+        }
+        box_lo[t * d + k] = float_below(lo);
+        box_hi[t * d + k] = float_above(hi);
+        REAL w = hi - lo;
+        s += w * w;
+    }
+    close[t] = s <= eps2 ? 1 : 0;
+}
+
+// the grid as the per-point kernels read it
+#define GRID_ARGS const int* start, const int* point_slot, const int* row_start, \
+    const int* cell_q, const unsigned char* close, const float* box_lo, const float* box_hi, \
+    const int* korder, const double* lo, double side, const long long* radix
+#define PATTERN_ARGS int n_rows, const int* row_off, const int* row_lo, const int* row_hi
+
+__global__ void core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
+                           REAL eps2, long long min_samples, unsigned char* core) {
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    long long t = point_slot[p];
+    long long a = start[t], b = start[t + 1];
+    long long cnt;
+    if (close[t]) {
+        cnt = b - a;
+    } else {
+        cnt = 0;
+        for (long long q = a; q < b && cnt < min_samples; ++q) if (d2(X, d, p, q) <= eps2) ++cnt;
+    }
+    if (cnt < min_samples) {
+        long long c[MAXD];
+        cell_of(X, p, d, korder, lo, side, radix, c);
+        for (int j = 0; j < n_rows && cnt < min_samples; ++j) {
+            long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
+            if (r < 0) continue;
+            int u0, u1;
+            row_slots(row_start, cell_q, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
+            for (int u = u0; u < u1 && cnt < min_samples; ++u) {
+                if (u == t || boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
+                for (long long q = start[u]; q < start[u + 1] && cnt < min_samples; ++q)
+                    if (d2(X, d, p, q) <= eps2) ++cnt;
+            }
+        }
+    }
+    core[p] = cnt >= min_samples ? 1 : 0;
+}
+
+__global__ void first_core(const int* start, long long m, const unsigned char* core,
+                           int* first) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= m) return;
+    int f = -1;
+    for (int p = start[t]; p < start[t + 1]; ++p) if (core[p]) { f = p; break; }
+    first[t] = f;
+}
+
+// core pairs inside each cell: a thread per point
+__global__ void link_within(const REAL* X, long long n, int d, const int* start,
+                            const int* point_slot, const unsigned char* close,
+                            const int* first, const unsigned char* core, REAL eps2,
+                            long long* parent) {
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n || !core[p]) return;
+    long long t = point_slot[p];
+    if (close[t]) {
+        if (p != first[t]) uf_union(parent, first[t], p);
+        return;
+    }
+    for (long long q = p + 1; q < start[t + 1]; ++q)
+        if (core[q] && uf_find(parent, p) != uf_find(parent, q) && d2(X, d, p, q) <= eps2)
+            uf_union(parent, p, q);
+}
+
+// core pairs between cell t and the cells of the positive pattern (each
+// unordered pair of cells once): a thread per cell.  Phase 0 links the
+// adjacent cells (every step at most one), phase 1 the farther ones, so that
+// most far pairs find their cells already joined.
+__global__ void link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTERN_ARGS,
+                             const unsigned char* row_adjacent, int phase,
+                             const int* first, const unsigned char* core, REAL eps2,
+                             long long* parent) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= m || first[t] < 0) return;
+    long long c[MAXD];
+    cell_of(X, start[t], d, korder, lo, side, radix, c);
+    for (int j = 0; j < n_rows; ++j) {
+        if (phase == 0 && !row_adjacent[j]) continue;
+        long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
+        if (r < 0) continue;
+        int a = row_lo[j], b = row_hi[j];
+        if (phase == 0) { a = a < -1 ? -1 : a; b = b > 1 ? 1 : b; }   // the adjacent cells only
+        int u0, u1;
+        row_slots(row_start, cell_q, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
+        for (int u = u0; u < u1; ++u) {
+            long long step = (long long)cell_q[u] - c[d - 1];
+            bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
+            if (adjacent != (phase == 0) || first[u] < 0) continue;
+            bool both_close = close[t] && close[u];
+            if (both_close && uf_find(parent, first[t]) == uf_find(parent, first[u])) continue;
+            if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
+            bool done = false;
+            for (long long p = first[t]; p < start[t + 1] && !done; ++p) {
+                if (!core[p]) continue;
+                for (long long q = first[u]; q < start[u + 1]; ++q) {
+                    if (!core[q]) continue;
+                    if (both_close) {
+                        if (d2(X, d, p, q) <= eps2) { uf_union(parent, p, q); done = true; break; }
+                    } else if (uf_find(parent, p) != uf_find(parent, q) &&
+                               d2(X, d, p, q) <= eps2) {
+                        uf_union(parent, p, q);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// min_samples 2, every point linked: a point is core when it has a neighbour,
+// that is when its component holds another point (parent compressed)
+__global__ void linked_core(const long long* parent, long long n, unsigned char* core) {
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    long long r = parent[p];
+    if (r != p) { core[p] = 1; core[r] = 1; }
+}
+
+// a core point's label as it is, another's as -2 - label (<= -1): one scatter
+// carries both to the caller's order, where decode_core splits them again
+__global__ void encode_core(const unsigned char* core, long long n, long long* labels) {
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p < n && !core[p]) labels[p] = -2 - labels[p];
+}
+
+__global__ void decode_core(long long n, long long* labels, int* core) {
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    long long v = labels[p];
+    core[p] = v >= 0 ? 1 : 0;
+    if (v < 0) labels[p] = -2 - v;
+}
+
+__global__ void core_labels(const unsigned char* core, const long long* parent,
+                            const long long* rank, long long n, long long* labels) {
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    labels[p] = core[p] ? rank[parent[p]] : -1;
+}
+
+// a non-core point takes the lowest label of its core neighbours
+__global__ void border(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
+                       const unsigned char* core, REAL eps2, long long* labels) {
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n || core[p]) return;
+    long long t = point_slot[p];
+    long long c[MAXD];
+    cell_of(X, p, d, korder, lo, side, radix, c);
+    long long best = -1;
+    for (int j = 0; j < n_rows; ++j) {
+        long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
+        if (r < 0) continue;
+        int u0, u1;
+        row_slots(row_start, cell_q, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
+        for (int u = u0; u < u1; ++u) {
+            if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
+            for (long long q = start[u]; q < start[u + 1]; ++q) {
+                if (!core[q]) continue;
+                long long lab = labels[q];
+                if (best >= 0 && lab >= best) {
+                    if (close[u]) break;        // one label per close cell: nothing lower here
+                    continue;
+                }
+                if (d2(X, d, p, q) <= eps2) {
+                    best = lab;
+                    if (close[u]) break;
+                }
+            }
+        }
+    }
+    labels[p] = best;
+}
+
+}  // extern "C"
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_module(real: str = "double"):
+    """The compiled kernels for points of C type ``real`` ("double" or
+    "float"; NVRTC, once per process and type); no fused multiply-add."""
+    cp = cupy()
+    return cp.RawModule(code=SOURCE, options=("-std=c++17", "--fmad=false", f"-DREAL={real}"))
