@@ -28,7 +28,7 @@ import skyjoin as sj
 from .._core import compiling
 from .._core.config import numba_cache_enabled
 from .._core.device import resolve_device
-from ..datasets import KINDS, generate
+from ..datasets import KIND_DIMS, KINDS, generate
 from ..io import PAIR_FORMATS, TABLE_FORMATS, open_pair_writer, write_neighbor_table
 from ..pareto.plan import CPU_ONLY, CPU_VARIANTS, GPU_VARIANTS
 from .errors import user_errors
@@ -136,7 +136,8 @@ def warm_calls(device: str) -> list[tuple[str, Callable[[], object]]]:
                 calls.append((f"skyline {d}-D {a}",
                               lambda X=X, a=a: sj.skyline(X, device=device, algorithm=a)))
     for kind in KINDS:
-        calls.append((f"generate {kind}", lambda kind=kind: generate(kind, 1000, 3, seed=0)))
+        calls.append((f"generate {kind}",
+                      lambda kind=kind: generate(kind, 1000, KIND_DIMS.get(kind, 3), seed=0)))
     return calls
 
 
