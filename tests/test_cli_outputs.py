@@ -195,7 +195,8 @@ def test_dbscan_wording_plot_names_and_sweep_order(tmp_path, monkeypatch):
     pd.DataFrame({"lon": np.linspace(0, 1, 50), "lat": np.zeros(50)}).to_csv(path, index=False)
     drawn = []
     monkeypatch.setattr(dbscan_cmd, "save_clusters",
-                        lambda plot, panels, X, names=None: drawn.append((panels, names)))
+                        lambda plot, panels, X, names=None, metric="euclidean":
+                        drawn.append((panels, names)))
     res = run(["dbscan", path, "--columns", "lon", "--eps", "0.1", "--min-samples", "2",
                "--plot", tmp_path / "c.png", "--device", "cpu"])
     assert res.exit_code == 0, res.output

@@ -73,10 +73,11 @@ def commands(d) -> list[list[str]]:
         cmds.append(["skyline", "s.csv", "--algorithm", alg])
     cmds.append(["skyline", "p.csv", "--algorithm", "sort2d"])
     cmds = [c + cpu for c in cmds]
-    from skyjoin.datasets import KINDS
+    from skyjoin.datasets import KIND_DIMS, KINDS
 
     for kind in KINDS:
-        cmds.append(["generate", kind, "-n", "1000", "-d", "3", "--out", f"g-{kind}.csv"])
+        cmds.append(["generate", kind, "-n", "1000", "-d", str(KIND_DIMS.get(kind, 3)),
+                     "--out", f"g-{kind}.csv"])
     cmds.append(["demo", "-n", "3000", "--out", "demo"] + cpu)
     return cmds
 

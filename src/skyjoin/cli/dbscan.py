@@ -13,9 +13,9 @@ from ..io import write_labels
 from .demo import cluster_summary
 from .distributed import client_from_options, run_dbscan, uses_cluster
 from .errors import user_errors
-from .inputs import column_names_text, read_input
-from .options import (COLUMNS, DEVICE, EPS, PRECISION, PROGRESS, VERBOSE, WARM_ROWS,
-                      column_list, distributed_options, kernel_note, number_list,
+from .inputs import check_metric_options, column_names_text, metric_points, read_input
+from .options import (COLUMNS, DEGREES, DEVICE, EPS, METRIC, PRECISION, PROGRESS, VERBOSE,
+                      WARM_ROWS, column_list, distributed_options, kernel_note, number_list,
                       operator_clock, phase, ran_on, show_progress)
 from .outputs import COLUMN_OUT, PLOT_OUT, check_out, sweep_path
 from .plots import save_clusters
@@ -51,9 +51,12 @@ def _one_or_sweep(value, sweep, option: str, kind) -> list:
               help="Write the labels (.csv, .parquet or .npy; one column, -1 is noise). With "
                    "a sweep, one file per clustering: FILE_eps<e>_ms<m>.ext.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write a picture of the clusters (.png, .pdf or .svg; first two columns; "
-                   "noise in grey); with a sweep, one panel per clustering (the first 16).")
+              help="Write a picture of the clusters (.png, .pdf or .svg; first two columns, "
+                   "or a world map with --metric haversine; noise in grey); with a sweep, "
+                   "one panel per clustering (the first 16).")
 @PROGRESS
+@METRIC
+@DEGREES
 @DEVICE
 @PRECISION
 @click.option("--sweep-method", type=click.Choice(["auto", "hybrid"]), default="auto",
@@ -64,11 +67,13 @@ def _one_or_sweep(value, sweep, option: str, kind) -> list:
 @VERBOSE
 @user_errors
 def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, out, plot,
-               progress, device, precision, sweep_method, scheduler, local_cluster):
+               progress, metric, degrees, device, precision, sweep_method, scheduler,
+               local_cluster):
     """Cluster the points in DATA with DBSCAN (scikit-learn's exact labels).
 
     DATA is a .csv/.txt, .parquet or .npy file of points, one per row; every
-    column is a dimension unless --columns chooses some.  With
+    column is a dimension unless --columns chooses some.  --metric haversine
+    reads two columns, (lat, lon), in radians unless --degrees.  With
     --sweep-eps and/or --sweep-min-samples, every combination is clustered;
     each eps's neighbour table is built once (the next one in the background)
     and reused by every min_samples.
@@ -77,6 +82,7 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
     Examples:
       skyjoin dbscan blobs.npy --eps 0.3 --min-samples 10 --plot clusters.png
       skyjoin dbscan blobs.npy --sweep-eps 0.2,0.3,0.4 --sweep-min-samples 5,10,20
+      skyjoin dbscan geo.csv --metric haversine --degrees --eps 0.005 --min-samples 10
     """
     col = column_list(columns)
     eps_list = _one_or_sweep(eps, sweep_eps, "eps", float)
@@ -87,10 +93,14 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
         raise click.UsageError("give --min-samples (or --sweep-min-samples)")
     check_out(out, COLUMN_OUT, what="the labels")
     check_out(plot, PLOT_OUT, option="--plot", what="the picture")
+    check_metric_options(metric, degrees)
     if uses_cluster(scheduler, local_cluster):
         if len(eps_list) != 1 or len(ms_list) != 1 or plot:
             raise click.UsageError("--scheduler/--local-cluster run one clustering (one --eps, "
                                    "one --min-samples) without --plot")
+        if metric != "euclidean":
+            raise click.UsageError(f"--metric {metric} runs on this machine: leave out "
+                                   f"--scheduler and --local-cluster")
         with client_from_options(scheduler, local_cluster, device=device, echo=click.echo) as client:
             _, msg = run_dbscan(client, data, eps_list[0], ms_list[0], out=out,
                                 precision=precision, columns=col, device=device)
@@ -98,14 +108,16 @@ def dbscan_cmd(data, eps, min_samples, sweep_eps, sweep_min_samples, columns, ou
         return
     t0 = time.perf_counter()
     X, names = read_input(data, col)
+    X = metric_points(X, names, metric, degrees, data)
     t_read = time.perf_counter() - t0
+    unit = " in degrees" if degrees else " in radians" if metric == "haversine" else ""
     click.echo(f"read {plural(X.shape[0], 'point')} in {plural(X.shape[1], 'dimension')} "
-               f"({column_names_text(names)}) from {data} ({t_read:.2f} s)")
+               f"({column_names_text(names)}{unit}) from {data} ({t_read:.2f} s)")
     if len(eps_list) == 1 and len(ms_list) == 1:
-        _single(X, names, eps_list[0], ms_list[0], out, plot, device, precision)
+        _single(X, names, eps_list[0], ms_list[0], out, plot, device, precision, metric)
     else:
         _sweep(X, names, eps_list, ms_list, out, plot, device, precision, sweep_method,
-               show_progress(progress))
+               show_progress(progress), metric)
 
 
 def _title(eps, min_samples, n_clusters) -> str:
@@ -113,18 +125,25 @@ def _title(eps, min_samples, n_clusters) -> str:
     return f"eps={eps:g}, min_samples={min_samples}: {plural(n_clusters, 'cluster')}"
 
 
-def _single(X, names, eps, min_samples, out, plot, device, precision):
+def _metric_kw(metric: str) -> dict:
+    """``metric=`` for an operator, only when it is not the Euclidean default."""
+    return {} if metric == "euclidean" else {"metric": metric}
+
+
+def _single(X, names, eps, min_samples, out, plot, device, precision, metric="euclidean"):
     """One clustering: print a summary, write labels and picture."""
     with operator_clock() as warm:          # loads the engine: reported apart
-        sj.DBSCAN(eps=eps, min_samples=min_samples, device=device,
+        sj.DBSCAN(eps=eps, min_samples=min_samples, metric=metric, device=device,
                   precision=precision).fit(X[:WARM_ROWS])
     with phase("dbscan"), operator_clock() as clock, recording() as plans:
-        est = sj.DBSCAN(eps=eps, min_samples=min_samples, device=device,
+        est = sj.DBSCAN(eps=eps, min_samples=min_samples, metric=metric, device=device,
                         precision=precision).fit(X)
     s = cluster_summary(est.labels_, est.core_sample_indices_, clock["seconds"], eps,
                         min_samples)
     dev = ran_on(plans)
-    click.echo(f"eps={eps:g} min_samples={min_samples}: {plural(s['clusters'], 'cluster')}, "
+    on_metric = "" if metric == "euclidean" else f" ({metric})"
+    click.echo(f"eps={eps:g} min_samples={min_samples}{on_metric}: "
+               f"{plural(s['clusters'], 'cluster')}, "
                f"{s['core']:,} core, {plural(s['noise'], 'noise point')} "
                f"({s['seconds']:.3f} s, path {est.path_}{f' on {dev}' if dev else ''})"
                f"{kernel_note(warm, clock)}")
@@ -135,27 +154,29 @@ def _single(X, names, eps, min_samples, out, plot, device, precision):
     if plot:
         with phase(f"draw {plot}"):
             save_clusters(plot, [(est.labels_, _title(eps, min_samples, s["clusters"]))], X,
-                          names=names)
+                          names=names, metric=metric)
         click.echo(f"picture: {plot}")
 
 
 def _sweep(X, names, eps_list, ms_list, out, plot, device, precision, method="auto",
-           progress=False):
+           progress=False, metric="euclidean"):
     """A sweep: progress bar (``progress``: on a terminal only), a table of
     results in ascending (eps, min_samples) order, files per clustering, the
     first 16 panels."""
     panels = []
     rows = []
+    kw = _metric_kw(metric)
     # the first clustering of a process compiles the kernels, which its
     # "assign s" would count: a sweep of a small prefix compiles them first
     with operator_clock() as warm:
         for _ in sj.dbscan_sweep(X[:1000], eps=eps_list[:1], min_samples=ms_list[:1],
-                                 device=device, precision=precision, method=method):
+                                 device=device, precision=precision, method=method, **kw):
             pass
     t0 = time.perf_counter()
     with phase("dbscan sweep"), operator_clock() as clock:
         for r in sj.dbscan_sweep(X, eps=eps_list, min_samples=ms_list, device=device,
-                                 precision=precision, progress=progress, method=method):
+                                 precision=precision, progress=progress, method=method,
+                                 **kw):
             path = r.timings.get("path")
             rows.append((r.eps, r.min_samples, r.n_clusters, len(r.core_sample_indices),
                          int((r.labels < 0).sum()), r.timings["table"], r.timings["assign"]))
@@ -178,5 +199,6 @@ def _sweep(X, names, eps_list, ms_list, out, plot, device, precision, method="au
                    f"{sweep_path(out, rows[0][0], rows[0][1])}")
     if plot:
         with phase(f"draw {plot}"):
-            save_clusters(plot, [(lab, title) for _, lab, title in panels], X, names=names)
+            save_clusters(plot, [(lab, title) for _, lab, title in panels], X, names=names,
+                          metric=metric)
         click.echo(f"picture: {plot}")

@@ -1,5 +1,9 @@
 """``skyjoin demo``: the join, DBSCAN and the skyline on one generated data set, drawn.
 
+Then a haversine DBSCAN of (lat, lon) clusters on the sphere
+(:func:`skyjoin.datasets.geographic`: both poles and the antimeridian),
+drawn on a world map; it stays small (at most :data:`GEO_POINTS` points).
+
 ``demo_cmd`` is the command and :func:`run_demo` its work;
 :func:`demo_dbscan` and :func:`demo_skyline` are the demo's DBSCAN and
 skyline steps, usable alone (each times one call of the public operator and
@@ -20,10 +24,10 @@ import skyjoin as sj
 
 from .._core import compiling
 from .._core.plans import recording
-from ..datasets import blobs, skyline_data
+from ..datasets import EARTH_RADIUS_KM, blobs, geographic, skyline_data
 from .errors import user_errors
 from .options import DEVICE, VERBOSE, ran_on
-from .plots import plot_clusters, plot_skyline, save_demo
+from .plots import plot_clusters, plot_map_clusters, plot_skyline, save_demo
 from .warmup import compile_elsewhere
 from .wording import plural
 
@@ -32,6 +36,19 @@ __all__ = ["demo_cmd", "run_demo", "demo_dbscan", "demo_skyline", "cluster_summa
 #: the warm-up call (:func:`skyjoin.cli.warmup.warm_calls`) that compiles the
 #: demo's DBSCAN kernels in a helper process
 DBSCAN_WARM = "DBSCAN float64: grid"
+#: the demo's haversine DBSCAN: at most this many geographic points, in
+#: 12 clusters of 500 km, eps 100 km at this size (scaled as 1/sqrt(n) below it)
+GEO_POINTS = 20_000
+GEO_CLUSTERS, GEO_SPREAD_KM, GEO_EPS_KM, GEO_MIN_SAMPLES = 12, 500.0, 100.0, 10
+
+
+def geo_setting(n: int) -> tuple[int, float]:
+    """The demo's geographic points and eps (km) for ``-n n``: min(n,
+    :data:`GEO_POINTS`) points, eps :data:`GEO_EPS_KM` scaled by
+    sqrt(GEO_POINTS / points), so that each cluster keeps about as many
+    neighbours per point at any size.  O(1)."""
+    m = min(n, GEO_POINTS)
+    return m, GEO_EPS_KM * (GEO_POINTS / m) ** 0.5
 
 
 def _timed(fn):
@@ -48,7 +65,7 @@ def cluster_summary(labels, core, seconds, eps, min_samples) -> dict:
             "seconds": float(seconds)}
 
 
-def demo_dbscan(X, eps, min_samples, ax=None, device=None):
+def demo_dbscan(X, eps, min_samples, ax=None, device=None, metric="euclidean"):
     """Cluster X with skyjoin's DBSCAN, summarise, and draw on ``ax`` if given.
 
     Parameters
@@ -57,8 +74,11 @@ def demo_dbscan(X, eps, min_samples, ax=None, device=None):
     eps : float
     min_samples : int
     ax : matplotlib.axes.Axes, optional
-        Where to draw the clusters (noise in grey).
+        Where to draw the clusters (noise in grey); with
+        ``metric="haversine"`` a map Axes (:func:`skyjoin.cli.plots.plot_map_clusters`).
     device : {"auto", "cpu", "gpu"}, optional
+    metric : str
+        The DBSCAN's metric ("haversine": X is (lat, lon) in radians).
 
     Returns
     -------
@@ -81,13 +101,17 @@ def demo_dbscan(X, eps, min_samples, ax=None, device=None):
     >>> demo_dbscan(X, eps=0.2, min_samples=5, device="cpu")["n"]
     1000
     """
-    est, secs = _timed(lambda: sj.DBSCAN(eps=eps, min_samples=min_samples, device=device).fit(X))
+    est, secs = _timed(lambda: sj.DBSCAN(eps=eps, min_samples=min_samples, metric=metric,
+                                         device=device).fit(X))
     out = cluster_summary(est.labels_, est.core_sample_indices_, secs, eps, min_samples)
     out["path"] = est.path_
     if ax is not None:
-        plot_clusters(ax, np.asarray(X), est.labels_,
-                      title=f"DBSCAN eps={eps}, min_samples={min_samples}: "
-                            f"{plural(out['clusters'], 'cluster')}, noise in grey")
+        title = (f"DBSCAN eps={eps:g}, min_samples={min_samples}: "
+                 f"{plural(out['clusters'], 'cluster')}, noise in grey")
+        if metric == "haversine":
+            plot_map_clusters(ax, X, est.labels_, title=title)
+        else:
+            plot_clusters(ax, np.asarray(X), est.labels_, title=title)
     out["labels"] = est.labels_
     return out
 
@@ -153,11 +177,13 @@ def demo_skyline(X_or_n=20_000, d=2, kind="anticorrelated", seed=0, device=None,
 
 def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
              device: str | None = None, echo: Callable[[str], None] = print) -> dict:
-    """Generate 2-D Gaussian blobs, run the join, DBSCAN and the skyline.
+    """Generate 2-D Gaussian blobs, run the join, DBSCAN and the skyline,
+    then a haversine DBSCAN of geographic points.
 
     Prints a short table and writes ``demo.png`` into ``out_dir``: the points
     coloured by their number of neighbours, the DBSCAN clusters (noise in
-    grey) and the skyline staircase.
+    grey), the skyline staircase, and the geographic clusters on a world
+    map (:func:`geo_setting`: at most :data:`GEO_POINTS` points).
 
     Parameters
     ----------
@@ -185,6 +211,9 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
         raise ValueError(f"the demo needs at least 10 points, got n={n}")
     X = blobs(n, 2, centers=50, std=1.5, seed=seed)
     eps, min_samples = 0.3, 10
+    n_geo, geo_km = geo_setting(n)
+    G = geographic(n_geo, n_clusters=GEO_CLUSTERS, spread_km=GEO_SPREAD_KM, seed=seed)
+    geo_eps = geo_km / EARTH_RADIUS_KM
     echo(f"skyjoin demo: {n:,} points in 2-D (50 Gaussian blobs)")
     # warm-up on small inputs: the first call of each operator compiles its
     # kernels (cached on disk afterwards), which the table should not count.
@@ -216,6 +245,8 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
             if p is not None:
                 p.wait()
         sj.DBSCAN(eps=eps, min_samples=min_samples, device=device).fit(warm)
+        sj.DBSCAN(eps=geo_eps, min_samples=GEO_MIN_SAMPLES, metric="haversine",
+                  device=device).fit(G[:2000])
         sj.skyline(X[:20000], device=device)
     t_compile = time.perf_counter() - t0
     where = f" on the {ran.device}, the join's pattern {pattern}" if ran is not None else ""
@@ -226,6 +257,7 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
                                                    pattern=pattern))
     db = demo_dbscan(X, eps, min_samples, device=device)
     sk = demo_skyline(X, device=device, stats=False)
+    geo = demo_dbscan(G, geo_eps, GEO_MIN_SAMPLES, device=device, metric="haversine")
     labels, sky = db["labels"], sk["indices"]
     rows = [
         ("self-join (CSR table)", f"eps={eps}", f"{nt.n_pairs:,} pairs, {nt.n_pairs / n:.1f} per point", t_join),
@@ -234,6 +266,9 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
          f"{plural(db['clusters'], 'cluster')}, {plural(db['noise'], 'noise point')}",
          db["seconds"]),
         ("skyline (min, min)", "", f"{len(sky)} points", sk["seconds"]),
+        (f"DBSCAN haversine, {n_geo:,} lat/lon", f"eps={geo_km:.0f} km, min_samples="
+         f"{GEO_MIN_SAMPLES}", f"{plural(geo['clusters'], 'cluster')}, "
+         f"{plural(geo['noise'], 'noise point')}", geo["seconds"]),
     ]
     w = max(len(r[0]) for r in rows)
     w2 = max(len(r[1]) for r in rows)
@@ -243,10 +278,13 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
         echo(f"{name:<{w}}  {params:<{w2}}  {result:<{w3}}  {t:8.3f}s")
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "demo.png")
-    save_demo(path, X, counts, labels, sky, eps)
+    geo_title = (f"haversine DBSCAN, eps={geo_km:.0f} km: "
+                 f"{plural(geo['clusters'], 'cluster')} (poles, antimeridian)")
+    save_demo(path, X, counts, labels, sky, eps, geo=(G, geo["labels"], geo_title))
     echo(f"picture: {path}")
     return {"n": n, "pairs": nt.n_pairs, "compile_s": t_compile, "clusters": db["clusters"],
             "noise": db["noise"], "skyline": len(sky), "picture": path,
+            "geo_clusters": geo["clusters"], "geo_path": geo["path"],
             "times": {r[0]: r[3] for r in rows}}
 
 
@@ -260,5 +298,6 @@ def run_demo(n: int = 200_000, out_dir: str = "skyjoin-demo", seed: int = 0,
 @VERBOSE
 @user_errors
 def demo_cmd(n, out_dir, seed, device):
-    """Generate data, run the join, DBSCAN and the skyline, print a table and draw them."""
+    """Generate data, run the join, DBSCAN and the skyline (and a haversine DBSCAN
+    on lat/lon clusters), print a table and draw them."""
     run_demo(n=n, out_dir=out_dir, seed=seed, device=device, echo=click.echo)

@@ -11,20 +11,33 @@ propagate to :mod:`skyjoin.cli.errors`.
 
 Every command uses every column of its input unless told otherwise, and all
 of them must hold numbers: no column is dropped without the user saying so.
+
+``--metric`` / ``--degrees`` are checked here, at the boundary, once:
+:func:`check_metric_options` before any work (``--degrees`` belongs to
+``--metric haversine``), :func:`metric_points` on the points read
+(haversine takes exactly two columns, (lat, lon), latitudes in
+[-90, 90] degrees or [-pi/2, pi/2] radians; degrees become radians here,
+with ``numpy.radians``, so the operators see scikit-learn's convention).
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import warnings
 
 import click
+import numpy as np
 
 from ..errors import ColumnError, DroppedIndexColumn, NonNumericColumnError
 from ..io import read_frame, read_points
 from .options import phase
+from .wording import plural
 
 __all__ = ["read_input", "read_input_frame", "column_names_text", "not_numbers_error",
-           "column_usage_error"]
+           "column_usage_error", "check_metric_options", "metric_points"]
+
+log = logging.getLogger("skyjoin.cli")
 
 
 def _with_notices(fn, *args, **kwargs):
@@ -95,3 +108,48 @@ def read_input_frame(path):
     """The table of ``path`` as a DataFrame (the skyline's input)."""
     with phase(f"read {path}"):
         return _with_notices(read_frame, path)
+
+
+def check_metric_options(metric: str, degrees: bool) -> None:
+    """Refuse ``--degrees`` without ``--metric haversine`` (a usage error,
+    exit status 2, before any work): degrees say the columns are (lat, lon),
+    which only the haversine distance reads."""
+    if degrees and metric != "haversine":
+        raise click.UsageError(f"--degrees says the columns are (lat, lon) in degrees, for "
+                               f"--metric haversine; got --metric {metric}")
+
+
+def metric_points(X: np.ndarray, names, metric: str, degrees: bool, path) -> np.ndarray:
+    """The points of ``path`` as the operator with ``metric`` takes them.
+
+    Other metrics: ``X`` unchanged.  Haversine: exactly two columns, (lat,
+    lon), the latitudes in [-90, 90] degrees (``degrees``) or [-pi/2, pi/2]
+    radians, else a usage error (exit status 2) that names the column, the
+    first row out of range and its value; with ``degrees`` the points
+    converted to radians (``numpy.radians``; longitudes are not bounded,
+    the distance is periodic in them).  O(n).
+    """
+    if metric != "haversine":
+        return X
+    d = X.shape[1]
+    if d != 2:
+        raise click.UsageError(
+            f"--metric haversine takes exactly 2 columns, (lat, lon); {path} gives "
+            f"{plural(d, 'column')} ({column_names_text(names)}): choose two with --columns")
+    bound, rule = (90.0, "--degrees takes latitudes") if degrees else (math.pi / 2,
+                                                                        "takes latitudes")
+    span = "[-90, 90] degrees" if degrees else "[-pi/2, pi/2] radians"
+    bad = np.flatnonzero(np.abs(X[:, 0]) > bound)
+    if bad.size:
+        row = int(bad[0])
+        hint = ""
+        if not degrees and np.abs(X[:, 0]).max() <= 90.0:
+            hint = ": if they are in degrees, give --degrees"
+        raise click.UsageError(
+            f"--metric haversine {rule} (the first column, {names[0]!r}) in {span}; "
+            f"{path} holds {float(X[row, 0])!r} at data row {row} "
+            f"({plural(bad.size, 'latitude')} out of range){hint}")
+    if degrees:
+        log.info("%s: (lat, lon) in degrees, converted to radians", path)
+        return np.radians(X)
+    return X

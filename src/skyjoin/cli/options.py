@@ -1,6 +1,7 @@
 """Options shared by several commands, each defined once.
 
-``DEVICE``, ``PRECISION``, ``COLUMNS`` and ``VERBOSE`` are click decorators;
+``DEVICE``, ``PRECISION``, ``METRIC``, ``DEGREES``, ``COLUMNS`` and
+``VERBOSE`` are click decorators;
 :data:`EPS` is the type of every eps (a finite number > 0: anything else is
 a usage error); :func:`distributed_options` adds ``--scheduler`` /
 ``--local-cluster``; :func:`column_list` parses a ``--columns`` / ``--min``
@@ -34,7 +35,7 @@ import click
 
 from .._core import compiling
 
-__all__ = ["DEVICE", "PRECISION", "COLUMNS", "VERBOSE", "EPS", "PROGRESS", "column_list",
+__all__ = ["DEVICE", "PRECISION", "METRIC", "METRICS", "DEGREES", "COLUMNS", "VERBOSE", "EPS", "PROGRESS", "column_list",
            "distributed_options", "setup_logging", "verbosity", "phase", "operator_clock",
            "compile_note", "kernel_note", "show_progress", "number_list", "ran_on", "WARM_ROWS"]
 
@@ -49,6 +50,16 @@ DEVICE = click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), def
 PRECISION = click.option("--precision", type=click.Choice(["float64", "float32"]),
                          default="float64", show_default=True,
                          help="Working precision of the distance test.")
+#: the distances of ``--metric`` (scikit-learn's names and meanings)
+METRICS = ("euclidean", "manhattan", "chebyshev", "haversine", "cosine")
+METRIC = click.option("--metric", type=click.Choice(METRICS), default="euclidean",
+                      show_default=True,
+                      help="The distance, as scikit-learn defines it.  haversine: two "
+                           "columns (lat, lon) in radians (or --degrees), eps a great-circle "
+                           "distance in radians (km / 6371.0088); cosine: 1 - cos(angle).")
+DEGREES = click.option("--degrees", is_flag=True,
+                       help="With --metric haversine: the two columns are (lat, lon) in "
+                            "degrees, converted to radians on reading (eps stays in radians).")
 COLUMNS = click.option("--columns", default=None, metavar="COLS",
                        help="Comma-separated column names or 0-based positions to use "
                             "(default: every column; all must hold numbers).")

@@ -9,6 +9,18 @@ Points are drawn rasterised (``rasterized=True``), axes, labels and lines
 as vectors: a .pdf or .svg of 200,000 points stays small and quick to
 write and to open.
 
+Haversine data, (lat, lon) in radians, is drawn on a world map
+(:func:`plot_map_clusters`): Matplotlib's Mollweide projection, which is
+equal-area (a cluster's area on the page is its area on the sphere) and
+draws each pole as a point, so a polar cluster is a cap at the top or
+bottom, not a band as wide as the map, as a plain lon/lat plot would draw
+it.  The antimeridian (lon = +-180) is the map's left and right edges: a
+cluster across it appears at both edges, in one colour.  Two insets in the
+map's empty corners show the caps within :data:`POLAR_CAP_DEG` of each
+pole in the azimuthal equidistant projection (polar axes: angle the
+longitude, radius the distance from the pole), where a polar cluster is
+round.
+
 Colours: noise alone is grey; clusters take :data:`CLUSTER_COLORS`, the
 qualitative ``tab20`` palette without its two greys, dark shades first so
 that neighbouring cluster numbers differ in hue.
@@ -31,8 +43,9 @@ import numpy as np
 from ..io import atomic_path
 from .wording import plural
 
-__all__ = ["MAX_PLOT_POINTS", "NOISE_COLOR", "CLUSTER_COLORS", "cluster_colors", "plot_clusters",
-           "plot_skyline", "save_clusters", "save_skyline", "save_demo"]
+__all__ = ["MAX_PLOT_POINTS", "NOISE_COLOR", "CLUSTER_COLORS", "MAP_PROJECTION", "cluster_colors",
+           "plot_clusters", "plot_map_clusters", "plot_skyline", "save_clusters", "save_skyline",
+           "save_demo"]
 
 #: At most this many points are drawn: a seeded random subset beyond it.
 MAX_PLOT_POINTS = 200_000
@@ -42,6 +55,10 @@ NOISE_COLOR = "0.75"
 #: light ones, without the greys (14 and 15).
 _TAB20_NO_GREY = (0, 2, 4, 6, 8, 10, 12, 16, 18, 1, 3, 5, 7, 9, 11, 13, 17, 19)
 CLUSTER_COLORS = len(_TAB20_NO_GREY)
+#: The projection of haversine data (a Matplotlib projection name).
+MAP_PROJECTION = "mollweide"
+#: The polar insets of a map show the points within this many degrees of a pole.
+POLAR_CAP_DEG = 30.0
 
 
 def _pyplot():
@@ -113,6 +130,71 @@ def plot_clusters(ax, X, labels, title=None, max_points=MAX_PLOT_POINTS, seed=0,
     ax.set_ylabel(names[1] if X.shape[1] > 1 else "")
     if title:
         ax.set_title(title, fontsize=9)
+
+
+def plot_map_clusters(ax, latlon, labels, title=None, max_points=MAX_PLOT_POINTS, seed=0):
+    """Draw (lat, lon) points in radians coloured by cluster on a map Axes.
+
+    ``ax`` must have the :data:`MAP_PROJECTION` projection
+    (``fig.add_subplot(projection="mollweide")``), which takes longitude
+    then latitude in radians.  Longitudes are wrapped into [-pi, pi) (the
+    map's width), so any period of them draws in place; latitudes are drawn
+    as given ([-pi/2, pi/2]).  Meridians and parallels every 30 degrees; an
+    inset for each polar cap (see the module's notes).  O(n) (at most
+    ``max_points`` drawn, a seeded random subset).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        A Mollweide Axes.
+    latlon : ndarray, shape (n, 2)
+        (lat, lon) in radians, scikit-learn's haversine convention.
+    labels : ndarray of int, shape (n,)
+        DBSCAN labels (-1 is noise).
+    title : str, optional
+    max_points : int
+    seed : int
+    """
+    latlon = np.asarray(latlon, dtype=np.float64)
+    labels = np.asarray(labels)
+    if len(latlon) > max_points:
+        keep = np.random.default_rng(seed).choice(len(latlon), max_points, replace=False)
+        latlon, labels = latlon[keep], labels[keep]
+    lat = latlon[:, 0]
+    lon = np.mod(latlon[:, 1] + np.pi, 2.0 * np.pi) - np.pi
+    size = max(0.5, min(12.0, 4e4 / max(1, len(latlon))))
+    colors = cluster_colors(labels)
+    _scatter_by_cluster(ax, lon, lat, labels, colors, size)
+    ax.grid(True, color="0.85", linewidth=0.5)
+    ax.tick_params(labelsize=6)
+    ax.set_xlabel("lon")
+    ax.set_ylabel("lat")
+    cap = np.radians(POLAR_CAP_DEG)
+    for name, sign, bounds in (("N", 1.0, [0.0, 0.70, 0.2, 0.30]),
+                               ("S", -1.0, [0.0, 0.0, 0.2, 0.30])):
+        inset = ax.inset_axes(bounds, projection="polar")
+        near = sign * lat > np.pi / 2 - cap
+        r = np.degrees(np.pi / 2 - sign * lat[near])       # degrees from the pole
+        _scatter_by_cluster(inset, lon[near], r, labels[near], colors[near], size)
+        inset.set_theta_zero_location("S" if sign > 0 else "N")
+        inset.set_theta_direction(1 if sign > 0 else -1)   # east counterclockwise seen from above
+        inset.set_rlim(0.0, POLAR_CAP_DEG)
+        inset.set_xticklabels([])
+        inset.set_yticklabels([])
+        inset.grid(True, color="0.85", linewidth=0.4)
+        inset.set_title(f"{name} pole, {POLAR_CAP_DEG:g}\N{DEGREE SIGN}", fontsize=6, pad=2)
+    if title:
+        ax.set_title(title, fontsize=9, pad=14)
+
+
+def _scatter_by_cluster(ax, x, y, labels, colors, size) -> None:
+    """Noise first (grey), then the clusters over it."""
+    noise = labels < 0
+    ax.scatter(x[noise], y[noise], s=size, c=colors[noise], linewidths=0, label="noise",
+               rasterized=True)
+    if (~noise).any():
+        ax.scatter(x[~noise], y[~noise], s=size, c=colors[~noise], linewidths=0,
+                   rasterized=True)
 
 
 def plot_skyline(ax, X, sky, sense=None, names=None, title=None, max_points=MAX_PLOT_POINTS,
@@ -197,16 +279,24 @@ def _save(plt, fig, path, dpi) -> None:
         plt.close(fig)
 
 
-def save_clusters(path, panels, X, names=None) -> None:
+def save_clusters(path, panels, X, names=None, metric="euclidean") -> None:
     """Write one picture with a panel per (labels, title) of the points X,
-    axes named by ``names`` (see :func:`plot_clusters`)."""
+    axes named by ``names`` (see :func:`plot_clusters`); with
+    ``metric="haversine"``, X is (lat, lon) in radians and each panel a
+    world map (see :func:`plot_map_clusters`)."""
     plt = _pyplot()
     k = len(panels)
     cols = min(4, k)
     rows = (k + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 4.2 * rows), squeeze=False)
+    geo = metric == "haversine"
+    fig, axes = plt.subplots(rows, cols, squeeze=False,
+                             figsize=(6.4 * cols, 3.8 * rows) if geo else (4.5 * cols, 4.2 * rows),
+                             subplot_kw={"projection": MAP_PROJECTION} if geo else None)
     for ax, (labels, title) in zip(axes.ravel(), panels):
-        plot_clusters(ax, X, labels, title=title, names=names)
+        if geo:
+            plot_map_clusters(ax, X, labels, title=title)
+        else:
+            plot_clusters(ax, X, labels, title=title, names=names)
     for ax in axes.ravel()[k:]:
         ax.axis("off")
     _save(plt, fig, path, 110)
@@ -221,16 +311,25 @@ def save_skyline(path, X, sky, sense, names, title) -> None:
     _save(plt, fig, path, 110)
 
 
-def save_demo(path, X, counts, labels, sky, eps) -> None:
-    """The demo's picture: neighbour counts, DBSCAN clusters, skyline staircase.
+def save_demo(path, X, counts, labels, sky, eps, geo=None) -> None:
+    """The demo's picture: neighbour counts, DBSCAN clusters, skyline
+    staircase, and with ``geo`` a fourth panel, a world map.
 
     X : 2-D points; counts : neighbours within ``eps`` of each point;
-    labels : DBSCAN labels (-1 noise); sky : row indices of the skyline.
+    labels : DBSCAN labels (-1 noise); sky : row indices of the skyline;
+    geo : (latlon in radians, labels, title) of a haversine DBSCAN, drawn
+    by :func:`plot_map_clusters`.
     """
     plt = _pyplot()
     rng = np.random.default_rng(0)
     show = rng.permutation(len(X))[:60_000]  # keep the picture light
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5.4))
+    k = 3 if geo is None else 4
+    fig = plt.figure(figsize=(16, 5.4) if geo is None else (24, 5.4))
+    grid = fig.add_gridspec(1, k, width_ratios=[1, 1, 1, 1.7][:k])
+    axes = [fig.add_subplot(grid[0, j]) for j in range(3)]
+    if geo is not None:
+        gx = fig.add_subplot(grid[0, 3], projection=MAP_PROJECTION)
+        plot_map_clusters(gx, geo[0], geo[1], title=geo[2], max_points=60_000)
     ax = axes[0]
     sc = ax.scatter(X[show, 0], X[show, 1], c=np.log1p(counts[show]), s=1, cmap="viridis",
                     rasterized=True)

@@ -28,7 +28,7 @@ import skyjoin as sj
 from .._core import compiling
 from .._core.config import numba_cache_enabled
 from .._core.device import resolve_device
-from ..datasets import KINDS, generate
+from ..datasets import KIND_DIMS, KINDS, generate, geographic
 from ..io import PAIR_FORMATS, TABLE_FORMATS, open_pair_writer, write_neighbor_table
 from ..pareto.plan import CPU_ONLY, CPU_VARIANTS, GPU_VARIANTS
 from .errors import user_errors
@@ -46,14 +46,16 @@ def _data(seed=0):
     point-by-point, a grid sorted by comparison), a crowded clump (the full
     pattern's tiled cells), a dense set (about one point a cell: the grid's
     counting sort), 6-D points (the join path of DBSCAN), skyline data up to
-    20 dimensions (both words of the quartile masks)."""
+    20 dimensions (both words of the quartile masks), (lat, lon) points at
+    the poles and across the antimeridian (haversine)."""
     rng = np.random.default_rng(seed)
     sparse = rng.uniform(0.0, 100.0, (3000, 2))
     clump = rng.normal(50.0, 0.05, (2000, 2))
     return {"sparse": sparse, "mixed": np.concatenate([sparse, clump]),
             "dense": rng.uniform(0.0, 10.0, (3000, 2)),
             "six": rng.uniform(0.0, 10.0, (2000, 6)),
-            "sky": {d: rng.random((3000, d)) for d in (2, 4, 20)}}
+            "sky": {d: rng.random((3000, d)) for d in (2, 4, 20)},
+            "geo": geographic(2000, n_clusters=12, spread_km=500.0, seed=seed)}
 
 
 def _write_pairs(X, eps, ext: str, device: str, table: bool = False) -> None:
@@ -118,6 +120,9 @@ def warm_calls(device: str) -> list[tuple[str, Callable[[], object]]]:
                                                       device=device))),
         ("DBSCAN sweep, hybrid", lambda: list(sj.dbscan_sweep(mixed, [0.2, 0.3], [5, 10],
                                                               device=device, method="hybrid"))),
+        # the demo's and `skyjoin dbscan --metric haversine`'s clustering
+        ("DBSCAN haversine", lambda: sj.DBSCAN(eps=0.04, min_samples=10, metric="haversine",
+                                               device=device).fit(x["geo"])),
     ]
     for ext in PAIR_FORMATS:
         calls.append((f"join pairs to {ext}",
@@ -136,7 +141,8 @@ def warm_calls(device: str) -> list[tuple[str, Callable[[], object]]]:
                 calls.append((f"skyline {d}-D {a}",
                               lambda X=X, a=a: sj.skyline(X, device=device, algorithm=a)))
     for kind in KINDS:
-        calls.append((f"generate {kind}", lambda kind=kind: generate(kind, 1000, 3, seed=0)))
+        calls.append((f"generate {kind}",
+                      lambda kind=kind: generate(kind, 1000, KIND_DIMS.get(kind, 3), seed=0)))
     return calls
 
 

@@ -9,6 +9,9 @@ takes ``seed``: an int, ``None`` (fresh entropy) or a ``numpy.random.Generator``
   *Expo* sets), :func:`blobs` (Gaussian clusters, also the Gaussian
   mixtures of the high-dimensional benchmarks) and :func:`manifold` (a
   k-dimensional linear manifold in d dimensions plus noise).
+* Geographic workloads: :func:`geographic` ((lat, lon) clusters on the
+  sphere, at both poles and across the antimeridian, for
+  ``metric="haversine"``).
 * Skyline workloads: :func:`independent`, :func:`correlated`,
   :func:`anticorrelated` (the standard generator of Börzsönyi, Kossmann and
   Stocker, the ``randdataset`` program used by SkyAlign §6.1) and
@@ -21,13 +24,14 @@ The exact recipes of :func:`uniform` and :func:`exponential` are part of the
 contract (the pair counts of the benchmark cases depend on them): they must
 not change.
 
-Modules: ``spatial`` (uniform, exponential, blobs, manifold), ``skyline`` (the
-standard skyline generator and pareto), ``cases`` (generate and the named
-cases), ``checks`` (argument checks shared by the generators).
+Modules: ``spatial`` (uniform, exponential, blobs, manifold), ``geographic``,
+``skyline`` (the standard skyline generator and pareto), ``cases`` (generate
+and the named cases), ``checks`` (argument checks shared by the generators).
 """
 
 
-from .cases import KINDS, NAMED_CASES, NamedCase, generate, named_case
+from .cases import KIND_DIMS, KINDS, NAMED_CASES, NamedCase, generate, named_case
+from .geographic import EARTH_RADIUS_KM, PINNED_PLACES, geographic
 from .skyline import (SKYLINE_KINDS, anticorrelated, correlated, independent, pareto,
                       skyline_data)
 from .spatial import blobs, exponential, manifold, uniform
@@ -37,6 +41,9 @@ __all__ = [
     "exponential",
     "blobs",
     "manifold",
+    "geographic",
+    "EARTH_RADIUS_KM",
+    "PINNED_PLACES",
     "independent",
     "correlated",
     "anticorrelated",
@@ -44,6 +51,7 @@ __all__ = [
     "skyline_data",
     "generate",
     "KINDS",
+    "KIND_DIMS",
     "SKYLINE_KINDS",
     "NamedCase",
     "NAMED_CASES",

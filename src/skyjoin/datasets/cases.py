@@ -8,12 +8,15 @@ from typing import Any, Callable
 import numpy as np
 
 from .checks import Seed
+from .geographic import geographic
 from .skyline import SKYLINE_KINDS, anticorrelated, correlated, independent, pareto
 from .spatial import blobs, exponential, uniform
 
-__all__ = ["generate", "KINDS", "NamedCase", "NAMED_CASES", "named_case"]
+__all__ = ["generate", "KINDS", "KIND_DIMS", "NamedCase", "NAMED_CASES", "named_case"]
 
-KINDS = ("uniform", "exponential", "blobs") + SKYLINE_KINDS
+KINDS = ("uniform", "exponential", "blobs") + SKYLINE_KINDS + ("geographic",)
+#: The kinds whose number of dimensions is fixed: geographic data is (lat, lon).
+KIND_DIMS = {"geographic": 2}
 
 
 
@@ -26,6 +29,8 @@ _GENERATORS: dict[str, tuple[Callable[..., np.ndarray | tuple[np.ndarray, np.nda
     "correlated": (correlated, ()),
     "anticorrelated": (anticorrelated, ()),
     "pareto": (pareto, ()),
+    "geographic": (geographic, ("n_clusters", "spread_km", "noise_fraction", "degrees",
+                                "return_labels", "return_centers")),
 }
 
 
@@ -37,15 +42,18 @@ def generate(kind: str, n: int, d: int, seed: Seed = None,
     ----------
     kind : str
         One of :data:`KINDS`: "uniform", "exponential", "blobs",
-        "independent", "correlated", "anticorrelated", "pareto".
+        "independent", "correlated", "anticorrelated", "pareto", "geographic".
     n : int
         Number of points (>= 0).
     d : int
-        Number of dimensions (>= 1).
+        Number of dimensions (>= 1); for a kind of :data:`KIND_DIMS`, that
+        number (2 for "geographic": the columns are lat, lon).
     seed : int, None or numpy.random.Generator
     **params
         Parameters of the generator: ``low``, ``high`` (uniform, blobs),
-        ``rate`` (exponential), ``centers``, ``std``, ``return_labels`` (blobs).
+        ``rate`` (exponential), ``centers``, ``std``, ``return_labels`` (blobs),
+        ``n_clusters``, ``spread_km``, ``noise_fraction``, ``degrees``,
+        ``return_labels``, ``return_centers`` (geographic).
 
     Returns
     -------
@@ -56,7 +64,8 @@ def generate(kind: str, n: int, d: int, seed: Seed = None,
     Raises
     ------
     ValueError
-        For an unknown kind, a parameter the kind does not take, n < 0 or d < 1.
+        For an unknown kind, a parameter the kind does not take, n < 0, d < 1,
+        or a d other than the kind's fixed one.
 
     Examples
     --------
@@ -74,6 +83,10 @@ def generate(kind: str, n: int, d: int, seed: Seed = None,
             f"kind {kind!r} takes no parameter(s) {', '.join(unknown)}; "
             f"it takes: {', '.join(allowed) if allowed else 'none besides n, d, seed'}"
         )
+    if kind in KIND_DIMS:
+        if d != KIND_DIMS[kind]:
+            raise ValueError(f"kind {kind!r} has {KIND_DIMS[kind]} dimensions, got d={d}")
+        return fn(n, seed=seed, **params)
     return fn(n, d, seed=seed, **params)
 
 
@@ -87,7 +100,9 @@ class NamedCase:
     """A named benchmark case: how its data is drawn and its eps.
 
     ``pairs_incl_self`` is the exact number of ordered pairs (i, j) with
-    dist <= eps, self pairs included, in float64, where known.
+    dist <= eps, self pairs included, in float64, where known.  ``metric``
+    is the distance that eps bounds ("euclidean", or "haversine" for
+    (lat, lon) data in radians, eps in radians).
     """
 
     name: str
@@ -98,6 +113,7 @@ class NamedCase:
     eps: float
     pairs_incl_self: int | None = None
     source: str = ""
+    metric: str = "euclidean"
 
     @property
     def pairs_excl_self(self) -> int | None:
@@ -110,12 +126,15 @@ class NamedCase:
             return uniform(self.n, self.d, 0.0, 100.0, seed=self.seed)
         if self.kind == "exponential":
             return exponential(self.n, self.d, rate=40.0, seed=self.seed)
+        if self.kind == "geographic":
+            return geographic(self.n, seed=self.seed)
         raise ValueError(f"unknown kind {self.kind!r}")  # pragma: no cover
 
 
 def _cases() -> dict[str, NamedCase]:
     """The registry of named cases."""
     i2, i3 = "issue 2 (CPU join benchmark)", "issue 3 (GPU join benchmark)"
+    i32 = "issue 32 (haversine DBSCAN benchmark)"
     own = "; seed chosen by skyjoin"
     cases = [
         # issue 3, pinned seeds and known pair counts (scipy agrees)
@@ -137,6 +156,11 @@ def _cases() -> dict[str, NamedCase]:
         NamedCase("Unif6D1M-12", "uniform", 1_000_000, 6, 12, 12.0, 13_438_614, i2 + own),
         NamedCase("Expo2D1M-0.0008", "exponential", 1_000_000, 2, 13, 0.0008, 785_267_382, i2 + own),
         NamedCase("Expo6D1M-0.02", "exponential", 1_000_000, 6, 14, 0.02, 5_399_736_586, i2 + own),
+        # issue 32: geographic(n, seed) with its defaults (20 clusters of
+        # 300 km, both poles and the antimeridian among them, 10 % noise);
+        # eps 0.0015 rad, about 9.6 km; haversine pairs not counted yet
+        NamedCase("Geo2D1M-0.0015", "geographic", 1_000_000, 2, 15, 0.0015, None, i32 + own,
+                  metric="haversine"),
     ]
     return {c.name: c for c in cases}
 
@@ -149,8 +173,10 @@ def named_case(name: str) -> tuple[np.ndarray, float]:
     """The data and eps of a named benchmark case.
 
     Uniform cases are ``uniform(n, d, 0, 100, seed)``, exponential cases
-    ``exponential(n, d, rate=40, seed)``; the name reads
-    ``<Unif|Expo><d>D<n>-<eps>``.
+    ``exponential(n, d, rate=40, seed)``, geographic cases
+    ``geographic(n, seed=seed)`` ((lat, lon) in radians; their eps bounds
+    the haversine distance, ``NAMED_CASES[name].metric``); the name reads
+    ``<Unif|Expo|Geo><d>D<n>-<eps>``.
 
     ===================  ======  ====  ==================  ======  ======================
     name                 n       d     data                seed    ordered pairs incl. self
@@ -167,13 +193,16 @@ def named_case(name: str) -> tuple[np.ndarray, float]:
     Unif6D1M-12          1M      6     uniform [0,100]^6   12      13,438,614
     Expo2D1M-0.0008      1M      2     expo lambda=40      13      785,267,382
     Expo6D1M-0.02        1M      6     expo lambda=40      14      5,399,736,586
+    Geo2D1M-0.0015       1M      2     geographic          15      (haversine; not counted)
     ===================  ======  ====  ==================  ======  ======================
 
     The first six are the GPU benchmark cases, with their seeds and exact
     float64 pair counts pinned (scipy's cKDTree reproduces all six from these
     generators).  The 10M cases are 10M-point versions of Unif2D and Expo2D
     (eps about 1/sqrt(5) of the 2M cases', so the mean number of neighbours
-    stays in the same range).  The 1M cases are the CPU benchmark cases.
+    stays in the same range).  The 1M cases are the CPU benchmark cases;
+    Geo2D1M-0.0015 is the haversine DBSCAN case (eps in radians, about
+    9.6 km on the Earth).
     Their counts were computed with scipy's ``cKDTree.query_ball_point`` in
     float64.  Note the size of Expo6D1M-0.02:
     5.4 billion pairs, a 21.6 GB CSR table (int32 columns).
