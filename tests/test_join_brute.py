@@ -311,10 +311,20 @@ def test_gpu_brute_adversarial_margin_and_ties():
 
 # -- DBSCAN's tables in high dimensions ----------------------------------------
 
+def _plane_clusters_20d():
+    """Clusters on a 2-D plane in 20-D, tight enough that the grid's six
+    indexed dimensions would make most pairs candidates."""
+    rng = np.random.default_rng(13)
+    C = rng.normal(0, 0.6, (4, 2))
+    L = np.concatenate([c + rng.normal(0, 0.12, (150, 2)) for c in C]
+                       + [rng.uniform(-2, 2, (100, 2))])
+    return L @ rng.normal(size=(2, 20)) * 0.3 + rng.normal(0, 0.02, (700, 20))
+
+
 def test_cpu_dbscan_tables_by_brute_force_in_high_dimensions():
-    """Where the grid would test nearly every pair, the CPU DBSCAN's table
-    comes from the brute force (the plan says so), and the labels are
-    scikit-learn's."""
+    """Where the grid would test nearly every pair, the DBSCAN's table
+    comes from the brute force (the plan says so, on either device), and
+    the labels are scikit-learn's."""
     from sklearn.cluster import DBSCAN as SkDBSCAN
     from skyjoin._core.plans import recording
     from skyjoin.cluster.plan import plan_fit, plan_sweep, table_algorithm
@@ -325,17 +335,12 @@ def test_cpu_dbscan_tables_by_brute_force_in_high_dimensions():
         == "grid"
     assert plan_fit("join", "cpu", "float64", False, 3).join_algorithm == "grid"
     assert plan_fit("join", "gpu", "float64", False, 20, join_fraction=1.0).join_algorithm \
-        == "grid"
+        == "brute"
+    assert plan_fit("join", "gpu", "float64", False, 3).join_algorithm == "grid"
     assert plan_sweep("cpu", "float64", False, 20, 2, join_fraction=1.0).join_algorithm \
         == "brute"
     assert table_algorithm("cpu", 20, 1.0) == "brute"
-    # clusters on a 2-D plane in 20-D, tight enough that the grid's six
-    # indexed dimensions would make most pairs candidates
-    rng = np.random.default_rng(13)
-    C = rng.normal(0, 0.6, (4, 2))
-    L = np.concatenate([c + rng.normal(0, 0.12, (150, 2)) for c in C]
-                       + [rng.uniform(-2, 2, (100, 2))])
-    X = L @ rng.normal(size=(2, 20)) * 0.3 + rng.normal(0, 0.02, (700, 20))
+    X = _plane_clusters_20d()
     for eps, m in ((0.2, 12), (0.25, 20)):
         with recording() as plans:
             est = sj.DBSCAN(eps=eps, min_samples=m, device="cpu").fit(X)
@@ -345,5 +350,29 @@ def test_cpu_dbscan_tables_by_brute_force_in_high_dimensions():
         assert any(getattr(p, "algorithm", None) == "brute" for p in plans)
         assert 0 < ref.labels_.max() and (ref.labels_ < 0).any()
     for r in sj.dbscan_sweep(X, eps=[0.2, 0.25], min_samples=[12, 20], device="cpu"):
+        ref = SkDBSCAN(eps=r.eps, min_samples=r.min_samples, algorithm="brute").fit(X)
+        np.testing.assert_array_equal(r.labels, ref.labels_)
+
+
+@gpu
+def test_gpu_dbscan_tables_by_brute_force_in_high_dimensions():
+    """The GPU DBSCAN takes the brute-force table by the same rule; labels
+    equal scikit-learn's, for host and device input and the sweep."""
+    import cupy as cp
+    from sklearn.cluster import DBSCAN as SkDBSCAN
+    from skyjoin._core.plans import recording
+
+    X = _plane_clusters_20d()
+    for eps, m in ((0.2, 12), (0.25, 20)):
+        ref = SkDBSCAN(eps=eps, min_samples=m, algorithm="brute").fit(X)
+        for data in (X, cp.asarray(X)):
+            with recording() as plans:
+                est = sj.DBSCAN(eps=eps, min_samples=m, device="gpu").fit(data)
+            assert est.path_ == "gpu"
+            assert any(getattr(p, "join_algorithm", None) == "brute" for p in plans)
+            assert any(getattr(p, "algorithm", None) == "brute" for p in plans)
+            np.testing.assert_array_equal(est.labels_, ref.labels_)
+            np.testing.assert_array_equal(est.core_sample_indices_, ref.core_sample_indices_)
+    for r in sj.dbscan_sweep(X, eps=[0.2, 0.25], min_samples=[12, 20], device="gpu"):
         ref = SkDBSCAN(eps=r.eps, min_samples=r.min_samples, algorithm="brute").fit(X)
         np.testing.assert_array_equal(r.labels, ref.labels_)

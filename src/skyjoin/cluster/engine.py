@@ -134,7 +134,8 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, over
                                                  sample_weight=sample_weight,
                                                  precision=plan.precision, timings=timings,
                                                  memory_limit=memory_limit,
-                                                 on_device=plan.on_device)
+                                                 on_device=plan.on_device,
+                                                 join_algorithm=plan.join_algorithm)
                 return core, labels, path
             except MemoryError:
                 pass  # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)

@@ -151,8 +151,8 @@ def grid_applies(device: str, precision: str, weighted: bool, n_features: int,
 
 def _reads_sample(device: str | None, n_features: int) -> bool:
     """Whether the tables' rule (``table_algorithm``) reads the data's
-    sample: on the CPU, where the join's rule needs one."""
-    return device == "cpu" and needs_sample("auto", n_features)
+    sample: where the join's rule needs one (on either device)."""
+    return device is not None and needs_sample("auto", n_features)
 
 
 def join_fraction(X, eps: float, device: str | None) -> float | None:
@@ -166,9 +166,8 @@ def join_fraction(X, eps: float, device: str | None) -> float | None:
 def table_algorithm(device: str | None, n_features: int, fraction: float | None = None) -> str:
     """The join's algorithm for DBSCAN's neighbour tables: the join's own
     rule (``skyjoin.simjoin.algorithm.choose_algorithm`` on ``fraction``,
-    the sampled share of grid candidates) on the CPU; on the GPU the grid,
-    whose table feeds the GPU union-find as measured there (the brute
-    force's device table has not been timed in a GPU clustering).  O(1)."""
+    the sampled share of grid candidates), on the CPU and the GPU alike
+    (the table is the join's, whichever algorithm builds it).  O(1)."""
     if not _reads_sample(device, n_features):
         return "grid"
     return choose_algorithm("auto", n_features, fraction=fraction)

@@ -440,7 +440,8 @@ def ranks_by_caller_row(cp, mod, is_core, parent, order, n):
 
 
 def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="float64",
-                      timings=None, memory_limit="auto", on_device=False):
+                      timings=None, memory_limit="auto", on_device=False,
+                      join_algorithm="grid"):
     """DBSCAN of points entirely on the GPU: the GPU join keeps T on the device.
 
     Parameters
@@ -460,6 +461,8 @@ def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="flo
     on_device : bool, default False
         Return CuPy arrays, with no copy to the host (the plan's
         ``DBSCANPlan.on_device``).
+    join_algorithm : {"grid", "brute"}
+        The join's algorithm for T (``DBSCANPlan.join_algorithm``).
 
     Returns
     -------
@@ -477,7 +480,7 @@ def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="flo
     """
     t0 = time.perf_counter()
     nt = neighbor_table(X, eps, device="gpu", precision=precision, on_device=True,
-                        memory_limit=memory_limit)
+                        memory_limit=memory_limit, algorithm=join_algorithm)
     t1 = time.perf_counter()
     is_core, labels = gpu_dbscan_table(nt.indptr, nt.indices, min_samples,
                                        sample_weight=sample_weight, timings=timings)
