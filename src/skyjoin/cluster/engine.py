@@ -36,7 +36,7 @@ from .._core.transfer import to_device
 from .._core.validate import working_dtype
 from .grid_cpu import grid_dbscan
 from .grid_gpu import gpu_grid_dbscan
-from .hybrid import hybrid_labels
+from .hybrid import hybrid_labels, metric_hybrid_labels
 from .plan import DBSCANPlan, join_fraction, plan_fit
 from .table_gpu import gpu_dbscan_points
 
@@ -44,7 +44,7 @@ __all__ = ["run", "cluster_points"]
 
 
 def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
-        timings: dict | None = None, memory_limit="auto"):
+        timings: dict | None = None, memory_limit="auto", metric=None):
     """Euclidean DBSCAN of conditioned points by ``plan``: the plan's paths
     in turn, until one finishes.
 
@@ -65,6 +65,10 @@ def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
         Filled with the seconds of the path's phases.
     memory_limit : int or "auto"
         Bytes the neighbour table of a table path may take.
+    metric : (MetricPoints, float), optional
+        A plan under another metric (``plan.metric``): the checked points
+        and the caller's eps (``skyjoin.simjoin.metric_join``); X and eps
+        are then the filter's, conditioned.
 
     Returns
     -------
@@ -90,15 +94,15 @@ def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
                          self_join=True)
         with oom_as_error(cupy(), "GPU DBSCAN"):
             core, labels, path = _paths(plan, X, eps, min_samples, sample_weight, timings,
-                                        memory_limit)
+                                        memory_limit, metric)
     else:
         core, labels, path = _paths(plan, X, eps, min_samples, sample_weight, timings,
-                                    memory_limit)
+                                    memory_limit, metric)
     report(dataclasses.replace(plan, ran=path), "dbscan plan")
     return core, labels, path
 
 
-def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit):
+def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, metric=None):
     """The plan's paths in turn: a grid path returns None when its grid does
     not fit; the "gpu" path raises MemoryError when T does not fit in GPU
     memory; "hybrid-*" finishes, or raises ResultTooLargeError when T does
@@ -132,6 +136,14 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit):
                 return core, labels, path
             except MemoryError:
                 pass  # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
+        elif metric is not None:            # another metric: filter, refine, assign
+            core, labels = metric_hybrid_labels(metric[0], metric[1], X, eps, min_samples,
+                                                sample_weight=sample_weight, device=plan.device,
+                                                timings=timings, memory_limit=memory_limit,
+                                                join_algorithm=plan.join_algorithm)
+            if plan.on_device:                      # assigned on the host: uploaded, O(n)
+                core, labels = cupy().asarray(core), cupy().asarray(labels)
+            return core, labels, path
         else:
             Xd = None
             # on the GPU the points are ordered there (``hybrid.cell_order``): device
