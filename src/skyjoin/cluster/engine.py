@@ -1,4 +1,4 @@
-"""The one internal entry into DBSCAN's engines: one Euclidean clustering by its plan.
+"""The one internal entry into DBSCAN's engines: one clustering on the join by its plan.
 
 ``DBSCAN.fit`` (and ``dbscan``) check X and the parameters, resolve the
 device, condition the points once (``skyjoin._core.conditioning``, for the
@@ -12,7 +12,9 @@ turn, until one fits:
 * "gpu": T kept on the GPU (``table_gpu``; MemoryError when T does not fit
   there);
 * "hybrid-cpu" / "hybrid-gpu": HYBRID-DBSCAN (``hybrid.hybrid_labels``,
-  Gowanlock et al. 2019, §3), T in host memory.
+  Gowanlock et al. 2019, §3), T in host memory; under another metric than
+  the Euclidean (``plan.metric``) T filtered and refined
+  (``hybrid.metric_hybrid_labels``).
 
 Where the results live is the plan's ``on_device``: the GPU paths then
 return their device arrays (no copy to the host), and the hybrid path,
@@ -45,7 +47,7 @@ __all__ = ["run", "cluster_points"]
 
 def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
         timings: dict | None = None, memory_limit="auto", metric=None):
-    """Euclidean DBSCAN of conditioned points by ``plan``: the plan's paths
+    """DBSCAN on the join of conditioned points by ``plan``: the plan's paths
     in turn, until one finishes.
 
     Parameters

@@ -3,7 +3,7 @@
 ``fit`` checks X and the parameters, resolves the device once, conditions
 the points once (``skyjoin._core.conditioning``), asks ``plan.plan_fit``
 for the paths (the one rule, written there), reports the plan
-(``skyjoin._core.plans.report``) and runs it, Euclidean clustering through
+(``skyjoin._core.plans.report``) and runs it, clustering on the join through
 the one entry ``skyjoin.cluster.engine.run``:
 
 * "graph": ``metric="precomputed"`` with a sparse X: X *is* a
@@ -13,10 +13,14 @@ the one entry ``skyjoin.cluster.engine.run``:
   "minkowski" with p = 2, no ``metric_params``): "grid-cpu" / "grid-gpu"
   (``grid_cpu``, ``grid_gpu``: a fine grid, no neighbour table), "gpu"
   (``table_gpu``: T kept on the GPU), "hybrid-cpu" / "hybrid-gpu"
-  (``hybrid``: HYBRID-DBSCAN, Gowanlock et al. 2019, §3);
+  (``hybrid``: HYBRID-DBSCAN, Gowanlock et al. 2019, §3); for the join's
+  other metrics (Manhattan, Chebyshev, haversine, cosine: ``plan.fit_metric``)
+  "hybrid-cpu" / "hybrid-gpu" alone, T refined on the host
+  (``hybrid.metric_hybrid_labels``);
 * "sklearn": everything else (other metrics, callables, dense precomputed
   distance matrices, sparse feature matrices) is handed to
-  ``sklearn.cluster.DBSCAN`` unchanged.
+  ``sklearn.cluster.DBSCAN`` unchanged (a metric skyjoin does not know
+  warns: ``_warn_unknown_metric``).
 
 Measurements behind the rule: docs/decisions/dbscan-fit-path.md.
 """
@@ -95,9 +99,16 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         Number of samples (or total weight) in a neighbourhood, the point
         itself included, for the point to be a core point.
     metric : str or callable, default="euclidean"
-        "euclidean" (also "l2", "minkowski" with p=2) is accelerated;
-        "precomputed" with a sparse radius-neighbours graph is used directly;
-        anything else is computed by ``sklearn.cluster.DBSCAN``.
+        Accelerated, with scikit-learn's meaning and labels: "euclidean"
+        (also "l2", "minkowski" with p=2), "manhattan" ("cityblock", "l1",
+        "minkowski" with p=1), "chebyshev" ("infinity", "minkowski" with
+        p=inf), "haversine" (latitude, longitude in radians) and "cosine"
+        (the last four: a Euclidean filter join on the device, each pair
+        decided on the host by scikit-learn's own test, float64 only; see
+        :func:`skyjoin.self_join`); "precomputed" with a sparse
+        radius-neighbours graph is used directly; anything else is computed
+        by ``sklearn.cluster.DBSCAN``, with a UserWarning naming a metric
+        that skyjoin does not know.
     metric_params : dict, default=None
         Passed to scikit-learn (any value other than None/{} means the
         scikit-learn path).
