@@ -354,7 +354,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         if route == "join":
             Xc, eps_c = _conditioned(plan, X, eps) if refine is None else (Xj, eps_j)
             core, labels, path = engine.run(plan, Xc, eps_c, min_samples, sample_weight,
-                                            timings, memory_limit, metric=refine)
+                                            timings, memory_limit, refine)
             del Xc, Xj
         else:
             report(plan, "dbscan plan")
