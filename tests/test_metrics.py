@@ -270,6 +270,17 @@ def test_bad_metric_input_is_refused():
             np.ones((4, 2)))
 
 
+@pytest.mark.parametrize("metric", METRICS)
+def test_empty_and_single_point(metric):
+    d = 2 if metric == "haversine" else 3
+    assert sj.self_join(np.zeros((0, d)), 0.1, metric=metric, device="cpu").n_pairs == 0
+    one = np.full((1, d), 0.5)
+    assert sj.self_join(one, 0.1, metric=metric, device="cpu", include_self=True).n_pairs == 1
+    assert sj.DBSCAN(eps=0.1, min_samples=1, metric=metric, device="cpu").fit(
+        one).labels_.tolist() == [0]
+    assert sj.join(one, np.zeros((0, d)), 0.1, metric=metric, device="cpu").n_pairs == 0
+
+
 def test_manhattan_chebyshev_scaled_points(rng):
     """Points the join scales by a power of two (eps far below 2**-400): the
     refine reads the unscaled points; the pairs are scikit-learn's."""
@@ -423,3 +434,5 @@ def test_gpu_points_refused_for_metrics(cp):
         sj.self_join(X, 0.1, metric="manhattan")
     with pytest.raises(TypeError, match="host"):
         sj.DBSCAN(eps=0.1, metric="manhattan").fit(X)
+    with pytest.raises(ValueError, match="on_device"):
+        sj.self_join(cp.asnumpy(X), 0.1, metric="manhattan", device="gpu", on_device=True)

@@ -123,9 +123,12 @@ def run(plan: JoinPlan, R, S, filter_eps: float, *, points: MetricPoints, eps: f
     distances when ``return_distance``), or its int64 row counts for
     ``output="counts"``: the counts of the refined pairs, never of the
     candidates."""
+    if plan.memory_route != "host table":
+        raise ValueError(f"metric={points.metric!r} decides its pairs on the host, so its "
+                         "table (or counts) is a host array: on_device=True applies to the "
+                         "Euclidean metric only")
     refine = _refine_module()
     nt = engine.run(plan, R, S, filter_eps, timings=timings, progress=progress, grid=grid)
-    nt = nt.to_host()
     Q = points.refine[0]
     Sr = Q if R is None else points.refine[1]
     code, threshold = METRIC_CODE[points.metric], metric_threshold(eps, points.metric)
