@@ -137,9 +137,10 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         Leave the results on the GPU: ``labels_``, ``core_sample_indices_``
         and ``components_`` are CuPy arrays, and no copy of them to the host
         is made (saves the device-to-host copy, 8 bytes a sample for the
-        labels).  Needs Euclidean DBSCAN on the GPU (``device="gpu"``, or
-        "auto" with a GPU); otherwise ``fit`` raises ValueError.  The
-        HYBRID-DBSCAN path, which assigns on the host, uploads its result.
+        labels).  Needs a metric of the join on the GPU (``device="gpu"``,
+        or "auto" with a GPU); otherwise ``fit`` raises ValueError.  The
+        HYBRID-DBSCAN path, which assigns on the host (the only path of
+        the metrics other than the Euclidean), uploads its result.
 
     Attributes
     ----------
@@ -510,7 +511,8 @@ def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int
     min_samples : int, default=5
         Neighbourhood size (itself included) of a core point.
     metric, metric_params, algorithm, leaf_size, p, n_jobs
-        As ``DBSCAN``; Euclidean (minkowski with p=2) is accelerated.
+        As ``DBSCAN``; the join's metrics are accelerated (Euclidean, that
+        is minkowski with p=2, Manhattan, Chebyshev, haversine, cosine).
     sample_weight : array-like of shape (n_samples,), default=None
         As ``DBSCAN.fit``: neighbourhood weights summed exactly, rounded once.
     device : {"auto", "cpu", "gpu"} or None, default=None
