@@ -456,7 +456,7 @@ def _refuse_host_route(route, metric, join_metric=None) -> None:
                  "decided on the host (the join's filter runs on the GPU from host points)")
         raise TypeError(
             f"X is on the GPU, but metric={metric!r} (with these p and metric_params) is "
-            f"{where}: only Euclidean DBSCAN reads points on the GPU. "
+            f"{where}: only Euclidean DBSCAN runs on the GPU from points there. "
             "Copy X to the host first (e.g. cupy.asnumpy(X)) for this metric")
 
 
