@@ -48,7 +48,8 @@ def test_fit_route():
     assert fit_route("l2", None, 3, False) == "sklearn"
     assert fit_route("euclidean", {"w": 1}, None, False) == "sklearn"
     assert fit_route("euclidean", None, None, True) == "sklearn"
-    assert fit_route("manhattan", None, None, False) == "sklearn"
+    assert fit_route("manhattan", None, None, False) == "join"      # a metric of the join
+    assert fit_route("braycurtis", None, None, False) == "sklearn"
     assert fit_route(lambda a, b: 0.0, None, None, False) == "sklearn"
     assert fit_route("precomputed", None, None, True) == "graph"
     assert fit_route("precomputed", None, None, False) == "sklearn"

@@ -117,8 +117,9 @@ def test_on_device_off_the_gpu_is_an_error():
         sj.dbscan(X, eps=0.5, device="cpu", on_device=True)
     with pytest.raises(ValueError, match="on_device=True .* device is 'cpu'"):
         sj.dbscan_sweep(X, eps=[0.5], min_samples=[2], device="cpu", on_device=True)
-    with pytest.raises(ValueError, match="on_device=True needs Euclidean DBSCAN on the GPU"):
-        sj.DBSCAN(eps=0.5, metric="manhattan", on_device=True).fit(X)
+    with pytest.raises(ValueError, match="on_device=True needs Euclidean DBSCAN on the GPU"), \
+            pytest.warns(UserWarning, match="braycurtis"):   # scikit-learn's metric, on the host
+        sj.DBSCAN(eps=0.5, metric="braycurtis", on_device=True).fit(X)
     with pytest.raises(TypeError, match="apply to device='gpu' only"):
         sj.self_join(X, 0.5, device="cpu", output="counts", on_device=True)
 

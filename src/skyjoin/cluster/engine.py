@@ -1,4 +1,4 @@
-"""The one internal entry into DBSCAN's engines: one Euclidean clustering by its plan.
+"""The one internal entry into DBSCAN's engines: one clustering on the join by its plan.
 
 ``DBSCAN.fit`` (and ``dbscan``) check X and the parameters, resolve the
 device, condition the points once (``skyjoin._core.conditioning``, for the
@@ -12,7 +12,9 @@ turn, until one fits:
 * "gpu": T kept on the GPU (``table_gpu``; MemoryError when T does not fit
   there);
 * "hybrid-cpu" / "hybrid-gpu": HYBRID-DBSCAN (``hybrid.hybrid_labels``,
-  Gowanlock et al. 2019, §3), T in host memory.
+  Gowanlock et al. 2019, §3), T in host memory; under another metric than
+  the Euclidean (``plan.metric``) T filtered and refined
+  (``hybrid.metric_hybrid_labels``).
 
 Where the results live is the plan's ``on_device``: the GPU paths then
 return their device arrays (no copy to the host), and the hybrid path,
@@ -36,7 +38,7 @@ from .._core.transfer import to_device
 from .._core.validate import working_dtype
 from .grid_cpu import grid_dbscan
 from .grid_gpu import gpu_grid_dbscan
-from .hybrid import hybrid_labels
+from .hybrid import hybrid_labels, metric_hybrid_labels
 from .plan import DBSCANPlan, join_fraction, plan_fit
 from .table_gpu import gpu_dbscan_points
 
@@ -44,8 +46,9 @@ __all__ = ["run", "cluster_points"]
 
 
 def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
-        timings: dict | None = None, memory_limit="auto", overwrite_x: bool = False):
-    """Euclidean DBSCAN of conditioned points by ``plan``: the plan's paths
+        timings: dict | None = None, memory_limit="auto", overwrite_x: bool = False,
+        metric=None):
+    """DBSCAN on the join of conditioned points by ``plan``: the plan's paths
     in turn, until one finishes.
 
     Parameters
@@ -68,6 +71,10 @@ def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
     overwrite_x : bool, default False
         X is the caller's scratch copy: the GPU grid path may reorder it in
         place (one copy of the points fewer on the device).
+    metric : (MetricPoints, float), optional
+        A plan under another metric (``plan.metric``): the checked points
+        and the caller's eps (``skyjoin.simjoin.metric_join``); X and eps
+        are then the filter's, conditioned.
 
     Returns
     -------
@@ -93,15 +100,16 @@ def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
                          self_join=True)
         with oom_as_error(cupy(), "GPU DBSCAN"):
             core, labels, path = _paths(plan, X, eps, min_samples, sample_weight, timings,
-                                        memory_limit, overwrite_x)
+                                        memory_limit, overwrite_x, metric)
     else:
         core, labels, path = _paths(plan, X, eps, min_samples, sample_weight, timings,
-                                    memory_limit, overwrite_x)
+                                    memory_limit, overwrite_x, metric)
     report(dataclasses.replace(plan, ran=path), "dbscan plan")
     return core, labels, path
 
 
-def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, overwrite_x):
+def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, overwrite_x=False,
+           metric=None):
     """The plan's paths in turn: a grid path returns None when its grid does
     not fit; the "gpu" path raises MemoryError when T does not fit in GPU
     memory; "hybrid-*" finishes, or raises ResultTooLargeError when T does
@@ -139,6 +147,14 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, over
                 return core, labels, path
             except MemoryError:
                 pass  # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
+        elif metric is not None:            # another metric: filter, refine, assign
+            core, labels = metric_hybrid_labels(metric[0], metric[1], X, eps, min_samples,
+                                                sample_weight=sample_weight, device=plan.device,
+                                                timings=timings, memory_limit=memory_limit,
+                                                join_algorithm=plan.join_algorithm)
+            if plan.on_device:                      # assigned on the host: uploaded, O(n)
+                core, labels = cupy().asarray(core), cupy().asarray(labels)
+            return core, labels, path
         else:
             Xd = None
             # on the GPU the points are ordered there (``hybrid.cell_order``): device

@@ -3,7 +3,7 @@
 ``fit`` checks X and the parameters, resolves the device once, conditions
 the points once (``skyjoin._core.conditioning``), asks ``plan.plan_fit``
 for the paths (the one rule, written there), reports the plan
-(``skyjoin._core.plans.report``) and runs it, Euclidean clustering through
+(``skyjoin._core.plans.report``) and runs it, clustering on the join through
 the one entry ``skyjoin.cluster.engine.run``:
 
 * "graph": ``metric="precomputed"`` with a sparse X: X *is* a
@@ -13,10 +13,14 @@ the one entry ``skyjoin.cluster.engine.run``:
   "minkowski" with p = 2, no ``metric_params``): "grid-cpu" / "grid-gpu"
   (``grid_cpu``, ``grid_gpu``: a fine grid, no neighbour table), "gpu"
   (``table_gpu``: T kept on the GPU), "hybrid-cpu" / "hybrid-gpu"
-  (``hybrid``: HYBRID-DBSCAN, Gowanlock et al. 2019, §3);
+  (``hybrid``: HYBRID-DBSCAN, Gowanlock et al. 2019, §3); for the join's
+  other metrics (Manhattan, Chebyshev, haversine, cosine: ``plan.fit_metric``)
+  "hybrid-cpu" / "hybrid-gpu" alone, T refined on the host
+  (``hybrid.metric_hybrid_labels``);
 * "sklearn": everything else (other metrics, callables, dense precomputed
   distance matrices, sparse feature matrices) is handed to
-  ``sklearn.cluster.DBSCAN`` unchanged.
+  ``sklearn.cluster.DBSCAN`` unchanged (a metric skyjoin does not know
+  warns: ``_warn_unknown_metric``).
 
 Measurements behind the rule: docs/decisions/dbscan-fit-path.md.
 """
@@ -43,10 +47,11 @@ from .._core.thread_count import with_cpu_threads
 from .._core.transfer import to_device
 from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
 from ..index.grid_kernels import gather_rows
+from ..simjoin.metric_join import filter_problem, metric_points
 from ..simjoin.plan import check_memory_limit
 from . import engine
 from .params import check_params, check_sample_weight
-from .plan import fit_route, join_fraction, plan_fit
+from .plan import KNOWN_METRICS, fit_metric, fit_route, join_fraction, plan_fit
 from .union_find import labels_from_table
 
 __all__ = ["DBSCAN", "dbscan"]
@@ -94,9 +99,16 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         Number of samples (or total weight) in a neighbourhood, the point
         itself included, for the point to be a core point.
     metric : str or callable, default="euclidean"
-        "euclidean" (also "l2", "minkowski" with p=2) is accelerated;
-        "precomputed" with a sparse radius-neighbours graph is used directly;
-        anything else is computed by ``sklearn.cluster.DBSCAN``.
+        Accelerated, with scikit-learn's meaning and labels: "euclidean"
+        (also "l2", "minkowski" with p=2), "manhattan" ("cityblock", "l1",
+        "minkowski" with p=1), "chebyshev" ("infinity", "minkowski" with
+        p=inf), "haversine" (latitude, longitude in radians) and "cosine"
+        (the last four: a Euclidean filter join on the device, each pair
+        decided on the host by scikit-learn's own test, float64 only; see
+        :func:`skyjoin.self_join`); "precomputed" with a sparse
+        radius-neighbours graph is used directly; anything else is computed
+        by ``sklearn.cluster.DBSCAN``, with a UserWarning naming a metric
+        that skyjoin does not know.
     metric_params : dict, default=None
         Passed to scikit-learn (any value other than None/{} means the
         scikit-learn path).
@@ -125,9 +137,10 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         Leave the results on the GPU: ``labels_``, ``core_sample_indices_``
         and ``components_`` are CuPy arrays, and no copy of them to the host
         is made (saves the device-to-host copy, 8 bytes a sample for the
-        labels).  Needs Euclidean DBSCAN on the GPU (``device="gpu"``, or
-        "auto" with a GPU); otherwise ``fit`` raises ValueError.  The
-        HYBRID-DBSCAN path, which assigns on the host, uploads its result.
+        labels).  Needs a metric of the join on the GPU (``device="gpu"``,
+        or "auto" with a GPU); otherwise ``fit`` raises ValueError.  The
+        HYBRID-DBSCAN path, which assigns on the host (the only path of
+        the metrics other than the Euclidean), uploads its result.
 
     Attributes
     ----------
@@ -312,7 +325,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             # points on the GPU (skyjoin._core.device_input): read in place, never
             # through scikit-learn's host validation
             route = fit_route(self.metric, self.metric_params, self.p, False)
-            _refuse_host_route(route, self.metric)
+            _refuse_host_route(route, self.metric, fit_metric(self.metric, self.p))
             device = resolve_device(self.device, data_on_gpu=True)
             X = as_device_points(X, "X", min_rows=1)
             self._features_of_device_input(X)
@@ -326,16 +339,24 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         min_samples = check_min_samples(self.min_samples)
         precision = check_precision(self.precision)
         memory_limit = check_memory_limit(self.memory_limit)
-        plan = plan_fit(route, device, precision, sample_weight is not None, X.shape[1],
-                        on_device=self.on_device,
-                        join_fraction=join_fraction(X, eps, device))
+        metric = fit_metric(self.metric, self.p) if route == "join" else "euclidean"
+        if route == "sklearn":
+            _warn_unknown_metric(self.metric)
+        Xj, eps_j, refine = X, eps, None
+        if metric != "euclidean":       # the filter's points and radius, the checked points
+            points = metric_points([(X, "X")], metric, precision)
+            (Xj,), eps_j = filter_problem(points, eps)
+            refine = (points, eps)
+        plan = plan_fit(route, device, precision, sample_weight is not None, Xj.shape[1],
+                        on_device=self.on_device, metric=metric,
+                        join_fraction=join_fraction(Xj, eps_j, device))
         timings: dict = {}
         t0 = time.perf_counter()
         if route == "join":
-            Xc, eps_c = _conditioned(plan, X, eps)
+            Xc, eps_c = _conditioned(plan, X, eps) if refine is None else (Xj, eps_j)
             core, labels, path = engine.run(plan, Xc, eps_c, min_samples, sample_weight,
-                                            timings, memory_limit, overwrite_x=Xc is not X)
-            del Xc
+                                            timings, memory_limit, Xc is not X, refine)
+            del Xc, Xj
         else:
             report(plan, "dbscan plan")
             if route == "sklearn":
@@ -413,14 +434,31 @@ def _conditioned(plan, X, eps):
     return Xc, eps_c
 
 
-def _refuse_host_route(route, metric) -> None:
-    """TypeError for points on the GPU on a path that runs on the host
-    (scikit-learn's metrics): only Euclidean DBSCAN runs on the GPU, and the
-    points are never copied to the host implicitly.  O(1)."""
-    if route != "join":
+def _warn_unknown_metric(metric) -> None:
+    """A UserWarning naming a metric that skyjoin does not know (a callable,
+    or a name outside ``plan.KNOWN_METRICS``): scikit-learn computes the
+    clustering, and ``path_`` says "sklearn".  Known metrics that take
+    scikit-learn's path for their parameters (p, metric_params, sparse
+    input) do not warn.  O(1)."""
+    if isinstance(metric, str) and metric in KNOWN_METRICS:
+        return
+    name = metric if isinstance(metric, str) else getattr(metric, "__name__", repr(metric))
+    warnings.warn(f"metric={name!r} is not one of skyjoin's metrics: scikit-learn's DBSCAN "
+                  "computes this clustering on the host (path_ 'sklearn'); skyjoin's are "
+                  f"{', '.join(KNOWN_METRICS[:-1])}", UserWarning, stacklevel=4)
+
+
+def _refuse_host_route(route, metric, join_metric=None) -> None:
+    """TypeError for points on the GPU on a path that reads them on the host
+    (scikit-learn's metrics, and the refine of the join's other metrics):
+    only Euclidean DBSCAN reads points on the GPU, and they are never copied
+    to the host implicitly.  O(1)."""
+    if route != "join" or join_metric != "euclidean":
+        where = ("computed by scikit-learn on the host" if route != "join" else
+                 "decided on the host (the join's filter runs on the GPU from host points)")
         raise TypeError(
             f"X is on the GPU, but metric={metric!r} (with these p and metric_params) is "
-            "computed by scikit-learn on the host: only Euclidean DBSCAN runs on the GPU. "
+            f"{where}: only Euclidean DBSCAN runs on the GPU from points there. "
             "Copy X to the host first (e.g. cupy.asnumpy(X)) for this metric")
 
 
@@ -475,7 +513,8 @@ def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int
     min_samples : int, default=5
         Neighbourhood size (itself included) of a core point.
     metric, metric_params, algorithm, leaf_size, p, n_jobs
-        As ``DBSCAN``; Euclidean (minkowski with p=2) is accelerated.
+        As ``DBSCAN``; the join's metrics are accelerated (Euclidean, that
+        is minkowski with p=2, Manhattan, Chebyshev, haversine, cosine).
     sample_weight : array-like of shape (n_samples,), default=None
         As ``DBSCAN.fit``: neighbourhood weights summed exactly, rounded once.
     device : {"auto", "cpu", "gpu"} or None, default=None

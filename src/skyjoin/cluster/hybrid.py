@@ -28,11 +28,13 @@ from .._core.transfer import h2d
 from .._core.validate import check_points
 from ..index.grid import build_grid
 from ..simjoin import engine as join_engine
+from ..simjoin import metric_join
 from ..simjoin.plan import request as join_request
 from .plan import shares_grid
 from .union_find import labels_from_table
 
-__all__ = ["neighbor_table", "spatial_order", "cell_order", "hybrid_labels", "hybrid_dbscan"]
+__all__ = ["neighbor_table", "metric_neighbor_table", "spatial_order", "cell_order",
+           "hybrid_labels", "metric_hybrid_labels", "hybrid_dbscan"]
 
 
 def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, on_device=False,
@@ -81,6 +83,20 @@ def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, o
                         precision=precision, memory_limit=memory_limit,
                         on_device=bool(on_device) and device == "gpu", algorithm=algorithm)
     return join_engine.run(plan, None, X, eps, timings=timings, grid=grid)
+
+
+def metric_neighbor_table(points, eps, X, filter_eps, *, device="cpu", timings=None,
+                          algorithm="grid", memory_limit="auto"):
+    """T under a metric other than the Euclidean (``skyjoin.simjoin.metric_join``):
+    the filter join of X (the conditioned filter points of ``points``, in the
+    same order, on the host or on the GPU) at ``filter_eps`` on ``device``,
+    its table refined on the host at the caller's radius eps.  Rows exclude
+    the point itself and are unsorted, as ``neighbor_table``'s.  Cost: the
+    filter join's, plus O(candidates d) for the refine."""
+    plan = join_request(device, self_join=True, output="table", sort=False, include_self=False,
+                        memory_limit=memory_limit, algorithm=algorithm,
+                        metric=points.metric)
+    return metric_join.run(plan, None, X, filter_eps, points=points, eps=eps, timings=timings)
 
 
 def spatial_order(X, eps, precision="float64", device="cpu"):
@@ -264,4 +280,31 @@ def hybrid_labels(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
         timings["assign"] = t3 - t2
         timings["pairs"] = nt.n_pairs
         timings["join_grid"] = float(join_t.get("grid", 0.0))
+    return np.flatnonzero(is_core), labels
+
+
+def metric_hybrid_labels(points, eps, X, filter_eps, min_samples, *, sample_weight=None,
+                         device="cpu", timings=None, memory_limit="auto",
+                         join_algorithm="grid"):
+    """HYBRID-DBSCAN (§3, Algorithm 1) under a metric other than the Euclidean:
+    the points numbered in the cell order of their filter points X
+    (``cell_order``; X and ``filter_eps`` conditioned by the caller,
+    ``metric_join.filter_problem``), T from ``metric_neighbor_table`` (the
+    filter join on ``device``, refined on the host at the caller's eps),
+    then the assignment (``union_find.labels_from_table``).  Returns and
+    costs as ``hybrid_dbscan``, plus the refine's O(candidates d)."""
+    t0 = time.perf_counter()
+    Xo, order = cell_order(X, filter_eps, device, "float64")
+    ordered = points.ordered(order)
+    t1 = time.perf_counter()
+    join_t: dict = {}
+    nt = metric_neighbor_table(ordered, eps, Xo, filter_eps, device=device, timings=join_t,
+                               algorithm=join_algorithm, memory_limit=memory_limit)
+    del Xo, ordered
+    t2 = time.perf_counter()
+    is_core, labels = labels_from_table(nt.indptr, nt.indices, min_samples, sample_weight,
+                                        order=order)
+    if timings is not None:
+        timings.update(order=t1 - t0, table=t2 - t1, assign=time.perf_counter() - t2,
+                       pairs=nt.n_pairs, join_grid=float(join_t.get("grid", 0.0)))
     return np.flatnonzero(is_core), labels

@@ -11,16 +11,18 @@ and docs/decisions/dbscan-sweep.md (``plan_sweep``).
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 from .._core.thread_count import cpu_threads
 from .._core.threads import threadsafe_numba
 from ..simjoin.algorithm import candidate_fraction, choose_algorithm, needs_sample
+from ..simjoin.metrics import METRIC_ALIASES, METRICS
 from .grid_cpu import MAX_DIMS
 
 log = logging.getLogger("skyjoin")
 
-__all__ = ["DBSCANPlan", "fit_route", "grid_applies", "shares_grid", "table_algorithm",
+__all__ = ["DBSCANPlan", "fit_route", "fit_metric", "KNOWN_METRICS", "grid_applies", "shares_grid", "table_algorithm",
            "join_fraction",
            "results_on_device", "plan_fit", "plan_sweep", "FIT_PATHS", "SWEEP_METHODS"]
 
@@ -63,6 +65,9 @@ class DBSCANPlan:
     join_algorithm : {"grid", "brute"}
         The join's algorithm for the neighbour tables of the table paths
         (``table_algorithm``).
+    metric : str
+        The join's metric (``fit_metric``): "euclidean", or one decided by
+        a Euclidean filter and an exact refine (table paths only).
     ran : str or None
         The path that computed the result, once it has run (``path_``).
     """
@@ -78,6 +83,7 @@ class DBSCANPlan:
     shared_grid: bool = False
     on_device: bool = False
     join_algorithm: str = "grid"
+    metric: str = "euclidean"
     ran: str | None = None
 
     @property
@@ -89,6 +95,8 @@ class DBSCANPlan:
         """One line for ``-v`` logging."""
         parts = [f"dbscan on {self.device or 'host'}: " + " -> ".join(self.paths),
                  self.precision]
+        if self.metric != "euclidean":
+            parts.append(f"metric {self.metric} (Euclidean filter, exact refine)")
         if self.weighted:
             parts.append("weighted")
         if self.table_on_device:
@@ -107,26 +115,45 @@ class DBSCANPlan:
         return ", ".join(parts)
 
 
-_EUCLIDEAN = ("euclidean", "l2", "minkowski")
+#: metric names that ``fit_route`` knows (the others are unknown to skyjoin:
+#: scikit-learn runs them, and the estimator warns)
+KNOWN_METRICS = METRICS + tuple(METRIC_ALIASES) + ("minkowski", "precomputed")
+#: minkowski's powers that are metrics of the join (scikit-learn's own reading)
+_MINKOWSKI = {1.0: "manhattan", 2.0: "euclidean", math.inf: "chebyshev"}
+
+
+def fit_metric(metric, p):
+    """The join's metric of a clustering (a name of
+    ``skyjoin.simjoin.metrics.METRICS``), or None when the join has none:
+    the metrics of ``METRICS`` and their aliases with p None or 2 (as
+    before for the Euclidean metric), and "minkowski" with p = 1, 2 or inf
+    (which scikit-learn reads as "manhattan", "euclidean", "chebyshev";
+    p=None it refuses).  O(1)."""
+    if not isinstance(metric, str):
+        return None
+    if metric == "minkowski":
+        return None if p is None else _MINKOWSKI.get(float(p))
+    name = METRIC_ALIASES.get(metric, metric)
+    if name not in METRICS:
+        return None
+    return name if p is None or float(p) == 2.0 else None
 
 
 def fit_route(metric, metric_params, p, sparse_input: bool) -> str:
     """Which family of paths a clustering takes: "join", "graph" or "sklearn".
 
     "graph": ``metric="precomputed"`` with a sparse X (a radius-neighbours
-    graph, read as the neighbour table); "join": the Euclidean distance
-    ("euclidean", "l2", or "minkowski" with p = 2; p None or 2 otherwise;
-    no ``metric_params``) on dense X; "sklearn": everything else (other
+    graph, read as the neighbour table); "join": a metric of the join
+    (``fit_metric``: Euclidean, Manhattan, Chebyshev, haversine, cosine),
+    no ``metric_params``, on dense X; "sklearn": everything else (other
     metrics, callables, dense precomputed matrices, sparse features), run by
     ``sklearn.cluster.DBSCAN`` unchanged.  O(1).
     """
     if metric == "precomputed":
         return "graph" if sparse_input else "sklearn"
-    if sparse_input or not isinstance(metric, str) or metric not in _EUCLIDEAN or metric_params:
+    if sparse_input or metric_params or fit_metric(metric, p) is None:
         return "sklearn"
-    if metric == "minkowski":  # scikit-learn refuses p=None with minkowski
-        return "join" if p is not None and float(p) == 2.0 else "sklearn"
-    return "join" if p is None or float(p) == 2.0 else "sklearn"
+    return "join"
 
 
 def grid_applies(device: str, precision: str, weighted: bool, n_features: int,
@@ -205,11 +232,15 @@ def results_on_device(on_device: bool, device: str | None, route: str = "join") 
 
 def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
              n_features: int, on_device: bool = False,
-             join_fraction: float | None = None) -> DBSCANPlan:
+             join_fraction: float | None = None, metric: str = "euclidean") -> DBSCANPlan:
     """The plan of one clustering (``DBSCAN.fit``, ``dbscan``).
 
     route "graph" (a precomputed sparse graph) and "sklearn" (other
-    metrics) are single paths.  Euclidean DBSCAN on the join ("join"):
+    metrics) are single paths.  A metric other than the Euclidean takes
+    HYBRID-DBSCAN alone ("hybrid-cpu", "hybrid-gpu": the filter join on the
+    device, its table refined on the host, ``skyjoin.simjoin.metric_join``,
+    then assigned there; the grid paths and the device table are
+    Euclidean).  Euclidean DBSCAN on the join ("join"):
 
     * CPU: "grid-cpu" when ``grid_applies``, else (or when the grid does not
       fit) "hybrid-cpu", HYBRID-DBSCAN with the join on the CPU;
@@ -234,6 +265,9 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
         The sampled share of grid candidates among the pairs
         (``skyjoin.simjoin.algorithm.candidate_fraction``), for the tables'
         algorithm (``table_algorithm``); None: the grid.
+    metric : str
+        The join's metric (``fit_metric``); n_features are then those of
+        the filter's points.
 
     Returns
     -------
@@ -246,6 +280,11 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     on_device = results_on_device(on_device, device, route)
     if route != "join":
         return DBSCANPlan(device=None, paths=(route,), precision=precision, weighted=weighted)
+    algorithm = table_algorithm(device, n_features, join_fraction)
+    if metric != "euclidean":
+        return DBSCANPlan(device=device, paths=(f"hybrid-{device}",), precision=precision,
+                          weighted=weighted, on_device=on_device, join_algorithm=algorithm,
+                          metric=metric)
     grid = grid_applies(device, precision, weighted, n_features)
     if device == "gpu":
         paths = (("grid-gpu",) if grid else ()) + ("gpu", "hybrid-gpu")
@@ -253,7 +292,7 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
         paths = (("grid-cpu",) if grid else ()) + ("hybrid-cpu",)
     return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
                       shared_grid=shares_grid(device, precision), on_device=on_device,
-                      join_algorithm=table_algorithm(device, n_features, join_fraction))
+                      join_algorithm=algorithm)
 
 
 def _thread_split(device: str, pipelined: bool):
@@ -272,7 +311,8 @@ def _thread_split(device: str, pipelined: bool):
 
 def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_eps: int,
                method: str = "auto", pipeline: bool = True,
-               on_device: bool = False, join_fraction: float | None = None) -> DBSCANPlan:
+               on_device: bool = False, join_fraction: float | None = None,
+               metric: str = "euclidean") -> DBSCANPlan:
     """The plan of ``dbscan_sweep``.
 
     method "hybrid": the table path only, T streamed to the host and every
@@ -287,7 +327,10 @@ def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_e
     Pipelining (§7.5) needs two eps and a thread-safe Numba threading layer
     (``_core.threads.threadsafe_numba``).  ``on_device``: every result's
     labels and core indices stay on the GPU (``results_on_device``).
-    ``join_fraction``: as for ``plan_fit`` (at the largest eps).
+    ``join_fraction``: as for ``plan_fit`` (at the largest eps).  A metric
+    other than the Euclidean takes the table path alone, each eps's table
+    built by its own filter and refined (``skyjoin.simjoin.metric_join``),
+    streamed to the host.
 
     Notes
     -----
@@ -296,7 +339,9 @@ def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_e
     on_device = results_on_device(on_device, device)
     hybrid = method == "hybrid"
     paths = ("table",)
-    if not hybrid and grid_applies(device, precision, weighted, n_features, sweep=True):
+    if metric != "euclidean":
+        hybrid = True                    # refined on the host: no device table
+    elif not hybrid and grid_applies(device, precision, weighted, n_features, sweep=True):
         paths = ("grid-gpu" if device == "gpu" else "grid-cpu",) + paths
     pipelined = bool(pipeline) and n_eps > 1 and paths[0] != "grid-gpu"
     if pipelined and not threadsafe_numba():
@@ -307,4 +352,5 @@ def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_e
     return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
                       table_on_device=device == "gpu" and not hybrid, pipelined=pipelined,
                       build_threads=build, assign_threads=assign, on_device=on_device,
-                      join_algorithm=table_algorithm(device, n_features, join_fraction))
+                      join_algorithm=table_algorithm(device, n_features, join_fraction),
+                      metric=metric)

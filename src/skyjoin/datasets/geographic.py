@@ -63,7 +63,8 @@ def _check_count(name: str, value, low: int) -> int:
 @fill_doc
 def geographic(n: int, n_clusters: int = 20, spread_km: float = 300.0,
                noise_fraction: float = 0.1, seed: Seed = None, degrees: bool = False,
-               return_labels: bool = False, return_centers: bool = False):
+               return_labels: bool = False,
+               return_centers: bool = False) -> np.ndarray | tuple[np.ndarray, ...]:
     """Clusters of (lat, lon) points around places on the sphere, with noise.
 
     The first centres are :data:`PINNED_PLACES`: the north pole, the south

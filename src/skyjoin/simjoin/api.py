@@ -36,8 +36,9 @@ from .._core.timing import phase
 from .._core.validate import check_bool, check_eps, check_points, check_precision, \
     working_dtype
 from ..index.grid import check_index_dims
-from . import engine
+from . import engine, metric_join
 from .algorithm import resolve_algorithm
+from .metrics import check_metric
 from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, check_memory_limit, request
 from .result import NeighborTable, PairStream
 
@@ -110,6 +111,16 @@ def _prepare(named, eps, precision, device, index_dims):
     return condition_checked(arrays, [name for _, name in named], eps, precision)
 
 
+def _points(named, eps, precision, device, index_dims, metric):
+    """``_prepare`` for the Euclidean metric: ``(arrays, eps, None)``; for
+    another, the filter's points and radius, conditioned, and the checked
+    points (``metric_join.metric_points``, ``metric_join.filter_problem``)."""
+    if metric == "euclidean":
+        return (*_prepare(named, eps, precision, device, index_dims), None)
+    mp = metric_join.metric_points(named, metric, precision, index_dims)
+    return (*metric_join.filter_problem(mp, eps), mp)
+
+
 def _scale_exponent(eps, eps_conditioned) -> int:
     """The power of two by which ``_prepare`` scaled the points (exact: the
     conditioning multiplies eps by that power)."""
@@ -139,15 +150,17 @@ def _gpu_fits(R, S, precision) -> str:
     return what
 
 
-def _run(plan: JoinPlan, R, S, eps, options, timings):
-    """Hand the request to the engine entry; on the GPU, the points checked
-    against the free device memory first and CuPy's out-of-memory error
-    reported as ``DeviceMemoryError``."""
+def _run(plan: JoinPlan, R, S, eps, options, timings, metric_call=None):
+    """Hand the request to the engine entry (``metric_call``: the metric
+    join's, ``metric_join.run`` with its points, radius and output bound);
+    on the GPU, the points checked against the free device memory first and
+    CuPy's out-of-memory error reported as ``DeviceMemoryError``."""
+    run = engine.run if metric_call is None else metric_call
     if plan.device != "gpu":
-        return engine.run(plan, R, S, eps, timings=timings)
+        return run(plan, R, S, eps, timings=timings)
     what = _gpu_fits(R, S, plan.precision)
     with oom_as_error(cupy(), what):
-        return engine.run(plan, R, S, eps, timings=timings, progress=options.get("progress"))
+        return run(plan, R, S, eps, timings=timings, progress=options.get("progress"))
 
 
 @overload
@@ -155,7 +168,8 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = ...,
               output: Literal["table"] = ..., sort: bool = ..., pattern: str = ...,
               device: str | None = ..., precision: str = ..., index_dims: int | None = ...,
               algorithm: str = ..., return_distance: bool = ..., memory_limit: int | str = ...,
-              timings: dict[str, float] | None = ..., **options: Any) -> NeighborTable: ...
+              metric: str = ..., timings: dict[str, float] | None = ...,
+              **options: Any) -> NeighborTable: ...
 
 
 @overload
@@ -163,7 +177,8 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = ...,
               output: Literal["counts"], sort: bool = ..., pattern: str = ...,
               device: str | None = ..., precision: str = ..., index_dims: int | None = ...,
               algorithm: str = ..., return_distance: bool = ..., memory_limit: int | str = ...,
-              timings: dict[str, float] | None = ..., **options: Any) -> np.ndarray: ...
+              metric: str = ..., timings: dict[str, float] | None = ...,
+              **options: Any) -> np.ndarray: ...
 
 
 @overload
@@ -171,7 +186,7 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = ..., output: str
               sort: bool = ..., pattern: str = ..., device: str | None = ...,
               precision: str = ..., index_dims: int | None = ..., algorithm: str = ...,
               return_distance: bool = ..., memory_limit: int | str = ...,
-              timings: dict[str, float] | None = ...,
+              metric: str = ..., timings: dict[str, float] | None = ...,
               **options: Any) -> NeighborTable | np.ndarray: ...
 
 
@@ -180,13 +195,14 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
               precision: str = "float64", index_dims: int | None = None,
               algorithm: str = "auto",
               return_distance: bool = False, memory_limit: int | str = "auto",
-              timings: dict[str, float] | None = None,
+              metric: str = "euclidean", timings: dict[str, float] | None = None,
               **options: Any) -> NeighborTable | np.ndarray:
     """All pairs of points of X within distance eps of each other.
 
     The pair (i, j) is reported iff ``sum_k (X[i, k] - X[j, k])**2 <= eps**2``
-    evaluated in the working precision.  Results are symmetric: (i, j) and
-    (j, i) both appear.
+    evaluated in the working precision (for another ``metric``, iff
+    scikit-learn's test of that metric accepts it).  Results are symmetric:
+    (i, j) and (j, i) both appear.
 
     Parameters
     ----------
@@ -236,12 +252,24 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     return_distance : bool, default False
         Also give the distance of every pair, ``NeighborTable.distances``:
         the square root of the very sum the test compared with ``eps**2``
-        (working precision: float64 for float64 input).
+        (working precision: float64 for float64 input); for another
+        ``metric``, scikit-learn's distance of the pair, from the value its
+        test compared.
     memory_limit : int or "auto", default "auto"
         Bytes the table (and its distances) may take in the memory it goes
         to.  "auto": ``skyjoin.simjoin.plan.MEMORY_MARGIN`` of the memory free
         there when the count is known (host: ``MemAvailable``; device: the
         GPU's free memory).
+    metric : str, default "euclidean"
+        scikit-learn's names and meanings: "euclidean" ("l2"), "manhattan"
+        ("cityblock", "l1"), "chebyshev" ("infinity"), "haversine" (latitude,
+        longitude in radians, within [-pi/2, pi/2] and [-2 pi, 2 pi]) and
+        "cosine" (1 - cosine similarity; rows of non-zero norm).  The pairs
+        of ``sklearn.neighbors.radius_neighbors_graph(X, eps, metric=...)``
+        exactly: a Euclidean join filters with a proven margin, then
+        scikit-learn's own test decides on the host in float64
+        (``skyjoin.simjoin.metric_join``).  Not with ``precision="float32"``
+        nor points on the GPU.
     timings : dict, optional
         If given, filled with the seconds spent in each phase.
     **options
@@ -343,15 +371,18 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     check_bool(sort, "sort")
     _check_distance_request(return_distance, output)
     memory_limit = check_memory_limit(memory_limit)
+    metric = check_metric(metric)
     dev = resolve_device(device, data_on_gpu=on_gpu(X))
     options = _split_options(dev, options)
-    (X,), eps_c = _prepare([(X, "X")], eps, precision, dev, index_dims)
-    plan = request(dev, self_join=True, output=output, sort=sort, include_self=include_self,
-                   precision=precision, index_dims=index_dims, pattern=pattern,
-                   memory_limit=memory_limit, return_distance=return_distance,
+    (X,), eps_c, mp = _points([(X, "X")], eps, precision, dev, index_dims, metric)
+    plan = request(dev, self_join=True, output="table" if mp else output, sort=sort,
+                   include_self=include_self, precision=precision, index_dims=index_dims,
+                   pattern=pattern, memory_limit=memory_limit,
+                   return_distance=return_distance and not mp, metric=metric,
                    algorithm=resolve_algorithm(algorithm, X, X, eps_c), **_routing(options))
-    res = _run(plan, None, X, eps_c, options, timings)
-    if return_distance:
+    res = _run(plan, None, X, eps_c, options, timings,
+               metric_join.entry(mp, eps, output, return_distance))
+    if return_distance and not mp:
         with phase(timings, "distances"):
             res = _with_distances(res, X, None, _scale_exponent(eps, eps_c))
     return res
@@ -360,7 +391,8 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
 def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort: bool = True,
          device: str | None = None, precision: str = "float64", index_dims: int | None = None,
          algorithm: str = "auto", return_distance: bool = False, memory_limit: int | str = "auto",
-         timings: dict[str, float] | None = None, **options: Any) -> NeighborTable | np.ndarray:
+         metric: str = "euclidean", timings: dict[str, float] | None = None,
+         **options: Any) -> NeighborTable | np.ndarray:
     """All pairs (i, j) with R[i] within distance eps of S[j] (R join S).
 
     Parameters
@@ -374,7 +406,10 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     output : {"table", "counts"}
         A :class:`NeighborTable` of shape (n_r, n_s), or the int64 number of
         points of S near each point of R.
-    sort, device, precision, index_dims, algorithm, return_distance, memory_limit, timings, **options
+    sort, device, precision, index_dims, algorithm, return_distance, memory_limit, metric
+        As for :func:`self_join` (metric: rows R are scikit-learn's queries,
+        columns S its fitted points).
+    timings, **options
         As for :func:`self_join`.
 
     Returns
@@ -426,15 +461,17 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     check_bool(sort, "sort")
     _check_distance_request(return_distance, output)
     memory_limit = check_memory_limit(memory_limit)
+    metric = check_metric(metric)
     dev = resolve_device(device, data_on_gpu=on_gpu(R) or on_gpu(S))
     options = _split_options(dev, options)
-    (R, S), eps_c = _prepare([(R, "R"), (S, "S")], eps, precision, dev, index_dims)
-    plan = request(dev, self_join=False, output=output, sort=sort, precision=precision,
-                   index_dims=index_dims, pattern="full", memory_limit=memory_limit,
-                   return_distance=return_distance,
-                   algorithm=resolve_algorithm(algorithm, R, S, eps_c), **_routing(options))
-    res = _run(plan, R, S, eps_c, options, timings)
-    if return_distance:
+    (R, S), eps_c, mp = _points([(R, "R"), (S, "S")], eps, precision, dev, index_dims, metric)
+    plan = request(dev, self_join=False, output="table" if mp else output, sort=sort,
+                   precision=precision, index_dims=index_dims, pattern="full",
+                   memory_limit=memory_limit, return_distance=return_distance and not mp,
+                   metric=metric, algorithm=resolve_algorithm(algorithm, R, S, eps_c),
+                   **_routing(options))
+    res = _run(plan, R, S, eps_c, options, timings, metric_join.entry(mp, eps, output, return_distance))
+    if return_distance and not mp:
         with phase(timings, "distances"):
             res = _with_distances(res, R, S, _scale_exponent(eps, eps_c))
     return res
@@ -448,7 +485,8 @@ DEFAULT_CHUNK_PAIRS = 1 << 26
 def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, sort: bool = True,
                      max_pairs: int = DEFAULT_CHUNK_PAIRS, pattern: str = "auto",
                      device: str | None = None, precision: str = "float64",
-                     index_dims: int | None = None, **options: Any) -> PairStream:
+                     index_dims: int | None = None, metric: str = "euclidean",
+                     **options: Any) -> PairStream:
     """The self-join result as a stream of bounded chunks, for any result size.
 
     Rows are taken in order: each chunk holds every pair of the rows
@@ -460,10 +498,12 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
 
     Parameters
     ----------
-    X, eps, include_self, sort, pattern, device, precision, index_dims, **options
+    X, eps, include_self, sort, pattern, device, precision, index_dims, metric, **options
         As for :func:`self_join` (every pattern gives the same pairs; the
         CPU fills chunks with the full pattern whatever is asked, and the
-        plan records it).
+        plan records it).  Under a metric other than the Euclidean, the
+        filter's chunks are made twice, once to count the refined pairs
+        (``count()``), once to hand them over: twice the join's time.
     max_pairs : int
         Target number of pairs per chunk (default 2**26).  Each chunk
         costs the CPU fill a gather of the candidates of every cell that
@@ -538,16 +578,17 @@ def self_join_chunks(X: ArrayLike, eps: float, *, include_self: bool = False, so
     _check_choice(pattern, "pattern", PATTERNS)
     check_bool(include_self, "include_self")
     check_bool(sort, "sort")
+    metric = check_metric(metric)
     dev = resolve_device(device, data_on_gpu=on_gpu(X))
     options = _split_options(dev, options)
     for ignored in ("on_device", "batch_pairs", "progress"):   # chunks decide these
         options.pop(ignored, None)
-    (X,), eps = _prepare([(X, "X")], eps, precision, dev, index_dims)
+    (Xc,), eps_c, mp = _points([(X, "X")], eps, precision, dev, index_dims, metric)
     plan = request(dev, self_join=True, sort=sort, include_self=include_self,
                    precision=precision, index_dims=index_dims, pattern=pattern, chunks=True,
-                   **_routing(options))
+                   metric=metric, **_routing(options))
+    chunks = (engine.run_chunks(plan, Xc, eps_c, int(max_pairs)) if mp is None
+              else metric_join.run_chunks(plan, mp, eps, Xc, eps_c, int(max_pairs)))
     if dev == "gpu":
-        what = _gpu_fits(None, X, precision)
-        return PairStream(oom_as_error_in(cupy(), what, engine.run_chunks(plan, X, eps,
-                                                                           int(max_pairs))))
-    return PairStream(engine.run_chunks(plan, X, eps, int(max_pairs)))
+        return PairStream(oom_as_error_in(cupy(), _gpu_fits(None, Xc, precision), chunks))
+    return PairStream(chunks)

@@ -105,6 +105,9 @@ class JoinPlan:
         The grid of non-empty cells, or the brute-force screen of every
         pair (``algorithm.choose_algorithm``); the pattern, index and kernel choices
         apply to the grid only.
+    metric : str
+        The join's metric: "euclidean", or one that a Euclidean filter serves
+        before an exact refine (``skyjoin.simjoin.metric_join``).
     reason : str
         Why the "auto" choices came out as they did.
     """
@@ -129,11 +132,14 @@ class JoinPlan:
     id_width: str | None = None
     device_memory_limit: int | None = None
     algorithm: str = "grid"
+    metric: str = "euclidean"
     reason: str = ""
 
     def describe(self) -> str:
         """One line for ``-v`` logging."""
         what = "self-join" if self.self_join else "join"
+        if self.metric != "euclidean":
+            what += f" ({self.metric}: Euclidean filter, exact refine on the host)"
         if self.algorithm == "brute":
             return (f"{what} on {self.device} by brute force (matrix-product screen, exact test):"
                     f" route={self.memory_route} precision={self.precision} sort={self.sort}"
@@ -242,7 +248,7 @@ def request(device: str, *, self_join: bool, output: str = "table", sort: bool =
             index_dims: int | None = None, pattern="auto", memory_limit="auto",
             return_distance: bool = False, on_device: bool = False, chunks: bool = False,
             kernel="auto", threads_per_point="auto", schedule="auto", batch_pairs=None,
-            device_memory_limit=None, algorithm="grid") -> JoinPlan:
+            device_memory_limit=None, algorithm="grid", metric="euclidean") -> JoinPlan:
     """The request of one join call on the resolved ``device``, built at its
     public boundary: the caller's choices, "auto" where the engine's rule
     decides once the grid is built (``plan_cpu``, ``plan_gpu``), and the
@@ -265,7 +271,7 @@ def request(device: str, *, self_join: bool, output: str = "table", sort: bool =
                   memory_route=memory_route(output, on_device=bool(on_device) and gpu,
                                             chunks=chunks),
                   engine=ENGINES["gpu" if gpu else "cpu"],
-                  algorithm=algorithm)
+                  algorithm=algorithm, metric=metric)
     if not gpu:
         return JoinPlan(device=device, pattern=pattern if self_join else "full", **common)
     return JoinPlan(device="gpu", pattern=pattern, kernel=kernel,

@@ -57,6 +57,8 @@ from ..._core.thread_count import numba_threads
 from ..._core.transfer import to_device
 from ..._core.validate import check_bool, check_eps, check_min_samples, check_points, \
     check_precision, working_dtype
+from ...simjoin.metric_join import filter_problem, metric_points
+from ...simjoin.metrics import check_metric
 from ..grid_gpu import gpu_grid_dbscan
 from ..params import check_sample_weight
 from ..plan import SWEEP_METHODS, DBSCANPlan, join_fraction, plan_sweep
@@ -105,7 +107,8 @@ def _levels(min_samples):
 def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | Sequence[int], *,
                  sample_weight: ArrayLike | None = None, device: str | None = None,
                  precision: str = "float64", pipeline: bool = True, progress: bool = False,
-                 method: str = "auto", on_device: bool = False) -> Iterator[SweepResult]:
+                 method: str = "auto", on_device: bool = False,
+                 metric: str = "euclidean") -> Iterator[SweepResult]:
     """DBSCAN for every (eps, min_samples) pair, reusing tables and pipelining (§7.5-7.6).
 
     Parameters
@@ -152,6 +155,14 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
         arrays, no copy to the host); needs the GPU (ValueError otherwise).
         A table assigned on the host (method "hybrid", or a table too
         large for the GPU) has its results uploaded.
+    metric : str, default "euclidean"
+        As for :func:`skyjoin.self_join` ("manhattan", "chebyshev",
+        "haversine", "cosine" and their aliases; unknown: ValueError).
+        Another metric than the Euclidean takes the table path: each eps's
+        table is built by its own filter join on the device, refined on the
+        host (``skyjoin.simjoin.metric_join``) and assigned there, so the
+        labels are ``sklearn.cluster.DBSCAN(metric=...)``'s.  Host points,
+        float64 only.
 
     Returns
     -------
@@ -212,16 +223,22 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
     if method not in SWEEP_METHODS:
         raise ValueError(f"method must be 'auto' or 'hybrid', got {method!r}")
     on_device = check_bool(on_device, "on_device")
+    metric = check_metric(metric)
     dev = resolve_device(device, data_on_gpu=on_gpu(X))
-    points: Any = (as_device_points(X, "X", allow_empty=False, check_finite=True)
+    mp = None if metric == "euclidean" else metric_points([(X, "X")], metric, precision)
+    points: Any = (mp.filter[0] if mp is not None     # the filter's points
+                   else as_device_points(X, "X", allow_empty=False, check_finite=True)
                    if on_gpu(X)     # read in place; no GPU path of the sweep tests the values
                    else check_points(X, name="X"))
     if sample_weight is not None:          # DBSCAN's rule, then the sweep's float64
         sample_weight = np.ascontiguousarray(
             check_sample_weight(sample_weight, points.shape[0]), dtype=np.float64)
+    sample, sample_eps = points, max(eps_list)
+    if mp is not None:                     # the filter's points at the largest radius
+        (sample,), sample_eps = filter_problem(mp, max(eps_list))
     plan = plan_sweep(dev, precision, sample_weight is not None, points.shape[1],
-                      len(eps_list), method, pipeline, on_device=on_device,
-                      join_fraction=join_fraction(points, max(eps_list), dev))
+                      len(eps_list), method, pipeline, on_device=on_device, metric=metric,
+                      join_fraction=join_fraction(sample, sample_eps, dev))
     log.debug("%s", plan.describe())
     what = "GPU DBSCAN sweep"
     if plan.device == "gpu":
@@ -230,7 +247,8 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
     if plan.path == "grid-gpu":
         results = _sweep_gpu_grid(points, eps_list, ms_list, progress, plan)
     else:
-        results = _sweep(points, eps_list, ms_list, sample_weight, plan, progress)
+        results = _sweep(points if mp is None else mp, eps_list, ms_list, sample_weight, plan,
+                         progress)
     return oom_as_error_in(_device.cupy(), what, results) if plan.device == "gpu" else results
 
 

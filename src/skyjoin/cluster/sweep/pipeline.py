@@ -16,7 +16,8 @@ import time
 import numba
 
 from ..._core.conditioning import condition_points
-from ..hybrid import cell_order, neighbor_table
+from ...simjoin.metric_join import filter_problem
+from ..hybrid import cell_order, metric_neighbor_table, neighbor_table
 from .grid_links import grid_index
 
 
@@ -56,9 +57,18 @@ def _build(X, e, plan, ms_list, sample_weight):
     sweep; when its grid does not fit, or otherwise, the table T on the
     points in cell order: kept in GPU memory when ``plan.table_on_device``
     and it fits (every min_samples is then assigned there), else on the host
-    (HYBRID-DBSCAN).  O(n d) plus the join's cost (or the levels' cost).
+    (HYBRID-DBSCAN).  Under another metric (``plan.metric``; X is then the
+    checked ``MetricPoints``), T of this eps's filter join, refined on the
+    host (``hybrid.metric_neighbor_table``).  O(n d) plus the join's cost (or
+    the levels' cost).
     """
     t0 = time.perf_counter()
+    if plan.metric != "euclidean":
+        (Xf,), ef = filter_problem(X, e)
+        Xo, order = cell_order(Xf, ef, plan.device, "float64")
+        nt = metric_neighbor_table(X.ordered(order), e, Xo, ef, device=plan.device,
+                                   algorithm=plan.join_algorithm)
+        return ("table", nt, order), time.perf_counter() - t0
     (X,), e = condition_points([X], e, plan.precision)   # the grid's and the join's range
     if plan.path == "grid-cpu":
         gi = grid_index(X, e, ms_list[::-1], sample_weight)
