@@ -183,3 +183,63 @@ def test_emulated_grid_boxes_rounded_outwards_stay_exact(emulated, offset):
         np.testing.assert_array_equal(labels, ref.labels_)
         np.testing.assert_array_equal(core, ref.core_sample_indices_)
         assert ref.labels_.max() >= (30 if m == 2 else 1) and (ref.labels_ < 0).any()
+
+
+@pytest.mark.parametrize("name,X,eps,m", list(_cases())[:6], ids=[c[0] for c in _cases()][:6])
+def test_emulated_grid_without_a_row_table_searches_the_keys(emulated, monkeypatch, name, X,
+                                                             eps, m):
+    """A row table over its limit (sphere-like data spans far more rows than
+    points) is replaced by a binary search of the cells' keys: same labels."""
+    from skyjoin.cluster import grid_gpu
+
+    monkeypatch.setattr(grid_gpu, "row_table_fits", lambda rows, n: False)
+    core, labels = emulated(X, eps, m)
+    ref = SkDBSCAN(eps=eps, min_samples=m).fit(X)
+    np.testing.assert_array_equal(labels, ref.labels_)
+    np.testing.assert_array_equal(core, ref.core_sample_indices_)
+
+
+def test_emulated_grid_band_between_sure_radius_and_eps(emulated):
+    """eps_sure < eps: pairs within eps_sure decide, a pair in between that
+    matters makes the answer None (the caller's exact path runs); with no
+    pair in the band the labels are those at eps (= at eps_sure)."""
+    rng = np.random.default_rng(21)
+    lattice = np.round(rng.uniform(0, 10, (500, 2)) * 4) / 4     # ties at 0.25
+    for m in (2, 4):
+        assert emulated(lattice, 0.25, m, eps_sure=0.2499) is None
+        core, labels = emulated(lattice, 0.26, m, eps_sure=0.255)   # no pair in (0.255, 0.26]
+        ref = SkDBSCAN(eps=0.25, min_samples=m).fit(lattice)
+        np.testing.assert_array_equal(labels, ref.labels_)
+        np.testing.assert_array_equal(core, ref.core_sample_indices_)
+        assert ref.labels_.max() > 2
+    # a band pair that cannot matter: two far, dense clumps whose only band pairs
+    # join points already in one cluster
+    clump = rng.normal(0, 0.01, (200, 2))
+    X = np.concatenate([clump, clump + [5.0, 0.0]])
+    core, labels = emulated(X, 0.05, 3, eps_sure=0.045)
+    ref = SkDBSCAN(eps=0.05, min_samples=3).fit(X)
+    np.testing.assert_array_equal(labels, ref.labels_)
+
+
+def test_emulated_grid_haversine_on_unit_vectors(emulated):
+    """Haversine DBSCAN as the plan runs it on the GPU: the grid of the unit
+    vectors at the filter radius, pairs within the sure radius decided
+    there; the labels are scikit-learn's haversine labels, poles and the
+    antimeridian included.  Points on one parallel 2**-6 rad apart put pairs
+    in the band: None, and the table path decides."""
+    from skyjoin.datasets import geographic
+    from skyjoin.simjoin.metrics import filter_points, filter_radius, sure_radius
+
+    X = geographic(3000, n_clusters=8, spread_km=400, seed=5)
+    for eps, m in ((0.004, 5), (0.003, 2)):
+        U = filter_points(X, "haversine")
+        core, labels = emulated(U, filter_radius(eps, "haversine", 3), m,
+                                eps_sure=sure_radius(eps, "haversine"))
+        ref = SkDBSCAN(eps=eps, min_samples=m, metric="haversine").fit(X)
+        np.testing.assert_array_equal(labels, ref.labels_)
+        np.testing.assert_array_equal(core, ref.core_sample_indices_)
+        assert ref.labels_.max() >= 3
+    ring = np.stack([np.zeros(400), np.arange(400) * 2.0 ** -6 - 3.0], axis=1)
+    eps = 2.0 ** -6
+    assert emulated(filter_points(ring, "haversine"), filter_radius(eps, "haversine", 3), 3,
+                    eps_sure=sure_radius(eps, "haversine")) is None

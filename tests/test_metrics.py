@@ -414,7 +414,10 @@ def test_gpu_pairs_and_labels_equal_sklearn(metric, rng):
     assert sum(len(c) for c in stream) == G.nnz
     est = sj.DBSCAN(eps=eps, min_samples=5, metric=metric, device="gpu").fit(X)
     sk = SkDBSCAN(eps=eps, min_samples=5, metric=metric, algorithm="brute").fit(X)
-    assert est.path_ == "hybrid-gpu" and np.array_equal(est.labels_, sk.labels_)
+    # haversine's grid decides where no pair lies between its sure radius and eps
+    assert est.path_ in (("grid-gpu", "hybrid-gpu") if metric == "haversine"
+                         else ("hybrid-gpu",))
+    assert np.array_equal(est.labels_, sk.labels_)
     for r in sj.dbscan_sweep(X, [eps], [5], metric=metric, device="gpu"):
         assert np.array_equal(r.labels, sk.labels_)
 
@@ -425,6 +428,26 @@ def test_gpu_haversine_poles_antimeridian_ties(rng):
     eps = 2 * 2.0 ** -5
     assert _same_pairs(sj.self_join(X, eps, metric="haversine", device="gpu"),
                        _graph(X, eps, "haversine", "brute"))
+
+
+@pytest.mark.gpu
+def test_gpu_haversine_dbscan_on_the_grid_of_unit_vectors():
+    """Haversine DBSCAN on the GPU runs the grid of the unit vectors when no
+    pair near eps matters, else the table path; scikit-learn's labels both
+    ways (poles and the antimeridian in the data)."""
+    from skyjoin.datasets import geographic
+
+    X = geographic(20000, n_clusters=10, spread_km=300, seed=8)
+    for eps, m in ((0.002, 10), (0.001, 2)):
+        est = sj.DBSCAN(eps=eps, min_samples=m, metric="haversine", device="gpu").fit(X)
+        sk = SkDBSCAN(eps=eps, min_samples=m, metric="haversine").fit(X)
+        assert est.path_ == "grid-gpu"
+        assert np.array_equal(est.labels_, sk.labels_)
+        assert np.array_equal(est.core_sample_indices_, sk.core_sample_indices_)
+    ring = np.stack([np.zeros(300), np.arange(300) * 2.0 ** -6 - 2.0], axis=1)
+    est = sj.DBSCAN(eps=2.0 ** -6, min_samples=3, metric="haversine", device="gpu").fit(ring)
+    sk = SkDBSCAN(eps=2.0 ** -6, min_samples=3, metric="haversine", algorithm="brute").fit(ring)
+    assert est.path_ == "hybrid-gpu" and np.array_equal(est.labels_, sk.labels_)
 
 
 @pytest.mark.gpu

@@ -36,6 +36,7 @@ from .._core.device_memory import check_points_fit, oom_as_error
 from .._core.plans import report
 from .._core.transfer import to_device
 from .._core.validate import working_dtype
+from ..simjoin.metrics import sure_radius
 from .grid_cpu import grid_dbscan
 from .grid_gpu import gpu_grid_dbscan
 from .hybrid import hybrid_labels, metric_hybrid_labels
@@ -132,7 +133,9 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, over
             # grid that does not fit leaves them for the next path)
             res = gpu_grid_dbscan(Xd, eps, min_samples, timings=timings,
                                   on_device=plan.on_device,
-                                  overwrite_x=overwrite_x or Xd is not X)
+                                  overwrite_x=overwrite_x or Xd is not X,
+                                  eps_sure=None if metric is None
+                                  else sure_radius(metric[1], plan.metric))
             if res is not None:
                 timings["grid_dbscan"] = time.perf_counter() - t0
                 return res[0], res[1], path

@@ -75,7 +75,7 @@ from .._core.device_kernels import load
 from .._core.device_memory import mark_phase
 from .._core.device_reduce import column_bounds
 from .._core.transfer import d2h, to_device
-from ..index.fine_grid import neighbour_offsets, row_grid_shape, row_pattern
+from ..index.fine_grid import neighbour_offsets, row_grid_shape, row_pattern, row_table_fits
 from ..index.grid_gpu import sort_cells_gpu
 from .grid_cpu import MAX_DIMS
 from .grid_gpu_kernels import compiled_module
@@ -84,6 +84,7 @@ from .table_gpu import ranks_by_caller_row
 __all__ = ["gpu_grid_dbscan", "grid_components", "grid_labels", "compiled_module"]
 
 _BLOCK = 256
+_NULL = np.uint64(0)            # a null pointer argument
 
 
 def _blocks(n):
@@ -98,7 +99,10 @@ class GridClusters:
     ``perm[k]`` is the input row of sorted point k; ``parent[k]`` is the root
     (a sorted position) of a core point's component, -1 for other points.
     ``grid`` holds the device arrays and scalars of the kernels' GRID_ARGS,
-    ``pattern`` those of PATTERN_ARGS (the whole neighbour pattern).
+    ``pattern`` those of PATTERN_ARGS (the whole neighbour pattern),
+    ``decide`` those of DECIDE_ARGS; ``undecided`` (one uint32 on the
+    device) is non-zero once a pair that mattered lay between the sure
+    radius and eps.
     """
 
     Xs: object
@@ -108,21 +112,25 @@ class GridClusters:
     real: str
     grid: tuple
     pattern: tuple
-    eps2: object
+    decide: tuple
     core: object
     parent: object
+    undecided: object
 
 
 def _pattern_args(cp, off, lo, hi):
     return (np.int32(lo.size), cp.asarray(off.ravel()), cp.asarray(lo), cp.asarray(hi))
 
 
-def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False):
+def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_sure=None):
     """Stages 1 to 3 on device points Xd (float64 or float32, finite): a
     GridClusters, or None when d > 4 or the grid would be too large
-    (``index.fine_grid.row_grid_shape``).  ``overwrite_x``: Xd is scratch,
-    and once the grid is built (never when None is returned) it holds the
-    sorted points, so that one copy of the points stays in memory."""
+    (``index.fine_grid.row_grid_shape``; a row table over the limit is
+    replaced by a binary search of the cells' keys).  ``overwrite_x``: Xd
+    is scratch, and once the grid is built (never when None is returned) it
+    holds the sorted points, so that one copy of the points stays in
+    memory.  ``eps_sure`` (default eps): pairs within it are neighbours,
+    pairs between it and eps undecided (``GridClusters.undecided``)."""
     cp = cupy()
     tick = tick or (lambda name: None)
     n, d = Xd.shape
@@ -132,15 +140,20 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False):
     mod = compiled_module(real)
     load(cp, "dbscan")
     lo_h, hi_h, _ = column_bounds(cp, Xd)
-    shape = row_grid_shape(lo_h, hi_h, n, eps)
+    shape = row_grid_shape(lo_h, hi_h, n, eps, row_table=False)
     if shape is None:
         return None
     side, radix, korder_h = shape
     rs = int(radix[korder_h[-1]])
     rows = int(np.prod(radix[korder_h[:-1]]))
+    dense_rows = row_table_fits(rows, n)
     lo, radix_d, korder = cp.asarray(lo_h), cp.asarray(radix), cp.asarray(korder_h)
     rdtype = np.float32 if real == "float" else np.float64
     eps2 = rdtype(rdtype(eps) * rdtype(eps))       # e * e in the working precision
+    sure = eps if eps_sure is None else eps_sure
+    sure2 = rdtype(rdtype(sure) * rdtype(sure))
+    undecided = cp.zeros(1, dtype=cp.uint32)
+    decide = (eps2, sure2, undecided)
     # 1. bin and sort by cell
     cell = cp.empty(n, dtype=cp.int64)
     mod.get_function("bin")(_blocks(n), (_BLOCK,),
@@ -155,11 +168,18 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False):
     del Xd
     m = int(cells.size)
     cell_q = cp.empty(m, dtype=cp.int32)
-    row_start = cp.empty(rows + 1, dtype=cp.int32)
-    mod.get_function("row_table")(_blocks(max(m, rows + 1)), (_BLOCK,),
-                                  (cells, np.int64(m), np.int64(rs), np.int64(rows), cell_q,
-                                   row_start))
-    del cells
+    if dense_rows:                  # the row table; else the keys are searched
+        row_start = cp.empty(rows + 1, dtype=cp.int32)
+        mod.get_function("row_table")(_blocks(max(m, rows + 1)), (_BLOCK,),
+                                      (cells, np.int64(m), np.int64(rs), np.int64(rows), cell_q,
+                                       row_start))
+        del cells
+        keys = None
+    else:
+        mod.get_function("row_table")(_blocks(m), (_BLOCK,),
+                                      (cells, np.int64(m), np.int64(rs), np.int64(-1), cell_q,
+                                       _NULL))
+        row_start, keys = None, cells
     offsets_h, _, _ = neighbour_offsets(side, eps, radix)
     pat = row_pattern(offsets_h, korder_h)
     pattern = _pattern_args(cp, pat.off, pat.lo, pat.hi)
@@ -168,11 +188,12 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False):
     box_lo = cp.empty((m, d), dtype=cp.float32)        # rounded outwards (cell_boxes)
     box_hi = cp.empty((m, d), dtype=cp.float32)
     close = cp.empty(m, dtype=cp.uint8)
-    mod.get_function("cell_boxes")(_blocks(m), (_BLOCK,),
-                                   (Xs, np.int32(d), start, np.int64(m), eps2, box_lo, box_hi,
+    mod.get_function("cell_boxes")(_blocks(m), (_BLOCK,),     # close: within the sure radius
+                                   (Xs, np.int32(d), start, np.int64(m), sure2, box_lo, box_hi,
                                     close))
-    grid = (start, point_slot, row_start, cell_q, close, box_lo, box_hi, korder, lo,
-            np.float64(side), radix_d)
+    grid = (start, point_slot, _NULL if row_start is None else row_start,
+            _NULL if keys is None else keys, np.int64(m), np.int64(rs), cell_q, close,
+            box_lo, box_hi, korder, lo, np.float64(side), radix_d)
     tick("grid")
     # 2. core flags; for min_samples <= 2 none yet: every point is linked, and the
     # points left alone are the non-core ones (2.)
@@ -183,8 +204,8 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False):
     else:
         mod.get_function("core_flags")(
             _blocks(n), (_BLOCK,),
-            (Xs, np.int64(n), np.int32(d)) + grid + pattern + (eps2, np.int64(min_samples),
-                                                               core))
+            (Xs, np.int64(n), np.int32(d)) + grid + pattern + decide
+            + (np.int64(min_samples), core))
         tick("core")
     # 3. union-find over the core points
     parent = cp.empty(n, dtype=cp.int64)
@@ -193,21 +214,22 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False):
     mod.get_function("first_core")(_blocks(m), (_BLOCK,), (start, np.int64(m), core, first))
     mod.get_function("link_within")(
         _blocks(n), (_BLOCK,),
-        (Xs, np.int64(n), np.int32(d), start, point_slot, close, first, core, eps2, parent))
+        (Xs, np.int64(n), np.int32(d), start, point_slot, close, first, core) + decide
+        + (parent,))
     n_pos = int(pat.positive_lo.size)
     for phase in (0, 1):
         if n_pos and m:
             mod.get_function("link_between")(
                 _blocks(m), (_BLOCK,),
                 (Xs, np.int32(d), np.int64(m)) + grid + positive
-                + (positive_adjacent, np.int32(phase), first, core, eps2, parent))
+                + (positive_adjacent, np.int32(phase), first, core) + decide + (parent,))
     del first
     mod.get_function("compress")(_blocks(n), (_BLOCK,), (core, np.int64(n), parent))
     if linked and min_samples == 2:
         dp.fill(cp, core, 0)
         mod.get_function("linked_core")(_blocks(n), (_BLOCK,), (parent, np.int64(n), core))
     tick("link")
-    return GridClusters(Xs, perm, n, d, real, grid, pattern, eps2, core, parent)
+    return GridClusters(Xs, perm, n, d, real, grid, pattern, decide, core, parent, undecided)
 
 
 def grid_labels(g: GridClusters, root_label, border=True):
@@ -223,11 +245,13 @@ def grid_labels(g: GridClusters, root_label, border=True):
     if border:
         mod.get_function("border")(
             _blocks(g.n), (_BLOCK,),
-            (g.Xs, np.int64(g.n), np.int32(g.d)) + g.grid + g.pattern + (g.core, g.eps2, labels))
+            (g.Xs, np.int64(g.n), np.int32(g.d)) + g.grid + g.pattern + (g.core,) + g.decide
+            + (labels,))
     return labels
 
 
-def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overwrite_x=False):
+def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overwrite_x=False,
+                    eps_sure=None):
     """Exact DBSCAN (scikit-learn's labels) on a fine grid on the GPU, or None.
 
     Parameters
@@ -246,7 +270,14 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overw
     overwrite_x : bool, default False
         X is a device array the caller no longer needs: it is overwritten
         with the points in grid order (host input is always copied).  One
-        copy of the points fewer in device memory.
+        copy of the points fewer in device memory.  Not with ``eps_sure``,
+        whose None may send the caller's points to another path.
+    eps_sure : float, optional
+        Pairs within eps_sure are neighbours; a pair between eps_sure and
+        eps is undecided, and when one matters (it could change a core
+        flag, a link or a border label) the answer is None: a metric's
+        filter (``skyjoin.simjoin.metrics``), whose exact test then runs on
+        the table path.  Default eps: every pair is decided.
 
     Returns
     -------
@@ -270,8 +301,8 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overw
         xp = cp if on_device else np
         return xp.zeros(0, np.int64), xp.zeros(0, np.intp)
     tick("h2d")
-    g = grid_components(Xd, eps, min_samples, tick=tick,
-                        overwrite_x=overwrite_x or Xd is not X)
+    g = grid_components(Xd, eps, min_samples, tick=tick, eps_sure=eps_sure,
+                        overwrite_x=Xd is not X or (overwrite_x and eps_sure is None))
     del Xd
     if g is None:
         return None
@@ -284,8 +315,10 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overw
     mod = compiled_module(g.real)
     root_label = ranks_by_caller_row(cp, mod, g.core, g.parent, g.perm, n)
     labels = grid_labels(g, root_label, border=border)
-    perm, core = g.perm, g.core
+    perm, core, undecided = g.perm, g.core, g.undecided
     del g, root_label                       # the grid's memory, before the outputs
+    if eps_sure is not None and int(cp.asnumpy(undecided)[0]):
+        return None                 # a pair in the band between eps_sure and eps mattered
     tick("labels")
     # back in the caller's order: one scatter carries the labels and the core flags
     mod.get_function("encode_core")(_blocks(n), (_BLOCK,), (core, np.int64(n), labels))

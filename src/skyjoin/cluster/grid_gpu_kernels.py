@@ -33,6 +33,17 @@ __device__ __forceinline__ REAL d2(const REAL* X, int d, long long a, long long 
     return s;
 }
 
+// whether a pair at squared distance s (d2) is within eps: at most sure2, yes;
+// in (sure2, eps2], undecided: the flag is raised and the whole answer is
+// discarded by the caller; above eps2, no.  sure2 == eps2 (the Euclidean
+// metric) leaves nothing undecided.
+#define DECIDE_ARGS REAL eps2, REAL sure2, unsigned int* undecided
+__device__ __forceinline__ bool within(REAL s, DECIDE_ARGS) {
+    if (s <= sure2) return true;
+    if (s <= eps2) *undecided = 1;
+    return false;
+}
+
 // whether no point of slot t can be within eps of a point of slot u (box gap test).
 // Exact although the boxes are floats rounded outwards: every rounding is
 // monotone, so the gaps, their squares and their sum can only come out smaller
@@ -73,9 +84,27 @@ __device__ __forceinline__ long long row_at(const long long* q, int d, const int
     return r;
 }
 
-// the slots [*a, *b) of row r whose sparse coordinate lies in [qlo, qhi]
-__device__ __forceinline__ void row_slots(const int* row_start, const int* cell_q, long long r,
-                                          long long qlo, long long qhi, int* a, int* b) {
+// the slots [*a, *b) of row r whose sparse coordinate lies in [qlo, qhi]: from
+// the dense row table, or, without one (row_start null), by a binary search of
+// the cells' sorted keys (rs cells a row)
+__device__ __forceinline__ void row_slots(const int* row_start, const int* cell_q,
+                                          const long long* keys, long long n_cells, long long rs,
+                                          long long r, long long qlo, long long qhi,
+                                          int* a, int* b) {
+    if (!row_start) {
+        if (qlo < 0) qlo = 0;
+        if (qhi > rs - 1) qhi = rs - 1;
+        long long klo = r * rs + qlo, khi = r * rs + qhi, lo = 0, hi = n_cells;
+        while (lo < hi) {
+            long long mid = lo + ((hi - lo) >> 1);
+            if (keys[mid] < klo) lo = mid + 1; else hi = mid;
+        }
+        long long e = lo;
+        while (e < n_cells && keys[e] <= khi) ++e;
+        *a = (int)lo;
+        *b = (int)e;
+        return;
+    }
     int lo = row_start[r], end = row_start[r + 1], hi = end;
     while (lo < hi) {
         int mid = lo + ((hi - lo) >> 1);
@@ -153,12 +182,13 @@ __global__ void cell_boxes(const REAL* X, int d, const int* start, long long m,
 
 // the grid as the per-point kernels read it
 #define GRID_ARGS const int* start, const int* point_slot, const int* row_start, \
+    const long long* keys, long long n_cells, long long rs, \
     const int* cell_q, const unsigned char* close, const float* box_lo, const float* box_hi, \
     const int* korder, const double* lo, double side, const long long* radix
 #define PATTERN_ARGS int n_rows, const int* row_off, const int* row_lo, const int* row_hi
 
 __global__ void core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
-                           REAL eps2, long long min_samples, unsigned char* core) {
+                           DECIDE_ARGS, long long min_samples, unsigned char* core) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n) return;
     long long t = point_slot[p];
@@ -168,7 +198,8 @@ __global__ void core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN
         cnt = b - a;
     } else {
         cnt = 0;
-        for (long long q = a; q < b && cnt < min_samples; ++q) if (d2(X, d, p, q) <= eps2) ++cnt;
+        for (long long q = a; q < b && cnt < min_samples; ++q)
+            if (within(d2(X, d, p, q), eps2, sure2, undecided)) ++cnt;
     }
     if (cnt < min_samples) {
         long long c[MAXD];
@@ -177,11 +208,11 @@ __global__ void core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN
             long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
             if (r < 0) continue;
             int u0, u1;
-            row_slots(row_start, cell_q, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
+            row_slots(row_start, cell_q, keys, n_cells, rs, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
             for (int u = u0; u < u1 && cnt < min_samples; ++u) {
                 if (u == t || boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
                 for (long long q = start[u]; q < start[u + 1] && cnt < min_samples; ++q)
-                    if (d2(X, d, p, q) <= eps2) ++cnt;
+                    if (within(d2(X, d, p, q), eps2, sure2, undecided)) ++cnt;
             }
         }
     }
@@ -200,7 +231,7 @@ __global__ void first_core(const int* start, long long m, const unsigned char* c
 // core pairs inside each cell: a thread per point
 __global__ void link_within(const REAL* X, long long n, int d, const int* start,
                             const int* point_slot, const unsigned char* close,
-                            const int* first, const unsigned char* core, REAL eps2,
+                            const int* first, const unsigned char* core, DECIDE_ARGS,
                             long long* parent) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n || !core[p]) return;
@@ -210,7 +241,8 @@ __global__ void link_within(const REAL* X, long long n, int d, const int* start,
         return;
     }
     for (long long q = p + 1; q < start[t + 1]; ++q)
-        if (core[q] && uf_find(parent, p) != uf_find(parent, q) && d2(X, d, p, q) <= eps2)
+        if (core[q] && uf_find(parent, p) != uf_find(parent, q) &&
+            within(d2(X, d, p, q), eps2, sure2, undecided))
             uf_union(parent, p, q);
 }
 
@@ -220,7 +252,7 @@ __global__ void link_within(const REAL* X, long long n, int d, const int* start,
 // most far pairs find their cells already joined.
 __global__ void link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTERN_ARGS,
                              const unsigned char* row_adjacent, int phase,
-                             const int* first, const unsigned char* core, REAL eps2,
+                             const int* first, const unsigned char* core, DECIDE_ARGS,
                              long long* parent) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= m || first[t] < 0) return;
@@ -233,7 +265,7 @@ __global__ void link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTE
         int a = row_lo[j], b = row_hi[j];
         if (phase == 0) { a = a < -1 ? -1 : a; b = b > 1 ? 1 : b; }   // the adjacent cells only
         int u0, u1;
-        row_slots(row_start, cell_q, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
+        row_slots(row_start, cell_q, keys, n_cells, rs, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
         for (int u = u0; u < u1; ++u) {
             long long step = (long long)cell_q[u] - c[d - 1];
             bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
@@ -247,9 +279,13 @@ __global__ void link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTE
                 for (long long q = first[u]; q < start[u + 1]; ++q) {
                     if (!core[q]) continue;
                     if (both_close) {
-                        if (d2(X, d, p, q) <= eps2) { uf_union(parent, p, q); done = true; break; }
+                        if (within(d2(X, d, p, q), eps2, sure2, undecided)) {
+                            uf_union(parent, p, q);
+                            done = true;
+                            break;
+                        }
                     } else if (uf_find(parent, p) != uf_find(parent, q) &&
-                               d2(X, d, p, q) <= eps2) {
+                               within(d2(X, d, p, q), eps2, sure2, undecided)) {
                         uf_union(parent, p, q);
                     }
                 }
@@ -291,7 +327,7 @@ __global__ void core_labels(const unsigned char* core, const long long* parent,
 
 // a non-core point takes the lowest label of its core neighbours
 __global__ void border(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
-                       const unsigned char* core, REAL eps2, long long* labels) {
+                       const unsigned char* core, DECIDE_ARGS, long long* labels) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n || core[p]) return;
     long long t = point_slot[p];
@@ -302,7 +338,7 @@ __global__ void border(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARG
         long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
         if (r < 0) continue;
         int u0, u1;
-        row_slots(row_start, cell_q, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
+        row_slots(row_start, cell_q, keys, n_cells, rs, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
         for (int u = u0; u < u1; ++u) {
             if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
             for (long long q = start[u]; q < start[u + 1]; ++q) {
@@ -312,7 +348,7 @@ __global__ void border(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARG
                     if (close[u]) break;        // one label per close cell: nothing lower here
                     continue;
                 }
-                if (d2(X, d, p, q) <= eps2) {
+                if (within(d2(X, d, p, q), eps2, sure2, undecided)) {
                     best = lab;
                     if (close[u]) break;
                 }

@@ -22,7 +22,8 @@ from .grid_cpu import MAX_DIMS
 
 log = logging.getLogger("skyjoin")
 
-__all__ = ["DBSCANPlan", "fit_route", "fit_metric", "KNOWN_METRICS", "grid_applies", "shares_grid", "table_algorithm",
+__all__ = ["DBSCANPlan", "fit_route", "fit_metric", "KNOWN_METRICS", "grid_applies",
+           "metric_grid_applies", "shares_grid", "table_algorithm",
            "join_fraction",
            "results_on_device", "plan_fit", "plan_sweep", "FIT_PATHS", "SWEEP_METHODS"]
 
@@ -156,6 +157,15 @@ def fit_route(metric, metric_params, p, sparse_input: bool) -> str:
     return "join"
 
 
+def metric_grid_applies(device: str | None, weighted: bool, metric: str) -> bool:
+    """Whether the GPU grid path is tried under another metric: haversine
+    (3-D unit vectors, a sure radius, ``skyjoin.simjoin.metrics.sure_radius``),
+    on the GPU, without weights.  Manhattan and Chebyshev are no function of
+    the Euclidean distance (their band would hold most pairs), and cosine's
+    points have too many dimensions.  O(1)."""
+    return device == "gpu" and not weighted and metric == "haversine"
+
+
 def grid_applies(device: str, precision: str, weighted: bool, n_features: int,
                  sweep: bool = False) -> bool:
     """Whether the fine-grid path (no neighbour table) is tried: THE path rule.
@@ -237,10 +247,12 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
 
     route "graph" (a precomputed sparse graph) and "sklearn" (other
     metrics) are single paths.  A metric other than the Euclidean takes
-    HYBRID-DBSCAN alone ("hybrid-cpu", "hybrid-gpu": the filter join on the
+    HYBRID-DBSCAN ("hybrid-cpu", "hybrid-gpu": the filter join on the
     device, its table refined on the host, ``skyjoin.simjoin.metric_join``,
-    then assigned there; the grid paths and the device table are
-    Euclidean).  Euclidean DBSCAN on the join ("join"):
+    then assigned there), after "grid-gpu" where ``metric_grid_applies``
+    (haversine on the GPU: the grid of the unit vectors decides the pairs
+    within the sure radius, and hands the clustering on when a pair nearer
+    eps matters).  Euclidean DBSCAN on the join ("join"):
 
     * CPU: "grid-cpu" when ``grid_applies``, else (or when the grid does not
       fit) "hybrid-cpu", HYBRID-DBSCAN with the join on the CPU;
@@ -282,7 +294,9 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
         return DBSCANPlan(device=None, paths=(route,), precision=precision, weighted=weighted)
     algorithm = table_algorithm(device, n_features, join_fraction)
     if metric != "euclidean":
-        return DBSCANPlan(device=device, paths=(f"hybrid-{device}",), precision=precision,
+        grid = metric_grid_applies(device, weighted, metric)
+        return DBSCANPlan(device=device, paths=(("grid-gpu",) if grid else ())
+                          + (f"hybrid-{device}",), precision=precision,
                           weighted=weighted, on_device=on_device, join_algorithm=algorithm,
                           metric=metric)
     grid = grid_applies(device, precision, weighted, n_features)

@@ -29,6 +29,7 @@ from .grid import sort_cells
 from .grid_kernels import column_bounds, gather_rows
 
 __all__ = ["FineGrid", "RowPattern", "build_fine_grid", "fine_cell_keys", "fine_grid_shape",
+           "row_table_fits",
            "neighbour_offsets", "positive_offsets", "row_grid_shape", "row_pattern"]
 
 #: cells a little smaller than eps / sqrt(d), so that a cell's box usually passes
@@ -57,7 +58,13 @@ MAX_ROW_GRID_KEYS = 2.0 ** 62
 MAX_ROW_GRID_RADIX = 2.0 ** 40
 
 
-def row_grid_shape(lo, hi, n, eps):
+def row_table_fits(rows: int, n: int) -> bool:
+    """Whether a dense table of ``rows`` rows is kept for n points: at most
+    ``max(2 n, 2^22)`` entries (4 bytes each).  O(1)."""
+    return rows <= max(2 * n, 1 << 22)
+
+
+def row_grid_shape(lo, hi, n, eps, row_table=True):
     """The fine grid over the box [lo, hi] kept sparse along one dimension:
     cell side, cells per dimension (int64) and the dimensions in key order
     (``korder``, the one with most cells last), or None.
@@ -67,8 +74,8 @@ def row_grid_shape(lo, hi, n, eps):
     keys; only the non-empty cells are stored, and a dense table of rows
     (``prod(radix[korder[:-1]])`` entries) finds a row's cells.  None when
     the keys would pass 2**62, a dimension would hold more than 2**40
-    cells, or the row table would hold more than ``max(2 n, 2^22)`` entries.
-    O(d log d).
+    cells, or (``row_table``) the row table would not fit
+    (``row_table_fits``).  O(d log d).
     """
     side = eps / math.sqrt(len(lo)) * SIDE_FACTOR
     with np.errstate(over="ignore"):         # an overflowing span: no grid (None)
@@ -78,8 +85,7 @@ def row_grid_shape(lo, hi, n, eps):
             or float(radix.max()) > MAX_ROW_GRID_RADIX):
         return None
     korder = np.argsort(radix, kind="stable")
-    rows = float(np.prod(radix[korder[:-1]]))
-    if rows > max(2 * n, 1 << 22):
+    if row_table and not row_table_fits(float(np.prod(radix[korder[:-1]])), n):
         return None
     return side, radix.astype(np.int64), korder.astype(np.int32)
 

@@ -39,7 +39,7 @@ import numpy as np
 from .brute_bound import U64
 
 __all__ = ["METRICS", "METRIC_ALIASES", "METRIC_CODE", "check_metric", "check_metric_points",
-           "filter_points", "refine_points", "filter_radius", "metric_threshold",
+           "filter_points", "refine_points", "filter_radius", "sure_radius", "metric_threshold",
            "FILTER_SLACK"]
 
 #: the join's metrics (canonical names); "euclidean" is the join itself
@@ -188,3 +188,19 @@ def filter_radius(eps: float, metric: str, d: int) -> float:
         raise ValueError(f"no filter for metric {metric!r}")
     r *= 1.0 + FILTER_SLACK
     return r + FILTER_SLACK if metric in ("haversine", "cosine") else r
+
+
+def sure_radius(eps: float, metric: str) -> float:
+    """The Euclidean radius in ``filter_points``' space within which every
+    pair is accepted by the refine: haversine only, where the filter's
+    bound holds both ways (docs/design.md, "Exactness": the computed chord
+    and ``2 sqrt(rdist)`` of the refine differ by at most 64 u, u = 2**-53),
+    so ``2 sqrt(t) - 64 u``, narrowed by ``FILTER_SLACK`` relative and
+    absolute, t the threshold.  A pair between it and ``filter_radius`` is
+    decided by the refine alone (the GPU grid hands such a clustering to the
+    table path: ``skyjoin.cluster.grid_gpu``).  O(1).
+    """
+    if metric != "haversine":
+        raise ValueError(f"no sure radius for metric {metric!r}")
+    r = (2.0 * math.sqrt(metric_threshold(eps, metric)) - 64 * U64) * (1.0 - FILTER_SLACK)
+    return max(r - FILTER_SLACK, 0.0)
