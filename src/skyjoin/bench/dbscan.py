@@ -49,7 +49,7 @@ from ..cluster.table_gpu import gpu_dbscan_points
 from ..cluster.grid_gpu import gpu_grid_dbscan
 from ..cluster.grid_cpu import grid_dbscan
 from ..cluster.sweep import ideal_pipeline_time, pipeline_makespan
-from . import arborx
+from . import arborx, metrics
 from .harness import (REPEAT, Case, Impl, available_memory_bytes, data_case, format_table,
                       run_suite, select, size_tag, write_report)
 
@@ -279,6 +279,7 @@ def cases(quick: bool = False, device: str = "cpu", names=None) -> list[Case]:
     out = _single_cases(quick, device)
     out.append(_sweep_minpts_case(quick, device))
     out.append(_sweep_eps_case(quick, device))
+    out += metrics.cases(quick, device)
     if device == "gpu":
         out += arborx.cases(quick)
     return select(out, names)
