@@ -252,6 +252,37 @@ def test_filter_margin_keeps_every_pair_just_inside_eps(metric, rng):
         assert not np.all(kept(_bare_radius(metric, eps, d))[accepted])
 
 
+def test_sure_radius_accepts_only_pairs_scikit_learn_accepts(rng):
+    """Haversine's sure radius (``metrics.sure_radius``): every pair that the
+    join's own test puts within it is one that scikit-learn accepts, on
+    pairs within 1e-13 of eps relatively (the band below eps is narrower);
+    the bare chord (no margin) takes in some that scikit-learn refuses, so
+    this test fails if the margin is removed."""
+    from skyjoin.simjoin.metrics import sure_radius
+
+    eps, n = 0.3, 6000
+    P = np.c_[rng.uniform(-1.2, 1.2, n), rng.uniform(-3, 3, n)]
+    theta = rng.uniform(0, 2 * np.pi, n)
+    # relative offsets up to 1e-13 (past the band), a fifth within 4e-16 (ties)
+    ang = eps * (1 + rng.uniform(-1e-13, 1e-13, n) * rng.choice([1.0, 0.004], n, p=[.8, .2]))
+    lat = np.arcsin(np.sin(P[:, 0]) * np.cos(ang) + np.cos(P[:, 0]) * np.sin(ang) * np.cos(theta))
+    lon = P[:, 1] + np.arctan2(np.sin(theta) * np.sin(ang) * np.cos(P[:, 0]),
+                               np.cos(ang) - np.sin(P[:, 0]) * np.sin(lat))
+    X = np.concatenate([P, np.c_[lat, lon]])
+    G = _graph(X, eps, "haversine", "brute")
+    accepted = np.array([n + k in G.indices[G.indptr[k]:G.indptr[k + 1]] for k in range(n)])
+    F = filter_points(X, "haversine")
+
+    def within(radius):
+        nt = sj.join(F[:n], F[n:], radius, device="cpu", algorithm="grid")
+        return np.array([k in nt.row(k) for k in range(n)])
+
+    sure = within(sure_radius(eps, "haversine"))
+    assert sure.sum() > n // 5 and (~accepted).sum() > n // 5
+    assert np.all(accepted[sure])
+    assert not np.all(accepted[within(_bare_radius("haversine", eps, 3))])
+
+
 # --- checks -------------------------------------------------------------------------
 
 def test_bad_metric_input_is_refused():

@@ -27,7 +27,8 @@ cosine        rows / their norm            clip(1 - u.v, 0, 2), eps
 ============  ===========================  ===================================
 
 This module holds the names, the checks of the points, the filter's points
-and radius and the thresholds: pure NumPy, O(n d) at most.
+and radius and the thresholds: NumPy, and the host threads for
+haversine's unit vectors; O(n d) at most.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import math
 import numpy as np
 
 from .brute_bound import U64
+from .cpu.unit_vectors import unit_vectors
 
 __all__ = ["METRICS", "METRIC_ALIASES", "METRIC_CODE", "check_metric", "check_metric_points",
            "filter_points", "refine_points", "filter_radius", "sure_radius", "metric_threshold",
@@ -136,14 +138,11 @@ def refine_points(X: np.ndarray, metric: str) -> np.ndarray:
 
 def filter_points(X: np.ndarray, metric: str) -> np.ndarray:
     """The Euclidean points of the filter: haversine's unit vectors
-    ``(cos lat cos lon, cos lat sin lon, sin lat)``, the normalised rows
-    of cosine (``refine_points``), the points themselves for Manhattan and
-    Chebyshev.  O(n d)."""
+    ``(cos lat cos lon, cos lat sin lon, sin lat)`` (on the host threads:
+    ``cpu.unit_vectors``), the normalised rows of cosine (``refine_points``),
+    the points themselves for Manhattan and Chebyshev.  O(n d)."""
     if metric == "haversine":
-        lat, lon = X[:, 0], X[:, 1]
-        c = np.cos(lat)
-        return np.ascontiguousarray(np.stack([c * np.cos(lon), c * np.sin(lon), np.sin(lat)],
-                                             axis=1))
+        return unit_vectors(X)
     return np.ascontiguousarray(refine_points(X, metric))
 
 
@@ -195,12 +194,16 @@ def sure_radius(eps: float, metric: str) -> float:
     pair is accepted by the refine: haversine only, where the filter's
     bound holds both ways (docs/design.md, "Exactness": the computed chord
     and ``2 sqrt(rdist)`` of the refine differ by at most 64 u, u = 2**-53),
-    so ``2 sqrt(t) - 64 u``, narrowed by ``FILTER_SLACK`` relative and
-    absolute, t the threshold.  A pair between it and ``filter_radius`` is
-    decided by the refine alone (the GPU grid hands such a clustering to the
-    table path: ``skyjoin.cluster.grid_gpu``).  O(1).
+    so ``(2 sqrt(t) - 128 u) (1 - 16 u)``, t the threshold: twice that
+    bound, and a relative 16 u for the join's test of the squared chord
+    (``(1 + gamma_5)``) and this formula's own rounding.  It is kept
+    tighter than ``FILTER_SLACK``: the band between it and eps holds only
+    pairs within about 1e-10 of eps relatively, which at 10M points of
+    realistic data is less than one pair.  A pair in the band is decided by
+    the refine alone (the GPU grid hands such a clustering to the table
+    path: ``skyjoin.cluster.grid_gpu``).  O(1).
     """
     if metric != "haversine":
         raise ValueError(f"no sure radius for metric {metric!r}")
-    r = (2.0 * math.sqrt(metric_threshold(eps, metric)) - 64 * U64) * (1.0 - FILTER_SLACK)
-    return max(r - FILTER_SLACK, 0.0)
+    r = (2.0 * math.sqrt(metric_threshold(eps, metric)) - 128 * U64) * (1.0 - 16 * U64)
+    return max(r, 0.0)

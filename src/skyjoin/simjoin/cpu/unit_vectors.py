@@ -1,0 +1,37 @@
+"""Haversine's filter points on the host threads: the unit vectors of (lat, lon).
+
+``(cos lat cos lon, cos lat sin lon, sin lat)`` for each row, with the C
+library's ``cos`` and ``sin`` (``math``; within 1 ulp, inside the 4 ulp the
+filter's margin allows: docs/design.md, "Exactness"), by sequential nogil
+kernels over blocks of rows (``schedule.run_blocks``).  O(n), memory the
+(n, 3) output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+from ..schedule import JIT, run_blocks
+
+__all__ = ["unit_vectors"]
+
+
+@nb.njit(**JIT)
+def _rows(X, out, b0, b1):
+    for i in range(b0, b1):
+        c = math.cos(X[i, 0])
+        out[i, 0] = c * math.cos(X[i, 1])
+        out[i, 1] = c * math.sin(X[i, 1])
+        out[i, 2] = math.sin(X[i, 0])
+
+
+def unit_vectors(X: np.ndarray) -> np.ndarray:
+    """The (n, 3) unit vectors of the (n, 2) float64 rows (lat, lon) in radians."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    out = np.empty((X.shape[0], 3))
+    if X.shape[0]:
+        run_blocks(_rows, (X, out), X.shape[0])
+    return out
