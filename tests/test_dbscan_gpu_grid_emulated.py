@@ -221,15 +221,19 @@ def test_emulated_grid_band_between_sure_radius_and_eps(emulated):
     np.testing.assert_array_equal(labels, ref.labels_)
 
 
-def test_emulated_grid_haversine_on_unit_vectors(emulated):
+@pytest.mark.parametrize("row_table", [True, False])
+def test_emulated_grid_haversine_on_unit_vectors(emulated, monkeypatch, row_table):
     """Haversine DBSCAN as the plan runs it on the GPU: the grid of the unit
     vectors at the filter radius, pairs within the sure radius decided
     there; the labels are scikit-learn's haversine labels, poles and the
     antimeridian included.  Points on one parallel 2**-6 rad apart put pairs
     in the band: None, and the table path decides."""
+    from skyjoin.cluster import grid_gpu
     from skyjoin.datasets import geographic
     from skyjoin.simjoin.metrics import filter_points, filter_radius, sure_radius
 
+    if not row_table:                   # the hash table of the non-empty rows
+        monkeypatch.setattr(grid_gpu, "row_table_fits", lambda rows, n: False)
     X = geographic(3000, n_clusters=8, spread_km=400, seed=5)
     for eps, m in ((0.004, 5), (0.003, 2)):
         U = filter_points(X, "haversine")

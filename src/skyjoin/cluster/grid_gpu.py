@@ -1,4 +1,4 @@
-"""Single-run Euclidean DBSCAN on a fine grid, on the GPU, without a neighbour table.
+"""Single-run DBSCAN on a fine grid, on the GPU, without a neighbour table.
 
 The GPU port of :mod:`skyjoin.cluster.grid_cpu` (read its docstring for
 the method: cells of side ``eps / sqrt(d)``, dense cells whose bounding box
@@ -20,7 +20,10 @@ the GPU:
    contiguous run.  Only the non-empty cells are kept: ``row_table`` finds
    the first cell of every *row* (the cells that differ in the fastest
    coordinate only), a dense table of ``prod(radix) / radix_fastest``
-   entries, and each cell's coordinate along its row;
+   entries, and each cell's coordinate along its row; where that table
+   would pass ``index.fine_grid.row_table_fits`` (points on a sphere, whose
+   box holds far more rows than points), a hash table of the non-empty rows
+   (open addressing, ``row_hash_insert``) takes its place;
 2. ``cell_boxes``: a thread per cell: bounding box (floats rounded
    outwards: 4 bytes a value, and the box test stays exact), and whether it
    is close;
@@ -49,7 +52,11 @@ that fits in no GPU: docs/decisions/dbscan-fit-path.md).  Every distance
 decision is the join's test, ``sum_k (x_k - y_k)^2 <= eps^2`` in the
 points' precision (float64, or float32 for float32 points) summed over k
 in order, compiled with ``--fmad=false`` so that no multiply-add is fused:
-the labels equal the CPU path's and scikit-learn's.  Limits: d <= 4, at
+the labels equal the CPU path's and scikit-learn's.  Under haversine the
+points are unit vectors, eps the filter's chord and ``eps_sure`` the chord
+within which scikit-learn surely accepts a pair (``simjoin.metrics``): a
+pair between the two that matters sends the clustering to the table path
+(:func:`gpu_grid_dbscan` returns None).  Limits: d <= 4, at
 most 2**40 cells along a dimension, and a row table of at most
 ``max(2 n, 2^22)`` entries, else :func:`gpu_grid_dbscan` returns None and
 the caller takes the join path.  Cost: O(n d) for the grid plus the sort,
@@ -118,6 +125,22 @@ class GridClusters:
     undecided: object
 
 
+def _row_hash(cp, mod, cells, m, rs):
+    """The hash table of the non-empty rows of the sorted cell keys (the
+    kernels' ``hkeys, hfirst, hend, mask``): a power of two of at least
+    twice as many slots as rows.  O(m), 16 bytes a slot."""
+    size = 1 << max(int(2 * m - 1).bit_length(), 4)
+    hkeys = cp.empty(size, dtype=cp.int64)
+    dp.fill(cp, hkeys, -1)
+    hfirst = cp.empty(size, dtype=cp.int32)
+    hend = cp.empty(size, dtype=cp.int32)
+    mask = np.uint64(size - 1)
+    args = (cells, np.int64(m), np.int64(rs), mask, hkeys)
+    mod.get_function("row_hash_insert")(_blocks(m), (_BLOCK,), args + (hfirst,))
+    mod.get_function("row_hash_ends")(_blocks(m), (_BLOCK,), args + (hend,))
+    return hkeys, hfirst, hend, mask
+
+
 def _pattern_args(cp, off, lo, hi):
     return (np.int32(lo.size), cp.asarray(off.ravel()), cp.asarray(lo), cp.asarray(hi))
 
@@ -174,12 +197,14 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
                                       (cells, np.int64(m), np.int64(rs), np.int64(rows), cell_q,
                                        row_start))
         del cells
-        keys = None
-    else:
+        hashed = (_NULL, _NULL, _NULL, np.uint64(0))
+    else:                           # a hash table of the non-empty rows
         mod.get_function("row_table")(_blocks(m), (_BLOCK,),
                                       (cells, np.int64(m), np.int64(rs), np.int64(-1), cell_q,
                                        _NULL))
-        row_start, keys = None, cells
+        hashed = _row_hash(cp, mod, cells, m, rs)
+        del cells
+        row_start = None
     offsets_h, _, _ = neighbour_offsets(side, eps, radix)
     pat = row_pattern(offsets_h, korder_h)
     pattern = _pattern_args(cp, pat.off, pat.lo, pat.hi)
@@ -191,9 +216,8 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
     mod.get_function("cell_boxes")(_blocks(m), (_BLOCK,),     # close: within the sure radius
                                    (Xs, np.int32(d), start, np.int64(m), sure2, box_lo, box_hi,
                                     close))
-    grid = (start, point_slot, _NULL if row_start is None else row_start,
-            _NULL if keys is None else keys, np.int64(m), np.int64(rs), cell_q, close,
-            box_lo, box_hi, korder, lo, np.float64(side), radix_d)
+    grid = (start, point_slot, _NULL if row_start is None else row_start) + hashed + (
+        cell_q, close, box_lo, box_hi, korder, lo, np.float64(side), radix_d)
     tick("grid")
     # 2. core flags; for min_samples <= 2 none yet: every point is linked, and the
     # points left alone are the non-core ones (2.)

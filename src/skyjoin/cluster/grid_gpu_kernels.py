@@ -84,28 +84,42 @@ __device__ __forceinline__ long long row_at(const long long* q, int d, const int
     return r;
 }
 
-// the slots [*a, *b) of row r whose sparse coordinate lies in [qlo, qhi]: from
-// the dense row table, or, without one (row_start null), by a binary search of
-// the cells' sorted keys (rs cells a row)
+// the slot of row r in the hash table of the non-empty rows (open addressing,
+// linear probing; an empty slot holds -1), or -1 when row r holds no cell
+__device__ __forceinline__ unsigned long long row_hash(long long r, unsigned long long mask) {
+    unsigned long long x = (unsigned long long)r * 0x9E3779B97F4A7C15ull;
+    return (x ^ (x >> 29)) & mask;
+}
+
+__device__ __forceinline__ long long row_find(const long long* hkeys, unsigned long long mask,
+                                              long long r) {
+    unsigned long long h = row_hash(r, mask);
+    while (hkeys[h] != -1) {
+        if (hkeys[h] == r) return (long long)h;
+        h = (h + 1) & mask;
+    }
+    return -1;
+}
+
+// the slots [*a, *b) of row r whose sparse coordinate lies in [qlo, qhi]: the
+// row's cells from the dense row table, or, without one (row_start null), from
+// the hash table of the non-empty rows; then a binary search along the row
 __device__ __forceinline__ void row_slots(const int* row_start, const int* cell_q,
-                                          const long long* keys, long long n_cells, long long rs,
+                                          const long long* hkeys, const int* hfirst,
+                                          const int* hend, unsigned long long mask,
                                           long long r, long long qlo, long long qhi,
                                           int* a, int* b) {
-    if (!row_start) {
-        if (qlo < 0) qlo = 0;
-        if (qhi > rs - 1) qhi = rs - 1;
-        long long klo = r * rs + qlo, khi = r * rs + qhi, lo = 0, hi = n_cells;
-        while (lo < hi) {
-            long long mid = lo + ((hi - lo) >> 1);
-            if (keys[mid] < klo) lo = mid + 1; else hi = mid;
-        }
-        long long e = lo;
-        while (e < n_cells && keys[e] <= khi) ++e;
-        *a = (int)lo;
-        *b = (int)e;
-        return;
+    int lo, end;
+    if (row_start) {
+        lo = row_start[r];
+        end = row_start[r + 1];
+    } else {
+        long long h = row_find(hkeys, mask, r);
+        if (h < 0) { *a = *b = 0; return; }
+        lo = hfirst[h];
+        end = hend[h];
     }
-    int lo = row_start[r], end = row_start[r + 1], hi = end;
+    int hi = end;
     while (lo < hi) {
         int mid = lo + ((hi - lo) >> 1);
         if (cell_q[mid] < qlo) lo = mid + 1; else hi = mid;
@@ -141,6 +155,32 @@ __global__ void row_table(const long long* cells, long long m, long long rs, lon
         }
         row_start[i] = (int)a;
     }
+}
+
+// the hash table of the non-empty rows (row_slots): the first cell of each row
+// inserts the row with its first slot, then the last cell writes the row's end
+__global__ void row_hash_insert(const long long* cells, long long m, long long rs,
+                                unsigned long long mask, long long* hkeys, int* hfirst) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= m) return;
+    long long r = cells[t] / rs;
+    if (t > 0 && cells[t - 1] / rs == r) return;
+    unsigned long long h = row_hash(r, mask);
+    while (true) {
+        unsigned long long prev = atomicCAS((unsigned long long*)&hkeys[h],
+                                            0xFFFFFFFFFFFFFFFFull, (unsigned long long)r);
+        if (prev == 0xFFFFFFFFFFFFFFFFull) { hfirst[h] = (int)t; return; }
+        h = (h + 1) & mask;
+    }
+}
+
+__global__ void row_hash_ends(const long long* cells, long long m, long long rs,
+                              unsigned long long mask, const long long* hkeys, int* hend) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= m) return;
+    long long r = cells[t] / rs;
+    if (t + 1 < m && cells[t + 1] / rs == r) return;
+    hend[row_find(hkeys, mask, r)] = (int)(t + 1);
 }
 
 // the float at or below v, and at or above it (a box rounded outwards: 4 bytes a
@@ -182,7 +222,7 @@ __global__ void cell_boxes(const REAL* X, int d, const int* start, long long m,
 
 // the grid as the per-point kernels read it
 #define GRID_ARGS const int* start, const int* point_slot, const int* row_start, \
-    const long long* keys, long long n_cells, long long rs, \
+    const long long* hkeys, const int* hfirst, const int* hend, unsigned long long mask, \
     const int* cell_q, const unsigned char* close, const float* box_lo, const float* box_hi, \
     const int* korder, const double* lo, double side, const long long* radix
 #define PATTERN_ARGS int n_rows, const int* row_off, const int* row_lo, const int* row_hi
@@ -208,7 +248,7 @@ __global__ void core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN
             long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
             if (r < 0) continue;
             int u0, u1;
-            row_slots(row_start, cell_q, keys, n_cells, rs, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
+            row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
             for (int u = u0; u < u1 && cnt < min_samples; ++u) {
                 if (u == t || boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
                 for (long long q = start[u]; q < start[u + 1] && cnt < min_samples; ++q)
@@ -265,7 +305,7 @@ __global__ void link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTE
         int a = row_lo[j], b = row_hi[j];
         if (phase == 0) { a = a < -1 ? -1 : a; b = b > 1 ? 1 : b; }   // the adjacent cells only
         int u0, u1;
-        row_slots(row_start, cell_q, keys, n_cells, rs, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
+        row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
         for (int u = u0; u < u1; ++u) {
             long long step = (long long)cell_q[u] - c[d - 1];
             bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
@@ -338,7 +378,7 @@ __global__ void border(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARG
         long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
         if (r < 0) continue;
         int u0, u1;
-        row_slots(row_start, cell_q, keys, n_cells, rs, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
+        row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
         for (int u = u0; u < u1; ++u) {
             if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
             for (long long q = start[u]; q < start[u + 1]; ++q) {
