@@ -230,20 +230,20 @@ def test_emulated_grid_haversine_on_unit_vectors(emulated, monkeypatch, row_tabl
     in the band: None, and the table path decides."""
     from skyjoin.cluster import grid_gpu
     from skyjoin.datasets import geographic
-    from skyjoin.simjoin.metrics import filter_points, filter_radius, sure_radius
+    from skyjoin.simjoin.metrics import decision_radii, filter_points
 
     if not row_table:                   # the hash table of the non-empty rows
         monkeypatch.setattr(grid_gpu, "row_table_fits", lambda rows, n: False)
     X = geographic(3000, n_clusters=8, spread_km=400, seed=5)
     for eps, m in ((0.004, 5), (0.003, 2)):
         U = filter_points(X, "haversine")
-        core, labels = emulated(U, filter_radius(eps, "haversine", 3), m,
-                                eps_sure=sure_radius(eps, "haversine"))
+        sure, upper = decision_radii(eps, "haversine")
+        core, labels = emulated(U, upper, m, eps_sure=sure)
         ref = SkDBSCAN(eps=eps, min_samples=m, metric="haversine").fit(X)
         np.testing.assert_array_equal(labels, ref.labels_)
         np.testing.assert_array_equal(core, ref.core_sample_indices_)
         assert ref.labels_.max() >= 3
     ring = np.stack([np.zeros(400), np.arange(400) * 2.0 ** -6 - 3.0], axis=1)
     eps = 2.0 ** -6
-    assert emulated(filter_points(ring, "haversine"), filter_radius(eps, "haversine", 3), 3,
-                    eps_sure=sure_radius(eps, "haversine")) is None
+    sure, upper = decision_radii(eps, "haversine")
+    assert emulated(filter_points(ring, "haversine"), upper, 3, eps_sure=sure) is None

@@ -254,11 +254,12 @@ def test_filter_margin_keeps_every_pair_just_inside_eps(metric, rng):
 
 def test_sure_radius_accepts_only_pairs_scikit_learn_accepts(rng):
     """Haversine's sure radius (``metrics.sure_radius``): every pair that the
-    join's own test puts within it is one that scikit-learn accepts, on
+    join's own test puts within it is one that scikit-learn accepts (and
+    every pair it accepts lies within the upper radius), on
     pairs within 1e-13 of eps relatively (the band below eps is narrower);
     the bare chord (no margin) takes in some that scikit-learn refuses, so
     this test fails if the margin is removed."""
-    from skyjoin.simjoin.metrics import sure_radius
+    from skyjoin.simjoin.metrics import decision_radii, sure_radius
 
     eps, n = 0.3, 6000
     P = np.c_[rng.uniform(-1.2, 1.2, n), rng.uniform(-3, 3, n)]
@@ -281,6 +282,8 @@ def test_sure_radius_accepts_only_pairs_scikit_learn_accepts(rng):
     assert sure.sum() > n // 5 and (~accepted).sum() > n // 5
     assert np.all(accepted[sure])
     assert not np.all(accepted[within(_bare_radius("haversine", eps, 3))])
+    # the upper radius the other way: every accepted pair lies within it
+    assert np.all(within(decision_radii(eps, "haversine")[1])[accepted])
 
 
 # --- checks -------------------------------------------------------------------------

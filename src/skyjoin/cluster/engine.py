@@ -36,7 +36,7 @@ from .._core.device_memory import check_points_fit, oom_as_error
 from .._core.plans import report
 from .._core.transfer import to_device
 from .._core.validate import working_dtype
-from ..simjoin.metrics import sure_radius
+from ..simjoin.metrics import decision_radii
 from .grid_cpu import grid_dbscan
 from .grid_gpu import gpu_grid_dbscan
 from .hybrid import hybrid_labels, metric_hybrid_labels
@@ -131,11 +131,13 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, over
             t0 = time.perf_counter()
             # the points are reordered in place only once the grid is built (a
             # grid that does not fit leaves them for the next path)
-            res = gpu_grid_dbscan(Xd, eps, min_samples, timings=timings,
+            # under haversine: the unit vectors (never scaled), the chords that
+            # decide (``metrics.decision_radii``) rather than the filter's
+            sure, upper = (None, eps) if metric is None else \
+                decision_radii(metric[1], plan.metric)
+            res = gpu_grid_dbscan(Xd, upper, min_samples, timings=timings,
                                   on_device=plan.on_device,
-                                  overwrite_x=overwrite_x or Xd is not X,
-                                  eps_sure=None if metric is None
-                                  else sure_radius(metric[1], plan.metric))
+                                  overwrite_x=overwrite_x or Xd is not X, eps_sure=sure)
             if res is not None:
                 timings["grid_dbscan"] = time.perf_counter() - t0
                 return res[0], res[1], path

@@ -41,7 +41,8 @@ from .brute_bound import U64
 from .cpu.unit_vectors import unit_vectors
 
 __all__ = ["METRICS", "METRIC_ALIASES", "METRIC_CODE", "check_metric", "check_metric_points",
-           "filter_points", "refine_points", "filter_radius", "sure_radius", "metric_threshold",
+           "filter_points", "refine_points", "filter_radius", "sure_radius", "decision_radii",
+           "metric_threshold",
            "FILTER_SLACK"]
 
 #: the join's metrics (canonical names); "euclidean" is the join itself
@@ -187,6 +188,17 @@ def filter_radius(eps: float, metric: str, d: int) -> float:
         raise ValueError(f"no filter for metric {metric!r}")
     r *= 1.0 + FILTER_SLACK
     return r + FILTER_SLACK if metric in ("haversine", "cosine") else r
+
+
+def decision_radii(eps: float, metric: str) -> tuple[float, float]:
+    """(sure, upper): haversine's chords within which every pair is
+    accepted (``sure_radius``) and beyond which every pair is refused by the
+    refine: ``(2 sqrt(t) + 128 u) (1 + 16 u)``, the same bound the other way
+    (``filter_radius`` widens it by ``FILTER_SLACK`` on top, which a table
+    pays in candidates but a decision in pairs left undecided).  O(1)."""
+    sure = sure_radius(eps, metric)
+    upper = (2.0 * math.sqrt(metric_threshold(eps, metric)) + 128 * U64) * (1.0 + 16 * U64)
+    return sure, upper
 
 
 def sure_radius(eps: float, metric: str) -> float:
