@@ -38,7 +38,7 @@ import math
 import numpy as np
 
 from .brute_bound import U64
-from .cpu.unit_vectors import unit_vectors
+from .cpu.unit_vectors import first_outside, unit_vectors
 
 __all__ = ["METRICS", "METRIC_ALIASES", "METRIC_CODE", "check_metric", "check_metric_points",
            "filter_points", "refine_points", "filter_radius", "sure_radius", "decision_radii",
@@ -107,9 +107,8 @@ def check_metric_points(X: np.ndarray, metric: str, name: str = "X") -> np.ndarr
         if X.shape[1] != 2:
             raise ValueError(f"metric='haversine' needs 2 columns (latitude, longitude in "
                              f"radians); {name} has {X.shape[1]}")
-        bad = (np.abs(X[:, 0]) > _HALF_PI) | (np.abs(X[:, 1]) > _LON_LIMIT)
-        if bad.any():
-            row = int(np.argmax(bad))
+        row = first_outside(X, _HALF_PI, _LON_LIMIT)
+        if row >= 0:
             raise ValueError(
                 f"metric='haversine' reads (latitude, longitude) in radians, latitude in "
                 f"[-pi/2, pi/2] and longitude in [-2 pi, 2 pi]; {name}[{row}] is "
