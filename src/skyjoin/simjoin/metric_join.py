@@ -39,7 +39,6 @@ from .._core.conditioning import condition_points
 from .._core.device_input import on_gpu
 from .._core.validate import check_points
 from ..index.grid import check_index_dims
-from ..index.grid_kernels import gather_rows
 from . import engine
 from .metrics import METRIC_CODE, check_metric_points, filter_points, filter_radius, \
     metric_threshold, refine_points
@@ -62,6 +61,8 @@ class MetricPoints:
     def ordered(self, order) -> "MetricPoints":
         """The one point set of a self-join renumbered: point p is the
         former ``order[p]``.  O(n d), gathered on the host threads."""
+        from ..index.grid_kernels import gather_rows  # Numba: loaded on first use (CLI start-up)
+
         order = np.asarray(order, dtype=np.int64)
         return MetricPoints(self.metric, (gather_rows(self.refine[0], order),),
                             (gather_rows(self.filter[0], order),))

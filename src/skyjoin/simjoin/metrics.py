@@ -38,7 +38,6 @@ import math
 import numpy as np
 
 from .brute_bound import U64
-from .cpu.unit_vectors import first_outside, unit_vectors
 
 __all__ = ["METRICS", "METRIC_ALIASES", "METRIC_CODE", "check_metric", "check_metric_points",
            "filter_points", "refine_points", "filter_radius", "sure_radius", "decision_radii",
@@ -107,7 +106,9 @@ def check_metric_points(X: np.ndarray, metric: str, name: str = "X") -> np.ndarr
         if X.shape[1] != 2:
             raise ValueError(f"metric='haversine' needs 2 columns (latitude, longitude in "
                              f"radians); {name} has {X.shape[1]}")
-        row = first_outside(X, _HALF_PI, _LON_LIMIT)
+        from .cpu import unit_vectors as sphere  # Numba: loaded on first use (CLI start-up)
+
+        row = sphere.first_outside(X, _HALF_PI, _LON_LIMIT)
         if row >= 0:
             raise ValueError(
                 f"metric='haversine' reads (latitude, longitude) in radians, latitude in "
@@ -142,7 +143,9 @@ def filter_points(X: np.ndarray, metric: str) -> np.ndarray:
     ``cpu.unit_vectors``), the normalised rows of cosine (``refine_points``),
     the points themselves for Manhattan and Chebyshev.  O(n d)."""
     if metric == "haversine":
-        return unit_vectors(X)
+        from .cpu import unit_vectors as sphere  # Numba: loaded on first use (CLI start-up)
+
+        return sphere.unit_vectors(X)
     return np.ascontiguousarray(refine_points(X, metric))
 
 
