@@ -24,3 +24,12 @@ def test_streaming_bench_smoke(tmp_path, capsys):
     assert rep["disk_write_fsync_bytes_per_s"] > 0
     assert "parquet default" in capsys.readouterr().out
     assert os.listdir(tmp_path) == ["r.json"]          # every output removed
+
+
+def test_streaming_bench_offers_the_euclidean_cases_only():
+    """A named case under another metric (the geographic set) is not run as
+    a Euclidean join: the command refuses it."""
+    import pytest
+
+    with pytest.raises(SystemExit):
+        streaming.main(["--case", "Geo2D1M-0.0015"])

@@ -241,8 +241,10 @@ def format_report(rep: dict) -> str:
 def main(argv: list[str] | None = None) -> dict:
     """The command line: ``python -m skyjoin.bench.streaming --help``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--case", default="Unif2D1M-0.5", choices=sorted(NAMED_CASES),
-                    help="named data set and eps (skyjoin.datasets.named_case)")
+    ap.add_argument("--case", default="Unif2D1M-0.5",
+                    choices=sorted(k for k, c in NAMED_CASES.items() if c.metric == "euclidean"),
+                    help="named data set and eps (skyjoin.datasets.named_case; the Euclidean "
+                         "ones: this bench streams the Euclidean join)")
     ap.add_argument("--n", type=int, default=None, help="take the first N points of the case")
     ap.add_argument("--eps", type=float, default=None, help="instead of the case's eps")
     ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
