@@ -151,6 +151,12 @@ def test_usage_errors(tmp_path, geo, cmd):
     line = _usage_error(args(bad, "--metric", "haversine", "--degrees"))
     assert "[-90, 90] degrees" in line and "90.5 at data row 7" in line
     assert "1 latitude out of range" in line
+    D = np.degrees(X)
+    D[[3, 9], 1] = [400.0, -361.0]                  # the library refuses these too
+    np.savetxt(bad, D, delimiter=",", header="lat,lon", comments="", fmt="%.17g")
+    line = _usage_error(args(bad, "--metric", "haversine", "--degrees"))
+    assert "[-360, 360] degrees" in line and "400.0 at data row 3" in line
+    assert "2 longitudes out of range" in line
     line = _usage_error(args(rad, "--metric", "haversine", "--local-cluster", "2"))
     assert "--metric haversine runs on this machine" in line
     line = _usage_error(args(rad, "--metric", "minkowski"))

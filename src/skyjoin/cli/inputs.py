@@ -125,9 +125,10 @@ def metric_points(X: np.ndarray, names, metric: str, degrees: bool, path) -> np.
     Other metrics: ``X`` unchanged.  Haversine: exactly two columns, (lat,
     lon), the latitudes in [-90, 90] degrees (``degrees``) or [-pi/2, pi/2]
     radians, else a usage error (exit status 2) that names the column, the
-    first row out of range and its value; with ``degrees`` the points
-    converted to radians (``numpy.radians``; longitudes are not bounded,
-    the distance is periodic in them).  O(n).
+    first row out of range and its value; the longitudes within [-360,
+    360] degrees or [-2 pi, 2 pi] radians likewise (the library's range,
+    ``skyjoin.simjoin.metrics.check_metric_points``); with ``degrees`` the
+    points converted to radians (``numpy.radians``).  O(n).
     """
     if metric != "haversine":
         return X
@@ -149,6 +150,15 @@ def metric_points(X: np.ndarray, names, metric: str, degrees: bool, path) -> np.
             f"--metric haversine {rule} (the first column, {names[0]!r}) in {span}; "
             f"{path} holds {float(X[row, 0])!r} at data row {row} "
             f"({plural(bad.size, 'latitude')} out of range){hint}")
+    lon_bound, lon_span = (360.0, "[-360, 360] degrees") if degrees else \
+        (2 * math.pi, "[-2 pi, 2 pi] radians")
+    bad = np.flatnonzero(np.abs(X[:, 1]) > lon_bound)
+    if bad.size:
+        row = int(bad[0])
+        raise click.UsageError(
+            f"--metric haversine takes longitudes (the second column, {names[1]!r}) in "
+            f"{lon_span}; {path} holds {float(X[row, 1])!r} at data row {row} "
+            f"({plural(bad.size, 'longitude')} out of range)")
     if degrees:
         log.info("%s: (lat, lon) in degrees, converted to radians", path)
         return np.radians(X)
