@@ -156,7 +156,8 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, over
             core, labels = metric_hybrid_labels(metric[0], metric[1], X, eps, min_samples,
                                                 sample_weight=sample_weight, device=plan.device,
                                                 timings=timings, memory_limit=memory_limit,
-                                                join_algorithm=plan.join_algorithm)
+                                                join_algorithm=plan.join_algorithm,
+                                                shared_grid=plan.shared_grid)
             if plan.on_device:                      # assigned on the host: uploaded, O(n)
                 core, labels = cupy().asarray(core), cupy().asarray(labels)
             return core, labels, path

@@ -33,7 +33,7 @@ from ..simjoin.plan import request as join_request
 from .plan import shares_grid
 from .union_find import labels_from_table
 
-__all__ = ["neighbor_table", "metric_neighbor_table", "spatial_order", "cell_order",
+__all__ = ["neighbor_table", "metric_neighbor_table", "spatial_order", "cell_order", "shared_order",
            "hybrid_labels", "metric_hybrid_labels", "hybrid_dbscan"]
 
 
@@ -86,17 +86,19 @@ def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, o
 
 
 def metric_neighbor_table(points, eps, X, filter_eps, *, device="cpu", timings=None,
-                          algorithm="grid", memory_limit="auto"):
+                          algorithm="grid", memory_limit="auto", grid=None):
     """T under a metric other than the Euclidean (``skyjoin.simjoin.metric_join``):
     the filter join of X (the conditioned filter points of ``points``, in the
     same order, on the host or on the GPU) at ``filter_eps`` on ``device``,
     its table refined on the host at the caller's radius eps.  Rows exclude
-    the point itself and are unsorted, as ``neighbor_table``'s.  Cost: the
+    the point itself and are unsorted, as ``neighbor_table``'s.  ``grid``: as
+    ``neighbor_table``'s (the CPU grid of X, X in its order).  Cost: the
     filter join's, plus O(candidates d) for the refine."""
     plan = join_request(device, self_join=True, output="table", sort=False, include_self=False,
                         memory_limit=memory_limit, algorithm=algorithm,
                         metric=points.metric)
-    return metric_join.run(plan, None, X, filter_eps, points=points, eps=eps, timings=timings)
+    return metric_join.run(plan, None, X, filter_eps, points=points, eps=eps, timings=timings,
+                           grid=grid)
 
 
 def spatial_order(X, eps, precision="float64", device="cpu"):
@@ -180,6 +182,14 @@ def cell_order(X, eps, device, precision):
     return g.points, g.order             # the grid has gathered the points in its order
 
 
+def shared_order(X, eps, precision):
+    """One CPU grid that both orders the points and serves the join:
+    ``(X_ordered, order, grid)``, the grid renumbered so that its points are
+    X_ordered itself (``plan.shares_grid``).  O(n d) plus the grid's sort."""
+    g = build_grid(X, eps, precision=precision)
+    return g.points, g.order, dataclasses.replace(g, order=np.arange(len(X), dtype=g.order.dtype))
+
+
 def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", precision="float64",
                   timings=None, memory_limit="auto"):
     """HYBRID-DBSCAN (§3, Algorithm 1): the join builds T, the CPU assigns points.
@@ -254,12 +264,7 @@ def hybrid_labels(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
     t0 = time.perf_counter()
     join_t: dict = {}
     if shared_grid and len(X):
-        # one grid orders the points and serves the join
-        g = build_grid(X, eps, precision=precision)
-        order = g.order
-        Xo = g.points
-        grid = dataclasses.replace(g, order=np.arange(len(X), dtype=order.dtype))
-        del g
+        Xo, order, grid = shared_order(X, eps, precision)
         t1 = time.perf_counter()
         nt = neighbor_table(Xo, eps, device=device, precision=precision, timings=join_t,
                             memory_limit=memory_limit, grid=grid, algorithm=join_algorithm)
@@ -285,22 +290,28 @@ def hybrid_labels(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
 
 def metric_hybrid_labels(points, eps, X, filter_eps, min_samples, *, sample_weight=None,
                          device="cpu", timings=None, memory_limit="auto",
-                         join_algorithm="grid"):
+                         join_algorithm="grid", shared_grid=False):
     """HYBRID-DBSCAN (§3, Algorithm 1) under a metric other than the Euclidean:
     the points numbered in the cell order of their filter points X
     (``cell_order``; X and ``filter_eps`` conditioned by the caller,
     ``metric_join.filter_problem``), T from ``metric_neighbor_table`` (the
     filter join on ``device``, refined on the host at the caller's eps),
-    then the assignment (``union_find.labels_from_table``).  Returns and
-    costs as ``hybrid_dbscan``, plus the refine's O(candidates d)."""
+    then the assignment (``union_find.labels_from_table``).  ``shared_grid``
+    (the plan's): one CPU grid orders the points and serves the join
+    (``shared_order``).  Returns and costs as ``hybrid_dbscan``, plus the
+    refine's O(candidates d)."""
     t0 = time.perf_counter()
-    Xo, order = cell_order(X, filter_eps, device, "float64")
+    grid = None
+    if shared_grid and len(X):
+        Xo, order, grid = shared_order(X, filter_eps, "float64")
+    else:
+        Xo, order = cell_order(X, filter_eps, device, "float64")
     ordered = points.ordered(order)
     t1 = time.perf_counter()
     join_t: dict = {}
     nt = metric_neighbor_table(ordered, eps, Xo, filter_eps, device=device, timings=join_t,
-                               algorithm=join_algorithm, memory_limit=memory_limit)
-    del Xo, ordered
+                               algorithm=join_algorithm, memory_limit=memory_limit, grid=grid)
+    del Xo, ordered, grid
     t2 = time.perf_counter()
     is_core, labels = labels_from_table(nt.indptr, nt.indices, min_samples, sample_weight,
                                         order=order)

@@ -298,7 +298,7 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
         return DBSCANPlan(device=device, paths=(("grid-gpu",) if grid else ())
                           + (f"hybrid-{device}",), precision=precision,
                           weighted=weighted, on_device=on_device, join_algorithm=algorithm,
-                          metric=metric)
+                          shared_grid=shares_grid(device, precision), metric=metric)
     grid = grid_applies(device, precision, weighted, n_features)
     if device == "gpu":
         paths = (("grid-gpu",) if grid else ()) + ("gpu", "hybrid-gpu")
