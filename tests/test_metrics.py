@@ -252,6 +252,40 @@ def test_filter_margin_keeps_every_pair_just_inside_eps(metric, rng):
         assert not np.all(kept(_bare_radius(metric, eps, d))[accepted])
 
 
+def _spread_pairs(rng, eps, n):
+    """n pairs (X[k], X[n + k]) at great-circle distances within 1e-13 of eps
+    relatively (past the sure radius's band), a fifth within 4e-16 (ties)."""
+    P = np.c_[rng.uniform(-1.2, 1.2, n), rng.uniform(-3, 3, n)]
+    theta = rng.uniform(0, 2 * np.pi, n)
+    ang = eps * (1 + rng.uniform(-1e-13, 1e-13, n) * rng.choice([1.0, 0.004], n, p=[.8, .2]))
+    lat = np.arcsin(np.sin(P[:, 0]) * np.cos(ang) + np.cos(P[:, 0]) * np.sin(ang) * np.cos(theta))
+    lon = P[:, 1] + np.arctan2(np.sin(theta) * np.sin(ang) * np.cos(P[:, 0]),
+                               np.cos(ang) - np.sin(P[:, 0]) * np.sin(lat))
+    return np.concatenate([P, np.c_[lat, lon]])
+
+
+def test_refine_keeps_pairs_within_the_sure_chord_untested(rng):
+    """The refine's shortcut (pairs within the sure chord kept without the
+    haversine test) changes no decision: pairs within 1e-13 of eps give the
+    same rows with and without it, and scikit-learn's."""
+    from skyjoin.simjoin.cpu import refine
+    from skyjoin.simjoin.metrics import METRIC_CODE, sure_radius
+
+    eps, n = 0.3, 4000
+    X = _spread_pairs(rng, eps, n)
+    F = filter_points(X, "haversine")
+    t = metric_threshold(eps, "haversine")
+    kept = []
+    for sure in (None, (F, F, sure_radius(eps, "haversine"))):
+        nt = sj.self_join(F, filter_radius(eps, "haversine", 3), device="cpu")
+        kept.append(refine.refine_counts(METRIC_CODE["haversine"], X, X,
+                                         np.ascontiguousarray(nt.indptr, dtype=np.int64),
+                                         nt.indices, t, self_join=True, sure=sure))
+    G = _graph(X, eps, "haversine", "brute")
+    np.testing.assert_array_equal(kept[0], kept[1])
+    np.testing.assert_array_equal(kept[1], np.diff(G.indptr))
+
+
 def test_sure_radius_accepts_only_pairs_scikit_learn_accepts(rng):
     """Haversine's sure radius (``metrics.sure_radius``): every pair that the
     join's own test puts within it is one that scikit-learn accepts (and
@@ -262,14 +296,7 @@ def test_sure_radius_accepts_only_pairs_scikit_learn_accepts(rng):
     from skyjoin.simjoin.metrics import decision_radii, sure_radius
 
     eps, n = 0.3, 6000
-    P = np.c_[rng.uniform(-1.2, 1.2, n), rng.uniform(-3, 3, n)]
-    theta = rng.uniform(0, 2 * np.pi, n)
-    # relative offsets up to 1e-13 (past the band), a fifth within 4e-16 (ties)
-    ang = eps * (1 + rng.uniform(-1e-13, 1e-13, n) * rng.choice([1.0, 0.004], n, p=[.8, .2]))
-    lat = np.arcsin(np.sin(P[:, 0]) * np.cos(ang) + np.cos(P[:, 0]) * np.sin(ang) * np.cos(theta))
-    lon = P[:, 1] + np.arctan2(np.sin(theta) * np.sin(ang) * np.cos(P[:, 0]),
-                               np.cos(ang) - np.sin(P[:, 0]) * np.sin(lat))
-    X = np.concatenate([P, np.c_[lat, lon]])
+    X = _spread_pairs(rng, eps, n)
     G = _graph(X, eps, "haversine", "brute")
     accepted = np.array([n + k in G.indices[G.indptr[k]:G.indptr[k + 1]] for k in range(n)])
     F = filter_points(X, "haversine")

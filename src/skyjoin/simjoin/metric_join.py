@@ -41,7 +41,7 @@ from .._core.validate import check_points
 from ..index.grid import check_index_dims
 from . import engine
 from .metrics import METRIC_CODE, check_metric_points, filter_points, filter_radius, \
-    metric_threshold, refine_points
+    metric_threshold, refine_points, sure_radius
 from .plan import JoinPlan
 
 __all__ = ["MetricPoints", "metric_points", "filter_problem", "run", "entry", "run_chunks"]
@@ -136,12 +136,23 @@ def run(plan: JoinPlan, R, S, filter_eps: float, *, points: MetricPoints, eps: f
     Q = points.refine[0]
     Sr = Q if R is None else points.refine[1]
     code, threshold = METRIC_CODE[points.metric], metric_threshold(eps, points.metric)
+    sure = _sure(points, eps, R is None)
     if output == "counts":
         indptr = np.ascontiguousarray(nt.indptr, dtype=np.int64)
         return refine.refine_counts(code, Q, Sr, indptr, nt.indices, threshold,
-                                    self_join=R is None)
+                                    self_join=R is None, sure=sure)
     return refine.refine_table(code, Q, Sr, nt, threshold, self_join=R is None,
-                               distances=return_distance)
+                               distances=return_distance, sure=sure)
+
+
+def _sure(points: MetricPoints, eps: float, self_join: bool):
+    """What lets the refine keep a pair untested: for haversine the unit
+    vectors (never conditioned) and the sure chord (``metrics.sure_radius``),
+    else None.  O(1)."""
+    if points.metric != "haversine":
+        return None
+    F = points.filter[0]
+    return F, F if self_join else points.filter[1], sure_radius(eps, "haversine")
 
 
 def entry(points: MetricPoints | None, eps: float, output: str = "table",
@@ -165,15 +176,17 @@ def run_chunks(plan: JoinPlan, mp: MetricPoints, eps: float, X, filter_eps: floa
     refine = _refine_module()
     code, threshold = METRIC_CODE[mp.metric], metric_threshold(eps, mp.metric)
     Q = mp.refine[0]
+    sure = _sure(mp, eps, True)
     total = 0
     stream = engine.run_chunks(plan, X, filter_eps, max_pairs)
     next(stream, None)                      # the candidates' total
     for chunk in stream:                    # count only: no refined chunk is built
         indptr = np.ascontiguousarray(chunk.indptr, dtype=np.int64)
         total += int(refine.refine_counts(code, Q, Q, indptr, chunk.indices, threshold,
-                                          self_join=True, row0=chunk.row_start).sum())
+                                          self_join=True, row0=chunk.row_start,
+                                          sure=sure).sum())
     yield total
     stream = engine.run_chunks(plan, X, filter_eps, max_pairs)
     next(stream, None)
     for chunk in stream:
-        yield refine.refine_chunk(code, Q, chunk, threshold)
+        yield refine.refine_chunk(code, Q, chunk, threshold, sure)

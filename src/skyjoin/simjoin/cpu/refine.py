@@ -70,18 +70,32 @@ def reduced_distance(metric, Q, i, S, j):
     return r if r < 2.0 else 2.0
 
 
+@nb.njit(inline="always", **JIT)
+def _chord2(FQ, i, FS, j):
+    """Squared distance of the filter points FQ[i] and FS[j], terms in order."""
+    s = 0.0
+    for k in range(FQ.shape[1]):
+        t = FQ[i, k] - FS[j, k]
+        s += t * t
+    return s
+
+
 @nb.njit(**JIT)
-def _refine_rows(metric, Q, S, indptr, indices, row0, self_join, threshold, kept, b0, b1):
+def _refine_rows(metric, Q, S, indptr, indices, row0, self_join, threshold, FQ, FS, sure2,
+                 kept, b0, b1):
     """Rows [b0, b1) of a CSR table whose row r holds the candidates of point
     ``row0 + r``: keep the columns that pass the test, moved to the front of
-    their row in order; ``kept[r]`` their number."""
+    their row in order; ``kept[r]`` their number.  With ``sure2 >= 0`` a
+    pair whose filter points (FQ, FS) lie within the sure chord is kept
+    without the test (``metrics.sure_radius``: the test would keep it)."""
     for r in range(b0, b1):
         i = row0 + r
         lo = indptr[r]
         w = lo
         for k in range(lo, indptr[r + 1]):
             j = indices[k]
-            if (self_join and j == i) or reduced_distance(metric, Q, i, S, j) <= threshold:
+            if (self_join and j == i) or (sure2 >= 0.0 and _chord2(FQ, i, FS, j) <= sure2) \
+                    or reduced_distance(metric, Q, i, S, j) <= threshold:
                 indices[w] = j
                 w += 1
         kept[r] = w - lo
@@ -113,12 +127,20 @@ def _distance_rows(metric, Q, S, indptr, indices, row0, self_join, out, b0, b1):
             out[k] = 2.0 * math.asin(math.sqrt(v)) if metric == _HAVERSINE else v
 
 
-def refine_counts(metric, Q, S, indptr, indices, threshold, *, self_join, row0=0):
+def refine_counts(metric, Q, S, indptr, indices, threshold, *, self_join, row0=0, sure=None):
     """Refine the candidate rows in place; returns the int64 kept count of
-    each row.  ``S`` is Q for a self-join."""
+    each row.  ``S`` is Q for a self-join.  ``sure``: (FQ, FS, radius), the
+    filter points of Q and S and the chord within which a pair is kept
+    untested (haversine: ``metrics.sure_radius``), or None."""
+    if sure is None:
+        FQ = FS = np.empty((0, 3))
+        sure2 = -1.0
+    else:
+        FQ, FS, radius = sure
+        sure2 = float(radius) * float(radius)
     kept = np.zeros(indptr.shape[0] - 1, dtype=np.int64)
     run_blocks(_refine_rows, (metric, Q, S, indptr, indices, row0, bool(self_join),
-                              float(threshold), kept), indptr)
+                              float(threshold), FQ, FS, sure2, kept), indptr)
     return kept
 
 
@@ -131,11 +153,14 @@ def _compacted(indptr, indices, kept):
     return new_indptr, out
 
 
-def refine_table(metric, Q, S, nt: NeighborTable, threshold, *, self_join, distances=False):
+def refine_table(metric, Q, S, nt: NeighborTable, threshold, *, self_join, distances=False,
+                 sure=None):
     """The refined table of the candidate table ``nt`` (a host table, which
-    is consumed), with the metric distance of each pair when asked for."""
+    is consumed), with the metric distance of each pair when asked for;
+    ``sure`` as ``refine_counts``'."""
     indptr = np.ascontiguousarray(nt.indptr, dtype=np.int64)
-    kept = refine_counts(metric, Q, S, indptr, nt.indices, threshold, self_join=self_join)
+    kept = refine_counts(metric, Q, S, indptr, nt.indices, threshold, self_join=self_join,
+                         sure=sure)
     new_indptr, new_indices = _compacted(indptr, nt.indices, kept)
     out = NeighborTable(new_indptr, new_indices, nt.shape, nt.sorted)
     if distances:
@@ -146,10 +171,10 @@ def refine_table(metric, Q, S, nt: NeighborTable, threshold, *, self_join, dista
     return out
 
 
-def refine_chunk(metric, Q, chunk: PairChunk, threshold) -> PairChunk:
+def refine_chunk(metric, Q, chunk: PairChunk, threshold, sure=None) -> PairChunk:
     """The refined chunk of a self-join's candidate chunk (CSR form)."""
     indptr = np.ascontiguousarray(chunk.indptr, dtype=np.int64)
     kept = refine_counts(metric, Q, Q, indptr, chunk.indices, threshold, self_join=True,
-                         row0=chunk.row_start)
+                         row0=chunk.row_start, sure=sure)
     new_indptr, new_indices = _compacted(indptr, chunk.indices, kept)
     return PairChunk.from_csr(chunk.row_start, new_indptr, new_indices)
