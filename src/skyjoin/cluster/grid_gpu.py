@@ -148,8 +148,9 @@ def _pattern_args(cp, off, lo, hi):
 def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_sure=None):
     """Stages 1 to 3 on device points Xd (float64 or float32, finite): a
     GridClusters, or None when d > 4 or the grid would be too large
-    (``index.fine_grid.row_grid_shape``; a row table over the limit is
-    replaced by a binary search of the cells' keys).  ``overwrite_x``: Xd
+    (``index.fine_grid.row_grid_shape``; a row table over its limit,
+    ``row_table_fits``, is replaced by a hash table of the non-empty rows).
+    ``overwrite_x``: Xd
     is scratch, and once the grid is built (never when None is returned) it
     holds the sorted points, so that one copy of the points stays in
     memory.  ``eps_sure`` (default eps): pairs within it are neighbours,
@@ -191,7 +192,7 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
     del Xd
     m = int(cells.size)
     cell_q = cp.empty(m, dtype=cp.int32)
-    if dense_rows:                  # the row table; else the keys are searched
+    if dense_rows:                  # the dense row table
         row_start = cp.empty(rows + 1, dtype=cp.int32)
         mod.get_function("row_table")(_blocks(max(m, rows + 1)), (_BLOCK,),
                                       (cells, np.int64(m), np.int64(rs), np.int64(rows), cell_q,
