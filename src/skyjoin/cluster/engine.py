@@ -14,7 +14,8 @@ turn, until one fits:
 * "hybrid-cpu" / "hybrid-gpu": HYBRID-DBSCAN (``hybrid.hybrid_labels``,
   Gowanlock et al. 2019, §3), T in host memory; under another metric than
   the Euclidean (``plan.metric``) T filtered and refined
-  (``hybrid.metric_hybrid_labels``).
+  (``hybrid.metric_hybrid_labels``), after the grid of the unit vectors for
+  haversine on the GPU (``metrics.decision_radii``).
 
 Where the results live is the plan's ``on_device``: the GPU paths then
 return their device arrays (no copy to the host), and the hybrid path,

@@ -15,8 +15,9 @@ the one entry ``skyjoin.cluster.engine.run``:
   (``table_gpu``: T kept on the GPU), "hybrid-cpu" / "hybrid-gpu"
   (``hybrid``: HYBRID-DBSCAN, Gowanlock et al. 2019, §3); for the join's
   other metrics (Manhattan, Chebyshev, haversine, cosine: ``plan.fit_metric``)
-  "hybrid-cpu" / "hybrid-gpu" alone, T refined on the host
-  (``hybrid.metric_hybrid_labels``);
+  "hybrid-cpu" / "hybrid-gpu", T refined on the host
+  (``hybrid.metric_hybrid_labels``), after "grid-gpu" for haversine on the
+  GPU (``plan.metric_grid_applies``);
 * "sklearn": everything else (other metrics, callables, dense precomputed
   distance matrices, sparse feature matrices) is handed to
   ``sklearn.cluster.DBSCAN`` unchanged (a metric skyjoin does not know
@@ -139,8 +140,9 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         is made (saves the device-to-host copy, 8 bytes a sample for the
         labels).  Needs a metric of the join on the GPU (``device="gpu"``,
         or "auto" with a GPU); otherwise ``fit`` raises ValueError.  The
-        HYBRID-DBSCAN path, which assigns on the host (the only path of
-        the metrics other than the Euclidean), uploads its result.
+        HYBRID-DBSCAN path, which assigns on the host (the metrics other
+        than the Euclidean take it, haversine when its grid hands over),
+        uploads its result.
 
     Attributes
     ----------

@@ -68,7 +68,8 @@ class DBSCANPlan:
         (``table_algorithm``).
     metric : str
         The join's metric (``fit_metric``): "euclidean", or one decided by
-        a Euclidean filter and an exact refine (table paths only).
+        a Euclidean filter and an exact refine (the table paths; haversine
+        on the GPU grid too, ``metric_grid_applies``).
     ran : str or None
         The path that computed the result, once it has run (``path_``).
     """
