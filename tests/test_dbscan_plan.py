@@ -130,8 +130,9 @@ def test_hybrid_gpu_copies_the_points_to_the_device_once(monkeypatch):
     table = hybrid.neighbor_table
 
     def join_spy(Xo, eps, *, device="cpu", precision="float64", timings=None, on_device=False,
-                 memory_limit="auto", algorithm="grid"):
+                 memory_limit="auto", algorithm="grid", grid=None):
         seen.append(device)
+        assert grid is None                     # no CPU grid is shared with a GPU join
         return table(np.asarray(Xo), eps, device="cpu", precision=precision, timings=timings,
                      memory_limit=memory_limit, algorithm=algorithm)
 

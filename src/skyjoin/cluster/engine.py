@@ -13,9 +13,8 @@ turn, until one fits:
   there);
 * "hybrid-cpu" / "hybrid-gpu": HYBRID-DBSCAN (``hybrid.hybrid_labels``,
   Gowanlock et al. 2019, §3), T in host memory; under another metric than
-  the Euclidean (``plan.metric``) T filtered and refined
-  (``hybrid.metric_hybrid_labels``), after the grid of the unit vectors for
-  haversine on the GPU (``metrics.decision_radii``).
+  the Euclidean (``plan.metric``) T filtered and refined, after the grid
+  of the unit vectors for haversine on the GPU (``metrics.decision_radii``).
 
 Where the results live is the plan's ``on_device``: the GPU paths then
 return their device arrays (no copy to the host), and the hybrid path,
@@ -40,7 +39,7 @@ from .._core.validate import working_dtype
 from ..simjoin.metrics import decision_radii
 from .grid_cpu import grid_dbscan
 from .grid_gpu import gpu_grid_dbscan
-from .hybrid import hybrid_labels, metric_hybrid_labels
+from .hybrid import hybrid_labels
 from .plan import DBSCANPlan, join_fraction, plan_fit
 from .table_gpu import gpu_dbscan_points
 
@@ -153,24 +152,16 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, over
                 return core, labels, path
             except MemoryError:
                 pass  # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
-        elif metric is not None:            # another metric: filter, refine, assign
-            core, labels = metric_hybrid_labels(metric[0], metric[1], X, eps, min_samples,
-                                                sample_weight=sample_weight, device=plan.device,
-                                                timings=timings, memory_limit=memory_limit,
-                                                join_algorithm=plan.join_algorithm,
-                                                shared_grid=plan.shared_grid)
-            if plan.on_device:                      # assigned on the host: uploaded, O(n)
-                core, labels = cupy().asarray(core), cupy().asarray(labels)
-            return core, labels, path
         else:
             Xd = None
             # on the GPU the points are ordered there (``hybrid.cell_order``): device
-            # points are not copied to the host and back
+            # points are not copied to the host and back; under another metric T
+            # is filtered and refined (``metric``)
             core, labels = hybrid_labels(X, eps, min_samples, sample_weight=sample_weight,
                                          device=plan.device, precision=plan.precision,
                                          shared_grid=plan.shared_grid, timings=timings,
                                          memory_limit=memory_limit,
-                                         join_algorithm=plan.join_algorithm)
+                                         join_algorithm=plan.join_algorithm, metric=metric)
             if plan.on_device:                      # assigned on the host: uploaded, O(n)
                 core, labels = cupy().asarray(core), cupy().asarray(labels)
             return core, labels, path

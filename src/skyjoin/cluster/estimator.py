@@ -15,9 +15,9 @@ the one entry ``skyjoin.cluster.engine.run``:
   (``table_gpu``: T kept on the GPU), "hybrid-cpu" / "hybrid-gpu"
   (``hybrid``: HYBRID-DBSCAN, Gowanlock et al. 2019, §3); for the join's
   other metrics (Manhattan, Chebyshev, haversine, cosine: ``plan.fit_metric``)
-  "hybrid-cpu" / "hybrid-gpu", T refined on the host
-  (``hybrid.metric_hybrid_labels``), after "grid-gpu" for haversine on the
-  GPU (``plan.metric_grid_applies``);
+  "hybrid-cpu" / "hybrid-gpu", T refined on the host (``hybrid.hybrid_labels``
+  with ``metric``), after "grid-gpu" for haversine on the GPU
+  (``plan.metric_grid_applies``);
 * "sklearn": everything else (other metrics, callables, dense precomputed
   distance matrices, sparse feature matrices) is handed to
   ``sklearn.cluster.DBSCAN`` unchanged (a metric skyjoin does not know

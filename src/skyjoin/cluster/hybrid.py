@@ -34,7 +34,7 @@ from .plan import shares_grid
 from .union_find import labels_from_table
 
 __all__ = ["neighbor_table", "metric_neighbor_table", "spatial_order", "cell_order", "shared_order",
-           "hybrid_labels", "metric_hybrid_labels", "hybrid_dbscan"]
+           "hybrid_labels", "hybrid_dbscan"]
 
 
 def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, on_device=False,
@@ -251,67 +251,39 @@ def hybrid_dbscan(X, eps, min_samples, *, sample_weight=None, device="cpu", prec
 
 
 def hybrid_labels(X, eps, min_samples, *, sample_weight=None, device="cpu", precision="float64",
-                  shared_grid=False, timings=None, memory_limit="auto", join_algorithm="grid"):
+                  shared_grid=False, timings=None, memory_limit="auto", join_algorithm="grid",
+                  metric=None):
     """HYBRID-DBSCAN (§3, Algorithm 1) of conditioned points: what
     ``hybrid_dbscan`` runs once it has checked and conditioned X, and the
     "hybrid-*" paths of ``skyjoin.cluster.engine``.
 
     ``X`` is conditioned for ``precision`` (host points; on the GPU device
-    points too), ``eps`` likewise; ``device``, ``shared_grid`` and
-    ``join_algorithm`` are the plan's (``DBSCANPlan``).  Returns and costs as
-    ``hybrid_dbscan``; nothing here validates, scales or routes.
+    points too), ``eps`` likewise; ``device``, ``shared_grid`` (one CPU grid
+    orders the points and serves the join: ``shared_order``) and
+    ``join_algorithm`` are the plan's (``DBSCANPlan``).  ``metric``: (the
+    checked ``MetricPoints``, the caller's eps) under a metric other than
+    the Euclidean; X and eps are then its filter's, and T is filtered and
+    refined (``metric_neighbor_table``).  Returns and costs as
+    ``hybrid_dbscan`` (plus the refine's O(candidates d)); nothing here
+    validates, scales or routes.
     """
     t0 = time.perf_counter()
     join_t: dict = {}
-    if shared_grid and len(X):
-        Xo, order, grid = shared_order(X, eps, precision)
-        t1 = time.perf_counter()
-        nt = neighbor_table(Xo, eps, device=device, precision=precision, timings=join_t,
-                            memory_limit=memory_limit, grid=grid, algorithm=join_algorithm)
-        del grid
-    else:
-        Xo, order = cell_order(X, eps, device, precision)
-        t1 = time.perf_counter()
-        nt = neighbor_table(Xo, eps, device=device, precision=precision, timings=join_t,
-                            memory_limit=memory_limit, algorithm=join_algorithm)
-    del Xo
-    t2 = time.perf_counter()
-    is_core, labels = labels_from_table(nt.indptr, nt.indices, min_samples, sample_weight,
-                                        order=order)
-    t3 = time.perf_counter()
-    if timings is not None:
-        timings["order"] = t1 - t0
-        timings["table"] = t2 - t1
-        timings["assign"] = t3 - t2
-        timings["pairs"] = nt.n_pairs
-        timings["join_grid"] = float(join_t.get("grid", 0.0))
-    return np.flatnonzero(is_core), labels
-
-
-def metric_hybrid_labels(points, eps, X, filter_eps, min_samples, *, sample_weight=None,
-                         device="cpu", timings=None, memory_limit="auto",
-                         join_algorithm="grid", shared_grid=False):
-    """HYBRID-DBSCAN (§3, Algorithm 1) under a metric other than the Euclidean:
-    the points numbered in the cell order of their filter points X
-    (``cell_order``; X and ``filter_eps`` conditioned by the caller,
-    ``metric_join.filter_problem``), T from ``metric_neighbor_table`` (the
-    filter join on ``device``, refined on the host at the caller's eps),
-    then the assignment (``union_find.labels_from_table``).  ``shared_grid``
-    (the plan's): one CPU grid orders the points and serves the join
-    (``shared_order``).  Returns and costs as ``hybrid_dbscan``, plus the
-    refine's O(candidates d)."""
-    t0 = time.perf_counter()
     grid = None
     if shared_grid and len(X):
-        Xo, order, grid = shared_order(X, filter_eps, "float64")
+        Xo, order, grid = shared_order(X, eps, precision)
     else:
-        Xo, order = cell_order(X, filter_eps, device, "float64")
-    ordered = points.ordered(order)
+        Xo, order = cell_order(X, eps, device, precision)
+    ordered = None if metric is None else metric[0].ordered(order)
     t1 = time.perf_counter()
-    join_t: dict = {}
-    nt = metric_neighbor_table(ordered, eps, Xo, filter_eps, device=device, timings=join_t,
-                               algorithm=join_algorithm, memory_limit=memory_limit, grid=grid)
-    del Xo, ordered, grid
+    if metric is None:
+        nt = neighbor_table(Xo, eps, device=device, precision=precision, timings=join_t,
+                            memory_limit=memory_limit, grid=grid, algorithm=join_algorithm)
+    else:
+        nt = metric_neighbor_table(ordered, metric[1], Xo, eps, device=device, timings=join_t,
+                                   algorithm=join_algorithm, memory_limit=memory_limit,
+                                   grid=grid)
+    del Xo, grid, ordered
     t2 = time.perf_counter()
     is_core, labels = labels_from_table(nt.indptr, nt.indices, min_samples, sample_weight,
                                         order=order)
