@@ -39,7 +39,7 @@ import skyjoin as sj
 
 from .. import datasets
 from .._core.device import cupy
-from .harness import Case, Impl, data_case, size_tag
+from .harness import Case, Impl, data_case, label_counts, size_tag
 
 __all__ = ["DRIVER_ENV", "IMPLEMENTATIONS", "LINE", "driver", "driver_points", "run_driver",
            "clustered", "cases", "count_differences"]
@@ -122,17 +122,11 @@ def clustered(n: int, seed: int = 11) -> np.ndarray:
     return X.astype(np.float32)
 
 
-def _counts(labels) -> dict:
-    labels = np.asarray(labels)
-    return {"size": int(labels.max()) + 1 if len(labels) else 0,
-            "noise": int((labels < 0).sum())}
-
-
 def _ours(get, eps, m):
     def fn():
         est = sj.DBSCAN(eps=eps, min_samples=m, device="gpu",
                         precision="float32" if get().dtype == np.float32 else "float64")
-        out = _counts(est.fit(get()).labels_)
+        out = label_counts(est.fit(get()).labels_)
         out["path"] = est.path_
         out["residence"] = "host to host"
         return out
@@ -154,9 +148,7 @@ def _ours_on_device(get, eps, m):
                         precision="float32" if X.dtype == np.float32 else "float64")
         labels = est.fit(X).labels_
         cp.cuda.get_current_stream().synchronize()
-        return {"size": int(labels.max()) + 1 if labels.size else 0,
-                "noise": int((labels < 0).sum()), "path": est.path_,
-                "residence": "points on the GPU"}
+        return dict(label_counts(labels), path=est.path_, residence="points on the GPU")
 
     return Impl("skyjoin DBSCAN (points on GPU)", fn, ours=True)
 

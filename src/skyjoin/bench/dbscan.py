@@ -51,7 +51,7 @@ from ..cluster.grid_cpu import grid_dbscan
 from ..cluster.sweep import ideal_pipeline_time, pipeline_makespan
 from . import arborx, metrics
 from .harness import (REPEAT, Case, Impl, available_memory_bytes, data_case, format_table,
-                      run_suite, select, size_tag, write_report)
+                      label_counts, run_suite, select, size_tag, write_report)
 
 __all__ = ["cases", "case_names", "run", "run_gpu", "gpu_check", "PAPER_MINPTS", "SWEEP_EPS"]
 
@@ -81,16 +81,11 @@ def _data(kind, n, seed):
     raise ValueError(kind)
 
 
-def _n_clusters(labels):
-    return int(labels.max()) + 1 if len(labels) else 0
-
-
 def _ours(get, eps, m, device):
     """Our estimator on the case's device, with its phase times."""
     def fn():
         est = sj.DBSCAN(eps=eps, min_samples=m, device=device).fit(get())
-        out = {"size": _n_clusters(est.labels_), "noise": int((est.labels_ < 0).sum()),
-               "path": est.path_}
+        out = dict(label_counts(est.labels_), path=est.path_)
         out.update({f"phase_{k}_s": round(float(v), 4) for k, v in est.timings_.items()
                     if k != "pairs"})
         if "pairs" in est.timings_:
@@ -105,7 +100,7 @@ def _ours_hybrid(get, eps, m, device):
     def fn():
         t: dict = {}
         core, labels = hybrid_dbscan(get(), eps, m, device=device, timings=t)
-        out = {"size": _n_clusters(labels), "noise": int((labels < 0).sum())}
+        out = label_counts(labels)
         out.update({f"phase_{k}_s": round(float(v), 4) for k, v in t.items() if k != "pairs"})
         out["pairs"] = int(t["pairs"])
         return out
@@ -119,7 +114,7 @@ def _peers(get, eps, m, est_pairs, sklearn_repeat=REPEAT):
 
     def sk():
         labels = SklearnDBSCAN(eps=eps, min_samples=m, n_jobs=-1).fit(get()).labels_
-        return {"size": _n_clusters(labels), "noise": int((labels < 0).sum())}
+        return label_counts(labels)
 
     skip = None
     if est_pairs is not None and est_pairs > SKLEARN_MAX_PAIRS:
@@ -137,7 +132,7 @@ def _peers(get, eps, m, est_pairs, sklearn_repeat=REPEAT):
         import dbscan as _pkg
 
         labels, _core = _pkg.DBSCAN(get(), eps=eps, min_samples=m)
-        return {"size": _n_clusters(labels), "noise": int((labels < 0).sum())}
+        return label_counts(labels)
 
     out.append(Impl("dbscan package (Wang-Gu-Shun)", pkg, skip_reason=pkg_skip))
     return out
@@ -198,14 +193,14 @@ def _sweep_minpts_case(quick, device):
         c0 = time.process_time()
         for m in PAPER_MINPTS:
             est = sj.DBSCAN(eps=eps, min_samples=m, device=device).fit(holder["X"])
-            ks.append(_n_clusters(est.labels_))
+            ks.append(label_counts(est.labels_)["size"])
         return {"size": len(ks), "clusters": ks, "path": est.path_,
                 "cpu_s": round(time.process_time() - c0, 4)}
 
     def separate_hybrid():
         ks = []
         for m in PAPER_MINPTS:
-            ks.append(_n_clusters(hybrid_dbscan(holder["X"], eps, m, device=device)[1]))
+            ks.append(label_counts(hybrid_dbscan(holder["X"], eps, m, device=device)[1])["size"])
         return {"size": len(ks), "clusters": ks}
 
     # the 16 HYBRID-DBSCAN runs, a minute on the full case, are timed once
@@ -434,7 +429,7 @@ def gpu_check(out_dir: str = "bench-results", n_large: int = 10_000_000, log=pri
         np.array_equal(lab_g, lab_c) and np.array_equal(lab_h, lab_c)
         and np.array_equal(core_g, core_c) and np.array_equal(core_h, core_c)
         and np.array_equal(lab_gg, lab_c) and np.array_equal(core_gg, core_c))
-    res["1M clusters"] = _n_clusters(lab_c)
+    res["1M clusters"] = label_counts(lab_c)["size"]
     if pkg is not None:
         timed("1M dbscan package", lambda: pkg.DBSCAN(X, eps=0.3, min_samples=10))
     timed("1M sweep 16 min_samples (gpu)",

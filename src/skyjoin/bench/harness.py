@@ -32,6 +32,7 @@ import time
 from typing import Any, Callable, Iterable
 
 __all__ = ["Impl", "Case", "Row", "CaseData", "data_case", "run_suite", "write_report",
+           "label_counts",
            "timed", "ratios", "format_table", "chart", "size_tag", "select", "check_names",
            "case_order",
            "available_memory_bytes", "QUOTED_LABEL", "REPEAT", "MAX_CHART_PX"]
@@ -132,6 +133,13 @@ def data_case(name: str, params: dict, make: Callable[[], Any],
     data = CaseData(make, after)
     return Case(name, params, impls_of(data.get), setup=data.setup, teardown=data.teardown,
                 quoted=dict(quoted or {}))
+
+
+def label_counts(labels) -> dict:
+    """The result size of a DBSCAN run: its clusters ("size") and noise
+    points of the labels (NumPy or CuPy, noise -1).  O(n)."""
+    n = int(labels.shape[0])
+    return {"size": int(labels.max()) + 1 if n else 0, "noise": int((labels < 0).sum())}
 
 
 def size_tag(n: int) -> str:

@@ -28,14 +28,14 @@ from sklearn.cluster import DBSCAN as SkDBSCAN
 import skyjoin as sj
 
 from .. import datasets
-from .harness import Case, Impl, data_case, size_tag
+from ..datasets import EARTH_RADIUS_KM
+from .harness import Case, Impl, data_case, label_counts, size_tag
 
 __all__ = ["cases", "sphere_mixture", "equal_area"]
 
-EARTH_KM = 6371.0
 #: (name, points, eps, min_samples, metric, devices)
-_CASES = (("Geo", 1_000_000, 3.0 / EARTH_KM, 10, "haversine", ("cpu", "gpu")),
-          ("Geo", 10_000_000, 1.0 / EARTH_KM, 10, "haversine", ("gpu",)),
+_CASES = (("Geo", 1_000_000, 3.0 / EARTH_RADIUS_KM, 10, "haversine", ("cpu", "gpu")),
+          ("Geo", 10_000_000, 1.0 / EARTH_RADIUS_KM, 10, "haversine", ("gpu",)),
           ("Sphere64D", 200_000, 0.005, 10, "cosine", ("cpu", "gpu")))
 QUICK_N = 20_000
 
@@ -60,8 +60,8 @@ def equal_area(X: np.ndarray) -> np.ndarray:
 
 
 def _counts(est) -> dict:
-    lab = np.asarray(est.labels_ if hasattr(est, "labels_") else est)
-    out = {"size": int(lab.max()) + 1 if lab.size else 0, "noise": int((lab < 0).sum())}
+    """The clusters and noise of a fitted estimator, with ours' path."""
+    out = label_counts(est.labels_)
     if hasattr(est, "path_"):
         out["path"] = est.path_
     return out
