@@ -104,12 +104,11 @@ class GridClusters:
     with the grid that the border pass needs.
 
     ``perm[k]`` is the input row of sorted point k; ``parent[k]`` is the root
-    (a sorted position) of a core point's component, -1 for other points.
+    (a sorted position) of a core point's component; for other points -1,
+    or the point itself where min_samples <= 2 linked every point.
     ``grid`` holds the device arrays and scalars of the kernels' GRID_ARGS,
     ``pattern`` those of PATTERN_ARGS (the whole neighbour pattern),
-    ``decide`` those of DECIDE_ARGS; ``undecided`` (one uint32 on the
-    device) is non-zero once a pair that mattered lay between the sure
-    radius and eps.
+    ``decide`` those of DECIDE_ARGS.
     """
 
     Xs: object
@@ -122,7 +121,12 @@ class GridClusters:
     decide: tuple
     core: object
     parent: object
-    undecided: object
+
+    @property
+    def undecided(self):
+        """One uint32 on the device, non-zero once a pair that mattered lay
+        between the sure radius and eps (DECIDE_ARGS' flag)."""
+        return self.decide[2]
 
 
 def _row_hash(cp, mod, cells, m, rs):
@@ -254,7 +258,7 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
         dp.fill(cp, core, 0)
         mod.get_function("linked_core")(_blocks(n), (_BLOCK,), (parent, np.int64(n), core))
     tick("link")
-    return GridClusters(Xs, perm, n, d, real, grid, pattern, decide, core, parent, undecided)
+    return GridClusters(Xs, perm, n, d, real, grid, pattern, decide, core, parent)
 
 
 def grid_labels(g: GridClusters, root_label, border=True):
