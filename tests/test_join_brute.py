@@ -10,8 +10,8 @@ import pytest
 import skyjoin as sj
 from skyjoin.simjoin import brute_bound
 from skyjoin.simjoin.cpu import brute as cpu_brute
-from skyjoin.simjoin.algorithm import (BRUTE_MIN_DIMS, BRUTE_MIN_WORK, candidate_fraction,
-                                       choose_algorithm)
+from skyjoin.simjoin.algorithm import (BRUTE_MIN_DIMS, BRUTE_MIN_WORK, JoinSample,
+                                       candidate_fraction, choose_algorithm)
 
 from _cuda_emulation import FakeCupy, Module, compiler
 
@@ -171,13 +171,13 @@ def test_filter_bound_keeps_every_pair_within_eps():
 
 def test_choose_algorithm_rule():
     d = BRUTE_MIN_DIMS
-    assert choose_algorithm("auto", d, fraction=BRUTE_MIN_WORK / d) == "brute"
-    assert choose_algorithm("auto", d, fraction=0.99 * BRUTE_MIN_WORK / d) == "grid"
-    assert choose_algorithm("auto", d - 1, fraction=1.0) == "grid"
+    assert choose_algorithm("auto", d, sample=JoinSample(BRUTE_MIN_WORK / d)) == "brute"
+    assert choose_algorithm("auto", d, sample=JoinSample(0.99 * BRUTE_MIN_WORK / d)) == "grid"
+    assert choose_algorithm("auto", d - 1, sample=JoinSample(1.0)) == "grid"
     assert choose_algorithm("auto", 100) == "grid"                 # no sample: the grid
-    assert choose_algorithm("grid", 100, fraction=1.0) == "grid"
+    assert choose_algorithm("grid", 100, sample=JoinSample(1.0)) == "grid"
     assert choose_algorithm("brute", 2) == "brute"
-    assert choose_algorithm("auto", 100, chunks=True, fraction=1.0) == "grid"
+    assert choose_algorithm("auto", 100, chunks=True, sample=JoinSample(1.0)) == "grid"
     with pytest.raises(ValueError, match="does not stream chunks"):
         choose_algorithm("brute", 100, chunks=True)
     with pytest.raises(ValueError, match="algorithm must be"):
@@ -236,7 +236,7 @@ def emulated_gpu(monkeypatch):
     monkeypatch.setattr(gpu_brute, "TILE", 40)
     monkeypatch.setattr(gpu_brute, "_FIRST_CAPACITY", 16)       # overflow and retry
     monkeypatch.setattr(gpu_brute, "d2h", lambda cp, a: np.asarray(a))
-    monkeypatch.setattr(gpu_brute, "_guard", lambda *a, **k: None)
+    monkeypatch.setattr(gpu_brute, "guard_pairs", lambda *a, **k: None)
     return gpu_brute
 
 
@@ -329,17 +329,17 @@ def test_cpu_dbscan_tables_by_brute_force_in_high_dimensions():
     from skyjoin._core.plans import recording
     from skyjoin.cluster.plan import plan_fit, plan_sweep, table_algorithm
 
-    assert plan_fit("join", "cpu", "float64", False, 20, join_fraction=1.0).join_algorithm \
+    assert plan_fit("join", "cpu", "float64", False, 20, join_sample=JoinSample(1.0)).join_algorithm \
         == "brute"
-    assert plan_fit("join", "cpu", "float64", False, 20, join_fraction=0.01).join_algorithm \
+    assert plan_fit("join", "cpu", "float64", False, 20, join_sample=JoinSample(0.01)).join_algorithm \
         == "grid"
     assert plan_fit("join", "cpu", "float64", False, 3).join_algorithm == "grid"
-    assert plan_fit("join", "gpu", "float64", False, 20, join_fraction=1.0).join_algorithm \
+    assert plan_fit("join", "gpu", "float64", False, 20, join_sample=JoinSample(1.0)).join_algorithm \
         == "brute"
     assert plan_fit("join", "gpu", "float64", False, 3).join_algorithm == "grid"
-    assert plan_sweep("cpu", "float64", False, 20, 2, join_fraction=1.0).join_algorithm \
+    assert plan_sweep("cpu", "float64", False, 20, 2, join_sample=JoinSample(1.0)).join_algorithm \
         == "brute"
-    assert table_algorithm("cpu", 20, 1.0) == "brute"
+    assert table_algorithm("cpu", 20, JoinSample(1.0)) == "brute"
     X = _plane_clusters_20d()
     for eps, m in ((0.2, 12), (0.25, 20)):
         with recording() as plans:

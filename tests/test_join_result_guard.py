@@ -18,8 +18,8 @@ import pytest
 
 import skyjoin as sj
 from skyjoin.simjoin.cpu import engine as cpu_engine
-from skyjoin.simjoin.plan import (MEMORY_MARGIN, ResultTooLargeError, check_memory_limit,
-                               result_size_guard)
+from skyjoin.errors import ResultTooLargeError
+from skyjoin.simjoin.result_size import MEMORY_MARGIN, check_memory_limit, result_size_guard
 
 WAYS_OUT = ("output='counts'", "self_join_chunks", "--out x.parquet")
 MB = 1 << 20

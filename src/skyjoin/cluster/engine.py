@@ -40,7 +40,7 @@ from ..simjoin.metrics import decision_radii
 from .grid_cpu import grid_dbscan
 from .grid_gpu import gpu_grid_dbscan
 from .hybrid import hybrid_labels
-from .plan import DBSCANPlan, join_fraction, plan_fit
+from .plan import DBSCANPlan, join_sample, plan_fit
 from .table_gpu import gpu_dbscan_points
 
 __all__ = ["run", "cluster_points"]
@@ -178,5 +178,5 @@ def cluster_points(X, eps: float, min_samples: int, *, device: str, precision: s
     Returns (core indices, labels, path).  Cost: ``run``'s plus O(n d)."""
     (Xc,), eps_c = condition_checked([X], ["X"], eps, precision)
     plan = plan_fit("join", device, precision, False, X.shape[1],
-                    join_fraction=join_fraction(Xc, eps_c, device))
+                    join_sample=join_sample(Xc, eps_c, device))
     return run(plan, Xc, eps_c, min_samples, timings=timings)

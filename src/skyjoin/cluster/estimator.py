@@ -49,10 +49,10 @@ from .._core.transfer import to_device
 from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
 from ..index.grid_kernels import gather_rows
 from ..simjoin.metric_join import filter_problem, metric_points
-from ..simjoin.plan import check_memory_limit
+from ..simjoin.result_size import check_memory_limit
 from . import engine
 from .params import check_params, check_sample_weight
-from .plan import KNOWN_METRICS, fit_metric, fit_route, join_fraction, plan_fit
+from .plan import KNOWN_METRICS, fit_metric, fit_route, join_sample, plan_fit
 from .union_find import labels_from_table
 
 __all__ = ["DBSCAN", "dbscan"]
@@ -351,7 +351,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             refine = (points, eps)
         plan = plan_fit(route, device, precision, sample_weight is not None, Xj.shape[1],
                         on_device=self.on_device, metric=metric,
-                        join_fraction=join_fraction(Xj, eps_j, device))
+                        join_sample=join_sample(Xj, eps_j, device))
         timings: dict = {}
         t0 = time.perf_counter()
         if route == "join":

@@ -66,7 +66,7 @@ def neighbor_table(X, eps, *, device="cpu", precision="float64", timings=None, o
         CPU: the grid of X, X already in its cell order (``hybrid_labels``:
         the grid that ordered the points serves the join; the brute force
         does not read it).
-    algorithm : {"grid", "brute"}
+    algorithm : {"grid", "brute"} or Projection
         The join's algorithm (``DBSCANPlan.join_algorithm``).
 
     Returns

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from .._core.thread_count import cpu_threads
 from .._core.threads import threadsafe_numba
-from ..simjoin.algorithm import candidate_fraction, choose_algorithm, needs_sample
+from ..simjoin.algorithm import JoinSample, choose_algorithm, needs_sample, sample_join
+from ..simjoin.projection import Projection
 from ..simjoin.metrics import METRIC_ALIASES, METRICS
 from .grid_cpu import MAX_DIMS
 
@@ -24,7 +25,7 @@ log = logging.getLogger("skyjoin")
 
 __all__ = ["DBSCANPlan", "fit_route", "fit_metric", "KNOWN_METRICS", "grid_applies",
            "metric_grid_applies", "shares_grid", "table_algorithm",
-           "join_fraction",
+           "join_sample",
            "results_on_device", "plan_fit", "plan_sweep", "FIT_PATHS", "SWEEP_METHODS"]
 
 #: every path of a single clustering (``DBSCAN.path_``)
@@ -63,9 +64,10 @@ class DBSCANPlan:
         (``results_on_device``): the GPU paths return their device arrays
         instead of copying them to the host, and a path that assigns on the
         host (HYBRID-DBSCAN) uploads its result.
-    join_algorithm : {"grid", "brute"}
+    join_algorithm : {"grid", "brute"} or Projection
         The join's algorithm for the neighbour tables of the table paths
-        (``table_algorithm``).
+        (``table_algorithm``): a Projection for the screen on principal
+        components ("projected").
     metric : str
         The join's metric (``fit_metric``): "euclidean", or one decided by
         a Euclidean filter and an exact refine (the table paths; haversine
@@ -84,7 +86,7 @@ class DBSCANPlan:
     assign_threads: int | None = None
     shared_grid: bool = False
     on_device: bool = False
-    join_algorithm: str = "grid"
+    join_algorithm: str | Projection = "grid"
     metric: str = "euclidean"
     ran: str | None = None
 
@@ -110,7 +112,9 @@ class DBSCANPlan:
             parts.append("one grid orders and joins")
         if self.on_device:
             parts.append("results on device")
-        if self.join_algorithm != "grid":
+        if isinstance(self.join_algorithm, Projection):
+            parts.append(f"tables by brute force ({self.join_algorithm.describe()})")
+        elif self.join_algorithm != "grid":
             parts.append(f"tables by {self.join_algorithm} force")
         if self.ran is not None:
             parts.append(f"ran {self.ran}")
@@ -193,22 +197,25 @@ def _reads_sample(device: str | None, n_features: int) -> bool:
     return device is not None and needs_sample("auto", n_features)
 
 
-def join_fraction(X, eps: float, device: str | None) -> float | None:
-    """The sampled share of grid candidates of X at radius eps
-    (``candidate_fraction``) where ``table_algorithm`` reads it, else None
-    (no sample is taken): what ``plan_fit`` and ``plan_sweep`` take.  O(1),
-    or the sample's."""
-    return candidate_fraction(X, X, eps) if _reads_sample(device, int(X.shape[1])) else None
+def join_sample(X, eps: float, device: str | None) -> JoinSample | None:
+    """The join rule's sample of X at radius eps
+    (``skyjoin.simjoin.algorithm.sample_join``) where ``table_algorithm``
+    reads it, else None (no sample is taken): what ``plan_fit`` and
+    ``plan_sweep`` take.  O(1), or the sample's."""
+    if not _reads_sample(device, int(X.shape[1])):
+        return None
+    return sample_join("auto", X, X, eps, device)
 
 
-def table_algorithm(device: str | None, n_features: int, fraction: float | None = None) -> str:
+def table_algorithm(device: str | None, n_features: int,
+                    sample: JoinSample | None = None) -> str | Projection:
     """The join's algorithm for DBSCAN's neighbour tables: the join's own
-    rule (``skyjoin.simjoin.algorithm.choose_algorithm`` on ``fraction``,
-    the sampled share of grid candidates), on the CPU and the GPU alike
-    (the table is the join's, whichever algorithm builds it).  O(1)."""
+    rule (``skyjoin.simjoin.algorithm.choose_algorithm`` on the ``sample``),
+    on the CPU and the GPU alike (the table is the join's, whichever
+    algorithm builds it).  O(1)."""
     if not _reads_sample(device, n_features):
         return "grid"
-    return choose_algorithm("auto", n_features, fraction=fraction)
+    return choose_algorithm("auto", n_features, sample=sample, device=device)
 
 
 def shares_grid(device: str, precision: str) -> bool:
@@ -243,7 +250,7 @@ def results_on_device(on_device: bool, device: str | None, route: str = "join") 
 
 def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
              n_features: int, on_device: bool = False,
-             join_fraction: float | None = None, metric: str = "euclidean") -> DBSCANPlan:
+             join_sample: JoinSample | None = None, metric: str = "euclidean") -> DBSCANPlan:
     """The plan of one clustering (``DBSCAN.fit``, ``dbscan``).
 
     route "graph" (a precomputed sparse graph) and "sklearn" (other
@@ -274,10 +281,9 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     on_device : bool
         Leave the results on the GPU (``results_on_device``, which raises
         where that cannot be).
-    join_fraction : float, optional
-        The sampled share of grid candidates among the pairs
-        (``skyjoin.simjoin.algorithm.candidate_fraction``), for the tables'
-        algorithm (``table_algorithm``); None: the grid.
+    join_sample : JoinSample, optional
+        What the join's rule read of the data (``join_sample``), for the
+        tables' algorithm (``table_algorithm``); None: the grid.
     metric : str
         The join's metric (``fit_metric``); n_features are then those of
         the filter's points.
@@ -293,7 +299,7 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     on_device = results_on_device(on_device, device, route)
     if route != "join":
         return DBSCANPlan(device=None, paths=(route,), precision=precision, weighted=weighted)
-    algorithm = table_algorithm(device, n_features, join_fraction)
+    algorithm = table_algorithm(device, n_features, join_sample)
     if metric != "euclidean":
         grid = metric_grid_applies(device, weighted, metric)
         return DBSCANPlan(device=device, paths=(("grid-gpu",) if grid else ())
@@ -326,7 +332,7 @@ def _thread_split(device: str, pipelined: bool):
 
 def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_eps: int,
                method: str = "auto", pipeline: bool = True,
-               on_device: bool = False, join_fraction: float | None = None,
+               on_device: bool = False, join_sample: JoinSample | None = None,
                metric: str = "euclidean") -> DBSCANPlan:
     """The plan of ``dbscan_sweep``.
 
@@ -342,7 +348,7 @@ def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_e
     Pipelining (§7.5) needs two eps and a thread-safe Numba threading layer
     (``_core.threads.threadsafe_numba``).  ``on_device``: every result's
     labels and core indices stay on the GPU (``results_on_device``).
-    ``join_fraction``: as for ``plan_fit`` (at the largest eps).  A metric
+    ``join_sample``: as for ``plan_fit`` (at the largest eps).  A metric
     other than the Euclidean takes the table path alone, each eps's table
     built by its own filter and refined (``skyjoin.simjoin.metric_join``),
     streamed to the host.
@@ -367,5 +373,5 @@ def plan_sweep(device: str, precision: str, weighted: bool, n_features: int, n_e
     return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
                       table_on_device=device == "gpu" and not hybrid, pipelined=pipelined,
                       build_threads=build, assign_threads=assign, on_device=on_device,
-                      join_algorithm=table_algorithm(device, n_features, join_fraction),
+                      join_algorithm=table_algorithm(device, n_features, join_sample),
                       metric=metric)

@@ -461,7 +461,7 @@ def gpu_dbscan_points(X, eps, min_samples, *, sample_weight=None, precision="flo
     on_device : bool, default False
         Return CuPy arrays, with no copy to the host (the plan's
         ``DBSCANPlan.on_device``).
-    join_algorithm : {"grid", "brute"}
+    join_algorithm : {"grid", "brute"} or Projection
         The join's algorithm for T (``DBSCANPlan.join_algorithm``).
 
     Returns

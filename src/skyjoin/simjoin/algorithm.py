@@ -11,21 +11,38 @@ d-term distance), the brute force's with the product and one read of it
 per pair, at far higher throughput per term.  So the rule compares f d,
 estimated on a sample, with one threshold (the paper's own remark on the
 curse of dimensionality, §IV-D: in high dimensions most adjacent cells
-are non-empty and the index stops pruning).
+are non-empty and the index stops pruning).  Where the brute force would
+run, the GPU screens on the q leading principal components instead
+(``projection``, "projected") when the sample shows it reads at most a
+quarter of the dimensions a pair costs (q plus the survivors' exact
+tests): data of low intrinsic dimension.  On the CPU, whose screen reads
+a product per pair whatever q, "projected" runs only when asked.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .._core.device import cupy, is_device_array
+from .projection import (COMPONENT_STEPS, Projection, axes_norm_bound, choose_components,
+                         principal_axes, screen_fractions, screen_precision)
 
-__all__ = ["ALGORITHMS", "BRUTE_MIN_DIMS", "BRUTE_MIN_WORK", "choose_algorithm",
-           "candidate_fraction", "needs_sample", "resolve_algorithm"]
+__all__ = ["ALGORITHMS", "BRUTE_MIN_DIMS", "BRUTE_MIN_WORK", "PROJECTED_MAX_SHARE",
+           "JoinSample", "choose_algorithm", "candidate_fraction", "component_screen",
+           "needs_sample", "sample_join", "resolve_algorithm"]
 
-#: the join's two algorithms: the grid of non-empty cells, or every pair
-#: screened by a matrix product (``brute_bound``) and tested exactly
-ALGORITHMS = ("grid", "brute")
+#: the join's algorithms: the grid of non-empty cells, every pair screened
+#: by a matrix product (``brute_bound``) and tested exactly, or every pair
+#: screened on the leading principal components (``projection``)
+ALGORITHMS = ("grid", "brute", "projected")
+#: "auto" screens on principal components when their cost a pair (q plus
+#: the survivors' tests, ``projection.choose_components``) is at most this
+#: share of d (docs/decisions/join-brute-force.md)
+PROJECTED_MAX_SHARE = 0.25
+#: sampled pairs of the component screen's estimate (rows x columns)
+_SCREEN_ROWS, _SCREEN_COLS = 256, 2048
 #: below this many dimensions "auto" always takes the grid
 BRUTE_MIN_DIMS = 8
 #: "auto" screens every pair when (sampled fraction of pairs in adjacent
@@ -36,23 +53,45 @@ _INDEXED = 6
 _SAMPLE_ROWS, _SAMPLE_COLS = 512, 4096
 
 
-def candidate_fraction(R, S, eps: float) -> float:
-    """The fraction of pairs (r, s) whose cells of side eps are adjacent in
-    each of the leading ``min(d, 6)`` dimensions (the grid's candidates),
-    from 512 sampled rows of R against 4,096 of S (fixed seed: the same
-    data gives the same plan).  Device arrays are sampled on the device and
-    the sample copied.  O(512 x 4,096 x 6)."""
+@dataclass(frozen=True)
+class JoinSample:
+    """What the rule read of the data: the sampled share of grid candidates
+    (``candidate_fraction``), and where the brute force would run, the
+    cheapest component screen and its cost a pair (``component_screen``)."""
+
+    fraction: float | None
+    screen: tuple[Projection, float] | None = None
+
+
+def _samples(R, S, columns):
+    """512 rows of R and 4,096 of S (fixed seed: the same data gives the
+    same plan), their first ``columns`` columns in float64 on the host.
+    Device arrays are sampled on the device and the sample copied."""
     rng = np.random.default_rng(0)
-    k = min(int(S.shape[1]), _INDEXED)
 
     def sample(A, m):
         idx = np.sort(rng.choice(A.shape[0], size=min(m, A.shape[0]), replace=False))
         if is_device_array(A):
             cp = cupy()
-            return cp.asnumpy(A[cp.asarray(idx), :k]).astype(np.float64)
-        return np.asarray(A[idx, :k], dtype=np.float64)
+            return cp.asnumpy(A[cp.asarray(idx), :columns]).astype(np.float64)
+        return np.asarray(A[idx, :columns], dtype=np.float64)
 
-    a, b = sample(R, _SAMPLE_ROWS), sample(S, _SAMPLE_COLS)
+    return sample(R, _SAMPLE_ROWS), sample(S, _SAMPLE_COLS)
+
+
+def candidate_fraction(R, S, eps: float) -> float:
+    """The fraction of pairs (r, s) whose cells of side eps are adjacent in
+    each of the leading ``min(d, 6)`` dimensions (the grid's candidates),
+    from 512 sampled rows of R against 4,096 of S (fixed seed: the same
+    data gives the same plan).  O(512 x 4,096 x 6)."""
+    return _grid_fraction(*_samples(R, S, min(int(S.shape[1]), _INDEXED)), eps)
+
+
+def _grid_fraction(a, b, eps: float) -> float:
+    """``candidate_fraction`` of the samples a, b (their leading
+    ``min(d, 6)`` columns)."""
+    k = min(int(b.shape[1]), _INDEXED)
+    a, b = a[:, :k], b[:, :k]
     if not len(a) or not len(b):
         return 0.0
     lo = np.minimum(a.min(axis=0), b.min(axis=0))
@@ -63,31 +102,83 @@ def candidate_fraction(R, S, eps: float) -> float:
     return float(adjacent.mean())
 
 
+def component_screen(R, S, eps: float, samples=None) -> tuple[Projection, float]:
+    """The cheapest screen on principal components for R join S at radius
+    eps, and its cost a pair (``projection.choose_components``): the axes
+    of 4,096 sampled rows of S, the share of 256 x 2,048 sampled pairs each
+    number of components lets through (and all d: the pairs within eps),
+    and the screen's precision from the
+    data's extent (one pass over R and S).  ``samples``: the rule's
+    (``_samples``), if taken.  O(n d + 4,096 d^2 + d^3)."""
+    d = int(S.shape[1])
+    a, b = samples if samples is not None else _samples(R, S, d)
+    axes = principal_axes(b) if len(b) > 1 else np.eye(d)
+    steps = [q for q in COMPONENT_STEPS if q < d] + ([d] if d <= max(COMPONENT_STEPS) else [])
+    if len(a) and len(b):
+        fractions = screen_fractions(a[:_SCREEN_ROWS], b[:_SCREEN_COLS], axes, eps, steps + [d])
+    else:
+        fractions = {q: 0.0 for q in steps + [d]}
+    within = fractions[d]                    # every axis: the pairs within eps
+    q, cost = choose_components({q: fractions[q] for q in steps}, d, within)
+    basis = np.ascontiguousarray(axes[:, :q])
+    sigma = axes_norm_bound(basis)
+    screen = screen_precision(_extent(R, S), sigma, eps)
+    return Projection(basis=basis, sigma=sigma, fraction=fractions[q], screen=screen), cost
+
+
+def _extent(R, S) -> float:
+    """The diagonal of the box around R and S: at least any point's
+    distance from a centre inside S's box.  O(n d)."""
+    xp = cupy() if is_device_array(S) else np
+    lo = xp.minimum(R.min(axis=0), S.min(axis=0)) if len(R) and len(S) else None
+    if lo is None:
+        return 0.0
+    hi = xp.maximum(R.max(axis=0), S.max(axis=0))
+    w = (hi.astype(xp.float64) - lo.astype(xp.float64))
+    return float(xp.sqrt((w * w).sum())) * (1.0 + 1e-12)
+
+
 def choose_algorithm(algorithm, n_features: int, *, chunks: bool = False,
-                     fraction: float | None = None) -> str:
-    """THE rule of the join's algorithm: "grid" or "brute" as asked; "auto"
-    the grid below ``BRUTE_MIN_DIMS`` dimensions, else the brute force when
+                     sample: JoinSample | None = None, device: str = "cpu") -> str | Projection:
+    """THE rule of the join's algorithm: "grid" or "brute" as asked, the
+    component ``screen`` (its Projection) for "projected"; "auto" the grid
+    below ``BRUTE_MIN_DIMS`` dimensions, else the brute force when
     ``fraction`` (``candidate_fraction``) times d reaches
-    ``BRUTE_MIN_WORK`` (the grid without a sample).  The streamed chunks
+    ``BRUTE_MIN_WORK`` (the grid without a sample), and there, on the GPU,
+    the ``screen`` (``component_screen``: Projection, cost a pair) instead
+    when its cost is at most ``PROJECTED_MAX_SHARE`` d; ``fraction`` and
+    ``screen`` are the ``sample``'s (``sample_join``).  The streamed chunks
     (``self_join_chunks``) run on the grid.  O(1).
 
     Raises
     ------
     ValueError
-        An unknown algorithm, or "brute" for the chunks.
+        An unknown algorithm, "brute" or "projected" for the chunks, or
+        "projected" without its screen.
     """
     if algorithm not in ALGORITHMS + ("auto",):
-        raise ValueError(f"algorithm must be 'auto', 'grid' or 'brute', got {algorithm!r}")
+        raise ValueError(f"algorithm must be 'auto', 'grid', 'brute' or 'projected', "
+                         f"got {algorithm!r}")
+    fraction, screen = (sample.fraction, sample.screen) if sample is not None else (None, None)
     if chunks:
-        if algorithm == "brute":
-            raise ValueError("algorithm='brute' does not stream chunks: use self_join, "
+        if algorithm in ("brute", "projected"):
+            raise ValueError(f"algorithm={algorithm!r} does not stream chunks: use self_join, "
                              "or algorithm='grid'")
         return "grid"
+    if algorithm == "projected":
+        if screen is None:
+            raise ValueError("algorithm='projected' needs its component screen "
+                             "(algorithm.component_screen)")
+        return screen[0]
     if algorithm != "auto":
         return algorithm
     if n_features < BRUTE_MIN_DIMS or fraction is None:
         return "grid"
-    return "brute" if fraction * n_features >= BRUTE_MIN_WORK else "grid"
+    if fraction * n_features < BRUTE_MIN_WORK:
+        return "grid"
+    if device == "gpu" and screen is not None and screen[1] <= PROJECTED_MAX_SHARE * n_features:
+        return screen[0]
+    return "brute"
 
 
 def needs_sample(algorithm, n_features: int) -> bool:
@@ -96,11 +187,34 @@ def needs_sample(algorithm, n_features: int) -> bool:
     return algorithm == "auto" and n_features >= BRUTE_MIN_DIMS
 
 
-def resolve_algorithm(algorithm, R, S, eps: float) -> str:
-    """``choose_algorithm`` for the points R (queries) and S at radius eps,
-    sampling them only when "auto" needs it.  For the public boundary.
-    O(1), or the sample's cost."""
+def needs_screen(algorithm, n_features: int, fraction: float | None, device: str) -> bool:
+    """Whether the rule reads the component screen (``component_screen``):
+    for "projected", and for "auto" on the GPU where the brute force would
+    run.  O(1)."""
+    if algorithm == "projected":
+        return True
+    return (device == "gpu" and needs_sample(algorithm, n_features) and fraction is not None
+            and fraction * n_features >= BRUTE_MIN_WORK)
+
+
+def sample_join(algorithm, R, S, eps: float, device: str = "cpu") -> JoinSample:
+    """What ``choose_algorithm`` reads of the points R (queries) and S at
+    radius eps for ``algorithm`` on ``device``, sampled (once) only where
+    the rule needs it.  O(1), or the samples' cost."""
     d = int(S.shape[1])
-    fraction = candidate_fraction(R, S, eps) if needs_sample(algorithm, d) else None
-    return choose_algorithm(algorithm, d, fraction=fraction)
+    if not (needs_sample(algorithm, d) or algorithm == "projected"):
+        return JoinSample(None)
+    samples = _samples(R, S, d)
+    fraction = _grid_fraction(*samples, eps) if needs_sample(algorithm, d) else None
+    screen = component_screen(R, S, eps, samples) \
+        if needs_screen(algorithm, d, fraction, device) else None
+    return JoinSample(fraction, screen)
+
+
+def resolve_algorithm(algorithm, R, S, eps: float, device: str = "cpu") -> str | Projection:
+    """``choose_algorithm`` for the points R (queries) and S at radius eps
+    on ``device`` (``sample_join``).  For the public boundary.  O(1), or
+    the samples' cost."""
+    return choose_algorithm(algorithm, int(S.shape[1]), device=device,
+                            sample=sample_join(algorithm, R, S, eps, device))
 

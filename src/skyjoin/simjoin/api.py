@@ -15,7 +15,7 @@ The engine builds its grid, completes the plan (``plan.plan_cpu``,
 ``plan.plan_gpu``), reports it (``skyjoin._core.plans.report``: the
 "skyjoin" logger at debug level, which ``skyjoin -v`` shows, and
 ``recording()`` blocks) and checks that the table fits
-(``plan.result_size_guard``) once its count pass knows the size.  The
+(``result_size.result_size_guard``) once its count pass knows the size.  The
 engines are imported on first use, so that ``import skyjoin`` stays light
 (no Numba; CuPy only when the GPU engine runs).
 """
@@ -39,7 +39,8 @@ from ..index.grid import check_index_dims
 from . import engine, metric_join
 from .algorithm import resolve_algorithm
 from .metrics import check_metric
-from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, check_memory_limit, request
+from .plan import PATTERNS as CELL_PATTERNS, JoinPlan, request
+from .result_size import check_memory_limit
 from .result import NeighborTable, PairStream
 
 __all__ = ["self_join", "join", "self_join_chunks"]
@@ -239,16 +240,21 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
         origin (say 1e6 + U(0, 1)) before a float32 join.
     index_dims : int, optional
         Number of leading dimensions the grid indexes (default min(d, 6)).
-    algorithm : {"auto", "grid", "brute"}
+    algorithm : {"auto", "grid", "brute", "projected"}
         "grid": the grid of non-empty cells.  "brute": every pair screened
         by a float64 matrix product (tensor cores on the GPU) with a
         provable margin, each survivor decided by the same test, so the
         result is the grid's, pair for pair
-        (``skyjoin.simjoin.brute_bound``).  "auto": brute force where the
-        grid would prune little, from a sample of the data: the share of
-        pairs whose cells are adjacent in the indexed dimensions, times d,
-        reaches ``BRUTE_MIN_WORK`` (8 dimensions or more; the rule
-        ``skyjoin.simjoin.algorithm.choose_algorithm``).
+        (``skyjoin.simjoin.brute_bound``).  "projected": every pair
+        screened on the data's leading principal components, as few as a
+        sample shows pay, with a margin that covers the projection
+        (``skyjoin.simjoin.projection``); the same pairs again, far fewer
+        operations on data of low intrinsic dimension.  "auto": brute force
+        where the grid would prune little, from a sample of the data: the
+        share of pairs whose cells are adjacent in the indexed dimensions,
+        times d, reaches ``BRUTE_MIN_WORK`` (8 dimensions or more); there,
+        on the GPU, "projected" when its sampled cost a pair is at most a
+        quarter of d (the rule ``skyjoin.simjoin.algorithm.choose_algorithm``).
     return_distance : bool, default False
         Also give the distance of every pair, ``NeighborTable.distances``:
         the square root of the very sum the test compared with ``eps**2``
@@ -257,7 +263,7 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
         test compared.
     memory_limit : int or "auto", default "auto"
         Bytes the table (and its distances) may take in the memory it goes
-        to.  "auto": ``skyjoin.simjoin.plan.MEMORY_MARGIN`` of the memory free
+        to.  "auto": ``skyjoin.simjoin.result_size.MEMORY_MARGIN`` of the memory free
         there when the count is known (host: ``MemAvailable``; device: the
         GPU's free memory).
     metric : str, default "euclidean"
@@ -333,7 +339,7 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
     The pattern, kernel and batch sizes are chosen by one rule,
     ``skyjoin.simjoin.plan`` (``plan_cpu``, ``plan_gpu``); ``skyjoin -v``
     logs the plan.  Whether the table fits is one rule too,
-    ``plan.result_size_guard``.
+    ``result_size.result_size_guard``.
 
     See Also
     --------
@@ -379,7 +385,7 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
                    include_self=include_self, precision=precision, index_dims=index_dims,
                    pattern=pattern, memory_limit=memory_limit,
                    return_distance=return_distance and not mp, metric=metric,
-                   algorithm=resolve_algorithm(algorithm, X, X, eps_c), **_routing(options))
+                   algorithm=resolve_algorithm(algorithm, X, X, eps_c, dev), **_routing(options))
     res = _run(plan, None, X, eps_c, options, timings,
                metric_join.entry(mp, eps, output, return_distance))
     if return_distance and not mp:
@@ -468,7 +474,7 @@ def join(R: ArrayLike, S: ArrayLike, eps: float, *, output: str = "table", sort:
     plan = request(dev, self_join=False, output="table" if mp else output, sort=sort,
                    precision=precision, index_dims=index_dims, pattern="full",
                    memory_limit=memory_limit, return_distance=return_distance and not mp,
-                   metric=metric, algorithm=resolve_algorithm(algorithm, R, S, eps_c),
+                   metric=metric, algorithm=resolve_algorithm(algorithm, R, S, eps_c, dev),
                    **_routing(options))
     res = _run(plan, R, S, eps_c, options, timings, metric_join.entry(mp, eps, output, return_distance))
     if return_distance and not mp:

@@ -32,6 +32,23 @@ non-negative quantity).  Every pair within eps survives; the refine then
 answers exactly as the grid path does.  The margin grows with the norms,
 not with eps: points far from their centre and close together (large |a|,
 tiny eps) make many candidates, which cost refine time, never a lost pair.
+
+4. The screen on principal components (``projection``) reads ``p = fl(V^T
+   a)`` for a computed basis V (d x q) whose spectral norm is at most sigma
+   (``projection.axes_norm_bound``).  ``|V^T w| <= sigma |w|``, and each
+   coordinate of p errs by at most ``gamma_d(u) |v_k| |a| <= gamma_d(u)
+   sigma r`` (any order, as in step 3), so ``|p_i - p_j| <= sigma (sqrt(T)
+   + (cu + sqrt(q) gamma_d(u)) (r_i + r_j))`` and ``|p_i| <= sigma (1 +
+   sqrt(q) gamma_d(u)) r_i``, with r the radii of the d-dimensional
+   centred points.  The product screen on p (the CPU) is then step 3 in q
+   dimensions (``projected_bound``).  The GPU's screen sums the squared
+   differences of p rounded to its precision (unit u_s, smallest subnormal
+   m_s), each rounding at most ``u_s |p| + m_s``, in any order, fused or
+   not: the computed sum is at most ``(1 + gamma_{q+3}(u_s)) B^2 + q m_s``,
+   B the bound above widened by ``u_s sigma (1 + sqrt(q) gamma_d(u))
+   (r_i + r_j) + 2 sqrt(q) m_s``, taken at the largest radius for one
+   threshold (``projected_threshold``), rounded up to the screen's
+   precision.
 """
 
 from __future__ import annotations
@@ -41,7 +58,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FilterBound", "filter_bound", "gamma", "row_radii", "centred", "tiles", "U64"]
+__all__ = ["FilterBound", "filter_bound", "gamma", "row_radii", "centred", "tiles", "U64",
+           "projected_bound", "projected_threshold", "projected"]
 
 #: unit roundoff of float64
 U64 = 2.0 ** -53
@@ -82,6 +100,37 @@ def filter_bound(e2: float, d: int, precision: str) -> FilterBound:
                        inflate=1.0 + 16 * U64)
 
 
+def projected_bound(fb: FilterBound, sigma: float, q: int, d: int) -> FilterBound:
+    """The threshold constants of the product screen on q principal
+    components (step 4) from those of the d-dimensional filter ``fb``: the
+    same form, ``rr`` the sum of the d-dimensional radii.  O(1)."""
+    c = math.sqrt(q) * gamma(d, U64)
+    up = 1.0 + 8 * U64
+    return FilterBound(root_t=sigma * fb.root_t * up,
+                       cu=sigma * (fb.cu + c) * up,
+                       cg=2.0 * gamma(q + 3, U64) * (sigma * (1.0 + c)) ** 2 * up,
+                       inflate=fb.inflate)
+
+
+def projected_threshold(e2: float, d: int, precision: str, sigma: float, q: int,
+                        radius: float, screen: str) -> float:
+    """The one threshold of the GPU's difference screen on q principal
+    components (step 4) in the screen's precision ``screen`` ("float32" or
+    "float64"), rounded up into it: every pair that the join's test accepts
+    has a computed squared screen distance at most this.  ``radius``
+    bounds every centred point's norm.  O(1)."""
+    fb = filter_bound(e2, d, precision)
+    dtype = np.float32 if screen == "float32" else np.float64
+    us = _UNIT[screen]
+    ms = float(np.finfo(dtype).smallest_subnormal)
+    c = math.sqrt(q) * gamma(d, U64)
+    rr = 2.0 * radius
+    b = sigma * (fb.root_t + (fb.cu + c + us * (1.0 + c)) * rr) + 2.0 * math.sqrt(q) * ms
+    thr = ((1.0 + gamma(q + 3, us)) * b * b + q * ms) * (1.0 + 16 * U64)
+    t = dtype(thr)
+    return float(t if float(t) >= thr else np.nextafter(t, dtype(np.inf)))
+
+
 def row_radii(sq_norms, d: int, xp=np):
     """Upper bounds of the rows' Euclidean norms from their computed squared
     norms (each within gamma_d of the exact one), for the threshold.
@@ -117,4 +166,20 @@ def centred(Q, S, xp=np):
     Qc = Q.astype(xp.float64) - c
     nq_ = xp.einsum("ij,ij->i", Qc, Qc)
     return Qc, nq_, row_radii(nq_, S.shape[1], xp), Sc, ns_, rs
+
+
+def projected(Q, S, basis, xp=np):
+    """``centred``'s tuple for the screen on principal components (step 4):
+    (Pq, |Pq|^2, Q's radii, Ps, |Ps|^2, S's radii), P the float64
+    coordinates of the centred points on the columns of ``basis`` (d x q)
+    and the radii those of the d-dimensional centred points.  The centred
+    copies are dropped once projected.  O((n_q + n_s) d q)."""
+    Qc, _, rq, Sc, _, rs = centred(Q, S, xp)
+    V = xp.asarray(basis)
+    Ps = xp.matmul(Sc, V)
+    ps_ = xp.einsum("ij,ij->i", Ps, Ps)
+    if Q is S:
+        return Ps, ps_, rs, Ps, ps_, rs
+    Pq = xp.matmul(Qc, V)
+    return Pq, xp.einsum("ij,ij->i", Pq, Pq), rq, Ps, ps_, rs
 

@@ -14,7 +14,8 @@ distributed join's tasks) hands over:
 This module dispatches on ``plan.algorithm`` and ``plan.device``: the grid
 to the CPU engine (``cpu.engine``: Numba) or the GPU pipeline
 (``gpu.pipeline``: CuPy and CUDA C++), the brute force to ``cpu.brute`` or
-``gpu.brute``, each loaded on first use so that ``import skyjoin`` stays
+``gpu.brute``, its screen on principal components to ``cpu.brute`` or
+``gpu.projected``, each loaded on first use so that ``import skyjoin`` stays
 light.
 The engine builds its grid, completes the plan by the rules of
 ``skyjoin.simjoin.plan`` (``plan_cpu``, ``plan_gpu``), reports it
@@ -59,12 +60,16 @@ def run(plan: JoinPlan, R, S, eps: float, *, timings=None, grid=None, progress=N
     NeighborTable or ndarray of int64
         As ``plan.output`` and ``plan.memory_route`` say.
     """
-    if plan.algorithm == "brute":
+    if plan.algorithm == "projected" and plan.device == "gpu":
+        from .gpu import projected  # CuPy: loaded on first use
+
+        return projected.run(plan, R, S, eps, timings=timings)
+    if plan.algorithm in ("brute", "projected"):
         if plan.device == "gpu":
             from .gpu import brute as gpu_brute  # CuPy: loaded on first use
 
             return gpu_brute.run(plan, R, S, eps, timings=timings)
-        from .cpu import brute as cpu_brute  # Numba: loaded on first use
+        from .cpu import brute as cpu_brute  # Numba: loaded on first use (both screens)
 
         return cpu_brute.run(plan, R, S, eps, timings=timings)
     if plan.device == "gpu":

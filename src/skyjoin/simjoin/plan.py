@@ -19,9 +19,8 @@ without re-deciding anything.  Each rule is written once:
   (count-then-fill: a first kernel counts every row exactly, the exclusive
   scan gives ``indptr``, batches are runs of consecutive rows whose pairs
   fit one result buffer, so no buffer can overflow);
-* ``result_size_guard``: whether a result fits in the memory it goes to
-  (checked once the count is known, before the result is allocated;
-  ``ResultTooLargeError`` otherwise).
+* whether a result fits in the memory it goes to is ``result_size``'s
+  rule (checked once the count is known, before the result is allocated).
 
 The measurements behind the rules are in the join records of
 ``docs/decisions/``: ``join-cpu-pattern.md``, ``join-tiled-path.md``,
@@ -34,15 +33,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._core.memory import available_host_bytes
-from ..errors import ResultTooLargeError
+from .projection import Projection
+from .result_size import check_memory_limit
 
 __all__ = ["JoinPlan", "GpuConfig", "cpu_pattern", "plan_cpu", "choose_config", "request",
            "memory_route", "id_width", "MEMORY_ROUTES", "ENGINES",
            "plan_gpu", "plan_row_batches", "batch_capacity", "DEFAULT_BATCH_PAIRS",
-           "TILE_MIN_POINTS", "PATTERNS", "KERNELS", "SCHEDULES", "THREADS_PER_POINT",
-           "ResultTooLargeError", "check_memory_limit", "result_size_guard", "RESULT_FORMS",
-           "MEMORY_MARGIN"]
+           "TILE_MIN_POINTS", "PATTERNS", "KERNELS", "SCHEDULES", "THREADS_PER_POINT"]
 
 PATTERNS = ("full", "unicomp", "lid_unicomp")
 KERNELS = ("global", "shared", "bruteforce")
@@ -101,10 +98,14 @@ class JoinPlan:
         the number of columns).
     device_memory_limit : int or None
         GPU only: bytes of device memory the result buffers may use.
-    algorithm : {"grid", "brute"}
-        The grid of non-empty cells, or the brute-force screen of every
-        pair (``algorithm.choose_algorithm``); the pattern, index and kernel choices
+    algorithm : {"grid", "brute", "projected"}
+        The grid of non-empty cells, the brute-force screen of every
+        pair, or every pair screened on principal components
+        (``algorithm.choose_algorithm``); the pattern, index and kernel choices
         apply to the grid only.
+    projection : Projection or None
+        "projected": the screen's axes, their norm bound and precision
+        (``skyjoin.simjoin.projection``).
     metric : str
         The join's metric: "euclidean", or one that a Euclidean filter serves
         before an exact refine (``skyjoin.simjoin.metric_join``).
@@ -134,14 +135,16 @@ class JoinPlan:
     algorithm: str = "grid"
     metric: str = "euclidean"
     reason: str = ""
+    projection: Projection | None = None
 
     def describe(self) -> str:
         """One line for ``-v`` logging."""
         what = "self-join" if self.self_join else "join"
         if self.metric != "euclidean":
             what += f" ({self.metric}: Euclidean filter, exact refine on the host)"
-        if self.algorithm == "brute":
-            return (f"{what} on {self.device} by brute force (matrix-product screen, exact test):"
+        if self.algorithm in ("brute", "projected"):
+            screen = self.projection.describe() if self.projection else "matrix-product screen"
+            return (f"{what} on {self.device} by brute force ({screen}, exact test):"
                     f" route={self.memory_route} precision={self.precision} sort={self.sort}"
                     + (" include_self" if self.include_self else ""))
         parts = [f"{what} on {self.device} ({self.engine})", f"route={self.memory_route}",
@@ -255,8 +258,10 @@ def request(device: str, *, self_join: bool, output: str = "table", sort: bool =
     memory route (``memory_route``).  ``memory_limit`` is checked here
     (``check_memory_limit``); the GPU's option values by ``choose_config``.
     The GPU-only options (``kernel`` ... ``device_memory_limit``) are
-    dropped on the CPU; ``algorithm`` ("grid" or "brute") comes resolved
-    from the boundary (``algorithm.resolve_algorithm``).  Cost: O(1)."""
+    dropped on the CPU; ``algorithm`` ("grid", "brute", or the Projection of
+    "projected") comes resolved from the boundary
+    (``algorithm.resolve_algorithm``).  Cost: O(1)."""
+    projection = algorithm if isinstance(algorithm, Projection) else None
     if isinstance(pattern, str):
         pattern = pattern.replace("-", "_")
     gpu = device == "gpu"
@@ -271,7 +276,7 @@ def request(device: str, *, self_join: bool, output: str = "table", sort: bool =
                   memory_route=memory_route(output, on_device=bool(on_device) and gpu,
                                             chunks=chunks),
                   engine=ENGINES["gpu" if gpu else "cpu"],
-                  algorithm=algorithm, metric=metric)
+                  algorithm=str(algorithm), projection=projection, metric=metric)
     if not gpu:
         return JoinPlan(device=device, pattern=pattern if self_join else "full", **common)
     return JoinPlan(device="gpu", pattern=pattern, kernel=kernel,
@@ -484,116 +489,3 @@ def batch_capacity(total_pairs: int, longest_row: int, batch_pairs: int | None,
 # ---------------------------------------------------------------------------
 # Result size
 # ---------------------------------------------------------------------------
-
-#: With ``memory_limit="auto"``, a result may take this fraction of the
-#: memory free when it is allocated (the rest: the process's other
-#: allocations and the system's).
-MEMORY_MARGIN = 0.9
-
-#: What a result is materialised as (``result_size_guard``'s ``form``).
-RESULT_FORMS = ("table", "pairs", "scipy")
-
-
-def check_memory_limit(memory_limit):
-    """``memory_limit`` validated: "auto", or a number of bytes >= 1 (an int).
-
-    Raises
-    ------
-    ValueError
-        Anything else.
-    """
-    if isinstance(memory_limit, str) and memory_limit == "auto":
-        return "auto"
-    if isinstance(memory_limit, (bool, np.bool_)) or not isinstance(memory_limit,
-                                                                    (int, np.integer)) \
-            or int(memory_limit) < 1:
-        raise ValueError(f"memory_limit must be 'auto' or a number of bytes >= 1, "
-                         f"got {memory_limit!r}")
-    return int(memory_limit)
-
-
-def result_size_guard(n_pairs: int, n_rows: int, *, form: str = "table", index_itemsize: int = 4,
-                      distance_itemsize: int = 0, memory_limit="auto", where: str = "host",
-                      free_bytes: int | None = None, extra_bytes: int = 0,
-                      at_least: bool = False) -> int:
-    """The bytes a result needs, after checking that they fit (the one rule).
-
-    Bytes of each form (8-byte ``indptr`` entries, ``n_pairs`` pairs):
-
-    * "table": ``indptr`` plus ``index_itemsize + distance_itemsize`` a pair
-      (a ``NeighborTable``, with its distances when asked for);
-    * "pairs": 24 a pair (the (n_pairs, 2) int64 array and its row ids);
-    * "scipy": ``indptr`` plus 16 a pair (float64 values, and index arrays
-      that scipy may widen to int64).
-
-    Rule: the result fits if its bytes are at most ``memory_limit`` when
-    that is a number, or, with "auto", at most ``MEMORY_MARGIN`` times the
-    free memory where it goes: ``free_bytes`` (the device's, given by the
-    caller), else the host's (``available_host_bytes``; no check where the
-    system does not tell).  Device memory cannot be overcommitted: where
-    ``free_bytes`` is given, the result never fits beyond it, whatever
-    ``memory_limit``.
-
-    Parameters
-    ----------
-    n_pairs, n_rows : int
-    form : {"table", "pairs", "scipy"}
-    index_itemsize, distance_itemsize : int
-        Bytes of a column id and of a distance (0: none) in a table.
-    memory_limit : int or "auto"
-        As checked by ``check_memory_limit``.
-    where : {"host", "device"}
-        The memory the result goes to (named in the message).
-    free_bytes : int, optional
-        Free bytes there; None: the host's available memory.
-    extra_bytes : int
-        Bytes of a temporary the building of the result adds beside it (the
-        forward half of a symmetric pattern, say); counted as needed.
-    at_least : bool
-        ``n_pairs`` is a lower bound of the result (found so far by a path
-        with no counting pass); the message says so.
-
-    Returns
-    -------
-    int
-        The bytes needed.
-
-    Raises
-    ------
-    ResultTooLargeError
-        If the result does not fit; the message names the ways out.
-
-    Notes
-    -----
-    Cost: O(1) (one read of ``/proc/meminfo`` for the host).
-    """
-    n_pairs, n_rows = int(n_pairs), int(n_rows)
-    per_pair = {"table": index_itemsize + distance_itemsize, "pairs": 24, "scipy": 16}
-    if form not in per_pair:
-        raise ValueError(f"form must be one of {RESULT_FORMS}, got {form!r}")
-    needed = n_pairs * per_pair[form] + (0 if form == "pairs" else 8 * (n_rows + 1)) \
-        + int(extra_bytes)
-    if memory_limit == "auto":
-        free = available_host_bytes() if free_bytes is None else int(free_bytes)
-        if free is None:
-            return needed
-        allowed = int(free * MEMORY_MARGIN)
-        source = f"{free:,} bytes are free in {where} memory ({MEMORY_MARGIN:.0%} of it allowed)"
-    else:
-        allowed = int(memory_limit)
-        source = f"memory_limit allows {allowed:,} bytes"
-        if free_bytes is not None and int(free_bytes) < allowed:
-            allowed = int(free_bytes)
-            source = f"{allowed:,} bytes are free in {where} memory"
-    if needed <= allowed:
-        return needed
-    what = {"table": "the neighbour table", "pairs": "the pair array",
-            "scipy": "the scipy sparse matrix"}[form]
-    device_hint = "on_device=False (a host table), " if where == "device" else ""
-    raise ResultTooLargeError(
-        f"{what} would hold {'at least ' if at_least else ''}{n_pairs:,} pairs and need "
-        f"{'at least ' if at_least else ''}{needed:,} bytes of {where} memory, "
-        f"but {source}. Ways out: output='counts' (the neighbour counts alone, O(n) memory), "
-        f"{device_hint}skyjoin.self_join_chunks (the pairs in bounded chunks), or on the "
-        f"command line --out x.parquet (the pairs streamed to disk); memory_limit=<bytes> "
-        f"sets the limit.")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from numpy.typing import DTypeLike
 
-from .plan import check_memory_limit, result_size_guard
+from .result_size import check_memory_limit, result_size_guard
 
 if TYPE_CHECKING:
     import scipy.sparse

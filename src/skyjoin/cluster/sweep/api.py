@@ -61,7 +61,7 @@ from ...simjoin.metric_join import filter_problem, metric_points
 from ...simjoin.metrics import check_metric
 from ..grid_gpu import gpu_grid_dbscan
 from ..params import check_sample_weight
-from ..plan import SWEEP_METHODS, DBSCANPlan, join_fraction, plan_sweep
+from ..plan import SWEEP_METHODS, DBSCANPlan, join_sample, plan_sweep
 from .grid_links import assign_grid_levels
 from .pipeline import eps_tables
 from .table import assign_levels, count_clusters
@@ -238,7 +238,7 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
         (sample,), sample_eps = filter_problem(mp, max(eps_list))
     plan = plan_sweep(dev, precision, sample_weight is not None, points.shape[1],
                       len(eps_list), method, pipeline, on_device=on_device, metric=metric,
-                      join_fraction=join_fraction(sample, sample_eps, dev))
+                      join_sample=join_sample(sample, sample_eps, dev))
     log.debug("%s", plan.describe())
     what = "GPU DBSCAN sweep"
     if plan.device == "gpu":

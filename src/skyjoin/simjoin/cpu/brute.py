@@ -10,7 +10,10 @@ screened by ``|a|^2 + |b|^2 - 2 a.b`` from one float64 matrix product
 own test in the working precision (terms in order from zero, no fused
 multiply-add: Numba without fastmath), so the result is the grid path's,
 pair for pair.  The self-join screens the tiles on and above the
-diagonal only (pairs i < j) and mirrors them.
+diagonal only (pairs i < j) and mirrors them.  ``algorithm="projected"``
+screens the products of the points' coordinates on the plan's q principal
+axes instead (``skyjoin.simjoin.projection``; margin: ``brute_bound``
+step 4), q multiply-adds a pair instead of d.
 
 Costs: n_q n_s d multiply-adds in the products (half for a self-join),
 O(n_q n_s) for the screen, O(d) per candidate for the test; memory the
@@ -30,7 +33,7 @@ from ..._core.config import NUMBA_CACHE
 from ..._core.plans import report
 from ..._core.thread_count import with_cpu_threads
 from ..._core.timing import phase
-from ..brute_bound import centred, filter_bound, tiles
+from ..brute_bound import centred, filter_bound, projected, projected_bound, tiles
 from ..csr import sort_csr_rows
 from ..result import NeighborTable, index_dtype
 from .engine import empty_result, eps_squared, guard_table
@@ -168,7 +171,7 @@ def _tile_pairs(found, counts, i0, width, idx):
 @with_cpu_threads
 def run(plan, R, S, eps, timings=None):
     """The brute-force join of conditioned points (R None: the self-join of
-    S) by the request ``plan`` (``plan.algorithm == "brute"``): a
+    S) by the request ``plan`` (``plan.algorithm`` "brute" or "projected"): a
     NeighborTable or the int64 counts, equal to the grid path's.  Reports
     the plan.  Cost: module docstring."""
     self_join = R is None
@@ -180,9 +183,14 @@ def run(plan, R, S, eps, timings=None):
     d = S.shape[1]
     e2 = eps_squared(eps, S.dtype)
     fb = filter_bound(float(e2), d, plan.precision)
-    bound = (fb.root_t, fb.cu, fb.cg, fb.inflate)
+    proj = plan.projection if plan.algorithm == "projected" else None
     with phase(timings, "centre"):
-        Qc, nq_, rq, Sc, ns_, rs = centred(Q, S)
+        if proj is None:
+            Qc, nq_, rq, Sc, ns_, rs = centred(Q, S)
+        else:                       # the screen on principal components (brute_bound, step 4)
+            Qc, nq_, rq, Sc, ns_, rs = projected(Q, S, proj.basis)
+            fb = projected_bound(fb, proj.sigma, proj.components, d)
+    bound = (fb.root_t, fb.cu, fb.cg, fb.inflate)
     counts_out = np.zeros(nq, dtype=np.int64) if plan.output == "counts" else None
     rows_i, cols_j, found_total = [], [], 0
     idx = index_dtype(ns)

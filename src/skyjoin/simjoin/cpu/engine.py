@@ -32,7 +32,8 @@ from ..csr import indptr_from_counts, release_free_memory, sort_csr_rows, to_cal
 from .full_pattern import full_kernel
 from .lid_unicomp import lid_unicomp_counts, lid_unicomp_half
 from .mirror import mirror_table, mirror_table_blocks
-from ..plan import TILE_MIN_POINTS, plan_cpu, result_size_guard
+from ..plan import TILE_MIN_POINTS, plan_cpu
+from ..result_size import result_size_guard
 from .point_scan import pruning_args
 from ..result import NeighborTable, PairChunk, index_dtype
 from ..schedule import run_blocks
@@ -119,7 +120,7 @@ def fill_full(gq, gs, eps2, self_join, include_self, sort, row_pos, row_len, ind
 
 
 def guard_table(plan, n_pairs, n_rows, idx_dtype, dtype, extra_bytes=0, at_least=False):
-    """``plan.result_size_guard`` for the host table of ``plan`` (its distances
+    """``result_size.result_size_guard`` for the host table of ``plan`` (its distances
     included when asked for), before it is allocated (``at_least``: n_pairs
     is a lower bound, found so far)."""
     result_size_guard(n_pairs, n_rows, form="table", index_itemsize=np.dtype(idx_dtype).itemsize,

@@ -31,10 +31,10 @@ from ..._core.plans import report
 from ..._core.timing import phase
 from ..._core.transfer import d2h
 from ..brute_bound import centred, filter_bound, tiles
-from ..plan import result_size_guard
+from ..result_size import result_size_guard
 from ..result import NeighborTable, index_dtype
 
-__all__ = ["run", "TILE", "compiled_module"]
+__all__ = ["run", "TILE", "compiled_module", "Pairs", "pair_table", "guard_pairs"]
 
 #: rows and columns of one tile of the product
 TILE = 8192
@@ -95,7 +95,7 @@ def compiled_module(real: str = "double"):
     return cupy().RawModule(code=_SOURCE, options=("--fmad=false", f"-DREAL={real}"))
 
 
-class _Pairs:
+class Pairs:
     """The device buffer of pairs found, enlarged on overflow."""
 
     def __init__(self, cp):
@@ -141,7 +141,7 @@ def run(plan, R, S, eps, timings=None):
     with phase(timings, "centre"):
         Qc, nq_, rq, Sc, ns_, rs = centred(Q, S, cp) if nq and ns else (None,) * 6
     counts = cp.zeros(nq, dtype=cp.uint64) if plan.output == "counts" else None
-    pairs = _Pairs(cp) if counts is None else None
+    pairs = Pairs(cp) if counts is None else None
     null = np.uint64(0)                 # a null pointer for the mode's unused buffers
     with phase(timings, "tiles"):
         for i0, i1, j0, j1 in tiles(nq, ns, TILE, TILE, self_join):
@@ -166,7 +166,7 @@ def run(plan, R, S, eps, timings=None):
                 pairs.grow(found)           # overflow: enlarge and screen again
                 pairs.counter[...] = pairs.n
             pairs.n = found
-            _guard(plan, pairs.n * (2 if self_join else 1), nq, ns, at_least=True)
+            guard_pairs(plan, pairs.n * (2 if self_join else 1), nq, ns, at_least=True)
             del G
     if counts is not None:
         out = counts.astype(cp.int64)
@@ -174,10 +174,13 @@ def run(plan, R, S, eps, timings=None):
             out += 1
         return out if on_device else d2h(cp, out)
     with phase(timings, "table"):
-        return _table(cp, plan, pairs, nq, ns, self_join, on_device)
+        return pair_table(cp, plan, pairs, nq, ns, self_join, on_device)
 
 
-def _guard(plan, n_pairs, nq, ns, at_least=False):
+def guard_pairs(plan, n_pairs, nq, ns, at_least=False):
+    """Refuse a table of ``n_pairs`` that would not fit where the plan puts
+    it (``result_size.result_size_guard``); ``at_least``: the pairs found so far.
+    O(1)."""
     on_device = plan.memory_route == "device table"
     free = cupy().cuda.runtime.memGetInfo()[0] if on_device else None
     result_size_guard(n_pairs, nq, form="table",
@@ -186,7 +189,7 @@ def _guard(plan, n_pairs, nq, ns, at_least=False):
                       free_bytes=free, at_least=at_least)
 
 
-def _table(cp, plan, pairs, nq, ns, self_join, on_device):
+def pair_table(cp, plan, pairs, nq, ns, self_join, on_device):
     """The CSR table of the pairs found, rows sorted, on the device; to the
     host unless the plan keeps it there."""
     I, J = pairs.i[:pairs.n].astype(cp.int64), pairs.j[:pairs.n].astype(cp.int64)
@@ -195,7 +198,7 @@ def _table(cp, plan, pairs, nq, ns, self_join, on_device):
         cols = [J, I] + ([cp.arange(nq, dtype=cp.int64)] if plan.include_self else [])
         I, J = cp.concatenate(rows), cp.concatenate(cols)
     n = int(I.size)
-    _guard(plan, n, nq, ns)
+    guard_pairs(plan, n, nq, ns)
     key = I * ns + J
     del I, J
     key.sort()

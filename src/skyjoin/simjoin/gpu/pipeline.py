@@ -11,7 +11,7 @@ Pipeline of one call (``count_rows`` then ``fill_rows``):
    ``output="counts"`` stops here;
 3. **scan**: ``indptr`` is the exclusive scan of the counts, so each row's
    neighbours have a known place and the result's size is known: the
-   guard ``plan.result_size_guard`` checks that it fits where it goes
+   guard ``result_size.result_size_guard`` checks that it fits where it goes
    (host or device) before it is allocated; batches are runs of rows that
    fit one result buffer (``plan.batch_capacity``, ``plan.plan_row_batches``);
 4. **fill**: per batch, the kernel writes each row's column ids
@@ -43,7 +43,8 @@ from ..._core.device import cupy
 from ..._core.memory import alloc_host
 from ..._core.plans import report as report_plan
 from ..._core.transfer import parallel_copy
-from ..plan import JoinPlan, batch_capacity, plan_gpu, plan_row_batches, result_size_guard
+from ..plan import JoinPlan, batch_capacity, plan_gpu, plan_row_batches
+from ..result_size import result_size_guard
 from ..result import NeighborTable, PairChunk
 from .batches import N_STREAMS, fill_batches, fill_to_host
 from .engine import GpuEngine
