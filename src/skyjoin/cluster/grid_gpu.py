@@ -297,10 +297,10 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overw
         Return the results as CuPy arrays, with no copy to the host (the
         plan's ``DBSCANPlan.on_device``).
     overwrite_x : bool, default False
-        X is a device array the caller no longer needs: it is overwritten
-        with the points in grid order (host input is always copied).  One
-        copy of the points fewer in device memory.  Not with ``eps_sure``,
-        whose None may send the caller's points to another path.
+        X is a device array the caller no longer reads, whatever the
+        answer: it is overwritten with the points in grid order (host input
+        is always copied), also when None follows the grid (``eps_sure``).
+        One copy of the points fewer in device memory.
     eps_sure : float, optional
         Pairs within eps_sure are neighbours; a pair between eps_sure and
         eps is undecided, and when one matters (it could change a core
@@ -331,7 +331,7 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overw
         return xp.zeros(0, np.int64), xp.zeros(0, np.intp)
     tick("h2d")
     g = grid_components(Xd, eps, min_samples, tick=tick, eps_sure=eps_sure,
-                        overwrite_x=Xd is not X or (overwrite_x and eps_sure is None))
+                        overwrite_x=Xd is not X or overwrite_x)
     del Xd
     if g is None:
         return None
