@@ -53,10 +53,12 @@ decision is the join's test, ``sum_k (x_k - y_k)^2 <= eps^2`` in the
 points' precision (float64, or float32 for float32 points) summed over k
 in order, compiled with ``--fmad=false`` so that no multiply-add is fused:
 the labels equal the CPU path's and scikit-learn's.  Under haversine the
-points are unit vectors, eps the filter's chord and ``eps_sure`` the chord
-within which scikit-learn surely accepts a pair (``simjoin.metrics``): a
-pair between the two that matters sends the clustering to the table path
-(:func:`gpu_grid_dbscan` returns None).  Limits: d <= 4, at
+points are unit vectors made on the GPU (``simjoin.gpu.unit_vectors``),
+eps the chord beyond which scikit-learn surely refuses a pair and
+``eps_sure`` the chord within which it surely accepts one
+(``simjoin.metrics.decision_radii``): a pair between the two that matters
+sends the clustering to the table path (:func:`gpu_grid_dbscan` returns
+None).  Limits: d <= 4, at
 most 2**40 cells along a dimension, and a row table of at most
 ``max(2 n, 2^22)`` entries, else :func:`gpu_grid_dbscan` returns None and
 the caller takes the join path.  Cost: O(n d) for the grid plus the sort,

@@ -186,7 +186,7 @@ def filter_radius(eps: float, metric: str, d: int) -> float:
     * manhattan: ``eps (1 + 4 (d + 3) u)`` (L2 <= L1);
     * chebyshev: ``eps sqrt(d) (1 + 4 (d + 3) u)`` (L2 <= sqrt(d) Linf);
     * haversine: the chord ``2 sqrt(t)`` of the threshold t
-      (``metric_threshold``), plus 64 u;
+      (``metric_threshold``), plus 64 u (the host's unit vectors);
     * cosine: ``sqrt(2 eps + 16 (d + 3) u) (1 + 4 (d + 4) u)``
       (|u - v|^2 = 2 (1 - cos) for unit vectors);
 
@@ -215,7 +215,11 @@ def decision_radii(eps: float, metric: str) -> tuple[float, float]:
     accepted (``sure_radius``) and beyond which every pair is refused by the
     refine: ``(2 sqrt(t) + 128 u) (1 + 16 u)``, the same bound the other way
     (``filter_radius`` widens it by ``FILTER_SLACK`` on top, which a table
-    pays in candidates but a decision in pairs left undecided).  O(1)."""
+    pays in candidates but a decision in pairs left undecided).  Both hold
+    for unit vectors from ``sin`` and ``cos`` within 11 ulp of the exact
+    values: the host's (the C library's, 1 ulp) and the GPU's (CUDA's,
+    2 ulp of the correctly rounded value; ``skyjoin.simjoin.gpu.unit_vectors``)
+    alike (docs/design.md, "Exactness").  O(1)."""
     sure = sure_radius(eps, metric)
     upper = (2.0 * math.sqrt(metric_threshold(eps, metric)) + 128 * U64) * (1.0 + 16 * U64)
     return sure, upper
@@ -225,10 +229,12 @@ def sure_radius(eps: float, metric: str) -> float:
     """The Euclidean radius in ``filter_points``' space within which every
     pair is accepted by the refine: haversine only, where the filter's
     bound holds both ways (docs/design.md, "Exactness": the computed chord
-    and ``2 sqrt(rdist)`` of the refine differ by at most 64 u, u = 2**-53),
-    so ``(2 sqrt(t) - 128 u) (1 - 16 u)``, t the threshold: twice that
-    bound, and a relative 16 u for the join's test of the squared chord
-    (``(1 + gamma_5)``) and this formula's own rounding.  It is kept
+    and ``2 sqrt(rdist)`` of the refine differ by at most
+    ``8 u c + 32 u + E``, u = 2**-53, E = 10 u for the host's unit vectors,
+    22 u for the GPU's), so ``(2 sqrt(t) - 128 u) (1 - 16 u)``, t the
+    threshold: room for E up to 95 u, and a relative 16 u for the join's
+    test of the squared chord (``(1 + gamma_5)``) and this formula's own
+    rounding.  It is kept
     tighter than ``FILTER_SLACK``: the band between it and eps holds only
     pairs within about 1e-10 of eps relatively, which at 10M points of
     realistic data is less than one pair.  A pair in the band is decided by
