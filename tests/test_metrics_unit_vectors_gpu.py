@@ -52,6 +52,20 @@ def _ring(n=300):
     return np.stack([np.zeros(n), np.arange(n) * 2.0 ** -6 - 2.0], axis=1)
 
 
+def _wrapped_ring(n=200):
+    """Points 2**-6 rad apart along the parallel at 0.4 rad, across the
+    antimeridian, their longitudes wrapped into [-pi, pi): neighbours
+    within rounding of ``_wrapped_eps`` on either side of it (scikit-learn
+    finds 2 clusters at it, none 1e-12 below, 1 above)."""
+    lon = np.pi - 60 * 2.0 ** -6 + np.arange(n) * 2.0 ** -6
+    return np.stack([np.full(n, 0.4), (lon + np.pi) % (2 * np.pi) - np.pi], axis=1)
+
+
+def _wrapped_eps():
+    """The great-circle distance of neighbours of ``_wrapped_ring``."""
+    return 2 * math.asin(math.cos(0.4) * math.sin(2.0 ** -7))
+
+
 # --- the kernel, emulated -----------------------------------------------------------
 
 @pytest.fixture
@@ -156,8 +170,9 @@ def test_device_input_under_haversine_passes_the_boundary(monkeypatch):
 
 def _near_eps_pairs(rng, eps, n):
     """n pairs (X[k], X[n + k]) at great-circle distances within 1e-13 of eps
-    relatively, a fifth within 4e-16 (ties), poles' latitudes included."""
-    P = np.c_[rng.uniform(-1.55, 1.55, n), rng.uniform(-2 * np.pi + 0.5, 2 * np.pi - 0.5, n)]
+    relatively, a fifth within 4e-16 (ties), latitudes near the poles
+    included, every longitude within haversine's domain."""
+    P = np.c_[rng.uniform(-1.55, 1.55, n), rng.uniform(-np.pi, np.pi, n)]
     theta = rng.uniform(0, 2 * np.pi, n)
     ang = eps * (1 + rng.uniform(-1e-13, 1e-13, n) * rng.choice([1.0, 0.004], n, p=[.8, .2]))
     lat = np.arcsin(np.sin(P[:, 0]) * np.cos(ang) + np.cos(P[:, 0]) * np.sin(ang) * np.cos(theta))
@@ -230,6 +245,7 @@ def test_decision_chords_hold_for_unit_vectors_off_by_two_ulps(rng):
     rows = nn.radius_neighbors(P, return_distance=False)
     accepted = np.array([k in rows[k] for k in range(n)])
     assert accepted.sum() > n // 5 and (~accepted).sum() > n // 5
+    assert np.abs(np.r_[P[:, 1], Q[:, 1]]).max() <= 2 * np.pi
     sure, upper = decision_radii(eps, "haversine")
     assert _decisions_hold(P, Q, accepted, sure, upper, rng, ulps=2)
     assert _decisions_hold(P, Q, accepted, sure, upper, rng, ulps=1)
@@ -325,12 +341,21 @@ def test_emulated_grid_on_device_unit_vectors_equals_sklearn(emulated_gpu, rng):
 @needs_compiler
 def test_emulated_grid_hands_ties_to_the_host_table(emulated_gpu):
     """Pairs exactly at eps lie between the chords: the grid hands over, and
-    the table path makes the host's unit vectors and decides them."""
+    the table path makes the host's unit vectors and decides them.  Near
+    ties across the antimeridian: scikit-learn's labels by either path."""
     X = _ring()
     for m in (3, 2):
         core, labels, path = emulated_gpu(X, 2.0 ** -6, m)
         sk = SkDBSCAN(eps=2.0 ** -6, min_samples=m, metric="haversine", algorithm="brute").fit(X)
         assert path == "hybrid-cpu"
+        np.testing.assert_array_equal(labels, sk.labels_)
+        np.testing.assert_array_equal(core, sk.core_sample_indices_)
+    W = _wrapped_ring()
+    eps = _wrapped_eps()
+    for m in (3, 2):
+        core, labels, path = emulated_gpu(W, eps, m)
+        sk = SkDBSCAN(eps=eps, min_samples=m, metric="haversine", algorithm="brute").fit(W)
+        assert sk.labels_.max() == 1            # a pair within rounding of eps splits it
         np.testing.assert_array_equal(labels, sk.labels_)
         np.testing.assert_array_equal(core, sk.core_sample_indices_)
 
@@ -370,6 +395,14 @@ def test_gpu_haversine_ties_hand_over_host_and_device_input(cp):
         assert est.path_ == "hybrid-gpu", kind
         np.testing.assert_array_equal(est.labels_, sk.labels_)
         np.testing.assert_array_equal(est.core_sample_indices_, sk.core_sample_indices_)
+    W = _wrapped_ring()                     # near ties across the antimeridian
+    eps = _wrapped_eps()
+    for m in (3, 2):
+        sk = SkDBSCAN(eps=eps, min_samples=m, metric="haversine", algorithm="brute").fit(W)
+        for kind, Win in _inputs(cp, W):
+            est = sj.DBSCAN(eps=eps, min_samples=m, metric="haversine", device="gpu").fit(Win)
+            np.testing.assert_array_equal(est.labels_, sk.labels_)
+            np.testing.assert_array_equal(est.core_sample_indices_, sk.core_sample_indices_)
     est = sj.DBSCAN(eps=2.0 ** -6, min_samples=3, metric="haversine", device="gpu",
                     on_device=True).fit(cp.asarray(X))
     np.testing.assert_array_equal(cp.asnumpy(est.labels_), sk.labels_)
