@@ -14,7 +14,11 @@ turn, until one fits:
 * "hybrid-cpu" / "hybrid-gpu": HYBRID-DBSCAN (``hybrid.hybrid_labels``,
   Gowanlock et al. 2019, §3), T in host memory; under another metric than
   the Euclidean (``plan.metric``) T filtered and refined, after the grid
-  of the unit vectors for haversine on the GPU (``metrics.decision_radii``).
+  of the unit vectors for haversine on the GPU (``metrics.decision_radii``),
+  which the boundary made there (``plan.filter_on_device``): when the grid
+  hands over, the table path makes the host's unit vectors from the
+  points (``MetricPoints.on_host``), copied to the host first if they lie
+  on the GPU.
 
 Where the results live is the plan's ``on_device``: the GPU paths then
 return their device arrays (no copy to the host), and the hybrid path,
@@ -36,6 +40,7 @@ from .._core.device_memory import check_points_fit, oom_as_error
 from .._core.plans import report
 from .._core.transfer import to_device
 from .._core.validate import working_dtype
+from ..simjoin.metric_join import filter_problem
 from ..simjoin.metrics import decision_radii
 from .grid_cpu import grid_dbscan
 from .grid_gpu import gpu_grid_dbscan
@@ -75,7 +80,9 @@ def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
     metric : (MetricPoints, float), optional
         A plan under another metric (``plan.metric``): the checked points
         and the caller's eps (``skyjoin.simjoin.metric_join``); X and eps
-        are then the filter's, conditioned.
+        are then the filter's, conditioned: with ``plan.filter_on_device``
+        the unit vectors on the GPU (``metric_join.device_problem``), X
+        scratch for the grid, and no filter points in ``metric``.
 
     Returns
     -------
@@ -131,8 +138,9 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, over
             t0 = time.perf_counter()
             # the points are reordered in place only once the grid is built (a
             # grid that does not fit leaves them for the next path)
-            # under haversine: the unit vectors (never scaled), the chords that
-            # decide (``metrics.decision_radii``) rather than the filter's
+            # under haversine: the unit vectors made on the GPU (never scaled;
+            # scratch: the table path makes the host's), the chords that decide
+            # (``metrics.decision_radii``) rather than the filter's
             sure, upper = (None, eps) if metric is None else \
                 decision_radii(metric[1], plan.metric)
             res = gpu_grid_dbscan(Xd, upper, min_samples, timings=timings,
@@ -154,6 +162,10 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, over
                 pass  # T does not fit on the GPU: stream it to the host (HYBRID-DBSCAN)
         else:
             Xd = None
+            if plan.filter_on_device:       # the grid handed over: the host's unit vectors
+                points = metric[0].on_host()
+                (X,), eps = filter_problem(points, metric[1])
+                metric = (points, metric[1])
             # on the GPU the points are ordered there (``hybrid.cell_order``): device
             # points are not copied to the host and back; under another metric T
             # is filtered and refined (``metric``)

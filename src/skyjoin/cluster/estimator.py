@@ -17,7 +17,7 @@ the one entry ``skyjoin.cluster.engine.run``:
   other metrics (Manhattan, Chebyshev, haversine, cosine: ``plan.fit_metric``)
   "hybrid-cpu" / "hybrid-gpu", T refined on the host (``hybrid.hybrid_labels``
   with ``metric``), after "grid-gpu" for haversine on the GPU
-  (``plan.metric_grid_applies``);
+  (``plan.metric_grid_applies``; its unit vectors made there, ``plan.filter_on_device``);
 * "sklearn": everything else (other metrics, callables, dense precomputed
   distance matrices, sparse feature matrices) is handed to
   ``sklearn.cluster.DBSCAN`` unchanged (a metric skyjoin does not know
@@ -48,11 +48,11 @@ from .._core.thread_count import with_cpu_threads
 from .._core.transfer import to_device
 from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
 from ..index.grid_kernels import gather_rows
-from ..simjoin.metric_join import filter_problem, metric_points
+from ..simjoin.metric_join import device_problem, filter_problem, metric_points
 from ..simjoin.result_size import check_memory_limit
 from . import engine
 from .params import check_params, check_sample_weight
-from .plan import KNOWN_METRICS, fit_metric, fit_route, join_sample, plan_fit
+from .plan import KNOWN_METRICS, filter_on_device, fit_metric, fit_route, join_sample, plan_fit
 from .union_find import labels_from_table
 
 __all__ = ["DBSCAN", "dbscan"]
@@ -287,7 +287,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             copy through the host, and clustered on the GPU (the rule of
             ``skyjoin._core.device_input``: ``device="auto"`` means the GPU
             for them, ``device="cpu"`` is a TypeError); they need the
-            Euclidean metric.
+            Euclidean metric, or haversine without sample_weight.
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Weight of each sample: a sample is core iff the total weight of
@@ -310,7 +310,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             ``on_device=True`` where the clustering does not run on the GPU.
         TypeError
             Values that are not real numbers; points on the GPU with
-            ``device="cpu"`` or a metric other than the Euclidean.
+            ``device="cpu"`` or another metric (haversine unweighted aside).
         skyjoin.GPUUnavailableError
             ``device="gpu"``, or points on the GPU, without a usable GPU.
         skyjoin.ResultTooLargeError
@@ -327,7 +327,8 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             # points on the GPU (skyjoin._core.device_input): read in place, never
             # through scikit-learn's host validation
             route = fit_route(self.metric, self.metric_params, self.p, False)
-            _refuse_host_route(route, self.metric, fit_metric(self.metric, self.p))
+            _refuse_host_route(route, self.metric, fit_metric(self.metric, self.p),
+                               sample_weight is not None)
             device = resolve_device(self.device, data_on_gpu=True)
             X = as_device_points(X, "X", min_rows=1)
             self._features_of_device_input(X)
@@ -346,9 +347,8 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             _warn_unknown_metric(self.metric)
         Xj, eps_j, refine = X, eps, None
         if metric != "euclidean":       # the filter's points and radius, the checked points
-            points = metric_points([(X, "X")], metric, precision)
-            (Xj,), eps_j = filter_problem(points, eps)
-            refine = (points, eps)
+            Xj, eps_j, refine = _metric_problem(X, metric, eps, precision, filter_on_device(
+                device, sample_weight is not None, metric))
         plan = plan_fit(route, device, precision, sample_weight is not None, Xj.shape[1],
                         on_device=self.on_device, metric=metric,
                         join_sample=join_sample(Xj, eps_j, device))
@@ -436,6 +436,23 @@ def _conditioned(plan, X, eps):
     return Xc, eps_c
 
 
+def _metric_problem(X, metric, eps, precision, on_device):
+    """(filter points, filter radius, (checked points, eps)) of a clustering
+    under another metric, made where the plan's rule says
+    (``plan.filter_on_device``): on the GPU (``metric_join.device_problem``,
+    once the points are found to fit there, as in ``_conditioned``), else on
+    the host.  O(n d), on the GPU O(1) on the host."""
+    if not on_device:
+        points = metric_points([(X, "X")], metric, precision)
+        (Xj,), eps_j = filter_problem(points, eps)
+        return Xj, eps_j, (points, eps)
+    cp = cupy()
+    check_points_fit(cp, "GPU DBSCAN", [X], np.float64, self_join=True)
+    with oom_as_error(cp, "GPU DBSCAN"):
+        points, U, eps_j = device_problem(X, metric, eps, precision)
+    return U, eps_j, (points, eps)
+
+
 def _warn_unknown_metric(metric) -> None:
     """A UserWarning naming a metric that skyjoin does not know (a callable,
     or a name outside ``plan.KNOWN_METRICS``): scikit-learn computes the
@@ -450,18 +467,23 @@ def _warn_unknown_metric(metric) -> None:
                   f"{', '.join(KNOWN_METRICS[:-1])}", UserWarning, stacklevel=4)
 
 
-def _refuse_host_route(route, metric, join_metric=None) -> None:
+def _refuse_host_route(route, metric, join_metric=None, weighted=False) -> None:
     """TypeError for points on the GPU on a path that reads them on the host
     (scikit-learn's metrics, and the refine of the join's other metrics):
-    only Euclidean DBSCAN reads points on the GPU, and they are never copied
-    to the host implicitly.  O(1)."""
-    if route != "join" or join_metric != "euclidean":
-        where = ("computed by scikit-learn on the host" if route != "join" else
-                 "decided on the host (the join's filter runs on the GPU from host points)")
-        raise TypeError(
-            f"X is on the GPU, but metric={metric!r} (with these p and metric_params) is "
-            f"{where}: only Euclidean DBSCAN runs on the GPU from points there. "
-            "Copy X to the host first (e.g. cupy.asnumpy(X)) for this metric")
+    only Euclidean DBSCAN, and haversine DBSCAN whose unit vectors are made
+    on the GPU (``plan.filter_on_device``: without weights), read points on
+    the GPU; they are never copied to the host implicitly (haversine's only
+    when its grid hands the clustering to the table path).  O(1)."""
+    if route == "join" and (join_metric == "euclidean"
+                            or filter_on_device("gpu", weighted, join_metric)):
+        return
+    where = ("computed by scikit-learn on the host" if route != "join" else
+             "decided on the host (the join's filter runs on the GPU from host points)")
+    raise TypeError(
+        f"X is on the GPU, but metric={metric!r} (with these p, metric_params and "
+        f"sample_weight) is {where}: only Euclidean DBSCAN runs on the GPU from points "
+        "there (and haversine DBSCAN without sample_weight). "
+        "Copy X to the host first (e.g. cupy.asnumpy(X)) for this metric")
 
 
 def _as_result(a, dtype):

@@ -53,10 +53,12 @@ decision is the join's test, ``sum_k (x_k - y_k)^2 <= eps^2`` in the
 points' precision (float64, or float32 for float32 points) summed over k
 in order, compiled with ``--fmad=false`` so that no multiply-add is fused:
 the labels equal the CPU path's and scikit-learn's.  Under haversine the
-points are unit vectors, eps the filter's chord and ``eps_sure`` the chord
-within which scikit-learn surely accepts a pair (``simjoin.metrics``): a
-pair between the two that matters sends the clustering to the table path
-(:func:`gpu_grid_dbscan` returns None).  Limits: d <= 4, at
+points are unit vectors made on the GPU (``simjoin.gpu.unit_vectors``),
+eps the chord beyond which scikit-learn surely refuses a pair and
+``eps_sure`` the chord within which it surely accepts one
+(``simjoin.metrics.decision_radii``): a pair between the two that matters
+sends the clustering to the table path (:func:`gpu_grid_dbscan` returns
+None).  Limits: d <= 4, at
 most 2**40 cells along a dimension, and a row table of at most
 ``max(2 n, 2^22)`` entries, else :func:`gpu_grid_dbscan` returns None and
 the caller takes the join path.  Cost: O(n d) for the grid plus the sort,
@@ -297,10 +299,10 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overw
         Return the results as CuPy arrays, with no copy to the host (the
         plan's ``DBSCANPlan.on_device``).
     overwrite_x : bool, default False
-        X is a device array the caller no longer needs: it is overwritten
-        with the points in grid order (host input is always copied).  One
-        copy of the points fewer in device memory.  Not with ``eps_sure``,
-        whose None may send the caller's points to another path.
+        X is a device array the caller no longer reads, whatever the
+        answer: it is overwritten with the points in grid order (host input
+        is always copied), also when None follows the grid (``eps_sure``).
+        One copy of the points fewer in device memory.
     eps_sure : float, optional
         Pairs within eps_sure are neighbours; a pair between eps_sure and
         eps is undecided, and when one matters (it could change a core
@@ -331,7 +333,7 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overw
         return xp.zeros(0, np.int64), xp.zeros(0, np.intp)
     tick("h2d")
     g = grid_components(Xd, eps, min_samples, tick=tick, eps_sure=eps_sure,
-                        overwrite_x=Xd is not X or (overwrite_x and eps_sure is None))
+                        overwrite_x=Xd is not X or overwrite_x)
     del Xd
     if g is None:
         return None

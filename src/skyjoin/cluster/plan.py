@@ -24,7 +24,7 @@ from .grid_cpu import MAX_DIMS
 log = logging.getLogger("skyjoin")
 
 __all__ = ["DBSCANPlan", "fit_route", "fit_metric", "KNOWN_METRICS", "grid_applies",
-           "metric_grid_applies", "shares_grid", "table_algorithm",
+           "metric_grid_applies", "filter_on_device", "shares_grid", "table_algorithm",
            "join_sample",
            "results_on_device", "plan_fit", "plan_sweep", "FIT_PATHS", "SWEEP_METHODS"]
 
@@ -72,6 +72,10 @@ class DBSCANPlan:
         The join's metric (``fit_metric``): "euclidean", or one decided by
         a Euclidean filter and an exact refine (the table paths; haversine
         on the GPU grid too, ``metric_grid_applies``).
+    filter_on_device : bool
+        Haversine's unit vectors are made on the GPU from the points
+        uploaded as they are, checked there (``filter_on_device``), and on
+        the host only if the grid hands the clustering to the table path.
     ran : str or None
         The path that computed the result, once it has run (``path_``).
     """
@@ -88,6 +92,7 @@ class DBSCANPlan:
     on_device: bool = False
     join_algorithm: str | Projection = "grid"
     metric: str = "euclidean"
+    filter_on_device: bool = False
     ran: str | None = None
 
     @property
@@ -101,6 +106,8 @@ class DBSCANPlan:
                  self.precision]
         if self.metric != "euclidean":
             parts.append(f"metric {self.metric} (Euclidean filter, exact refine)")
+        if self.filter_on_device:
+            parts.append("unit vectors on the GPU")
         if self.weighted:
             parts.append("weighted")
         if self.table_on_device:
@@ -169,6 +176,20 @@ def metric_grid_applies(device: str | None, weighted: bool, metric: str) -> bool
     the Euclidean distance (their band would hold most pairs), and cosine's
     points have too many dimensions.  O(1)."""
     return device == "gpu" and not weighted and metric == "haversine"
+
+
+def filter_on_device(device: str | None, weighted: bool, metric: str) -> bool:
+    """Where the filter's points of a clustering under another metric are
+    made: on the GPU iff its grid path is tried (``metric_grid_applies``:
+    haversine), whose points they are.  The boundary then uploads the
+    (latitude, longitude) points as they are (16 bytes a point, as the
+    Euclidean path's 2-D points) and checks them and makes the unit vectors
+    there (``skyjoin.simjoin.metric_join.device_problem``), instead of the
+    host's check, unit vectors and a 24-byte upload; the table path, if the
+    grid hands over, makes the host's from the points
+    (``MetricPoints.on_host``).  Points already on the GPU are then read
+    there.  Else on the host (``metric_points``).  O(1)."""
+    return metric_grid_applies(device, weighted, metric)
 
 
 def grid_applies(device: str, precision: str, weighted: bool, n_features: int,
@@ -260,7 +281,8 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     then assigned there), after "grid-gpu" where ``metric_grid_applies``
     (haversine on the GPU: the grid of the unit vectors decides the pairs
     within the sure radius, and hands the clustering on when a pair nearer
-    eps matters).  Euclidean DBSCAN on the join ("join"):
+    eps matters; its unit vectors made on the GPU: ``filter_on_device``).
+    Euclidean DBSCAN on the join ("join"):
 
     * CPU: "grid-cpu" when ``grid_applies``, else (or when the grid does not
       fit) "hybrid-cpu", HYBRID-DBSCAN with the join on the CPU;
@@ -305,7 +327,8 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
         return DBSCANPlan(device=device, paths=(("grid-gpu",) if grid else ())
                           + (f"hybrid-{device}",), precision=precision,
                           weighted=weighted, on_device=on_device, join_algorithm=algorithm,
-                          shared_grid=shares_grid(device, precision), metric=metric)
+                          shared_grid=shares_grid(device, precision), metric=metric,
+                          filter_on_device=filter_on_device(device, weighted, metric))
     grid = grid_applies(device, precision, weighted, n_features)
     if device == "gpu":
         paths = (("grid-gpu",) if grid else ()) + ("gpu", "hybrid-gpu")

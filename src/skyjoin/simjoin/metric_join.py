@@ -16,14 +16,19 @@ Rules of the metric path, checked here:
 
 * the points are read in float64 (float32 input is converted, as
   scikit-learn's trees do); ``precision="float32"`` is refused;
-* points on the GPU are refused (the refine reads host points);
+* points on the GPU are refused (the refine reads host points), except by
+  ``device_problem``: haversine DBSCAN on the GPU grid, whose plan makes
+  the unit vectors there (``skyjoin.cluster.plan.filter_on_device``) and
+  copies the points to the host only if the grid hands the clustering to
+  the table path (``MetricPoints.on_host``, 16 bytes a point);
 * the filter's points are scaled by a power of two only where the join's
   numeric range needs it (``skyjoin._core.conditioning``): never for
   haversine and cosine, whose filter points are unit vectors and whose
   radius is at least ``metrics.FILTER_SLACK``; the refine reads the
   unscaled points.
 
-Costs: O(n d) to check and map the points; the filter join's cost on its
+Costs: O(n d) to check and map the points (``device_problem``: O(n) on
+the GPU, O(1) on the host); the filter join's cost on its
 candidates; O(candidates d) for the refine.  Memory: the candidate table
 and the refined one.
 """
@@ -36,15 +41,19 @@ from functools import partial
 import numpy as np
 
 from .._core.conditioning import condition_points
+from .._core.device import cupy, is_device_array
 from .._core.device_input import on_gpu
+from .._core.transfer import to_device
 from .._core.validate import check_points
 from ..index.grid import check_index_dims
 from . import engine
-from .metrics import METRIC_CODE, check_metric_points, filter_points, filter_radius, \
-    metric_threshold, refine_points, sure_radius
+from .gpu import unit_vectors as gpu_unit_vectors
+from .metrics import METRIC_CODE, check_haversine_columns, check_metric_points, filter_points, \
+    filter_radius, metric_threshold, refine_points, sure_radius
 from .plan import JoinPlan
 
-__all__ = ["MetricPoints", "metric_points", "filter_problem", "run", "entry", "run_chunks"]
+__all__ = ["MetricPoints", "metric_points", "device_problem", "filter_problem", "run", "entry",
+           "run_chunks"]
 
 
 @dataclass(frozen=True)
@@ -52,11 +61,28 @@ class MetricPoints:
     """The point sets of a metric join, checked: ``refine`` what the refine
     reads (float64; cosine: rows normalised as scikit-learn does), ``filter``
     their images in the filter's Euclidean space (unconditioned); one entry
-    for a self-join, (R, S) for R join S."""
+    for a self-join, (R, S) for R join S.  From ``device_problem``:
+    ``filter`` None (the unit vectors were made on the GPU) and ``refine``
+    the caller's points, on the host or the GPU; ``on_host`` completes
+    them."""
 
     metric: str
     refine: tuple
-    filter: tuple
+    filter: tuple | None
+
+    def on_host(self) -> "MetricPoints":
+        """The points the table path reads: itself when ``filter`` is there;
+        else the one point set in float64 on the host (copied from the GPU
+        where it lies there, 16 bytes a point) with the filter's points made
+        there (``metrics.filter_points``: the host's unit vectors, those the
+        filter's margin and the refine's sure chord are derived for).
+        O(n d)."""
+        if self.filter is not None:
+            return self
+        A = self.refine[0]
+        A = cupy().asnumpy(A) if is_device_array(A) else A
+        A = np.ascontiguousarray(A, dtype=np.float64)
+        return MetricPoints(self.metric, (A,), (filter_points(A, self.metric),))
 
     def ordered(self, order) -> "MetricPoints":
         """The one point set of a self-join renumbered: point p is the
@@ -84,9 +110,7 @@ def metric_points(named, metric: str, precision: str = "float64",
         R and S of different dimensions, a bad ``index_dims`` (of the
         filter's space: 3 dimensions for haversine).
     """
-    if precision != "float64":
-        raise ValueError(f"metric={metric!r} is decided in float64, as scikit-learn does; "
-                         f"precision={precision!r} applies to the Euclidean metric only")
+    _check_precision(metric, precision)
     refine, filt = [], []
     for X, name in named:
         if on_gpu(X):
@@ -101,6 +125,44 @@ def metric_points(named, metric: str, precision: str = "float64",
                          f"{refine[0].shape[1]} and {refine[1].shape[1]}")
     check_index_dims(index_dims, filt[0].shape[1])
     return MetricPoints(metric, tuple(refine), tuple(filt))
+
+
+def device_problem(X, metric: str, eps: float, precision: str = "float64", name: str = "X"):
+    """Haversine's self-join problem with its unit vectors made on the GPU
+    (where the plan says so: ``skyjoin.cluster.plan.filter_on_device``):
+    ``(MetricPoints, U, filter_eps)``, U the (n, 3) device unit vectors.
+
+    X, host points checked by the caller's validation (shape, real numbers)
+    or device input (``_core.device_input.as_device_points``), is uploaded
+    as it is (float64, 16 bytes a point; none for float64 device input),
+    its values tested there (finiteness: ``transfer.to_device``; the range:
+    ``gpu.unit_vectors``, the ValueError of ``metrics.check_metric_points``)
+    and U computed there.  The ``MetricPoints`` keep X as the refine's
+    points and no filter points: ``MetricPoints.on_host`` makes them if the
+    grid hands the clustering to the table path.  U is not conditioned:
+    unit vectors at a radius of at least ``metrics.FILTER_SLACK`` never are
+    (module docstring).  O(n) on the GPU, O(1) on the host.
+
+    Raises
+    ------
+    ValueError
+        ``precision="float32"``, not 2 columns, NaN or inf, a point outside
+        haversine's domain.
+    """
+    if metric != "haversine":
+        raise ValueError(f"no unit vectors on the GPU for metric {metric!r}")
+    _check_precision(metric, precision)
+    check_haversine_columns(int(X.shape[1]), name)
+    P = to_device(cupy(), X, name, np.float64)
+    U = gpu_unit_vectors.unit_vectors(P, name)
+    refine = P if is_device_array(X) else X
+    return MetricPoints(metric, (refine,), None), U, filter_radius(eps, metric, 3)
+
+
+def _check_precision(metric: str, precision: str) -> None:
+    if precision != "float64":
+        raise ValueError(f"metric={metric!r} is decided in float64, as scikit-learn does; "
+                         f"precision={precision!r} applies to the Euclidean metric only")
 
 
 def filter_problem(mp: MetricPoints, eps: float):

@@ -28,7 +28,10 @@ cosine        rows / their norm            clip(1 - u.v, 0, 2), eps
 
 This module holds the names, the checks of the points, the filter's points
 and radius and the thresholds: NumPy, and the host threads for
-haversine's unit vectors; O(n d) at most.
+haversine's unit vectors; O(n d) at most.  Haversine's checks and unit
+vectors on the GPU (the DBSCAN grid path: ``skyjoin.cluster.plan.filter_on_device``)
+are ``skyjoin.simjoin.gpu.unit_vectors``, with this module's limits and
+messages.
 """
 
 from __future__ import annotations
@@ -40,9 +43,10 @@ import numpy as np
 from .brute_bound import U64
 
 __all__ = ["METRICS", "METRIC_ALIASES", "METRIC_CODE", "check_metric", "check_metric_points",
+           "check_haversine_columns", "haversine_domain_error",
            "filter_points", "refine_points", "filter_radius", "sure_radius", "decision_radii",
            "metric_threshold",
-           "FILTER_SLACK"]
+           "FILTER_SLACK", "LAT_LIMIT", "LON_LIMIT"]
 
 #: the join's metrics (canonical names); "euclidean" is the join itself
 METRICS = ("euclidean", "manhattan", "chebyshev", "haversine", "cosine")
@@ -56,8 +60,10 @@ METRIC_CODE = {"manhattan": 0, "chebyshev": 1, "haversine": 2, "cosine": 3}
 #: candidates, never a pair
 FILTER_SLACK = 2.0 ** -40
 
-_HALF_PI = math.pi / 2
-_LON_LIMIT = 2 * math.pi
+#: haversine's domain, radians: |latitude| <= LAT_LIMIT, |longitude| <= LON_LIMIT
+#: (values outside are almost surely degrees; the filter's margin is derived for it)
+LAT_LIMIT = math.pi / 2
+LON_LIMIT = 2 * math.pi
 
 
 def check_metric(metric) -> str:
@@ -97,23 +103,16 @@ def check_metric_points(X: np.ndarray, metric: str, name: str = "X") -> np.ndarr
     ValueError
         Naming the rule and the first row that breaks it.
     """
+    if metric == "haversine":
+        check_haversine_columns(X.shape[1], name)
     if not X.size:
-        if metric == "haversine" and X.shape[1] != 2:
-            raise ValueError(f"metric='haversine' needs 2 columns (latitude, longitude in "
-                             f"radians); {name} has {X.shape[1]}")
         return X
     if metric == "haversine":
-        if X.shape[1] != 2:
-            raise ValueError(f"metric='haversine' needs 2 columns (latitude, longitude in "
-                             f"radians); {name} has {X.shape[1]}")
         from .cpu import unit_vectors as sphere  # Numba: loaded on first use (CLI start-up)
 
-        row = sphere.first_outside(X, _HALF_PI, _LON_LIMIT)
+        row = sphere.first_outside(X, LAT_LIMIT, LON_LIMIT)
         if row >= 0:
-            raise ValueError(
-                f"metric='haversine' reads (latitude, longitude) in radians, latitude in "
-                f"[-pi/2, pi/2] and longitude in [-2 pi, 2 pi]; {name}[{row}] is "
-                f"{X[row].tolist()} (degrees? convert with numpy.radians)")
+            raise haversine_domain_error(name, row, X[row].tolist())
     elif metric == "cosine":
         norms = np.sqrt(np.einsum("ij,ij->i", X, X))
         small = norms < 10 * np.finfo(np.float64).eps
@@ -124,6 +123,25 @@ def check_metric_points(X: np.ndarray, metric: str, name: str = "X") -> np.ndarr
                 f"{name}[{row}] has norm {norms[row]:.3g}: its cosine distance to any row, "
                 "itself included, would be 1")
     return X
+
+
+def check_haversine_columns(d: int, name: str = "X") -> None:
+    """ValueError unless haversine's points have exactly 2 columns (latitude,
+    longitude in radians).  O(1)."""
+    if d != 2:
+        raise ValueError(f"metric='haversine' needs 2 columns (latitude, longitude in "
+                         f"radians); {name} has {d}")
+
+
+def haversine_domain_error(name: str, row: int, values) -> ValueError:
+    """The error of a haversine point outside ``LAT_LIMIT``, ``LON_LIMIT``:
+    ``values`` the row's [latitude, longitude] as floats; one text for the
+    host check (``check_metric_points``) and the GPU's
+    (``skyjoin.simjoin.gpu.unit_vectors``).  O(1)."""
+    return ValueError(
+        f"metric='haversine' reads (latitude, longitude) in radians, latitude in "
+        f"[-pi/2, pi/2] and longitude in [-2 pi, 2 pi]; {name}[{row}] is "
+        f"{list(values)} (degrees? convert with numpy.radians)")
 
 
 def refine_points(X: np.ndarray, metric: str) -> np.ndarray:
@@ -168,7 +186,7 @@ def filter_radius(eps: float, metric: str, d: int) -> float:
     * manhattan: ``eps (1 + 4 (d + 3) u)`` (L2 <= L1);
     * chebyshev: ``eps sqrt(d) (1 + 4 (d + 3) u)`` (L2 <= sqrt(d) Linf);
     * haversine: the chord ``2 sqrt(t)`` of the threshold t
-      (``metric_threshold``), plus 64 u;
+      (``metric_threshold``), plus 64 u (the host's unit vectors);
     * cosine: ``sqrt(2 eps + 16 (d + 3) u) (1 + 4 (d + 4) u)``
       (|u - v|^2 = 2 (1 - cos) for unit vectors);
 
@@ -197,7 +215,11 @@ def decision_radii(eps: float, metric: str) -> tuple[float, float]:
     accepted (``sure_radius``) and beyond which every pair is refused by the
     refine: ``(2 sqrt(t) + 128 u) (1 + 16 u)``, the same bound the other way
     (``filter_radius`` widens it by ``FILTER_SLACK`` on top, which a table
-    pays in candidates but a decision in pairs left undecided).  O(1)."""
+    pays in candidates but a decision in pairs left undecided).  Both hold
+    for unit vectors from ``sin`` and ``cos`` within 11 ulp of the exact
+    values: the host's (the C library's, 1 ulp) and the GPU's (CUDA's,
+    2 ulp of the correctly rounded value; ``skyjoin.simjoin.gpu.unit_vectors``)
+    alike (docs/design.md, "Exactness").  O(1)."""
     sure = sure_radius(eps, metric)
     upper = (2.0 * math.sqrt(metric_threshold(eps, metric)) + 128 * U64) * (1.0 + 16 * U64)
     return sure, upper
@@ -207,10 +229,12 @@ def sure_radius(eps: float, metric: str) -> float:
     """The Euclidean radius in ``filter_points``' space within which every
     pair is accepted by the refine: haversine only, where the filter's
     bound holds both ways (docs/design.md, "Exactness": the computed chord
-    and ``2 sqrt(rdist)`` of the refine differ by at most 64 u, u = 2**-53),
-    so ``(2 sqrt(t) - 128 u) (1 - 16 u)``, t the threshold: twice that
-    bound, and a relative 16 u for the join's test of the squared chord
-    (``(1 + gamma_5)``) and this formula's own rounding.  It is kept
+    and ``2 sqrt(rdist)`` of the refine differ by at most
+    ``8 u c + 32 u + E``, u = 2**-53, E = 10 u for the host's unit vectors,
+    22 u for the GPU's), so ``(2 sqrt(t) - 128 u) (1 - 16 u)``, t the
+    threshold: room for E up to 95 u, and a relative 16 u for the join's
+    test of the squared chord (``(1 + gamma_5)``) and this formula's own
+    rounding.  It is kept
     tighter than ``FILTER_SLACK``: the band between it and eps holds only
     pairs within about 1e-10 of eps relatively, which at 10M points of
     realistic data is less than one pair.  A pair in the band is decided by

@@ -1,10 +1,11 @@
 """Haversine's points on the host threads: their range check and unit vectors.
 
 ``(cos lat cos lon, cos lat sin lon, sin lat)`` for each row, with the C
-library's ``cos`` and ``sin`` (``math``; within 1 ulp, inside the 4 ulp the
-filter's margin allows: docs/design.md, "Exactness"), by sequential nogil
-kernels over blocks of rows (``schedule.run_blocks``).  O(n), memory the
-(n, 3) output.
+library's ``cos`` and ``sin`` (``math``; within 1 ulp, so 10 u on a chord,
+inside the 32 u the filter's margin books: docs/design.md, "Exactness"),
+by sequential nogil kernels over blocks of rows (``schedule.run_blocks``).
+O(n), memory the (n, 3) output.  The GPU's, for DBSCAN's grid path:
+``skyjoin.simjoin.gpu.unit_vectors``.
 """
 
 from __future__ import annotations

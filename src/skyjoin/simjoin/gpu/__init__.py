@@ -9,7 +9,10 @@
   kernels, row sorts;
 * ``kernels/join.cu``: the CUDA C++ kernels (GPUCALCGLOBAL, Gowanlock &
   Karsin 2018 §IV-E; UNICOMP §V-B; LID-UNICOMP, Gallet & Gowanlock 2019
-  §III-B; the SORTBYWL and WORKQUEUE schedules, §III-C, §III-D).
+  §III-B; the SORTBYWL and WORKQUEUE schedules, §III-C, §III-D);
+* ``unit_vectors``: haversine's range check and unit vectors on the GPU,
+  for DBSCAN's GPU grid path.
 
-Entered only through ``skyjoin.simjoin.engine``.
+Entered only through ``skyjoin.simjoin.engine`` (``unit_vectors`` through
+``skyjoin.simjoin.metric_join``).
 """
