@@ -87,7 +87,8 @@ row table     cell_q 4 mu, r; - cells' keys                 X + 8 + 16 mu + r
 gather        the sorted points X                           2 X + 8 + 8 mu + r
 boxes         box_slot 4 mu, close 1 mu, boxes 8 d phi      P + 8 + 13 mu + 8 d phi + r
 core          core flags 1                                  P + 9 + 13 mu + 8 d phi + r
-link          parent 8, first 4 mu (freed at its end)       P + 17 + 17 mu + 8 d phi + r
+link          parent 8, first 4 mu (min_samples > 2;        P + 17 + 17 mu + 8 d phi + r
+              freed at its end)
 numbering     minima (in point_slot's place), ranks 4       P + 21 + 13 mu + 8 d phi + r
 border        labels over parent                            P + 17 + 13 mu + 8 d phi + r
 scatter back  - grid, - sorted points; labels 8, core 4     X + 20 (device input) or 20
@@ -95,21 +96,22 @@ scatter back  - grid, - sorted points; labels 8, core 4     X + 20 (device input
 
 P is the points alive from the gather on: X when the input is scratch
 (host input, ``overwrite_x``: the sorted copy goes over it), 2 X for the
-caller's device points.  For min_samples <= 2 the grid and the sorted
-points go before the numbering.  Since a cell of two points or more
+caller's device points.  For min_samples <= 2 the links need no first
+core point (every point is one: 13 mu at the link), and the grid and the
+sorted points go before the numbering.  Since a cell of two points or more
 holds two points, 13 mu + 8 d phi <= 13 / 2 + 4 d for d >= 2, and the
 peak is at most the largest of X + 32, 2 X + 16 + r and P + 28 + 4 d + r:
 64 + r bytes a point for 3-D float32 points on the device or float64
 host to host.  On the clustered 3-D set of
 docs/decisions/dbscan-fit-path.md (37M points: mu 0.98, phi 0.014, r 2.4
 at eps 0.1; mu 0.89, phi 0.06, r 0.4 at eps 0.25) the table predicts, for
-float32 points on the device (P 24), 60 bytes a point at eps 0.1,
-min_samples 2 (link) and 58 at eps 0.25, min_samples 10 (numbering),
-where a box for every cell, an int64 order, a copy of the keys and a
-sorted numbering measured 84 and 99; float64 host to host 65-66 (the
-gather; 83 measured at 200M, eps 0.057); float64 device points that stay
-(P 48) 84 and 82, or 65-66 with ``overwrite_x``.  ``scripts/dbscan-phases``
-measures the peak of each phase.
+float32 points on the device (P 24), 57 bytes a point at eps 0.1,
+min_samples 2 (link) and 58 at eps 0.25, min_samples 10 (link and
+numbering), where a box for every cell, an int64 order, a copy of the
+keys and a sorted numbering measured 84 and 99; float64 host to host
+65-66 (the gather; 83 measured at 200M, eps 0.057); float64 device points
+that stay (P 48) 81 and 82, or 65-66 with ``overwrite_x``.
+``scripts/dbscan-phases`` measures the peak of each phase.
 """
 
 from __future__ import annotations
@@ -293,8 +295,11 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
     # 3. union-find over the core points
     parent = cp.empty(n, dtype=cp.int64)
     mod.get_function("init_parent")(_blocks(n), (_BLOCK,), (core, np.int64(n), parent))
-    first = cp.empty(m, dtype=cp.int32)
-    mod.get_function("first_core")(_blocks(m), (_BLOCK,), (start, np.int64(m), core, first))
+    if linked:          # every point core: a cell's first core point is its first point
+        first = start
+    else:
+        first = cp.empty(m, dtype=cp.int32)
+        mod.get_function("first_core")(_blocks(m), (_BLOCK,), (start, np.int64(m), core, first))
     mod.get_function("link_within")(
         _blocks(n), (_BLOCK,),
         (Xs, np.int64(n), np.int32(d), start, point_slot, close, first, core) + decide
