@@ -55,6 +55,11 @@ static unsigned long long atomicMin(unsigned long long* a, unsigned long long v)
     if (v < old) *a = v;
     return old;
 }
+static int atomicMin(int* a, int v) {
+    int old = *a;
+    if (v < old) *a = v;
+    return old;
+}
 static unsigned long long atomicCAS(unsigned long long* a, unsigned long long cmp,
                                     unsigned long long val) {
     unsigned long long old = *a;
@@ -278,6 +283,11 @@ def emulate_device_kernels(monkeypatch):
 
     monkeypatch.setattr(device_kernels, "module", module)
     monkeypatch.setattr(device_kernels, "_HOME", {})
-    monkeypatch.setattr(device_prims, "argsort",
-                        lambda cp, keys: np.argsort(keys, kind="stable").astype(np.int64))
+    def argsort(cp, keys, in_place=False):
+        order = np.argsort(keys, kind="stable").astype(np.int64)
+        if in_place:                    # the keys left sorted, as Thrust leaves them
+            keys[:] = keys[order]
+        return order
+
+    monkeypatch.setattr(device_prims, "argsort", argsort)
     return compiled

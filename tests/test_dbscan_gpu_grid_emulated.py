@@ -247,3 +247,29 @@ def test_emulated_grid_haversine_on_unit_vectors(emulated, monkeypatch, row_tabl
     eps = 2.0 ** -6
     sure, upper = decision_radii(eps, "haversine")
     assert emulated(filter_points(ring, "haversine"), upper, 3, eps_sure=sure) is None
+
+
+@pytest.mark.parametrize("linked", [False, True])
+def test_emulated_numbering_by_lowest_caller_row(emulated, linked):
+    """``number_clusters`` (atomic minima, a scan in caller order): each core
+    point's label is the rank of its component's lowest caller row, written
+    over the parents; other points -1, whether their parent is -1 or
+    (every point linked, min_samples <= 2) the point itself."""
+    from skyjoin.cluster import grid_gpu
+
+    rng = np.random.default_rng(9)
+    n = 4000
+    comp = rng.integers(0, 250, n)
+    core = (rng.random(n) < 0.6).astype(np.uint8)
+    parent = np.arange(n, dtype=np.int64) if linked else np.full(n, -1, dtype=np.int64)
+    for c in np.unique(comp[core == 1]):
+        members = np.flatnonzero((comp == c) & (core == 1))
+        parent[members] = rng.choice(members)          # compressed: any member as root
+    perm = rng.permutation(n).astype(np.int32)
+    g = grid_gpu.GridClusters(None, perm, n, 2, "double", (), (), (), core, parent)
+    labels = grid_gpu.number_clusters(g)
+    lows = {c: perm[(comp == c) & (core == 1)].min() for c in np.unique(comp[core == 1])}
+    rank = {c: r for r, c in enumerate(sorted(lows, key=lows.get))}
+    want = np.array([rank[comp[p]] if core[p] else -1 for p in range(n)])
+    assert labels is parent and want.max() > 100
+    np.testing.assert_array_equal(labels, want)

@@ -59,6 +59,8 @@ def test_points_bytes_counts_copies_and_grid():
     # host input: the upload and the sorted copy, 8 bytes a coordinate, + grid bytes
     assert dm.points_bytes([X], np.float64, True) == 1000 * (2 * 3 * 8 + dm.SELF_JOIN_POINT_BYTES)
     assert dm.points_bytes([X], np.float32, True) == 1000 * (2 * 3 * 4 + dm.SELF_JOIN_POINT_BYTES)
+    assert dm.points_bytes([X], np.float64, True, dm.DBSCAN_POINT_BYTES) == \
+        1000 * (2 * 3 * 8 + dm.DBSCAN_POINT_BYTES)
     R = np.zeros((10, 3), dtype=np.float32)
     assert dm.points_bytes([R, X], np.float64, False) == \
         1010 * (2 * 3 * 8 + dm.JOIN_POINT_BYTES)
@@ -250,7 +252,7 @@ def test_rule_is_below_the_measured_peak(cp, d, precision, on_gpu):
     if not on_gpu and precision == "float64":
         with dm.PoolPeak(cp) as peak:
             sj.DBSCAN(eps=eps, min_samples=10, device="gpu").fit(X)
-        assert dm.points_bytes([X], dtype, True) <= peak.bytes
+        assert dm.points_bytes([X], dtype, True, dm.DBSCAN_POINT_BYTES) <= peak.bytes
 
 
 @pytest.mark.gpu

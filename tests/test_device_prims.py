@@ -67,6 +67,11 @@ def _check_prims(cp, sizes, seed=0):
         np.testing.assert_array_equal(cp.asnumpy(neg), -a64)
         np.testing.assert_array_equal(cp.asnumpy(dp.sort(cp, d64)), np.sort(a64))
         np.testing.assert_array_equal(cp.asnumpy(dp.argsort(cp, d32)), np.argsort(a32, kind="stable"))
+        for keys in (a32, a64):             # in place: the keys themselves left sorted
+            work = cp.asarray(keys.copy())
+            order = dp.argsort(cp, work, in_place=True)
+            np.testing.assert_array_equal(cp.asnumpy(order), np.argsort(keys, kind="stable"))
+            np.testing.assert_array_equal(cp.asnumpy(work), np.sort(keys, kind="stable"))
         table = np.unique(a64 % 1000)
         for side in ("left", "right"):
             got = dp.searchsorted(cp, cp.asarray(table), cp.asarray(a64 % 1001), side, np.int32)

@@ -6,9 +6,9 @@ Two rules, applied at the public boundary of each GPU operator:
   DBSCAN on the GPU certainly holds, at its peak, the copies of its points
   it makes in the working dtype (two for host input, or device input of
   another dtype: the upload and the copy sorted by cell; one for device
-  input of the working dtype) plus :data:`SELF_JOIN_POINT_BYTES` (self-join,
-  DBSCAN) or :data:`JOIN_POINT_BYTES` (R join S, per point of R and of S)
-  bytes a point of grid arrays and counts.  Those constants are at or
+  input of the working dtype) plus :data:`SELF_JOIN_POINT_BYTES` (self-join),
+  :data:`DBSCAN_POINT_BYTES` (DBSCAN) or :data:`JOIN_POINT_BYTES` (R join S,
+  per point of R and of S) bytes a point of grid arrays and counts.  Those constants are at or
   below the smallest peak measured beyond the copies, over 2 to 12 dimensions,
   uniform and clustered points, both precisions
   (``docs/decisions/core-device-memory.md``), so the rule is a lower
@@ -43,7 +43,7 @@ import numpy as np
 from ..errors import DeviceMemoryError
 from .device import is_device_array
 
-__all__ = ["mark_phase", "SELF_JOIN_POINT_BYTES", "JOIN_POINT_BYTES",
+__all__ = ["mark_phase", "SELF_JOIN_POINT_BYTES", "DBSCAN_POINT_BYTES", "JOIN_POINT_BYTES",
            "SKYLINE_POINT_BYTES", "WAYS_OUT", "PARTITIONED_WAYS_OUT", "SKYLINE_WAYS_OUT",
            "free_bytes", "copies_of", "points_bytes", "skyline_bytes", "check_points_fit",
            "check_skyline_fits", "is_device_oom",
@@ -55,6 +55,10 @@ T = TypeVar("T")
 #: its copies: cell ids, the order, counts (smallest measured peak:
 #: docs/decisions/core-device-memory.md)
 SELF_JOIN_POINT_BYTES = 40
+#: the same for a GPU DBSCAN: its grid path (d <= 4) holds, beside the two
+#: copies, at least the order (int32) and the cell of each point
+#: (``skyjoin.cluster.grid_gpu``'s memory by phase), its other paths a join's
+DBSCAN_POINT_BYTES = 8
 #: the same per point of R and of S in a GPU R join S (below the smallest
 #: measured, which depends on the split between R and S)
 JOIN_POINT_BYTES = 16
@@ -93,13 +97,14 @@ def copies_of(X, dtype) -> int:
     return 1 if is_device_array(X) and X.dtype == dtype else 2
 
 
-def points_bytes(arrays, dtype, self_join: bool) -> int:
+def points_bytes(arrays, dtype, self_join: bool, per_point: int | None = None) -> int:
     """The device bytes a GPU join of ``arrays`` (one point set for a
     self-join, R and S for a join; NumPy or CuPy) certainly takes in the
     working ``dtype``: :func:`copies_of` each set, plus the grid's bytes a
-    point (module docstring).  O(1)."""
+    point (module docstring; ``per_point`` instead, for DBSCAN's).  O(1)."""
     itemsize = np.dtype(dtype).itemsize
-    per_point = SELF_JOIN_POINT_BYTES if self_join else JOIN_POINT_BYTES
+    if per_point is None:
+        per_point = SELF_JOIN_POINT_BYTES if self_join else JOIN_POINT_BYTES
     return sum(int(X.shape[0]) * (copies_of(X, dtype) * int(X.shape[1]) * itemsize + per_point)
                for X in arrays)
 
@@ -130,7 +135,8 @@ def _check_fits(cp, what: str, needed: int, n: int, d: int, holds: str, ways_out
     return needed
 
 
-def check_points_fit(cp, what: str, arrays, dtype, self_join: bool) -> int:
+def check_points_fit(cp, what: str, arrays, dtype, self_join: bool,
+                     per_point: int | None = None) -> int:
     """Raise :class:`DeviceMemoryError` if :func:`points_bytes` exceeds the free
     memory of the current device; else return the bytes it needs.
 
@@ -144,12 +150,15 @@ def check_points_fit(cp, what: str, arrays, dtype, self_join: bool) -> int:
         The point sets as they reach the engine (NumPy or CuPy).
     dtype : the working dtype
     self_join : bool
+    per_point : int, optional
+        The bytes a point beyond the copies (default: the join's constant;
+        :data:`DBSCAN_POINT_BYTES` for DBSCAN).
 
     Notes
     -----
     O(1): one ``cudaMemGetInfo``.
     """
-    return _check_fits(cp, what, points_bytes(arrays, dtype, self_join),
+    return _check_fits(cp, what, points_bytes(arrays, dtype, self_join, per_point),
                        sum(int(X.shape[0]) for X in arrays), int(arrays[0].shape[1]),
                        f"its copies of the points in {np.dtype(dtype).name} and its grid",
                        WAYS_OUT)

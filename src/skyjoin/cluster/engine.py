@@ -36,7 +36,7 @@ import time
 from .._core.conditioning import condition_checked
 from .._core.device import cupy, is_device_array
 from .._core.device_kernels import load
-from .._core.device_memory import check_points_fit, oom_as_error
+from .._core.device_memory import DBSCAN_POINT_BYTES, check_points_fit, oom_as_error
 from .._core.plans import report
 from .._core.transfer import to_device
 from .._core.validate import working_dtype
@@ -105,7 +105,7 @@ def run(plan: DBSCANPlan, X, eps: float, min_samples: int, sample_weight=None,
     report(plan, "dbscan plan")
     if plan.device == "gpu":
         check_points_fit(cupy(), "GPU DBSCAN", [X], working_dtype(plan.precision),
-                         self_join=True)
+                         self_join=True, per_point=DBSCAN_POINT_BYTES)
         with oom_as_error(cupy(), "GPU DBSCAN"):
             core, labels, path = _paths(plan, X, eps, min_samples, sample_weight, timings,
                                         memory_limit, overwrite_x, metric)

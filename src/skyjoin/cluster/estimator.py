@@ -42,7 +42,7 @@ from sklearn.utils.validation import validate_data
 from .._core.conditioning import condition_points
 from .._core.device import cupy, is_device_array, resolve_device
 from .._core.device_input import as_device_points, on_gpu
-from .._core.device_memory import check_points_fit, oom_as_error
+from .._core.device_memory import DBSCAN_POINT_BYTES, check_points_fit, oom_as_error
 from .._core.plans import report
 from .._core.thread_count import with_cpu_threads
 from .._core.transfer import to_device
@@ -428,7 +428,8 @@ def _conditioned(plan, X, eps):
     float64 alike, they round once).  O(n d)."""
     if plan.device == "gpu" and plan.paths[0] != "hybrid-gpu":
         cp = cupy()
-        check_points_fit(cp, "GPU DBSCAN", [X], working_dtype(plan.precision), self_join=True)
+        check_points_fit(cp, "GPU DBSCAN", [X], working_dtype(plan.precision), self_join=True,
+                         per_point=DBSCAN_POINT_BYTES)
         dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
         with oom_as_error(cp, "GPU DBSCAN"):
             X = to_device(cp, X, "X", dtype)

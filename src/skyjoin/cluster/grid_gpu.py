@@ -14,9 +14,10 @@ table and a binary search rather than one search per cell (§IV-D).  On
 the GPU:
 
 1. ``bin``: a thread per point computes its linear cell key, the dimension
-   with most cells fastest (``index.fine_grid.row_grid_shape``); the points
-   are sorted by it and gathered by the GPU grid sort
-   (``skyjoin.index.grid_gpu.sort_cells_gpu``), so every cell is a
+   with most cells fastest (``index.fine_grid.row_grid_shape``); the keys
+   are sorted in place by the GPU grid sort
+   (``skyjoin.index.grid_gpu.sort_cells_gpu``) and the points gathered by
+   the order (int32) once the keys are gone, so every cell is a
    contiguous run.  Only the non-empty cells are kept: ``row_table`` finds
    the first cell of every *row* (the cells that differ in the fastest
    coordinate only), a dense table of ``prod(radix) / radix_fastest``
@@ -26,13 +27,16 @@ the GPU:
    (open addressing, ``row_hash_insert``) takes its place;
 2. ``cell_boxes``: a thread per cell: bounding box (floats rounded
    outwards: 4 bytes a value, and the box test stays exact), and whether it
-   is close;
+   is close.  Only the cells of two points or more store one (``box_slot``,
+   a scan of ``multi_cells``): a cell of one point is its own box, and at
+   tens of millions of clustered points nearly every cell holds one;
 3. ``core_flags``: a thread per point, stopping at min_samples (none for
    min_samples <= 2: every point is linked in 4., and a point is core when
    its component holds another point).  A
    neighbour cell is found from the pattern's rows
    (``index.fine_grid.row_pattern``): the row's entry, then a binary search
-   along the row;
+   along the row; the point is tested against the box of a neighbour cell
+   of two points or more, and against the point of a cell of one;
 4. ``link_within`` and ``link_between``: lock-free union-find over the
    points (the hooking of :mod:`skyjoin.cluster.table_gpu`: the larger root is
    hung under the smaller with ``atomicCAS``); a thread per core point for
@@ -40,11 +44,12 @@ the GPU:
    two cells (each unordered pair of cells once), the adjacent cells in a
    first launch and the farther ones in a second, so that most far pairs
    find their cells already joined;
-5. clusters numbered by their lowest caller row
-   (``table_gpu.ranks_by_caller_row``), then ``border``: a thread per non-core
-   point (none when min_samples <= 2: a point with a neighbour is core, and
-   the grid is freed before the numbering); one scatter takes the labels,
-   with the core flags folded in, back to the caller's order.
+5. clusters numbered by their lowest caller row (:func:`number_clusters`:
+   an atomic minimum at each root and a scan in caller order, no sort), the
+   labels written over the union-find's parents, then ``border``: a thread
+   per non-core point (none when min_samples <= 2: a point with a neighbour
+   is core, and the grid is freed before the numbering); one scatter takes
+   the labels, with the core flags folded in, back to the caller's order.
 
 Only the points go in and the labels come out: no pair is ever stored, so
 memory is a few arrays of n entries however large T would be (a table
@@ -64,10 +69,51 @@ most 2**40 cells along a dimension, and a row table of at most
 the caller takes the join path.  Cost: O(n d) for the grid plus the sort,
 then O(5**d) row lookups of O(log cells-per-row) for each point (core
 counts, border points) and each cell (links), plus the distance tests of
-points in neighbouring cells that are not close; memory a few arrays of
-n entries and of the non-empty cells, and one copy of the points when the
-caller's copy is scratch (``overwrite_x``; measured:
-docs/decisions/dbscan-fit-path.md).
+points in neighbouring cells that are not close.
+
+Memory by phase (the device bytes alive at each phase's peak, a point:
+X the points' own bytes, 4 d for float32 or 8 d for float64; mu the
+non-empty cells and phi the cells of two points or more, per point; r the
+row table's 4 bytes a row, per point; keys of 8 bytes, 4 when they fit 31
+bits):
+
+============  ============================================  ===============================
+phase         arrays added (- freed)                        alive at the phase's peak
+============  ============================================  ===============================
+upload        the points (host input: the upload, scratch)  X
+bin           keys 8                                        X + 8
+sort          order 8, Thrust's buffers 16 (keys in place)  X + 32
+cells         point_slot 4, start 4 mu, cells' keys 8 mu;   X + 20 + 12 mu
+              - keys, - order (int64), + perm 4 (int32)
+row table     cell_q 4 mu, r; - cells' keys                 X + 8 + 16 mu + r
+gather        the sorted points X                           2 X + 8 + 8 mu + r
+boxes         box_slot 4 mu, close 1 mu, boxes 8 d phi      P + 8 + 13 mu + 8 d phi + r
+core          core flags 1                                  P + 9 + 13 mu + 8 d phi + r
+link          parent 8, first 4 mu (min_samples > 2;        P + 17 + 17 mu + 8 d phi + r
+              freed at its end)
+numbering     minima (in point_slot's place), ranks 4       P + 21 + 13 mu + 8 d phi + r
+border        labels over parent                            P + 17 + 13 mu + 8 d phi + r
+scatter back  - grid, - sorted points; labels 8, core 4     X + 20 (device input) or 20
+============  ============================================  ===============================
+
+P is the points alive from the gather on: X when the input is scratch
+(host input, ``overwrite_x``: the sorted copy goes over it), 2 X for the
+caller's device points.  For min_samples <= 2 the links need no first
+core point (every point is one: 13 mu at the link), and the grid and the
+sorted points go before the numbering.  Since a cell of two points or more
+holds two points, 13 mu + 8 d phi <= 13 / 2 + 4 d for d >= 2, and the
+peak is at most the largest of X + 32, 2 X + 16 + r and P + 28 + 4 d + r:
+64 + r bytes a point for 3-D float32 points on the device or float64
+host to host.  On the clustered 3-D set of
+docs/decisions/dbscan-fit-path.md (37M points: mu 0.98, phi 0.014, r 2.4
+at eps 0.1; mu 0.89, phi 0.06, r 0.4 at eps 0.25) the table predicts, for
+float32 points on the device (P 24), 57 bytes a point at eps 0.1,
+min_samples 2 (link) and 58 at eps 0.25, min_samples 10 (link and
+numbering), where a box for every cell, an int64 order, a copy of the
+keys and a sorted numbering measured 84 and 99; float64 host to host
+65-66 (the gather; 83 measured at 200M, eps 0.057); float64 device points
+that stay (P 48) 81 and 82, or 65-66 with ``overwrite_x``.
+``scripts/dbscan-phases`` measures the peak of each phase.
 """
 
 from __future__ import annotations
@@ -88,9 +134,9 @@ from ..index.fine_grid import neighbour_offsets, row_grid_shape, row_pattern, ro
 from ..index.grid_gpu import sort_cells_gpu
 from .grid_cpu import MAX_DIMS
 from .grid_gpu_kernels import compiled_module
-from .table_gpu import ranks_by_caller_row
 
-__all__ = ["gpu_grid_dbscan", "grid_components", "grid_labels", "compiled_module"]
+__all__ = ["gpu_grid_dbscan", "grid_components", "grid_labels", "number_clusters",
+           "border_labels", "compiled_module"]
 
 _BLOCK = 256
 _NULL = np.uint64(0)            # a null pointer argument
@@ -105,9 +151,10 @@ class GridClusters:
     """Core flags and components of points sorted by grid cell (stages 1 to 3),
     with the grid that the border pass needs.
 
-    ``perm[k]`` is the input row of sorted point k; ``parent[k]`` is the root
-    (a sorted position) of a core point's component; for other points -1,
-    or the point itself where min_samples <= 2 linked every point.
+    ``perm[k]`` (int32) is the input row of sorted point k; ``parent[k]``
+    (int64) is the root (a sorted position) of a core point's component;
+    for other points -1, or the point itself where min_samples <= 2 linked
+    every point.
     ``grid`` holds the device arrays and scalars of the kernels' GRID_ARGS,
     ``pattern`` those of PATTERN_ARGS (the whole neighbour pattern),
     ``decide`` those of DECIDE_ARGS.
@@ -184,18 +231,18 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
     sure2 = rdtype(rdtype(sure) * rdtype(sure))
     undecided = cp.zeros(1, dtype=cp.uint32)
     decide = (eps2, sure2, undecided)
-    # 1. bin and sort by cell
+    # 1. bin and sort by cell (the keys sorted in place; the points gathered once
+    # the keys and the cells' keys are gone)
     cell = cp.empty(n, dtype=cp.int64)
     mod.get_function("bin")(_blocks(n), (_BLOCK,),
                             (Xd, np.int64(n), np.int32(d), korder, lo, np.float64(side), radix_d,
                              cell))
     if rs * rows < 2**31:       # 32-bit keys: half the radix passes of the sort
         cell = dp.astype(cp, cell, cp.int32)
-    perm, Xs, cells, start, point_slot = sort_cells_gpu(cp, Xd, cell, cp.int32)
+    order, _, cells, start, point_slot = sort_cells_gpu(cp, None, cell, cp.int32, sort_key=True)
     del cell
-    if overwrite_x:
-        Xs = dp.astype(cp, Xs, Xs.dtype, out=Xd)      # a bit copy
-    del Xd
+    perm = dp.astype(cp, order, cp.int32)           # n < 2**31
+    del order
     m = int(cells.size)
     cell_q = cp.empty(m, dtype=cp.int32)
     if dense_rows:                  # the dense row table
@@ -212,19 +259,28 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
         hashed = _row_hash(cp, mod, cells, m, rs)
         del cells
         row_start = None
+    Xs = dp.take(cp, cp.ascontiguousarray(Xd), perm)
+    if overwrite_x:
+        Xs = dp.astype(cp, Xs, Xs.dtype, out=Xd)      # a bit copy
+    del Xd
     offsets_h, _, _ = neighbour_offsets(side, eps, radix)
     pat = row_pattern(offsets_h, korder_h)
     pattern = _pattern_args(cp, pat.off, pat.lo, pat.hi)
     positive = _pattern_args(cp, pat.positive_off, pat.positive_lo, pat.positive_hi)
     positive_adjacent = cp.asarray(pat.positive_adjacent)
-    box_lo = cp.empty((m, d), dtype=cp.float32)        # rounded outwards (cell_boxes)
-    box_hi = cp.empty((m, d), dtype=cp.float32)
+    # boxes for the cells of two points or more only (a cell of one point is its point)
+    box_slot = cp.empty(m, dtype=cp.int32)
+    mod.get_function("multi_cells")(_blocks(m), (_BLOCK,), (start, np.int64(m), box_slot))
+    dp.scan(cp, box_slot, cp.int32, inclusive=True, init=-1, out=box_slot)
+    n_boxes = int(box_slot[-1]) + 1
+    box_lo = cp.empty((n_boxes, d), dtype=cp.float32)        # rounded outwards (cell_boxes)
+    box_hi = cp.empty((n_boxes, d), dtype=cp.float32)
     close = cp.empty(m, dtype=cp.uint8)
     mod.get_function("cell_boxes")(_blocks(m), (_BLOCK,),     # close: within the sure radius
-                                   (Xs, np.int32(d), start, np.int64(m), sure2, box_lo, box_hi,
-                                    close))
+                                   (Xs, np.int32(d), start, np.int64(m), sure2, box_slot, box_lo,
+                                    box_hi, close))
     grid = (start, point_slot, _NULL if row_start is None else row_start) + hashed + (
-        cell_q, close, box_lo, box_hi, korder, lo, np.float64(side), radix_d)
+        cell_q, close, box_slot, box_lo, box_hi, korder, lo, np.float64(side), radix_d)
     tick("grid")
     # 2. core flags; for min_samples <= 2 none yet: every point is linked, and the
     # points left alone are the non-core ones (2.)
@@ -241,8 +297,11 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
     # 3. union-find over the core points
     parent = cp.empty(n, dtype=cp.int64)
     mod.get_function("init_parent")(_blocks(n), (_BLOCK,), (core, np.int64(n), parent))
-    first = cp.empty(m, dtype=cp.int32)
-    mod.get_function("first_core")(_blocks(m), (_BLOCK,), (start, np.int64(m), core, first))
+    if linked:          # every point core: a cell's first core point is its first point
+        first = start
+    else:
+        first = cp.empty(m, dtype=cp.int32)
+        mod.get_function("first_core")(_blocks(m), (_BLOCK,), (start, np.int64(m), core, first))
     mod.get_function("link_within")(
         _blocks(n), (_BLOCK,),
         (Xs, np.int64(n), np.int32(d), start, point_slot, close, first, core) + decide
@@ -264,21 +323,54 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
 
 
 def grid_labels(g: GridClusters, root_label, border=True):
-    """Stage 4: labels in sorted order.  A core point takes its root's
-    ``root_label``; a non-core point the lowest label of its core neighbours
-    (-1: noise); ``border=False`` skips that search, for min_samples <= 2,
-    where a non-core point has no neighbour."""
+    """Stage 4: labels (int64) in sorted order.  A core point takes its
+    root's ``root_label``; a non-core point the lowest label of its core
+    neighbours (-1: noise); ``border=False`` skips that search, for
+    min_samples <= 2, where a non-core point has no neighbour."""
     cp = cupy()
     mod = compiled_module(g.real)
     labels = cp.empty(g.n, dtype=cp.int64)
     mod.get_function("core_labels")(_blocks(g.n), (_BLOCK,),
                                     (g.core, g.parent, root_label, np.int64(g.n), labels))
     if border:
-        mod.get_function("border")(
-            _blocks(g.n), (_BLOCK,),
-            (g.Xs, np.int64(g.n), np.int32(g.d)) + g.grid + g.pattern + (g.core,) + g.decide
-            + (labels,))
+        border_labels(g, labels)
     return labels
+
+
+def number_clusters(g: GridClusters, low=None):
+    """The labels of the core points (-1 elsewhere), in sorted order, written
+    over ``g.parent`` (int64; returned): each cluster numbered by the rank of
+    its lowest caller row ``g.perm`` among those of all clusters, as
+    scikit-learn numbers them.  An atomic minimum at each root, a scan of
+    flags in caller order, no sort: O(n), two int32 arrays of n entries
+    (``low``: a scratch one of the caller's, overwritten)."""
+    cp = cupy()
+    mod = compiled_module(g.real)
+    n = g.n
+    if low is None:
+        low = cp.empty(n, dtype=cp.int32)
+    dp.fill(cp, low, n)
+    mod.get_function("component_low")(_blocks(n), (_BLOCK,),
+                                      (g.core, g.parent, g.perm, np.int64(n), low))
+    rank = cp.empty(n, dtype=cp.int32)
+    dp.fill(cp, rank, 0)
+    mod.get_function("mark_lows")(_blocks(n), (_BLOCK,),
+                                  (g.core, g.parent, low, np.int64(n), rank))
+    dp.scan(cp, rank, cp.int32, inclusive=True, init=-1, out=rank)
+    mod.get_function("number_clusters")(_blocks(n), (_BLOCK,),
+                                        (g.core, low, rank, np.int64(n), g.parent))
+    return g.parent
+
+
+def border_labels(g: GridClusters, labels) -> None:
+    """The border points' labels, in place: a non-core point takes the lowest
+    label of its core neighbours (-1: noise).  O(5**d) row lookups a
+    non-core point."""
+    mod = compiled_module(g.real)
+    mod.get_function("border")(
+        _blocks(g.n), (_BLOCK,),
+        (g.Xs, np.int64(g.n), np.int32(g.d)) + g.grid + g.pattern + (g.core,) + g.decide
+        + (labels,))
 
 
 def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overwrite_x=False,
@@ -341,13 +433,18 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overw
     # when min_samples <= 2: a point with a neighbour is core, and the grid's
     # memory goes before the numbering)
     border = min_samples > 2
-    if not border:
+    point_slot = g.grid[1]              # read by no later pass: the numbering's minima
+    if border:
+        g = dataclasses.replace(g, grid=(g.grid[0], _NULL) + g.grid[2:])
+    else:
         g = dataclasses.replace(g, Xs=None, grid=(), pattern=())
     mod = compiled_module(g.real)
-    root_label = ranks_by_caller_row(cp, mod, g.core, g.parent, g.perm, n)
-    labels = grid_labels(g, root_label, border=border)
+    labels = number_clusters(g, low=point_slot)     # over g.parent
+    del point_slot
+    if border:
+        border_labels(g, labels)
     perm, core, undecided = g.perm, g.core, g.undecided
-    del g, root_label                       # the grid's memory, before the outputs
+    del g                                   # the grid's memory, before the outputs
     if eps_sure is not None and int(cp.asnumpy(undecided)[0]):
         return None                 # a pair in the band between eps_sure and eps mattered
     tick("labels")

@@ -44,16 +44,36 @@ __device__ __forceinline__ bool within(REAL s, DECIDE_ARGS) {
     return false;
 }
 
-// whether no point of slot t can be within eps of a point of slot u (box gap test).
-// Exact although the boxes are floats rounded outwards: every rounding is
-// monotone, so the gaps, their squares and their sum can only come out smaller
-// than the join's test of any pair of the two cells computes.
-__device__ __forceinline__ bool boxes_apart(const float* lo, const float* hi, int d,
-                                            long long t, long long u, REAL eps2) {
+// The box of a cell: a cell of two points or more has one stored (box_slot[t],
+// its place among those cells; floats rounded outwards), a cell of one point
+// (box_slot -1) is its point.  BOX_ARGS: what reads them.
+#define BOX_ARGS const REAL* X, int d, const int* start, const int* box_slot, \
+    const float* box_lo, const float* box_hi
+__device__ __forceinline__ void box_at(BOX_ARGS, long long t, int k, REAL* lo, REAL* hi) {
+    long long b = box_slot[t];
+    if (b < 0) {
+        *lo = *hi = X[(long long)start[t] * d + k];
+    } else {
+        *lo = (REAL)box_lo[b * d + k];
+        *hi = (REAL)box_hi[b * d + k];
+    }
+}
+
+// whether no point of cell t can be within eps of a point of cell u (box gap
+// test), or with t < 0 no point of cell u within eps of point p.  Exact
+// although the boxes are floats rounded outwards: every rounding is monotone,
+// so the gaps, their squares and their sum can only come out smaller than the
+// join's test of any pair of the two cells (or of p and a point of u) computes.
+__device__ __forceinline__ bool apart(BOX_ARGS, long long p, long long t, long long u,
+                                      REAL eps2) {
     REAL s = 0;
     for (int k = 0; k < d; ++k) {
-        REAL g = (REAL)lo[u * d + k] - (REAL)hi[t * d + k];
-        REAL g2 = (REAL)lo[t * d + k] - (REAL)hi[u * d + k];
+        REAL tlo, thi, ulo, uhi;
+        if (t < 0) tlo = thi = X[p * d + k];
+        else box_at(X, d, start, box_slot, box_lo, box_hi, t, k, &tlo, &thi);
+        box_at(X, d, start, box_slot, box_lo, box_hi, u, k, &ulo, &uhi);
+        REAL g = ulo - thi;
+        REAL g2 = tlo - uhi;
         if (g2 > g) g = g2;
         if (g > 0) s += g * g;
     }
@@ -197,13 +217,28 @@ __device__ __forceinline__ float float_above(REAL v) {
     return f;
 }
 
-// each cell's bounding box (rounded outwards) and whether it is close: its
-// diagonal, in REAL from the exact box, within eps (then every pair of its points is)
+// 1 for a cell of two points or more (its box is stored), 0 for a cell of one
+__global__ void multi_cells(const int* start, long long m, int* box_slot) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < m) box_slot[t] = start[t + 1] - start[t] > 1 ? 1 : 0;
+}
+
+// each cell's bounding box (rounded outwards) at box_slot[t] (multi_cells scanned:
+// its place among the cells of two points or more; -1 written for a cell of one
+// point, whose box is its point), and whether it is close: its diagonal, in REAL
+// from the exact box, within eps (then every pair of its points is)
 __global__ void cell_boxes(const REAL* X, int d, const int* start, long long m,
-                           REAL eps2, float* box_lo, float* box_hi, unsigned char* close) {
+                           REAL eps2, int* box_slot, float* box_lo, float* box_hi,
+                           unsigned char* close) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= m) return;
     long long a = start[t], b = start[t + 1];
+    if (b - a == 1) {
+        box_slot[t] = -1;
+        close[t] = 1;
+        return;
+    }
+    long long slot = box_slot[t];
     REAL s = 0;
     for (int k = 0; k < d; ++k) {
         REAL lo = X[a * d + k], hi = lo;
@@ -212,8 +247,8 @@ __global__ void cell_boxes(const REAL* X, int d, const int* start, long long m,
             if (v < lo) lo = v;
             if (v > hi) hi = v;
         }
-        box_lo[t * d + k] = float_below(lo);
-        box_hi[t * d + k] = float_above(hi);
+        box_lo[slot * d + k] = float_below(lo);
+        box_hi[slot * d + k] = float_above(hi);
         REAL w = hi - lo;
         s += w * w;
     }
@@ -223,8 +258,8 @@ __global__ void cell_boxes(const REAL* X, int d, const int* start, long long m,
 // the grid as the per-point kernels read it
 #define GRID_ARGS const int* start, const int* point_slot, const int* row_start, \
     const long long* hkeys, const int* hfirst, const int* hend, unsigned long long mask, \
-    const int* cell_q, const unsigned char* close, const float* box_lo, const float* box_hi, \
-    const int* korder, const double* lo, double side, const long long* radix
+    const int* cell_q, const unsigned char* close, const int* box_slot, const float* box_lo, \
+    const float* box_hi, const int* korder, const double* lo, double side, const long long* radix
 #define PATTERN_ARGS int n_rows, const int* row_off, const int* row_lo, const int* row_hi
 
 __global__ void core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
@@ -250,7 +285,9 @@ __global__ void core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN
             int u0, u1;
             row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
             for (int u = u0; u < u1 && cnt < min_samples; ++u) {
-                if (u == t || boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
+                if (u == t || (box_slot[u] >= 0 &&
+                               apart(X, d, start, box_slot, box_lo, box_hi, p, -1, u, eps2)))
+                    continue;
                 for (long long q = start[u]; q < start[u + 1] && cnt < min_samples; ++q)
                     if (within(d2(X, d, p, q), eps2, sure2, undecided)) ++cnt;
             }
@@ -312,7 +349,8 @@ __global__ void link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTE
             if (adjacent != (phase == 0) || first[u] < 0) continue;
             bool both_close = close[t] && close[u];
             if (both_close && uf_find(parent, first[t]) == uf_find(parent, first[u])) continue;
-            if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
+            if ((box_slot[t] >= 0 || box_slot[u] >= 0) &&
+                apart(X, d, start, box_slot, box_lo, box_hi, 0, t, u, eps2)) continue;
             bool done = false;
             for (long long p = first[t]; p < start[t + 1] && !done; ++p) {
                 if (!core[p]) continue;
@@ -365,12 +403,38 @@ __global__ void core_labels(const unsigned char* core, const long long* parent,
     labels[p] = core[p] ? rank[parent[p]] : -1;
 }
 
+// The clusters numbered by their lowest caller row (scikit-learn's numbering),
+// with no sort: low[r] (filled with n) takes the lowest caller row perm[p] of the
+// core points p of root r; flags (caller rows, zeros) marks each root's low,
+// and its inclusive scan from -1 is then each root's rank; number_clusters
+// writes the labels over parent (compressed: a core point's root).
+__global__ void component_low(const unsigned char* core, const long long* parent,
+                              const int* perm, long long n, int* low) {
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n || !core[p]) return;
+    long long r = parent[p];
+    int v = perm[p];
+    if (v < ((volatile int*)low)[r]) atomicMin(&low[r], v);    // few atomics: most lose
+}
+
+__global__ void mark_lows(const unsigned char* core, const long long* parent, const int* low,
+                          long long n, int* flags) {
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p < n && core[p] && parent[p] == p) flags[low[p]] = 1;
+}
+
+__global__ void number_clusters(const unsigned char* core, const int* low, const int* rank,
+                                long long n, long long* parent) {
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    parent[p] = core[p] ? (long long)rank[low[parent[p]]] : -1;
+}
+
 // a non-core point takes the lowest label of its core neighbours
 __global__ void border(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
                        const unsigned char* core, DECIDE_ARGS, long long* labels) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n || core[p]) return;
-    long long t = point_slot[p];
     long long c[MAXD];
     cell_of(X, p, d, korder, lo, side, radix, c);
     long long best = -1;
@@ -380,7 +444,8 @@ __global__ void border(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARG
         int u0, u1;
         row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
         for (int u = u0; u < u1; ++u) {
-            if (boxes_apart(box_lo, box_hi, d, t, u, eps2)) continue;
+            if (box_slot[u] >= 0 && apart(X, d, start, box_slot, box_lo, box_hi, p, -1, u, eps2))
+                continue;
             for (long long q = start[u]; q < start[u + 1]; ++q) {
                 if (!core[q]) continue;
                 long long lab = labels[q];

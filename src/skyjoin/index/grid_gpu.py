@@ -180,7 +180,7 @@ def _grid_from_coords(cp, P, coords_t, table, off, k, lo, side) -> GpuGrid:
                    masks=masks, stride=tuple(stride), k=k, mask_table=table_k, mask_off=off_d)
 
 
-def sort_cells_gpu(cp, P, key, start_dtype):
+def sort_cells_gpu(cp, P, key, start_dtype, *, sort_key: bool = False):
     """Sort the device points P by cell key and find the non-empty cells: the one
     sort behind every GPU grid (the epsilon grid here, the fine grid of the
     DBSCAN grid path); only the key differs.
@@ -189,15 +189,22 @@ def sort_cells_gpu(cp, P, key, start_dtype):
     ----------
     cp : module
         CuPy (or a stand-in with its API).
-    P : cupy.ndarray, shape (n, d), n >= 1, C-contiguous
+    P : cupy.ndarray, shape (n, d), n >= 1, C-contiguous, or None
+        None: the points are not gathered (the caller gathers them by
+        ``order`` when it has freed what it no longer needs).
     key : cupy.ndarray of int32 or int64, shape (n,)
         Cell key of every point.
     start_dtype : int32 or int64, dtype of ``cell_start``
+    sort_key : bool, default False
+        ``key`` (C-contiguous) is sorted in place, the sort's own keys: no
+        copy of the keys and no gather of the sorted keys: a key a point
+        fewer at the sort's peak and after it.  The caller's ``key`` then
+        holds the sorted keys.
 
     Returns
     -------
     order : (n,) int64, the row of each sorted point (stable: Thrust's radix argsort)
-    points : (n, d) ``P[order]``, C-contiguous
+    points : (n, d) ``P[order]``, C-contiguous (None when P is None)
     cell_ids : (n_cells,) int64, sorted keys of the non-empty cells
     cell_start : (n_cells + 1,) cell c holds sorted points [start[c], start[c + 1])
     point_cell : (n,) int32, cell index of each sorted point
@@ -206,15 +213,22 @@ def sort_cells_gpu(cp, P, key, start_dtype):
     -----
     O(n d) work plus the radix sort of the keys; the project's own
     kernels (``skyjoin._core.device_prims``), no CuPy routine that compiles.
+    Memory beyond P and key: the order (8 bytes a point) and, during the
+    sort, Thrust's buffers (a key and an order a point), plus the key copy
+    and the sorted keys unless ``sort_key``.
     """
-    order = dp.argsort(cp, key)
-    key_s = dp.take(cp, key, order)
+    if sort_key:
+        order = dp.argsort(cp, key, in_place=True)
+        key_s = key
+    else:
+        order = dp.argsort(cp, key)
+        key_s = dp.take(cp, key, order)
     point_cell, cell_start = dp.runs(cp, key_s, start_dtype)
     cell_ids = dp.take(cp, key_s, cell_start[:-1])
     if cell_ids.dtype != np.int64:
         cell_ids = dp.astype(cp, cell_ids, cp.int64)
     del key_s
-    points = dp.take(cp, cp.ascontiguousarray(P), order)
+    points = None if P is None else dp.take(cp, cp.ascontiguousarray(P), order)
     return order, points, cell_ids, cell_start, point_cell
 
 

@@ -51,7 +51,7 @@ from ..._core.conditioning import plan_conditioning
 from ..._core.device import resolve_device
 from ..._core.device_input import as_device_points, on_gpu
 from ..._core.device_kernels import load
-from ..._core.device_memory import check_points_fit, oom_as_error_in
+from ..._core.device_memory import DBSCAN_POINT_BYTES, check_points_fit, oom_as_error_in
 from ..._core.thread_count import with_cpu_threads
 from ..._core.thread_count import numba_threads
 from ..._core.transfer import to_device
@@ -243,7 +243,7 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
     what = "GPU DBSCAN sweep"
     if plan.device == "gpu":
         check_points_fit(_device.cupy(), what, [points], working_dtype(precision),
-                         self_join=True)
+                         self_join=True, per_point=DBSCAN_POINT_BYTES)
     if plan.path == "grid-gpu":
         results = _sweep_gpu_grid(points, eps_list, ms_list, progress, plan)
     else:
