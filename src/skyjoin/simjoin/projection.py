@@ -44,7 +44,7 @@ COMPONENT_STEPS = (2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32)
 SCREEN_COST = 250.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Projection:
     """The principal-component screen of one join: ``basis`` (d x q,
     float64, orthonormal columns up to rounding) of the q leading axes of
@@ -52,7 +52,8 @@ class Projection:
     (``axes_norm_bound``), ``fraction`` the sampled share of pairs the screen
     lets through at the join's radius, and ``screen`` the precision of the
     screen's arithmetic ("float32" where the margin it adds stays below
-    eps / 64, else "float64").  Prints as the algorithm's name."""
+    eps / 64, else "float64").  Prints as the algorithm's name; compares
+    by identity (it holds an array)."""
 
     basis: np.ndarray
     sigma: float
