@@ -389,12 +389,12 @@ def test_gpu_haversine_grid_host_and_device_input(cp, rng):
 @pytest.mark.gpu
 def test_gpu_haversine_ties_hand_over_host_and_device_input(cp):
     X = _ring()
-    sk = SkDBSCAN(eps=2.0 ** -6, min_samples=3, metric="haversine", algorithm="brute").fit(X)
+    ring = SkDBSCAN(eps=2.0 ** -6, min_samples=3, metric="haversine", algorithm="brute").fit(X)
     for kind, Xin in _inputs(cp, X):
         est = sj.DBSCAN(eps=2.0 ** -6, min_samples=3, metric="haversine", device="gpu").fit(Xin)
         assert est.path_ == "hybrid-gpu", kind
-        np.testing.assert_array_equal(est.labels_, sk.labels_)
-        np.testing.assert_array_equal(est.core_sample_indices_, sk.core_sample_indices_)
+        np.testing.assert_array_equal(est.labels_, ring.labels_)
+        np.testing.assert_array_equal(est.core_sample_indices_, ring.core_sample_indices_)
     W = _wrapped_ring()                     # near ties across the antimeridian
     eps = _wrapped_eps()
     for m in (3, 2):
@@ -405,7 +405,7 @@ def test_gpu_haversine_ties_hand_over_host_and_device_input(cp):
             np.testing.assert_array_equal(est.core_sample_indices_, sk.core_sample_indices_)
     est = sj.DBSCAN(eps=2.0 ** -6, min_samples=3, metric="haversine", device="gpu",
                     on_device=True).fit(cp.asarray(X))
-    np.testing.assert_array_equal(cp.asnumpy(est.labels_), sk.labels_)
+    np.testing.assert_array_equal(cp.asnumpy(est.labels_), ring.labels_)
 
 
 @pytest.mark.gpu
