@@ -114,6 +114,8 @@ def test_slow_rows_skip_at_full_size_only():
             assert bool(grid.skip_reason) == (not quick)
             assert not by["skyjoin cpu brute table"].skip_reason
             assert not by["skyjoin cpu brute counts"].skip_reason
+            assert not by["skyjoin cpu projected counts"].skip_reason
+            assert not by["skyjoin cpu auto table"].skip_reason
             cpu_peers = [i for n, i in by.items() if n.startswith(("sklearn", "scipy"))]
             assert len(cpu_peers) == 3
             # full size: the n^2 peers skip beyond 1e11 distances (manifold, uniform)
@@ -136,16 +138,16 @@ def test_quick_cases_run_end_to_end(monkeypatch):
     monkeypatch.setattr(hd.sj, "self_join", self_join)
     cases = hd.cases(quick=True, device="cpu", repeat=1)
     rows = run_suite("t", cases, log=lambda s: None)
-    assert set(seen) == {"brute", "grid"}
+    assert set(seen) == {None, "brute", "projected", "grid"}        # None: "auto"
     for hc in hd.highdim_cases(quick=True):
         X = hc.load()
         d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=-1)
         want = int((d2 <= hc.eps ** 2).sum()) - len(X)
         assert want > 0
         mine = [r for r in rows if r.case == hc.name]
-        assert len(mine) == 9
+        assert len(mine) == 11
         timed = [r for r in mine if r.time_s is not None]
-        assert len(timed) == 6 and all(r.size == want for r in timed), hc.name
+        assert len(timed) == 8 and all(r.size == want for r in timed), hc.name
         skipped = [r for r in mine if r.time_s is None]
         assert all(r.error.startswith("skipped: a GPU row") for r in skipped)
 

@@ -11,8 +11,8 @@ import pytest
 import skyjoin as sj
 from skyjoin._core.plans import recording
 from skyjoin.simjoin import brute_bound
-from skyjoin.simjoin.algorithm import (BRUTE_MIN_WORK, PROJECTED_MAX_SHARE, JoinSample,
-                                       choose_algorithm, sample_join)
+from skyjoin.simjoin.algorithm import (BRUTE_MIN_WORK, BRUTE_PAIR_COST, PROJECTED_MAX_SHARE,
+                                       JoinSample, choose_algorithm, sample_join)
 from skyjoin.simjoin.projection import (SCREEN_COST, Projection, axes_norm_bound,
                                         choose_components, principal_axes, screen_fractions,
                                         screen_precision)
@@ -123,7 +123,8 @@ def test_rule_picks_the_screen_on_low_intrinsic_dimension():
     screen = (Projection(np.eye(d)[:, :6], 1.0, 0.001), 6.08)
     assert choose_algorithm("auto", d, sample=JoinSample(1.0, screen), device="gpu") is screen[0]
     assert choose_algorithm("auto", d, sample=JoinSample(1.0, screen)) == "brute"   # the CPU
-    costly = (screen[0], PROJECTED_MAX_SHARE * d * 1.01)
+    brute = BRUTE_PAIR_COST[0] + BRUTE_PAIR_COST[1] * d
+    costly = (screen[0], PROJECTED_MAX_SHARE * brute * 1.01)
     assert choose_algorithm("auto", d, sample=JoinSample(1.0, costly), device="gpu") == "brute"
     assert choose_algorithm("auto", d, sample=JoinSample(0.99 * BRUTE_MIN_WORK / d, screen),
                             device="gpu") == "grid"
@@ -137,14 +138,16 @@ def test_rule_picks_the_screen_on_low_intrinsic_dimension():
 
 def test_sample_finds_the_manifold_and_not_uniform_data():
     """On a 4-D manifold in 60-D the sampled screen takes few components and
-    would pay on the GPU; on uniform 12-D data it would not."""
+    pays on the GPU; on uniform 64-D data every component is needed, and it
+    does not."""
     X = manifold(3000, d=60, k=4)
     s = sample_join("auto", X, X, 1.5, "gpu")
-    assert s.screen[0].components <= 8 and s.screen[1] <= PROJECTED_MAX_SHARE * 60
+    assert s.screen[0].components <= 8
     assert choose_algorithm("auto", 60, sample=s, device="gpu") is s.screen[0]
-    U = np.random.default_rng(4).uniform(size=(3000, 12))
-    s = sample_join("auto", U, U, 0.5, "gpu")
-    assert choose_algorithm("auto", 12, sample=s, device="gpu") == "brute"
+    U = np.random.default_rng(4).uniform(size=(3000, 64))
+    s = sample_join("auto", U, U, 2.2, "gpu")
+    assert s.fraction * 64 >= BRUTE_MIN_WORK                     # the brute force's ground
+    assert choose_algorithm("auto", 64, sample=s, device="gpu") == "brute"
     assert sample_join("auto", X, X, 1.5, "cpu").screen is None       # the CPU never reads it
     with recording() as plans:
         sj.self_join(X, 1.5, device="cpu")

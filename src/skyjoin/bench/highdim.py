@@ -16,8 +16,10 @@ n^2 pairs is the baseline, against what a user writes instead:
 * with ``--quick``, each at ``QUICK_N`` points, with its own eps for the
   same neighbours per point.
 
-Implementations of each case: ours, ``skyjoin.self_join(X, eps, device=...,
-algorithm="brute")`` as a table and as counts, and the grid path
+Implementations of each case: ours, ``skyjoin.self_join(X, eps, device=...)``
+as a table (the rule's choice of algorithm, recorded in the row),
+``algorithm="brute"`` as a table and as counts, ``algorithm="projected"``
+(the screen on principal components) as counts, and the grid path
 (``algorithm="grid"``, counts) on the quick sizes only; on the GPU
 (``--device gpu``), a tiled PyTorch brute force in float64 and in float32
 (TF32 off), inexact, and the row "FP64 GEMM bound (measured, reference)":
@@ -56,6 +58,7 @@ import numpy as np
 import skyjoin as sj
 
 from .. import datasets
+from .._core.plans import recording
 from .._core.validate import check_points
 from .harness import REPEAT, Case, Impl, data_case, size_tag
 from .peers import ckdtree_query_ball_point, sklearn_radius_neighbors_graph
@@ -236,8 +239,19 @@ def case_names(quick: bool = False) -> list[str]:
 
 
 def _ours(get, hc: HighDimCase, device: str, repeat: int) -> list[Impl]:
-    """``self_join(..., algorithm="brute")`` as a table and as counts, and the
-    grid path's counts (quick sizes only)."""
+    """``self_join(..., algorithm="auto")`` as a table (the rule's choice in
+    the row), "brute" as a table and as counts, "projected" (the screen on
+    principal components) as counts, and the grid path's counts (quick
+    sizes only)."""
+    def auto_table():
+        tm: dict = {}
+        with recording() as plans:
+            nt = sj.self_join(get(), hc.eps, device=device, output="table", timings=tm)
+        chosen = [p for p in plans if hasattr(p, "projection")][-1]
+        return {"size": nt.n_pairs, "algorithm": chosen.algorithm,
+                **({"components": chosen.projection.components} if chosen.projection else {}),
+                **{f"phase_{k}_s": round(v, 4) for k, v in tm.items()}}
+
     def brute_table():
         tm: dict = {}
         nt = sj.self_join(get(), hc.eps, device=device, algorithm="brute", output="table",
@@ -251,8 +265,11 @@ def _ours(get, hc: HighDimCase, device: str, repeat: int) -> list[Impl]:
     grid_skip = None if hc.quick else (
         "the grid path prunes little at full size (docs/decisions/bench-highdim-peers.md): "
         "it is timed on the quick sizes only")
-    return [Impl(f"skyjoin {device} brute table", brute_table, ours=True, repeat=repeat),
+    return [Impl(f"skyjoin {device} auto table", auto_table, ours=True, repeat=repeat),
+            Impl(f"skyjoin {device} brute table", brute_table, ours=True, repeat=repeat),
             Impl(f"skyjoin {device} brute counts", counts("brute"), ours=True, repeat=repeat),
+            Impl(f"skyjoin {device} projected counts", counts("projected"), ours=True,
+                 repeat=repeat),
             Impl(f"skyjoin {device} grid counts", counts("grid"), ours=True, repeat=repeat,
                  skip_reason=grid_skip)]
 

@@ -13,9 +13,11 @@ estimated on a sample, with one threshold (the paper's own remark on the
 curse of dimensionality, §IV-D: in high dimensions most adjacent cells
 are non-empty and the index stops pruning).  Where the brute force would
 run, the GPU screens on the q leading principal components instead
-(``projection``, "projected") when the sample shows it reads at most a
-quarter of the dimensions a pair costs (q plus the survivors' exact
-tests): data of low intrinsic dimension.  On the CPU, whose screen reads
+(``projection``, "projected") when the sample shows it costs at most
+half the brute force a pair (q squared differences in float32 registers
+and the survivors' exact tests, against a d-term float64 product read
+from memory): data of low intrinsic dimension, and up to about 32
+dimensions any data.  On the CPU, whose screen reads
 a product per pair whatever q, "projected" runs only when asked.
 """
 
@@ -29,7 +31,8 @@ from .._core.device import cupy, is_device_array
 from .projection import (COMPONENT_STEPS, Projection, axes_norm_bound, choose_components,
                          principal_axes, screen_fractions, screen_precision)
 
-__all__ = ["ALGORITHMS", "BRUTE_MIN_DIMS", "BRUTE_MIN_WORK", "PROJECTED_MAX_SHARE",
+__all__ = ["ALGORITHMS", "BRUTE_MIN_DIMS", "BRUTE_MIN_WORK", "BRUTE_PAIR_COST",
+           "PROJECTED_MAX_SHARE",
            "JoinSample", "choose_algorithm", "candidate_fraction", "component_screen",
            "needs_sample", "sample_join", "resolve_algorithm"]
 
@@ -37,10 +40,14 @@ __all__ = ["ALGORITHMS", "BRUTE_MIN_DIMS", "BRUTE_MIN_WORK", "PROJECTED_MAX_SHAR
 #: by a matrix product (``brute_bound``) and tested exactly, or every pair
 #: screened on the leading principal components (``projection``)
 ALGORITHMS = ("grid", "brute", "projected")
-#: "auto" screens on principal components when their cost a pair (q plus
-#: the survivors' tests, ``projection.choose_components``) is at most this
-#: share of d (docs/decisions/join-brute-force.md)
-PROJECTED_MAX_SHARE = 0.25
+#: the brute force's cost a pair on the GPU, ``a + b d`` in the units of
+#: ``projection.choose_components`` (one screened pair-component): one
+#: H200, 0.492 s at 400k x 16-D and 1.317 s at 515k x 90-D
+#: (docs/decisions/join-brute-force.md)
+BRUTE_PAIR_COST = (60.0, 0.7)
+#: "auto" screens on principal components on the GPU when their cost a
+#: pair is at most this share of the brute force's
+PROJECTED_MAX_SHARE = 0.5
 #: sampled pairs of the component screen's estimate (rows x columns)
 _SCREEN_ROWS, _SCREEN_COLS = 256, 2048
 #: below this many dimensions "auto" always takes the grid
@@ -146,7 +153,8 @@ def choose_algorithm(algorithm, n_features: int, *, chunks: bool = False,
     ``fraction`` (``candidate_fraction``) times d reaches
     ``BRUTE_MIN_WORK`` (the grid without a sample), and there, on the GPU,
     the ``screen`` (``component_screen``: Projection, cost a pair) instead
-    when its cost is at most ``PROJECTED_MAX_SHARE`` d; ``fraction`` and
+    when its cost is at most ``PROJECTED_MAX_SHARE`` of the brute force's
+    (``BRUTE_PAIR_COST``); ``fraction`` and
     ``screen`` are the ``sample``'s (``sample_join``).  The streamed chunks
     (``self_join_chunks``) run on the grid.  O(1).
 
@@ -176,7 +184,8 @@ def choose_algorithm(algorithm, n_features: int, *, chunks: bool = False,
         return "grid"
     if fraction * n_features < BRUTE_MIN_WORK:
         return "grid"
-    if device == "gpu" and screen is not None and screen[1] <= PROJECTED_MAX_SHARE * n_features:
+    if device == "gpu" and screen is not None and screen[1] <= PROJECTED_MAX_SHARE * (
+            BRUTE_PAIR_COST[0] + BRUTE_PAIR_COST[1] * n_features):
         return screen[0]
     return "brute"
 
