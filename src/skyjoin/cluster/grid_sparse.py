@@ -53,7 +53,7 @@ from numba import njit
 
 from .._core.config import NUMBA_CACHE
 from ..index.grid import build_grid
-from ..index.grid_rows import cell_ranks, cell_rows, new_cursor, positive_row, row_offsets
+from ..index.grid_rows import cell_ranks, cell_rows, new_cursor, row_offsets
 from ..simjoin.schedule import run_blocks
 from .union_find import find, number_clusters_by_order, roots, union
 
@@ -192,8 +192,8 @@ def _keep_band(band, n_band, p, q):
 def link_between(X, cell_start, cell_ids, ranks, coords, coord_off, radix, stride, offsets, core,
                  parent, first_core, one_set, sure2, eps2, band, n_band):
     """Union-find between cells, each unordered pair of adjacent cells once
-    (the later cells of the own row, then the rows of positive offset);
-    sequential.  Two cells whose core points each form one set are joined
+    (``offsets`` the half rows, ``row_offsets(k, half=True)``: the later
+    cells of the own row, then the rows of positive offset); sequential.  Two cells whose core points each form one set are joined
     by their first pair within the sure radius; others try every core pair
     of different sets.  Band pairs go to ``band``: one per pair of one-set
     cells left apart, every one otherwise."""
@@ -207,12 +207,7 @@ def link_between(X, cell_start, cell_ids, ranks, coords, coord_off, radix, strid
         cell_rows(t, cell_ids, ranks, coords, coord_off, radix, stride, offsets, cursor)
         e = cell_start[t + 1]
         for o in range(offsets.shape[0]):
-            if o == 0:
-                u0 = t + 1                    # the own row: the later cells
-            elif positive_row(offsets, o):
-                u0 = a[o]
-            else:
-                continue
+            u0 = t + 1 if o == 0 else a[o]   # the own row: its later cells
             for u in range(u0, b[o]):
                 fu = first_core[u]
                 if fu < 0:
@@ -356,7 +351,8 @@ def sparse_grid_dbscan(X, eps, min_samples, *, eps_sure=None, timings=None):
     undecided = np.zeros(1, dtype=np.uint8)
     t = _tick(timings, "grid", t)
     core = np.zeros(n, dtype=np.uint8)
-    slots = min_samples - 1 if 0 < min_samples - 1 <= KEPT_MAX else 0
+    # the kept neighbours are int32 rows
+    slots = min_samples - 1 if 0 < min_samples - 1 <= KEPT_MAX and n < 2**31 else 0
     kept = np.empty((n if slots else 0, slots), dtype=np.int32)
     n_kept = np.zeros(n if slots else 0, dtype=np.uint8)
     run_blocks(core_flags, (Xs, start) + grid + (sure2, eps2, min_samples, core, kept, n_kept,
@@ -371,7 +367,8 @@ def sparse_grid_dbscan(X, eps, min_samples, *, eps_sure=None, timings=None):
     band = np.zeros((BAND_PAIRS, 2), dtype=np.int64)
     n_band = np.zeros(1, dtype=np.int64)
     link_within(Xs, start, core, parent, first_core, one_set, sure2, eps2, band, n_band, 0, m)
-    link_between(Xs, start, *grid, core, parent, first_core, one_set, sure2, eps2, band, n_band)
+    link_between(Xs, start, *grid[:-1], row_offsets(g.k, half=True), core, parent, first_core,
+                 one_set, sure2, eps2, band, n_band)
     if band_apart(parent, band, n_band):
         return None
     root = roots(parent)

@@ -25,29 +25,23 @@ import numpy as np
 from .._core.config import NUMBA_CACHE
 from .._core.search import lower_bound
 
-__all__ = ["row_offsets", "cell_ranks", "new_cursor", "cell_rows", "positive_row"]
+__all__ = ["row_offsets", "cell_ranks", "new_cursor", "cell_rows"]
 
 
-def row_offsets(k: int) -> np.ndarray:
+def row_offsets(k: int, half: bool = False) -> np.ndarray:
     """The 3^(k-1) row offsets (steps in {-1, 0, 1} of the first k - 1
-    indexed dimensions), int64 of shape (3^(k-1), k - 1), the zero offset
-    (the cell's own row) first.  O(3^k)."""
+    indexed dimensions), int64 of shape (rows, k - 1), the zero offset (the
+    cell's own row) first; ``half``: only it and the lexicographically
+    positive ones (each unordered pair of rows once, (3^(k-1) + 1) / 2 of
+    them).  O(3^k)."""
     if k <= 1:
         return np.zeros((1, 0), dtype=np.int64)
     grids = np.meshgrid(*[np.array([0, -1, 1])] * (k - 1), indexing="ij")
-    return np.ascontiguousarray(np.stack([g.ravel() for g in grids], axis=1).astype(np.int64))
-
-
-@nb.njit(cache=NUMBA_CACHE, nogil=True, inline="always")
-def positive_row(offsets, o):
-    """Whether row offset o is lexicographically > 0 (each unordered pair
-    of rows once; the own row, offset 0, is not)."""
-    for j in range(offsets.shape[1]):
-        if offsets[o, j] > 0:
-            return True
-        if offsets[o, j] < 0:
-            return False
-    return False
+    offs = np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
+    if half:
+        keep = [i for i, o in enumerate(offs.tolist()) if tuple(o) >= (0,) * (k - 1)]
+        offs = offs[keep]
+    return np.ascontiguousarray(offs)
 
 
 def cell_ranks(cell_ids, radix) -> np.ndarray:
