@@ -39,8 +39,9 @@ with scikit-learn's formula.
 Costs: the grid's build, O(n k) plus a sort of the cell ids; then for each
 point the distance tests in its adjacent cells (core flags stop at
 min_samples, border points only where a lower label can come), and for each
-cell 3^(k-1) row walks per pass.  Links are sequential (one union-find);
-the other passes run on the host threads over blocks of cells.  Memory:
+cell 3^(k-1) row walks per pass.  The links between cells are
+sequential (one union-find); the other passes run on the host threads
+over blocks of cells.  Memory:
 the grid (O(n d)) and a few arrays of n entries; no pair is stored.
 """
 
@@ -142,19 +143,25 @@ def border_kept(core, labels, kept, n_kept, undecided, b0, b1):
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def link_within(X, cell_start, core, parent, first_core, one_set, sure2, eps2, band, n_band,
-                t0, t1):
-    """Union-find inside each cell of [t0, t1): its core points chained by the
-    test, stopping once they form one set (``one_set[t]``, with the cell's
-    first core point ``first_core[t]``).  Band pairs go to ``band``."""
+def link_within(X, cell_start, core, parent, first_core, one_set, band_cell, sure2, eps2, t0, t1):
+    """Union-find inside each cell of [t0, t1): the parents of its points
+    (itself for a core point, -1 for another), then its core points chained
+    by the test, stopping once they form one set (``one_set[t]``, with the
+    cell's first core point ``first_core[t]``).  A cell touches only its
+    own points, so blocks run at once.  A band pair whose sets are apart
+    when met marks the cell (``band_cell``, checked by ``within_band_apart``
+    once every link is made)."""
     for t in range(t0, t1):
         a, e = cell_start[t], cell_start[t + 1]
         n_core = 0
         for p in range(a, e):
             if core[p]:
+                parent[p] = p
                 if n_core == 0:
                     first_core[t] = p
                 n_core += 1
+            else:
+                parent[p] = -1
         if n_core == 0:
             continue
         joined = 0
@@ -173,8 +180,35 @@ def link_within(X, cell_start, core, parent, first_core, one_set, sure2, eps2, b
                     if joined == n_core - 1:
                         break
                 elif s <= eps2:
-                    _keep_band(band, n_band, p, q)
+                    band_cell[t] = 1
         one_set[t] = 1 if joined == n_core - 1 else 0
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def within_band_apart(X, cell_start, core, parent, band_cell, sure2, eps2):
+    """Whether a band pair of core points inside a marked cell joins two
+    sets still apart once every link is made."""
+    for t in range(band_cell.shape[0]):
+        if not band_cell[t]:
+            continue
+        for p in range(cell_start[t], cell_start[t + 1]):
+            if not core[p]:
+                continue
+            for q in range(p + 1, cell_start[t + 1]):
+                if core[q]:
+                    s = _d2(X, p, q)
+                    if sure2 < s <= eps2 and find(parent, p) != find(parent, q):
+                        return True
+    return False
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def caller_order(perm, core, labels, core_out, labels_out, b0, b1):
+    """The core flags and labels of sorted points [b0, b1) back in the
+    caller's order (``perm[p]`` the caller's row of sorted point p)."""
+    for p in range(b0, b1):
+        core_out[perm[p]] = core[p]
+        labels_out[perm[p]] = labels[p]
 
 
 @njit(cache=NUMBA_CACHE, nogil=True, inline="always")
@@ -361,15 +395,18 @@ def sparse_grid_dbscan(X, eps, min_samples, *, eps_sure=None, timings=None):
     if undecided[0]:
         return None
     m = ids.shape[0]
-    parent = np.where(core != 0, np.arange(n, dtype=np.int64), -1)
+    parent = np.empty(n, dtype=np.int64)
     first_core = np.full(m, -1, dtype=np.int64)
     one_set = np.zeros(m, dtype=np.uint8)
+    band_cell = np.zeros(m, dtype=np.uint8)
+    run_blocks(link_within, (Xs, start, core, parent, first_core, one_set, band_cell, sure2,
+                             eps2), start)
     band = np.zeros((BAND_PAIRS, 2), dtype=np.int64)
     n_band = np.zeros(1, dtype=np.int64)
-    link_within(Xs, start, core, parent, first_core, one_set, sure2, eps2, band, n_band, 0, m)
     link_between(Xs, start, *grid[:-1], row_offsets(g.k, half=True), core, parent, first_core,
                  one_set, sure2, eps2, band, n_band)
-    if band_apart(parent, band, n_band):
+    if band_apart(parent, band, n_band) or \
+            within_band_apart(Xs, start, core, parent, band_cell, sure2, eps2):
         return None
     root = roots(parent)
     labels = number_clusters_by_order(root, core, perm)
@@ -382,9 +419,8 @@ def sparse_grid_dbscan(X, eps, min_samples, *, eps_sure=None, timings=None):
     if undecided[0]:
         return None
     core_out = np.empty(n, dtype=np.uint8)
-    core_out[perm] = core
     labels_out = np.empty(n, dtype=np.intp)
-    labels_out[perm] = labels
+    run_blocks(caller_order, (perm, core, labels, core_out, labels_out), n)
     _tick(timings, "labels", t)
     return np.flatnonzero(core_out), labels_out
 
