@@ -8,28 +8,33 @@ the join (:mod:`skyjoin.index.grid`, Gowanlock & Karsin 2018, §IV-B, IV-C:
 cells of side a hair over eps, sorted linear ids in rank space), whose
 adjacent cells come in 3^(k-1) rows found by pointers that only move
 forward (:mod:`skyjoin.index.grid_rows`).  What a single clustering needs
-is got as in ``grid_cpu``, from the cell graph of Gunawan 2013 and Wang, Gu
-& Shun 2020 (§3, "the cell graph"; implemented here from the description),
-with cells of side eps instead of eps / sqrt(d): at one or two points a
-cell (haversine at 14 neighbours a point) the fine grid's 5^d-cell
+is got as in ``grid_cpu``, from the cell-graph formulation of Gunawan 2013
+and of Wang, Gu & Shun 2020 (implemented here from the description), with
+cells of side eps instead of eps / sqrt(d): at one or two points a cell
+(haversine at 14 neighbours a point) the fine grid's 5^d-cell
 neighbourhood costs more lookups than its dense cells save.
 
 * ``core_flags``: each point counts its neighbours in its 3^k adjacent
-  cells (its own row first), stopping at min_samples;
+  cells (its own row first), stopping at min_samples (checked once a row:
+  no branch per pair); a point found non-core keeps its neighbours, fewer
+  than min_samples, where min_samples <= ``KEPT_MAX`` + 1;
 * ``link_within`` and ``link_between``: union-find over the points; inside
   a cell core points are chained, stopping once they form one set; between
   two cells (each unordered pair once) whose core points each form one set
   the first pair within eps joins them, else every core pair of different
   sets is tried;
-* ``border_labels``: a non-core point takes the lowest cluster label of
-  its core neighbours, skipping points whose label cannot lower it.
+* ``border_kept`` (from the kept neighbours, no distance computed) or
+  ``border_labels`` (a search): a non-core point takes the lowest cluster
+  label of its core neighbours, skipping points whose label cannot lower
+  it.
 
 Every decision is the join's test, ``sum_k (x_k - y_k)^2`` in float64
 summed over k in order, against ``eps^2``, so the labels are scikit-learn's
 numbered as in ``skyjoin.cluster.union_find``.  Under haversine the points
 are unit vectors and two chords decide (``simjoin.metrics.decision_radii``):
 a pair within ``eps_sure`` is a neighbour, one beyond eps is not, and one
-in between (about 1e-13 of eps relatively) is undecided; where such a pair
+in between (``metrics.sure_radius``: about 1e-10 of eps relatively at
+kilometre radii) is undecided; where such a pair
 could change a core flag (sure count below min_samples, sure plus band
 count at least min_samples), a link (its two sets still apart at the end)
 or a border label (a lower label than the sure one) ``sparse_grid_dbscan``
@@ -38,11 +43,12 @@ with scikit-learn's formula.
 
 Costs: the grid's build, O(n k) plus a sort of the cell ids; then for each
 point the distance tests in its adjacent cells (core flags stop at
-min_samples, border points only where a lower label can come), and for each
-cell 3^(k-1) row walks per pass.  The links between cells are
-sequential (one union-find); the other passes run on the host threads
-over blocks of cells.  Memory:
-the grid (O(n d)) and a few arrays of n entries; no pair is stored.
+min_samples), and for each cell 3^(k-1) row walks in the core pass and
+about half as many in the links.  The links between cells are sequential
+(one union-find); the other passes run on the host threads over blocks of
+cells.  Memory: the grid (O(n d)), a few arrays of n entries, and the kept
+neighbours, 4 (min_samples - 1) bytes a point; no pair is stored.
+Measured: docs/decisions/dbscan-metrics.md.
 """
 
 from __future__ import annotations
