@@ -61,6 +61,15 @@ def test_euclidean_wide_box_takes_the_sparse_grid(rng):
     _same((est.core_sample_indices_, est.labels_), _sk(X, 0.05, 4, algorithm="kd_tree"))
 
 
+def test_fewer_indexed_dimensions_than_coordinates(rng):
+    """60k points spread over a wide 4-D box: the linear cell ids of four
+    dimensions would pass 63 bits, so the grid indexes three and the
+    distance test still sums all four."""
+    X = np.concatenate([rng.uniform(0, 1e6, (60000, 4)), rng.normal(5e5, 0.5, (3000, 4))])
+    assert build_grid(X, 1.0).k == 3
+    _same(sparse_grid_dbscan(X, 1.0, 5), _sk(X, 1.0, 5, algorithm="kd_tree"))
+
+
 def test_empty_and_single_point():
     core, labels = sparse_grid_dbscan(np.zeros((0, 2)), 1.0, 3)
     assert core.size == 0 and labels.size == 0
