@@ -290,10 +290,10 @@ def test_path_rule():
     assert DBSCAN(eps=0.3, device="cpu").fit(X, sample_weight=np.ones(300)).path_ == "hybrid-cpu"
     assert DBSCAN(eps=0.3, device="cpu", precision="float32").fit(X).path_ == "hybrid-cpu"
     assert DBSCAN(eps=0.3, device="cpu").fit(rng.uniform(0, 5, (300, 5))).path_ == "hybrid-cpu"
-    # a far outlier makes the dense grid too large: the join path, same labels
+    # a far outlier makes the dense grid too large: the sparse grid, same labels
     Y = np.vstack([X, [[1e12, 0.0]]])
     est = DBSCAN(eps=0.3, min_samples=3, device="cpu").fit(Y)
-    assert est.path_ == "hybrid-cpu"
+    assert est.path_ == "sparse-grid-cpu"
     assert grid_dbscan(Y, 0.3, 3) is None
     _assert_same(est, Y, 0.3, 3)
 

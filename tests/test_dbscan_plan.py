@@ -28,7 +28,8 @@ def gpu_probe(monkeypatch):
 
 
 def test_plan_fit_rule():
-    assert plan_fit("join", "cpu", "float64", False, 2).paths == ("grid-cpu", "hybrid-cpu")
+    assert plan_fit("join", "cpu", "float64", False, 2).paths == ("grid-cpu", "sparse-grid-cpu",
+                                                                  "hybrid-cpu")
     assert plan_fit("join", "cpu", "float64", False, 5).paths == ("hybrid-cpu",)
     assert plan_fit("join", "cpu", "float32", False, 2).paths == ("hybrid-cpu",)
     assert plan_fit("join", "cpu", "float64", True, 2).paths == ("hybrid-cpu",)

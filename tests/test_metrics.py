@@ -375,7 +375,8 @@ def test_dbscan_labels_equal_sklearn(metric, rng):
             sk = SkDBSCAN(eps=eps, min_samples=ms, metric=metric, algorithm=algorithm).fit(X)
             assert np.array_equal(est.labels_, sk.labels_)
             assert np.array_equal(est.core_sample_indices_, sk.core_sample_indices_)
-        assert est.path_ == "hybrid-cpu"
+        # haversine: the sparse grid of the unit vectors (no pair near eps here)
+        assert est.path_ == ("sparse-grid-cpu" if metric == "haversine" else "hybrid-cpu")
 
 
 def test_dbscan_haversine_poles_antimeridian_and_ties(rng):
@@ -440,7 +441,7 @@ def test_fit_route_and_plans_of_metrics():
     assert fit_metric("minkowski", math.inf) == "chebyshev"
     assert fit_metric("minkowski", 3) is None and fit_metric("infinity", None) == "chebyshev"
     p = plan_fit("join", "cpu", "float64", False, 3, metric="haversine")
-    assert p.paths == ("hybrid-cpu",) and "haversine" in p.describe()
+    assert p.paths == ("sparse-grid-cpu", "hybrid-cpu") and "haversine" in p.describe()
     p = plan_fit("join", "gpu", "float64", False, 2, metric="manhattan")
     assert p.paths == ("hybrid-gpu",)                # no grid path, no device table
     s = plan_sweep("gpu", "float64", False, 2, 3, metric="cosine")

@@ -47,7 +47,8 @@ def _data(seed=0):
     pattern's tiled cells), a dense set (about one point a cell: the grid's
     counting sort), 6-D points (the join path of DBSCAN), skyline data up to
     20 dimensions (both words of the quartile masks), (lat, lon) points at
-    the poles and across the antimeridian (haversine)."""
+    the poles and across the antimeridian (haversine), 2**16 points of a
+    wide box (DBSCAN's sparse grid and its radix sort)."""
     rng = np.random.default_rng(seed)
     sparse = rng.uniform(0.0, 100.0, (3000, 2))
     clump = rng.normal(50.0, 0.05, (2000, 2))
@@ -55,7 +56,8 @@ def _data(seed=0):
             "dense": rng.uniform(0.0, 10.0, (3000, 2)),
             "six": rng.uniform(0.0, 10.0, (2000, 6)),
             "sky": {d: rng.random((3000, d)) for d in (2, 4, 20)},
-            "geo": geographic(2000, n_clusters=12, spread_km=500.0, seed=seed)}
+            "geo": geographic(2000, n_clusters=12, spread_km=500.0, seed=seed),
+            "wide": rng.uniform(0.0, 1e5, (1 << 16, 2))}
 
 
 def _write_pairs(X, eps, ext: str, device: str, table: bool = False) -> None:
@@ -123,6 +125,10 @@ def warm_calls(device: str) -> list[tuple[str, Callable[[], object]]]:
         # the demo's and `skyjoin dbscan --metric haversine`'s clustering
         ("DBSCAN haversine", lambda: sj.DBSCAN(eps=0.04, min_samples=10, metric="haversine",
                                                device=device).fit(x["geo"])),
+        # a box too wide for the dense fine grid: the sparse grid, its radix
+        # sort (from 2**16 points on) and its border search (min_samples > 17)
+        ("DBSCAN sparse grid", lambda: sj.DBSCAN(eps=0.3, min_samples=20,
+                                                 device=device).fit(x["wide"])),
     ]
     for ext in PAIR_FORMATS:
         calls.append((f"join pairs to {ext}",

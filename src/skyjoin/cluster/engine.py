@@ -9,16 +9,18 @@ turn, until one fits:
 
 * "grid-cpu" / "grid-gpu": the fine grid (``grid_cpu``, ``grid_gpu``; None
   when its grid does not fit);
+* "sparse-grid-cpu": the epsilon grid's non-empty cells (``grid_sparse``;
+  None only when a pair between haversine's two chords mattered);
 * "gpu": T kept on the GPU (``table_gpu``; MemoryError when T does not fit
   there);
 * "hybrid-cpu" / "hybrid-gpu": HYBRID-DBSCAN (``hybrid.hybrid_labels``,
   Gowanlock et al. 2019, §3), T in host memory; under another metric than
   the Euclidean (``plan.metric``) T filtered and refined, after the grid
-  of the unit vectors for haversine on the GPU (``metrics.decision_radii``),
-  which the boundary made there (``plan.filter_on_device``): when the grid
-  hands over, the table path makes the host's unit vectors from the
-  points (``MetricPoints.on_host``), copied to the host first if they lie
-  on the GPU.
+  of the unit vectors for haversine (``metrics.decision_radii``); on the
+  GPU the boundary made them there (``plan.filter_on_device``), and when
+  the grid hands over, the table path makes the host's unit vectors from
+  the points (``MetricPoints.on_host``), copied to the host first if they
+  lie on the GPU.
 
 Where the results live is the plan's ``on_device``: the GPU paths then
 return their device arrays (no copy to the host), and the hybrid path,
@@ -44,6 +46,7 @@ from ..simjoin.metric_join import filter_problem
 from ..simjoin.metrics import decision_radii
 from .grid_cpu import grid_dbscan
 from .grid_gpu import gpu_grid_dbscan
+from .grid_sparse import sparse_grid_dbscan
 from .hybrid import hybrid_labels
 from .plan import DBSCANPlan, join_sample, plan_fit
 from .table_gpu import gpu_dbscan_points
@@ -131,6 +134,16 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, over
         if path == "grid-cpu":
             t0 = time.perf_counter()
             res = grid_dbscan(X, eps, min_samples)
+            if res is not None:
+                timings["grid_dbscan"] = time.perf_counter() - t0
+                return res[0], res[1], path
+        elif path == "sparse-grid-cpu":
+            t0 = time.perf_counter()
+            # under haversine: the unit vectors and the chords that decide, as
+            # on the GPU grid; None when a pair between them mattered
+            sure, upper = (None, eps) if metric is None else \
+                decision_radii(metric[1], plan.metric)
+            res = sparse_grid_dbscan(X, upper, min_samples, eps_sure=sure, timings=timings)
             if res is not None:
                 timings["grid_dbscan"] = time.perf_counter() - t0
                 return res[0], res[1], path

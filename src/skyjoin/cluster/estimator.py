@@ -11,13 +11,16 @@ the one entry ``skyjoin.cluster.engine.run``:
   neighbour table;
 * the join, for Euclidean distance on dense data ("euclidean", "l2", or
   "minkowski" with p = 2, no ``metric_params``): "grid-cpu" / "grid-gpu"
-  (``grid_cpu``, ``grid_gpu``: a fine grid, no neighbour table), "gpu"
+  (``grid_cpu``, ``grid_gpu``: a fine grid, no neighbour table),
+  "sparse-grid-cpu" (``grid_sparse``: the epsilon grid's non-empty cells,
+  no table, where the dense fine grid does not fit), "gpu"
   (``table_gpu``: T kept on the GPU), "hybrid-cpu" / "hybrid-gpu"
   (``hybrid``: HYBRID-DBSCAN, Gowanlock et al. 2019, §3); for the join's
   other metrics (Manhattan, Chebyshev, haversine, cosine: ``plan.fit_metric``)
   "hybrid-cpu" / "hybrid-gpu", T refined on the host (``hybrid.hybrid_labels``
-  with ``metric``), after "grid-gpu" for haversine on the GPU
-  (``plan.metric_grid_applies``; its unit vectors made there, ``plan.filter_on_device``);
+  with ``metric``), after "grid-gpu" / "sparse-grid-cpu" for haversine
+  (``plan.metric_grid_applies``; on the GPU its unit vectors made there,
+  ``plan.filter_on_device``);
 * "sklearn": everything else (other metrics, callables, dense precomputed
   distance matrices, sparse feature matrices) is handed to
   ``sklearn.cluster.DBSCAN`` unchanged (a metric skyjoin does not know
@@ -160,8 +163,8 @@ class DBSCAN(ClusterMixin, BaseEstimator):
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when X has feature names that are all strings.
     path_ : str
-        Which path computed the result: "grid-cpu", "grid-gpu", "hybrid-cpu",
-        "hybrid-gpu", "gpu", "graph" or "sklearn".
+        Which path computed the result: "grid-cpu", "sparse-grid-cpu",
+        "grid-gpu", "hybrid-cpu", "hybrid-gpu", "gpu", "graph" or "sklearn".
     timings_ : dict
         Seconds spent in the phases of the fit ("table", "assign", ...).
 

@@ -29,7 +29,8 @@ __all__ = ["DBSCANPlan", "fit_route", "fit_metric", "KNOWN_METRICS", "grid_appli
            "results_on_device", "plan_fit", "plan_sweep", "FIT_PATHS", "SWEEP_METHODS"]
 
 #: every path of a single clustering (``DBSCAN.path_``)
-FIT_PATHS = ("grid-cpu", "grid-gpu", "gpu", "hybrid-cpu", "hybrid-gpu", "graph", "sklearn")
+FIT_PATHS = ("grid-cpu", "sparse-grid-cpu", "grid-gpu", "gpu", "hybrid-cpu", "hybrid-gpu", "graph",
+             "sklearn")
 #: ``dbscan_sweep``'s methods
 SWEEP_METHODS = ("auto", "hybrid")
 
@@ -170,18 +171,20 @@ def fit_route(metric, metric_params, p, sparse_input: bool) -> str:
 
 
 def metric_grid_applies(device: str | None, weighted: bool, metric: str) -> bool:
-    """Whether the GPU grid path is tried under another metric: haversine
-    (3-D unit vectors, a sure radius, ``skyjoin.simjoin.metrics.sure_radius``),
-    on the GPU, without weights.  Manhattan and Chebyshev are no function of
-    the Euclidean distance (their band would hold most pairs), and cosine's
-    points have too many dimensions.  O(1)."""
-    return device == "gpu" and not weighted and metric == "haversine"
+    """Whether a grid path is tried under another metric: haversine (3-D
+    unit vectors, a sure radius, ``skyjoin.simjoin.metrics.sure_radius``)
+    without weights, on the GPU ("grid-gpu") and on the CPU
+    ("sparse-grid-cpu": the dense fine grid of a sphere's box never fits).
+    Manhattan and Chebyshev are no function of the Euclidean distance
+    (their band would hold most pairs), and cosine's points have too many
+    dimensions.  O(1)."""
+    return device in ("cpu", "gpu") and not weighted and metric == "haversine"
 
 
 def filter_on_device(device: str | None, weighted: bool, metric: str) -> bool:
     """Where the filter's points of a clustering under another metric are
-    made: on the GPU iff its grid path is tried (``metric_grid_applies``:
-    haversine), whose points they are.  The boundary then uploads the
+    made: on the GPU iff its GPU grid path is tried (``metric_grid_applies``
+    on the GPU: haversine), whose points they are.  The boundary then uploads the
     (latitude, longitude) points as they are (16 bytes a point, as the
     Euclidean path's 2-D points) and checks them and makes the unit vectors
     there (``skyjoin.simjoin.metric_join.device_problem``), instead of the
@@ -189,7 +192,7 @@ def filter_on_device(device: str | None, weighted: bool, metric: str) -> bool:
     grid hands over, makes the host's from the points
     (``MetricPoints.on_host``).  Points already on the GPU are then read
     there.  Else on the host (``metric_points``).  O(1)."""
-    return metric_grid_applies(device, weighted, metric)
+    return device == "gpu" and metric_grid_applies(device, weighted, metric)
 
 
 def grid_applies(device: str, precision: str, weighted: bool, n_features: int,
@@ -278,14 +281,17 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     metrics) are single paths.  A metric other than the Euclidean takes
     HYBRID-DBSCAN ("hybrid-cpu", "hybrid-gpu": the filter join on the
     device, its table refined on the host, ``skyjoin.simjoin.metric_join``,
-    then assigned there), after "grid-gpu" where ``metric_grid_applies``
-    (haversine on the GPU: the grid of the unit vectors decides the pairs
-    within the sure radius, and hands the clustering on when a pair nearer
-    eps matters; its unit vectors made on the GPU: ``filter_on_device``).
-    Euclidean DBSCAN on the join ("join"):
+    then assigned there), after "grid-gpu" or "sparse-grid-cpu" where
+    ``metric_grid_applies`` (haversine: the grid of the unit vectors
+    decides the pairs within the sure radius, and hands the clustering on
+    when a pair nearer eps matters; on the GPU its unit vectors are made
+    there: ``filter_on_device``).  Euclidean DBSCAN on the join ("join"):
 
-    * CPU: "grid-cpu" when ``grid_applies``, else (or when the grid does not
-      fit) "hybrid-cpu", HYBRID-DBSCAN with the join on the CPU;
+    * CPU: when ``grid_applies``, "grid-cpu" (the dense fine grid), then,
+      when its box holds too many cells, "sparse-grid-cpu" (the join's
+      epsilon grid of non-empty cells, no table: ``grid_sparse``; it never
+      refuses Euclidean points); else "hybrid-cpu", HYBRID-DBSCAN with the
+      join on the CPU;
     * GPU: "grid-gpu" when ``grid_applies``, then "gpu" (T left on the GPU,
       core flags and union-find there, only labels come back: a single
       clustering reads T once, so shipping it, 4 bytes per pair, buys
@@ -324,7 +330,8 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     algorithm = table_algorithm(device, n_features, join_sample)
     if metric != "euclidean":
         grid = metric_grid_applies(device, weighted, metric)
-        return DBSCANPlan(device=device, paths=(("grid-gpu",) if grid else ())
+        first = "grid-gpu" if device == "gpu" else "sparse-grid-cpu"
+        return DBSCANPlan(device=device, paths=((first,) if grid else ())
                           + (f"hybrid-{device}",), precision=precision,
                           weighted=weighted, on_device=on_device, join_algorithm=algorithm,
                           shared_grid=shares_grid(device, precision), metric=metric,
@@ -333,7 +340,7 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     if device == "gpu":
         paths = (("grid-gpu",) if grid else ()) + ("gpu", "hybrid-gpu")
     else:
-        paths = (("grid-cpu",) if grid else ()) + ("hybrid-cpu",)
+        paths = (("grid-cpu", "sparse-grid-cpu") if grid else ()) + ("hybrid-cpu",)
     return DBSCANPlan(device=device, paths=paths, precision=precision, weighted=weighted,
                       shared_grid=shares_grid(device, precision), on_device=on_device,
                       join_algorithm=algorithm)

@@ -41,11 +41,15 @@ import numpy as np
 
 from .._core.thread_count import with_cpu_threads
 from .._core.unique import sorted_unique
+from .radix_sort import radix_argsort
 
 __all__ = ["Grid", "build_grid", "cell_sides", "CellOrder", "sort_cells", "DEFAULT_INDEX_DIMS",
            "MAX_INDEX_DIMS"]
 
 DEFAULT_INDEX_DIMS = 6
+#: from this many keys on, a sparse grid's sort is the radix sort of the host
+#: threads (``radix_sort``); below, NumPy's stable argsort (the same order)
+RADIX_MIN_KEYS = 1 << 16
 MAX_INDEX_DIMS = 8
 _U64 = np.finfo(np.float64).eps / 2  # unit roundoff of float64
 
@@ -238,7 +242,9 @@ def sort_cells(key, volume: int, dense: bool, order_dtype=None,
         Keys lie in [0, volume).
     dense : bool
         Counting sort with per-key tables (``point_start``, ``table``), for
-        a volume of about n; else a stable comparison sort, no tables.
+        a volume of about n; else a stable sort, no tables: from
+        ``RADIX_MIN_KEYS`` keys on a radix sort on the host threads
+        (``radix_sort.radix_argsort``), below NumPy's stable argsort.
     order_dtype : numpy integer type, optional
         Default int32 when n < 2^31, else int64.
     empty_slot : bool
@@ -254,7 +260,8 @@ def sort_cells(key, volume: int, dense: bool, order_dtype=None,
 
     Notes
     -----
-    Dense: O(n + volume).  Otherwise O(n log n).
+    Dense: O(n + volume).  Otherwise O(n bits(volume) / 13) (the radix
+    sort), or O(n log n) below ``RADIX_MIN_KEYS`` keys.
     """
     from . import grid_kernels as gk
 
@@ -279,8 +286,11 @@ def sort_cells(key, volume: int, dense: bool, order_dtype=None,
             table[cell_ids + 1] = 1
             np.cumsum(table, out=table)
         return CellOrder(order, cell_ids, cell_start, point_start, table)
-    order = np.argsort(key, kind="stable").astype(order_dtype)
-    sorted_key = key[order]
+    if n >= RADIX_MIN_KEYS:
+        order, sorted_key = radix_argsort(key, int(key.max()), order_dtype)
+    else:
+        order = np.argsort(key, kind="stable").astype(order_dtype)
+        sorted_key = key[order]
     if n:
         starts = np.flatnonzero(np.diff(sorted_key)) + 1
         cell_start = np.empty(len(starts) + 2, dtype=np.int64)
