@@ -355,24 +355,30 @@ def test_cpu_dbscan_tables_by_brute_force_in_high_dimensions():
 
 
 @gpu
-def test_gpu_dbscan_tables_by_brute_force_in_high_dimensions():
-    """The GPU DBSCAN takes the brute-force table by the same rule; labels
+def test_gpu_dbscan_tables_by_brute_force_in_high_dimensions(monkeypatch):
+    """The GPU DBSCAN takes its table by the join's rule: on this plane in
+    20-D the screen on principal components, and the brute force's
+    product screen where the rule is made to refuse the former; labels
     equal scikit-learn's, for host and device input and the sweep."""
     import cupy as cp
     from sklearn.cluster import DBSCAN as SkDBSCAN
     from skyjoin._core.plans import recording
+    from skyjoin.simjoin import algorithm
 
     X = _plane_clusters_20d()
-    for eps, m in ((0.2, 12), (0.25, 20)):
-        ref = SkDBSCAN(eps=eps, min_samples=m, algorithm="brute").fit(X)
-        for data in (X, cp.asarray(X)):
-            with recording() as plans:
-                est = sj.DBSCAN(eps=eps, min_samples=m, device="gpu").fit(data)
-            assert est.path_ == "gpu"
-            assert any(getattr(p, "join_algorithm", None) == "brute" for p in plans)
-            assert any(getattr(p, "algorithm", None) == "brute" for p in plans)
-            np.testing.assert_array_equal(est.labels_, ref.labels_)
-            np.testing.assert_array_equal(est.core_sample_indices_, ref.core_sample_indices_)
+    for share, chosen in ((algorithm.PROJECTED_MAX_SHARE, "projected"), (0.0, "brute")):
+        monkeypatch.setattr(algorithm, "PROJECTED_MAX_SHARE", share)
+        for eps, m in ((0.2, 12), (0.25, 20)):
+            ref = SkDBSCAN(eps=eps, min_samples=m, algorithm="brute").fit(X)
+            for data in (X, cp.asarray(X)):
+                with recording() as plans:
+                    est = sj.DBSCAN(eps=eps, min_samples=m, device="gpu").fit(data)
+                assert est.path_ == "gpu"
+                assert any(str(getattr(p, "join_algorithm", None)) == chosen for p in plans)
+                assert any(getattr(p, "algorithm", None) == chosen for p in plans)
+                np.testing.assert_array_equal(est.labels_, ref.labels_)
+                np.testing.assert_array_equal(est.core_sample_indices_,
+                                              ref.core_sample_indices_)
     for r in sj.dbscan_sweep(X, eps=[0.2, 0.25], min_samples=[12, 20], device="gpu"):
         ref = SkDBSCAN(eps=r.eps, min_samples=r.min_samples, algorithm="brute").fit(X)
         np.testing.assert_array_equal(r.labels, ref.labels_)
