@@ -11,11 +11,10 @@ import pytest
 import skyjoin as sj
 from skyjoin._core.plans import recording
 from skyjoin.simjoin import brute_bound
-from skyjoin.simjoin.algorithm import (BRUTE_MIN_WORK, BRUTE_PAIR_COST, PROJECTED_MAX_SHARE,
-                                       JoinSample, choose_algorithm, sample_join)
-from skyjoin.simjoin.projection import (SCREEN_COST, Projection, axes_norm_bound,
-                                        choose_components, principal_axes, screen_fractions,
-                                        screen_precision)
+from skyjoin.simjoin.algorithm import (BRUTE_MIN_WORK, SCREEN_MODELS, JoinSample,
+                                       choose_algorithm, sample_join)
+from skyjoin.simjoin.projection import (Projection, axes_norm_bound, choose_components,
+                                        principal_axes, screen_fractions, screen_precision)
 
 from _cuda_emulation import FakeCupy, Module, compiler
 from test_join_brute import oracle, table_of
@@ -107,12 +106,15 @@ def test_screen_fractions_and_choice():
     P = (X[:100] @ axes[:, :3])[:, None, :] - (X[100:] @ axes[:, :3])[None, :, :]
     assert f[3] == pytest.approx(((P ** 2).sum(axis=2) <= 1.0).mean(), abs=1e-3)
     assert f[1] >= f[2] >= f[3] >= f[6] >= f[30]   # fewer axes: never fewer pairs
-    q, cost = choose_components({2: 0.5, 4: 0.01, 8: 0.0}, 100)
+    c = 250.0
+    q, cost = choose_components({2: 0.5, 4: 0.01, 8: 0.0}, 100, 0.0, c)
     assert (q, cost) == (8, 8.0)
-    q, cost = choose_components({2: 0.5, 4: 0.0001, 8: 0.0}, 100)
-    assert (q, cost) == (4, 4 + SCREEN_COST * 0.0001 * 100)
-    q, cost = choose_components({2: 0.5, 4: 0.0101, 8: 0.01}, 100, within=0.01)  # pairs within
-    assert (q, cost) == (4, pytest.approx(4 + SCREEN_COST * 0.0001 * 100))
+    q, cost = choose_components({2: 0.5, 4: 0.0001, 8: 0.0}, 100, 0.0, c)
+    assert (q, cost) == (4, 4 + c * 0.0001 * 100)
+    q, cost = choose_components({2: 0.5, 4: 0.0101, 8: 0.01}, 100, 0.01, c)  # pairs within
+    assert (q, cost) == (4, pytest.approx(4 + c * 0.0001 * 100))
+    q, cost = choose_components({2: 0.5, 4: 0.01, 8: 0.0}, 100, 0.0, 1.0)   # cheap tests
+    assert (q, cost) == (4, 5.0)
     assert screen_precision(10.0, 1.0, 1.0) == "float32"
     assert screen_precision(1e8, 1.0, 1.0) == "float64"      # rounding would move pairs
     del rng
@@ -121,13 +123,18 @@ def test_screen_fractions_and_choice():
 def test_rule_picks_the_screen_on_low_intrinsic_dimension():
     d = 40
     screen = (Projection(np.eye(d)[:, :6], 1.0, 0.001), 6.08)
-    assert choose_algorithm("auto", d, sample=JoinSample(1.0, screen), device="gpu") is screen[0]
-    assert choose_algorithm("auto", d, sample=JoinSample(1.0, screen)) == "brute"   # the CPU
-    brute = BRUTE_PAIR_COST[0] + BRUTE_PAIR_COST[1] * d
-    costly = (screen[0], PROJECTED_MAX_SHARE * brute * 1.01)
-    assert choose_algorithm("auto", d, sample=JoinSample(1.0, costly), device="gpu") == "brute"
-    assert choose_algorithm("auto", d, sample=JoinSample(0.99 * BRUTE_MIN_WORK / d, screen),
-                            device="gpu") == "grid"
+    for device in ("gpu", "cpu"):
+        model = SCREEN_MODELS[device]
+        brute = model.brute[0] + model.brute[1] * d
+        assert choose_algorithm("auto", d, sample=JoinSample(1.0, screen),
+                                device=device) is screen[0]
+        at = (screen[0], model.share * brute)
+        assert choose_algorithm("auto", d, sample=JoinSample(1.0, at), device=device) is at[0]
+        costly = (screen[0], model.share * brute * 1.01)
+        assert choose_algorithm("auto", d, sample=JoinSample(1.0, costly),
+                                device=device) == "brute"
+        assert choose_algorithm("auto", d, sample=JoinSample(0.99 * BRUTE_MIN_WORK / d, screen),
+                                device=device) == "grid"
     assert choose_algorithm("projected", d, sample=JoinSample(None, screen)) is screen[0]
     assert str(screen[0]) == "projected"
     with pytest.raises(ValueError, match="chunks"):
@@ -138,21 +145,24 @@ def test_rule_picks_the_screen_on_low_intrinsic_dimension():
 
 def test_sample_finds_the_manifold_and_not_uniform_data():
     """On a 4-D manifold in 60-D the sampled screen takes few components and
-    pays on the GPU; on uniform 64-D data every component is needed, and it
-    does not."""
+    pays on both devices; on uniform 64-D data every component is needed,
+    and it pays on neither."""
     X = manifold(3000, d=60, k=4)
-    s = sample_join("auto", X, X, 1.5, "gpu")
-    assert s.screen[0].components <= 8
-    assert choose_algorithm("auto", 60, sample=s, device="gpu") is s.screen[0]
+    for device in ("gpu", "cpu"):
+        s = sample_join("auto", X, X, 1.5, device)
+        assert s.screen[0].components <= 8
+        assert choose_algorithm("auto", 60, sample=s, device=device) is s.screen[0]
     U = np.random.default_rng(4).uniform(size=(3000, 64))
-    s = sample_join("auto", U, U, 2.2, "gpu")
-    assert s.fraction * 64 >= BRUTE_MIN_WORK                     # the brute force's ground
-    assert choose_algorithm("auto", 64, sample=s, device="gpu") == "brute"
-    assert sample_join("auto", X, X, 1.5, "cpu").screen is None       # the CPU never reads it
+    for device in ("gpu", "cpu"):
+        s = sample_join("auto", U, U, 2.2, device)
+        assert s.fraction * 64 >= BRUTE_MIN_WORK                     # the brute force's ground
+        assert choose_algorithm("auto", 64, sample=s, device=device) == "brute"
     with recording() as plans:
         sj.self_join(X, 1.5, device="cpu")
-        sj.self_join(X, 1.5, device="cpu", algorithm="projected")
-    assert [p.algorithm for p in plans if hasattr(p, "algorithm")] == ["brute", "projected"]
+        sj.self_join(U, 2.2, device="cpu")
+        sj.self_join(U, 2.2, device="cpu", algorithm="projected")
+    assert [p.algorithm for p in plans if hasattr(p, "algorithm")] == \
+        ["projected", "brute", "projected"]
 
 
 # -- the CPU engine ---------------------------------------------------------------

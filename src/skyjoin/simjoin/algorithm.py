@@ -12,13 +12,14 @@ per pair, at far higher throughput per term.  So the rule compares f d,
 estimated on a sample, with one threshold (the paper's own remark on the
 curse of dimensionality, §IV-D: in high dimensions most adjacent cells
 are non-empty and the index stops pruning).  Where the brute force would
-run, the GPU screens on the q leading principal components instead
-(``projection``, "projected") when the sample shows it costs at most
-half the brute force a pair (q squared differences in float32 registers
-and the survivors' exact tests, against a d-term float64 product read
-from memory): data of low intrinsic dimension, and up to about 32
-dimensions any data.  On the CPU, whose screen reads
-a product per pair whatever q, "projected" runs only when asked.
+run, the screen on the q leading principal components
+(``projection``, "projected") replaces it when the sample shows it costs
+a share of the brute force a pair (``SCREEN_MODELS``): on the GPU half
+(q squared differences in float32 registers and the survivors' exact
+tests, against a d-term float64 product read from memory: data of low
+intrinsic dimension, and up to about 32 dimensions any data); on the
+CPU, whose screens both read a product per pair, when q and the
+survivors cost a quarter of d or less.
 """
 
 from __future__ import annotations
@@ -31,8 +32,7 @@ from .._core.device import cupy, is_device_array
 from .projection import (COMPONENT_STEPS, Projection, axes_norm_bound, choose_components,
                          principal_axes, screen_fractions, screen_precision)
 
-__all__ = ["ALGORITHMS", "BRUTE_MIN_DIMS", "BRUTE_MIN_WORK", "BRUTE_PAIR_COST",
-           "PROJECTED_MAX_SHARE",
+__all__ = ["ALGORITHMS", "BRUTE_MIN_DIMS", "BRUTE_MIN_WORK", "ScreenModel", "SCREEN_MODELS",
            "JoinSample", "choose_algorithm", "candidate_fraction", "component_screen",
            "needs_sample", "sample_join", "resolve_algorithm"]
 
@@ -40,14 +40,29 @@ __all__ = ["ALGORITHMS", "BRUTE_MIN_DIMS", "BRUTE_MIN_WORK", "BRUTE_PAIR_COST",
 #: by a matrix product (``brute_bound``) and tested exactly, or every pair
 #: screened on the leading principal components (``projection``)
 ALGORITHMS = ("grid", "brute", "projected")
-#: the brute force's cost a pair on the GPU, ``a + b d`` in the units of
-#: ``projection.choose_components`` (one screened pair-component): one
-#: H200, 0.492 s at 400k x 16-D and 1.317 s at 515k x 90-D
-#: (docs/decisions/join-brute-force.md)
-BRUTE_PAIR_COST = (60.0, 0.7)
-#: "auto" screens on principal components on the GPU when their cost a
-#: pair is at most this share of the brute force's
-PROJECTED_MAX_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class ScreenModel:
+    """One device's costs for the choice of the component screen, in
+    screened pair-components: ``survivor`` the exact test of a survivor,
+    per dimension; ``brute`` the brute force's cost a pair, ``a + b d``;
+    the screen runs where its cost a pair is at most ``share`` of that."""
+
+    survivor: float
+    brute: tuple[float, float]
+    share: float
+
+
+#: the component screen's cost model by device
+#: (docs/decisions/join-principal-components.md): on the GPU the fused
+#: float32 screen against the FP64 product's (one H200: 0.492 s at 400k x
+#: 16-D and 1.317 s at 515k x 90-D, 8.1e-14 s a pair-component); on the
+#: CPU both screens read a product per pair, and the component screen
+#: saves the product's d - q terms of it (a quarter of d or less: 1.4-1.5x
+#: at 30k x 90-D)
+SCREEN_MODELS = {"gpu": ScreenModel(survivor=250.0, brute=(60.0, 0.7), share=0.5),
+                 "cpu": ScreenModel(survivor=30.0, brute=(0.0, 1.0), share=0.25)}
 #: sampled pairs of the component screen's estimate (rows x columns)
 _SCREEN_ROWS, _SCREEN_COLS = 256, 2048
 #: below this many dimensions "auto" always takes the grid
@@ -109,14 +124,15 @@ def _grid_fraction(a, b, eps: float) -> float:
     return float(adjacent.mean())
 
 
-def component_screen(R, S, eps: float, samples=None) -> tuple[Projection, float]:
+def component_screen(R, S, eps: float, device: str = "cpu",
+                     samples=None) -> tuple[Projection, float]:
     """The cheapest screen on principal components for R join S at radius
-    eps, and its cost a pair (``projection.choose_components``): the axes
-    of 4,096 sampled rows of S, the share of 256 x 2,048 sampled pairs each
-    number of components lets through (and all d: the pairs within eps),
-    and the screen's precision from the
-    data's extent (one pass over R and S).  ``samples``: the rule's
-    (``_samples``), if taken.  O(n d + 4,096 d^2 + d^3)."""
+    eps on ``device``, and its cost a pair (``projection.choose_components``
+    with the device's ``SCREEN_MODELS``): the axes of 4,096 sampled rows of
+    S, the share of 256 x 2,048 sampled pairs each number of components
+    lets through (and all d: the pairs within eps), and the screen's
+    precision from the data's extent (one pass over R and S).  ``samples``:
+    the rule's (``_samples``), if taken.  O(n d + 4,096 d^2 + d^3)."""
     d = int(S.shape[1])
     a, b = samples if samples is not None else _samples(R, S, d)
     axes = principal_axes(b) if len(b) > 1 else np.eye(d)
@@ -126,7 +142,8 @@ def component_screen(R, S, eps: float, samples=None) -> tuple[Projection, float]
     else:
         fractions = {q: 0.0 for q in steps + [d]}
     within = fractions[d]                    # every axis: the pairs within eps
-    q, cost = choose_components({q: fractions[q] for q in steps}, d, within)
+    q, cost = choose_components({q: fractions[q] for q in steps}, d, within,
+                                SCREEN_MODELS[device].survivor)
     basis = np.ascontiguousarray(axes[:, :q])
     sigma = axes_norm_bound(basis)
     screen = screen_precision(_extent(R, S), sigma, eps)
@@ -151,10 +168,10 @@ def choose_algorithm(algorithm, n_features: int, *, chunks: bool = False,
     component ``screen`` (its Projection) for "projected"; "auto" the grid
     below ``BRUTE_MIN_DIMS`` dimensions, else the brute force when
     ``fraction`` (``candidate_fraction``) times d reaches
-    ``BRUTE_MIN_WORK`` (the grid without a sample), and there, on the GPU,
-    the ``screen`` (``component_screen``: Projection, cost a pair) instead
-    when its cost is at most ``PROJECTED_MAX_SHARE`` of the brute force's
-    (``BRUTE_PAIR_COST``); ``fraction`` and
+    ``BRUTE_MIN_WORK`` (the grid without a sample), and there the
+    ``screen`` (``component_screen``: Projection, cost a pair) instead when
+    its cost is at most the device's share of the brute force's
+    (``SCREEN_MODELS``); ``fraction`` and
     ``screen`` are the ``sample``'s (``sample_join``).  The streamed chunks
     (``self_join_chunks``) run on the grid.  O(1).
 
@@ -184,8 +201,9 @@ def choose_algorithm(algorithm, n_features: int, *, chunks: bool = False,
         return "grid"
     if fraction * n_features < BRUTE_MIN_WORK:
         return "grid"
-    if device == "gpu" and screen is not None and screen[1] <= PROJECTED_MAX_SHARE * (
-            BRUTE_PAIR_COST[0] + BRUTE_PAIR_COST[1] * n_features):
+    model = SCREEN_MODELS[device]
+    if screen is not None and screen[1] <= model.share * (model.brute[0]
+                                                          + model.brute[1] * n_features):
         return screen[0]
     return "brute"
 
@@ -196,13 +214,13 @@ def needs_sample(algorithm, n_features: int) -> bool:
     return algorithm == "auto" and n_features >= BRUTE_MIN_DIMS
 
 
-def needs_screen(algorithm, n_features: int, fraction: float | None, device: str) -> bool:
+def needs_screen(algorithm, n_features: int, fraction: float | None) -> bool:
     """Whether the rule reads the component screen (``component_screen``):
-    for "projected", and for "auto" on the GPU where the brute force would
-    run.  O(1)."""
+    for "projected", and for "auto" where the brute force would run.
+    O(1)."""
     if algorithm == "projected":
         return True
-    return (device == "gpu" and needs_sample(algorithm, n_features) and fraction is not None
+    return (needs_sample(algorithm, n_features) and fraction is not None
             and fraction * n_features >= BRUTE_MIN_WORK)
 
 
@@ -215,8 +233,8 @@ def sample_join(algorithm, R, S, eps: float, device: str = "cpu") -> JoinSample:
         return JoinSample(None)
     samples = _samples(R, S, d)
     fraction = _grid_fraction(*samples, eps) if needs_sample(algorithm, d) else None
-    screen = component_screen(R, S, eps, samples) \
-        if needs_screen(algorithm, d, fraction, device) else None
+    screen = component_screen(R, S, eps, device, samples) \
+        if needs_screen(algorithm, d, fraction) else None
     return JoinSample(fraction, screen)
 
 

@@ -252,9 +252,11 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
         operations on data of low intrinsic dimension.  "auto": brute force
         where the grid would prune little, from a sample of the data: the
         share of pairs whose cells are adjacent in the indexed dimensions,
-        times d, reaches ``BRUTE_MIN_WORK`` (8 dimensions or more); there,
-        on the GPU, "projected" when its sampled cost a pair is at most half
-        the brute force's (the rule ``skyjoin.simjoin.algorithm.choose_algorithm``).
+        times d, reaches ``BRUTE_MIN_WORK`` (8 dimensions or more); there
+        "projected" when its sampled cost a pair is at most a share of the
+        brute force's (half on the GPU; on the CPU, where both read a
+        product per pair, when it saves three quarters of the product; the
+        rule ``skyjoin.simjoin.algorithm.choose_algorithm``).
     return_distance : bool, default False
         Also give the distance of every pair, ``NeighborTable.distances``:
         the square root of the very sum the test compared with ``eps**2``

@@ -15,7 +15,8 @@ grid, whose adjacent cells hold most pairs in 6 or more dimensions).
 
 The axes come from a fixed-seed sample of the data (``principal_axes``);
 the number q from the sampled share of pairs each q lets through
-(``screen_fractions``) and a cost model (``choose_components``).  Any axes
+(``screen_fractions``) and a cost model (``choose_components``, its
+constants per device in ``skyjoin.simjoin.algorithm.SCREEN_MODELS``).  Any axes
 keep the result exact, since the margin (``brute_bound.projected_bound``,
 ``projected_threshold``) bounds the norm of the computed axes and every
 rounding of the projection: a poor sample costs survivors, never a pair.
@@ -34,14 +35,10 @@ import numpy as np
 from .brute_bound import U64, gamma
 
 __all__ = ["Projection", "principal_axes", "screen_fractions", "choose_components",
-           "axes_norm_bound", "screen_precision", "COMPONENT_STEPS", "SCREEN_COST"]
+           "axes_norm_bound", "screen_precision", "COMPONENT_STEPS"]
 
 #: the numbers of components the choice tries (those below d)
 COMPONENT_STEPS = (2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32)
-#: cost of testing one survivor exactly, per dimension, in units of one
-#: screened pair-component: one H200, the manifold set of
-#: docs/decisions/join-brute-force.md (230-270 measured)
-SCREEN_COST = 250.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,15 +97,16 @@ def screen_fractions(a: np.ndarray, b: np.ndarray, axes: np.ndarray, eps: float,
     return out
 
 
-def choose_components(fractions: dict[int, float], d: int,
-                      within: float = 0.0) -> tuple[int, float]:
+def choose_components(fractions: dict[int, float], d: int, within: float,
+                      survivor_cost: float) -> tuple[int, float]:
     """(q, cost): the number of components whose screen costs least per
-    pair, ``q + SCREEN_COST (f_q - within) d`` (q components screened per
-    pair, and the share f_q let through beyond the share ``within`` eps,
-    which any algorithm tests, tested exactly in d), with that cost.
+    pair, ``q + survivor_cost (f_q - within) d`` in screened
+    pair-components (q screened per pair, and the share f_q let through
+    beyond the share ``within`` eps, which any algorithm tests, tested
+    exactly in d at ``survivor_cost`` a dimension), with that cost.
     O(len(fractions))."""
     def cost(q):
-        return q + SCREEN_COST * max(fractions[q] - within, 0.0) * d
+        return q + survivor_cost * max(fractions[q] - within, 0.0) * d
 
     best = min(fractions, key=lambda q: (cost(q), q))
     return best, cost(best)
