@@ -62,6 +62,7 @@ from .._core.config import NUMBA_CACHE
 from ..index.grid import build_grid
 from ..index.grid_rows import cell_ranks, cell_rows, new_cursor, row_offsets
 from ..simjoin.schedule import run_blocks
+from .grid_cpu import d2
 from .union_find import find, number_clusters_by_order, roots, union
 
 __all__ = ["sparse_grid_dbscan", "BAND_PAIRS", "KEPT_MAX"]
@@ -72,16 +73,6 @@ BAND_PAIRS = 4096
 #: up to this min_samples - 1, the core pass keeps each non-core point's
 #: neighbours (fewer than min_samples, 4 bytes each) for the border pass
 KEPT_MAX = 16
-
-
-@njit(cache=NUMBA_CACHE, nogil=True, inline="always")
-def _d2(X, p, q):
-    """Squared distance of rows p and q, summed over k in order (the join's test)."""
-    s = 0.0
-    for j in range(X.shape[1]):
-        t = X[p, j] - X[q, j]
-        s += t * t
-    return s
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -106,7 +97,7 @@ def core_flags(X, cell_start, cell_ids, ranks, coords, coord_off, radix, stride,
             cnt_eps = 0                 # within eps, the band's too
             for o in range(n_rows):
                 for q in range(cell_start[a[o]], cell_start[b[o]]):
-                    s = _d2(X, p, q)
+                    s = d2(X, p, q)
                     cnt += s <= sure2
                     if keep:            # no branch on the pair: a store, kept or not
                         buf[min(cnt_eps, cap)] = q if s <= sure2 else -1 - q
@@ -179,7 +170,7 @@ def link_within(X, cell_start, core, parent, first_core, one_set, band_cell, sur
             for q in range(p + 1, e):
                 if not core[q] or find(parent, p) == find(parent, q):
                     continue
-                s = _d2(X, p, q)
+                s = d2(X, p, q)
                 if s <= sure2:
                     union(parent, p, q)
                     joined += 1
@@ -202,7 +193,7 @@ def within_band_apart(X, cell_start, core, parent, band_cell, sure2, eps2):
                 continue
             for q in range(p + 1, cell_start[t + 1]):
                 if core[q]:
-                    s = _d2(X, p, q)
+                    s = d2(X, p, q)
                     if sure2 < s <= eps2 and find(parent, p) != find(parent, q):
                         return True
     return False
@@ -265,7 +256,7 @@ def link_between(X, cell_start, cell_ids, ranks, coords, coord_off, radix, strid
                         for q in range(fu, e2):
                             if not core[q]:
                                 continue
-                            s = _d2(X, p, q)
+                            s = d2(X, p, q)
                             if s <= sure2:
                                 union(parent, p, q)
                                 joined = True
@@ -284,7 +275,7 @@ def link_between(X, cell_start, cell_ids, ranks, coords, coord_off, radix, strid
                     for q in range(fu, e2):
                         if not core[q] or find(parent, p) == find(parent, q):
                             continue
-                        s = _d2(X, p, q)
+                        s = d2(X, p, q)
                         if s <= sure2:
                             union(parent, p, q)
                         elif s <= eps2:
@@ -333,7 +324,7 @@ def border_labels(X, cell_start, cell_ids, ranks, coords, coord_off, radix, stri
                     lab = labels[q]
                     if best >= 0 and lab >= best:
                         continue
-                    s = _d2(X, p, q)
+                    s = d2(X, p, q)
                     if s <= sure2:
                         best = lab
                     elif s <= eps2 and (low_band < 0 or lab < low_band):

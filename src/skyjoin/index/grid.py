@@ -41,7 +41,6 @@ import numpy as np
 
 from .._core.thread_count import with_cpu_threads
 from .._core.unique import sorted_unique
-from .radix_sort import radix_argsort
 
 __all__ = ["Grid", "build_grid", "cell_sides", "CellOrder", "sort_cells", "DEFAULT_INDEX_DIMS",
            "MAX_INDEX_DIMS"]
@@ -287,6 +286,8 @@ def sort_cells(key, volume: int, dense: bool, order_dtype=None,
             np.cumsum(table, out=table)
         return CellOrder(order, cell_ids, cell_start, point_start, table)
     if n >= RADIX_MIN_KEYS:
+        from .radix_sort import radix_argsort  # Numba: loaded on first use (CLI start-up)
+
         order, sorted_key = radix_argsort(key, int(key.max()), order_dtype)
     else:
         order = np.argsort(key, kind="stable").astype(order_dtype)

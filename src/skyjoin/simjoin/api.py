@@ -246,16 +246,12 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
         provable margin, each survivor decided by the same test, so the
         result is the grid's, pair for pair
         (``skyjoin.simjoin.brute_bound``).  "projected": every pair
-        screened on the data's leading principal components, as few as a
-        sample shows pay, with a margin that covers the projection
-        (``skyjoin.simjoin.projection``); the same pairs again, far fewer
-        operations on data of low intrinsic dimension.  "auto": brute force
-        where the grid would prune little, from a sample of the data: the
-        share of pairs whose cells are adjacent in the indexed dimensions,
-        times d, reaches ``BRUTE_MIN_WORK`` (8 dimensions or more); there
-        "projected" when its sampled cost a pair is at most a share of the
-        brute force's (half on the GPU; on the CPU, where both read a
-        product per pair, when it saves three quarters of the product; the
+        screened on the data's few leading principal components, with a
+        margin that covers the projection (``skyjoin.simjoin.projection``):
+        the same pairs, far fewer operations on data of low intrinsic
+        dimension.  "auto": from a sample of the data, brute force where
+        the grid would prune little (8 dimensions or more), and there
+        "projected" where it costs a share of the brute force a pair (the
         rule ``skyjoin.simjoin.algorithm.choose_algorithm``).
     return_distance : bool, default False
         Also give the distance of every pair, ``NeighborTable.distances``:

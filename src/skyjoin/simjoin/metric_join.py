@@ -84,6 +84,13 @@ class MetricPoints:
         A = np.ascontiguousarray(A, dtype=np.float64)
         return MetricPoints(self.metric, (A,), (filter_points(A, self.metric),))
 
+    def host_filter(self) -> tuple:
+        """The filter's points on the host, one array a point set
+        (``on_host``'s).  O(1), or ``on_host``'s cost."""
+        points = self.on_host().filter
+        assert points is not None      # on_host makes them
+        return points
+
     def ordered(self, order) -> "MetricPoints":
         """The one point set of a self-join renumbered: point p is the
         former ``order[p]``.  O(n d), gathered on the host threads."""

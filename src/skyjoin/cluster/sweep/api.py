@@ -226,7 +226,7 @@ def dbscan_sweep(X: ArrayLike, eps: float | Sequence[float], min_samples: int | 
     metric = check_metric(metric)
     dev = resolve_device(device, data_on_gpu=on_gpu(X))
     mp = None if metric == "euclidean" else metric_points([(X, "X")], metric, precision)
-    points: Any = (mp.filter[0] if mp is not None     # the filter's points
+    points: Any = (mp.host_filter()[0] if mp is not None     # the filter's points
                    else as_device_points(X, "X", allow_empty=False, check_finite=True)
                    if on_gpu(X)     # read in place; no GPU path of the sweep tests the values
                    else check_points(X, name="X"))
