@@ -133,6 +133,19 @@ class Module:
         return _Kernel(self.lib, name)
 
 
+def modules_by_real(source: str):
+    """Stands in for a GPU module's ``compiled_module(real="double")``: the
+    kernel ``source`` compiled for the host once per C type ``real``."""
+    modules = {}
+
+    def compiled_module(real="double"):
+        if real not in modules:
+            modules[real] = Module(f"#define REAL {real}\n" + source)
+        return modules[real]
+
+    return compiled_module
+
+
 class _Stream:
     def synchronize(self):
         pass

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
-from _cuda_emulation import FakeCupy, Module, compiler, emulate_reductions
+from _cuda_emulation import FakeCupy, compiler, emulate_reductions, modules_by_real
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler")
 
@@ -20,12 +20,7 @@ def emulated(monkeypatch):
     from skyjoin.cluster import grid_gpu as gpu_grid, grid_gpu_kernels
 
     fake = FakeCupy()
-    modules = {}
-
-    def compiled_module(real="double"):      # the kernels for float or double points
-        if real not in modules:
-            modules[real] = Module(f"#define REAL {real}\n" + grid_gpu_kernels.SOURCE)
-        return modules[real]
+    compiled_module = modules_by_real(grid_gpu_kernels.SOURCE)   # float or double points
 
     monkeypatch.setattr(gpu_grid, "cupy", lambda: fake)
     monkeypatch.setattr(gpu_grid, "compiled_module", compiled_module)

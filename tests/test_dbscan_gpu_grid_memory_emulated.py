@@ -23,7 +23,7 @@ from scipy.sparse import csr_matrix
 from scipy.spatial import cKDTree
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
-from _cuda_emulation import FakeCupy, Module, compiler, emulate_reductions
+from _cuda_emulation import FakeCupy, compiler, emulate_reductions, modules_by_real
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler")
 
@@ -86,12 +86,7 @@ def counted(monkeypatch):
     from skyjoin.cluster import grid_gpu, grid_gpu_kernels
 
     cp = CountingCupy()
-    modules = {}
-
-    def compiled_module(real="double"):
-        if real not in modules:
-            modules[real] = Module(f"#define REAL {real}\n" + grid_gpu_kernels.SOURCE)
-        return modules[real]
+    compiled_module = modules_by_real(grid_gpu_kernels.SOURCE)
 
     def argsort(_cp, keys, in_place=False):
         """Thrust's radix argsort: our copy of the keys unless in place, the

@@ -17,6 +17,8 @@ from skyjoin.datasets import geographic
 from skyjoin.index.grid import build_grid
 from skyjoin.simjoin.metrics import decision_radii, filter_points
 
+from test_metrics import geo_clusters
+
 
 def _sk(X, eps, ms, metric="euclidean", algorithm="auto"):
     sk = SkDBSCAN(eps=eps, min_samples=ms, metric=metric, algorithm=algorithm).fit(X)
@@ -149,16 +151,7 @@ def test_border_band_pair_with_a_lower_label_hands_on(ms):
 # --- haversine ------------------------------------------------------------------------
 
 def _geo_clusters(rng):
-    """Clusters at both poles, across the antimeridian and on the equator,
-    plus points exactly at the poles with several longitudes."""
-    parts = []
-    for lat0, lon0, n in [(np.pi / 2, 0.0, 250), (-np.pi / 2, 2.0, 250), (0.3, np.pi, 300),
-                          (-0.2, -np.pi + 0.01, 200), (0.0, 1.0, 200)]:
-        lat = np.clip(rng.normal(lat0, 0.02, n), -np.pi / 2, np.pi / 2)
-        lon = (rng.normal(lon0, 0.03, n) + np.pi) % (2 * np.pi) - np.pi
-        parts.append(np.c_[lat, lon])
-    parts.append(np.array([[s * np.pi / 2, lon] for s in (1, -1) for lon in (-3.0, 0.0, 2.5)]))
-    return np.concatenate(parts)
+    return geo_clusters(rng, sizes=(250, 250, 300, 200, 200), pole_lons=(-3.0, 0.0, 2.5))
 
 
 def test_haversine_plan_takes_the_sparse_grid_first():

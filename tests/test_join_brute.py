@@ -13,7 +13,7 @@ from skyjoin.simjoin.cpu import brute as cpu_brute
 from skyjoin.simjoin.algorithm import (BRUTE_MIN_DIMS, BRUTE_MIN_WORK, JoinSample,
                                        candidate_fraction, choose_algorithm)
 
-from _cuda_emulation import FakeCupy, Module, compiler
+from _cuda_emulation import FakeCupy, compiler, modules_by_real
 
 gpu = pytest.mark.gpu
 
@@ -224,12 +224,7 @@ def emulated_gpu(monkeypatch):
     from skyjoin.simjoin.gpu import brute as gpu_brute
 
     fake = FakeCupy()
-    modules = {}
-
-    def compiled_module(real="double"):
-        if real not in modules:
-            modules[real] = Module(f"#define REAL {real}\n" + gpu_brute._SOURCE)
-        return modules[real]
+    compiled_module = modules_by_real(gpu_brute.SOURCE)
 
     monkeypatch.setattr(gpu_brute, "cupy", lambda: fake)
     monkeypatch.setattr(gpu_brute, "compiled_module", compiled_module)

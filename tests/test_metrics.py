@@ -55,18 +55,22 @@ def _random(metric, rng, n=1500):
     return rng.uniform(0, 1, (n, 3)), 0.09 if metric == "manhattan" else 0.05
 
 
-def _geo_clusters(rng):
-    """Clusters at both poles, across the antimeridian and on the equator,
-    plus points exactly at the poles with several longitudes."""
+def geo_clusters(rng, sizes=(200, 200, 250, 150, 150), pole_lons=(-3.0, -1.0, 0.0, 2.5),
+                 corners=False):
+    """Clusters of ``sizes`` points at both poles, across the antimeridian
+    and on the equator, plus points exactly at the poles at ``pole_lons``;
+    with ``corners``, one point at each corner of the domain (|lat| = pi/2,
+    |lon| = 2 pi, accepted).  The one geographic fixture of the metric
+    tests."""
     parts = []
-    for lat0, lon0, n in [(np.pi / 2, 0.0, 200), (-np.pi / 2, 2.0, 200), (0.3, np.pi, 250),
-                          (-0.2, -np.pi + 0.01, 150), (0.0, 1.0, 150)]:
+    for (lat0, lon0), n in zip([(np.pi / 2, 0.0), (-np.pi / 2, 2.0), (0.3, np.pi),
+                                (-0.2, -np.pi + 0.01), (0.0, 1.0)], sizes):
         lat = np.clip(rng.normal(lat0, 0.02, n), -np.pi / 2, np.pi / 2)
-        lon = rng.normal(lon0, 0.03, n)
-        lon = (lon + np.pi) % (2 * np.pi) - np.pi          # wrapped into [-pi, pi)
+        lon = (rng.normal(lon0, 0.03, n) + np.pi) % (2 * np.pi) - np.pi   # wrapped
         parts.append(np.c_[lat, lon])
-    poles = np.array([[s * np.pi / 2, lon] for s in (1, -1) for lon in (-3.0, -1.0, 0.0, 2.5)])
-    parts.append(poles)
+    parts.append(np.array([[s * np.pi / 2, lon] for s in (1, -1) for lon in pole_lons]))
+    if corners:
+        parts.append(np.array([[s * np.pi / 2, t * 2 * np.pi] for s in (1, -1) for t in (1, -1)]))
     return np.concatenate(parts)
 
 
@@ -151,7 +155,7 @@ def test_haversine_ties_meridian_and_equator(k):
 
 
 def test_haversine_poles_and_antimeridian(rng):
-    X = _geo_clusters(rng)
+    X = geo_clusters(rng)
     for eps in (0.01, 0.05):
         nt = sj.self_join(X, eps, metric="haversine", device="cpu")
         assert _same_pairs(nt, _graph(X, eps, "haversine", "brute"))
@@ -380,7 +384,7 @@ def test_dbscan_labels_equal_sklearn(metric, rng):
 
 
 def test_dbscan_haversine_poles_antimeridian_and_ties(rng):
-    X = _geo_clusters(rng)
+    X = geo_clusters(rng)
     for eps, ms in ((0.02, 5), (0.05, 10)):
         est = sj.DBSCAN(eps=eps, min_samples=ms, metric="haversine", device="cpu").fit(X)
         sk = SkDBSCAN(eps=eps, min_samples=ms, metric="haversine").fit(X)
@@ -486,7 +490,7 @@ def test_gpu_pairs_and_labels_equal_sklearn(metric, rng):
 
 @pytest.mark.gpu
 def test_gpu_haversine_poles_antimeridian_ties(rng):
-    X = np.concatenate([_geo_clusters(rng), _meridian_ties()[0]])
+    X = np.concatenate([geo_clusters(rng), _meridian_ties()[0]])
     eps = 2 * 2.0 ** -5
     assert _same_pairs(sj.self_join(X, eps, metric="haversine", device="gpu"),
                        _graph(X, eps, "haversine", "brute"))

@@ -22,7 +22,8 @@ from sklearn.cluster import DBSCAN as SkDBSCAN
 from sklearn.neighbors import NearestNeighbors
 
 import skyjoin as sj
-from _cuda_emulation import FakeCupy, Module, compiler, emulate_reductions
+from test_metrics import geo_clusters
+from _cuda_emulation import FakeCupy, Module, compiler, emulate_reductions, modules_by_real
 from skyjoin._core.plans import recording
 from skyjoin.cluster.plan import filter_on_device, plan_fit
 from skyjoin.simjoin.metrics import check_metric_points, decision_radii, filter_points, \
@@ -33,18 +34,7 @@ needs_compiler = pytest.mark.skipif(compiler() is None, reason="no host C++ comp
 
 
 def _geo_clusters(rng):
-    """Clusters at both poles, across the antimeridian and on the equator,
-    plus points exactly at the poles, and one point at each corner of the
-    domain (|lat| = pi/2, |lon| = 2 pi, accepted)."""
-    parts = []
-    for lat0, lon0, n in [(np.pi / 2, 0.0, 150), (-np.pi / 2, 2.0, 150), (0.3, np.pi, 200),
-                          (-0.2, -np.pi + 0.01, 120), (0.0, 1.0, 120)]:
-        lat = np.clip(rng.normal(lat0, 0.02, n), -np.pi / 2, np.pi / 2)
-        lon = (rng.normal(lon0, 0.03, n) + np.pi) % (2 * np.pi) - np.pi
-        parts.append(np.c_[lat, lon])
-    poles = [[s * np.pi / 2, lon] for s in (1, -1) for lon in (-3.0, -1.0, 0.0, 2.5)]
-    corners = [[s * np.pi / 2, t * 2 * np.pi] for s in (1, -1) for t in (1, -1)]
-    return np.concatenate(parts + [np.array(poles), np.array(corners)])
+    return geo_clusters(rng, sizes=(150, 150, 200, 120, 120), corners=True)
 
 
 def _ring(n=300):
@@ -302,12 +292,7 @@ def emulated_gpu(monkeypatch, device_kernel):
     from skyjoin.cluster import engine, grid_gpu, grid_gpu_kernels
 
     fake = FakeCupy()
-    modules = {}
-
-    def compiled_module(real="double"):
-        if real not in modules:
-            modules[real] = Module(f"#define REAL {real}\n" + grid_gpu_kernels.SOURCE)
-        return modules[real]
+    compiled_module = modules_by_real(grid_gpu_kernels.SOURCE)
 
     monkeypatch.setattr(grid_gpu, "cupy", lambda: fake)
     monkeypatch.setattr(grid_gpu, "compiled_module", compiled_module)

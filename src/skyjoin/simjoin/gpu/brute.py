@@ -34,7 +34,7 @@ from ..brute_bound import centred, filter_bound, tiles
 from ..result_size import result_size_guard
 from ..result import NeighborTable, index_dtype
 
-__all__ = ["run", "TILE", "compiled_module", "Pairs", "pair_table", "guard_pairs"]
+__all__ = ["run", "TILE", "SOURCE", "compiled_module", "Pairs", "pair_table", "guard_pairs"]
 
 #: rows and columns of one tile of the product
 TILE = 8192
@@ -42,7 +42,7 @@ _BLOCK = 256
 #: pairs the first buffer holds (it doubles when a tile overflows it)
 _FIRST_CAPACITY = 1 << 22
 
-_SOURCE = r"""
+SOURCE = r"""
 #ifndef REAL
 #define REAL double
 #endif
@@ -92,7 +92,7 @@ __global__ void screen(const double* G, long long cols, int per_row, const doubl
 def compiled_module(real: str = "double"):
     """The screen for points of C type ``real`` (NVRTC, once per process and
     type); no fused multiply-add."""
-    return cupy().RawModule(code=_SOURCE, options=("--fmad=false", f"-DREAL={real}"))
+    return cupy().RawModule(code=SOURCE, options=("--fmad=false", f"-DREAL={real}"))
 
 
 class Pairs:
