@@ -109,11 +109,10 @@ docs/decisions/dbscan-fit-path.md (37M points: mu 0.98, phi 0.014, r 2.4
 at eps 0.1; mu 0.89, phi 0.06, r 0.4 at eps 0.25) the table predicts, for
 float32 points on the device (P 24), 57 bytes a point at eps 0.1,
 min_samples 2 (link) and 58 at eps 0.25, min_samples 10 (link and
-numbering), where a box for every cell, an int64 order, a copy of the
-keys and a sorted numbering measured 84 and 99; float64 host to host
-65-66 (the gather; 83 measured at 200M, eps 0.057); float64 device points
-that stay (P 48) 81 and 82, or 65-66 with ``overwrite_x``.
-``scripts/dbscan-phases`` measures the peak of each phase.
+numbering); float64 host to host 65-66 (the gather); float64 device
+points that stay (P 48) 81 and 82, or 65-66 with ``overwrite_x``.
+``scripts/dbscan-phases`` measures the peak of each phase; the measured
+figures are in that record.
 """
 
 from __future__ import annotations

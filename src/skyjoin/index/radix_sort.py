@@ -3,7 +3,7 @@
 The sparse grids sort their points by cell key (``grid.sort_cells``);
 NumPy's stable argsort (a radix sort for small integers, a merge sort for
 int64) runs on one thread, and at a million keys it was most of the grid's
-build (0.10 s of 0.15 s on 2 cores).  Here the keys are sorted by digits
+build (docs/decisions/dbscan-metrics.md).  Here the keys are sorted by digits
 of up to 13 bits, least significant first, only as many digits as the
 largest key needs (Knuth, TAOCP vol. 3, §5.2.5, radix sorting): each pass
 counts its digits per contiguous chunk of the input (one chunk per
