@@ -54,13 +54,11 @@ class ScreenModel:
     share: float
 
 
-#: the component screen's cost model by device
-#: (docs/decisions/join-principal-components.md): on the GPU the fused
-#: float32 screen against the FP64 product's (one H200: 0.492 s at 400k x
-#: 16-D and 1.317 s at 515k x 90-D, 8.1e-14 s a pair-component); on the
-#: CPU both screens read a product per pair, and the component screen
-#: saves the product's d - q terms of it (a quarter of d or less: 1.4-1.5x
-#: at 30k x 90-D)
+#: the component screen's cost model by device, fitted to the figures of
+#: docs/decisions/join-principal-components.md: on the GPU the fused
+#: float32 screen against the FP64 product's screen; on the CPU both
+#: screens read a product per pair, and the component screen saves the
+#: product's d - q terms of it
 SCREEN_MODELS = {"gpu": ScreenModel(survivor=250.0, brute=(60.0, 0.7), share=0.5),
                  "cpu": ScreenModel(survivor=30.0, brute=(0.0, 1.0), share=0.25)}
 #: sampled pairs of the component screen's estimate (rows x columns)
@@ -153,11 +151,12 @@ def component_screen(R, S, eps: float, device: str = "cpu",
 def _extent(R, S) -> float:
     """The diagonal of the box around R and S: at least any point's
     distance from a centre inside S's box.  O(n d)."""
-    xp = cupy() if is_device_array(S) else np
-    lo = xp.minimum(R.min(axis=0), S.min(axis=0)) if len(R) and len(S) else None
-    if lo is None:
+    if not len(R) or not len(S):
         return 0.0
-    hi = xp.maximum(R.max(axis=0), S.max(axis=0))
+    xp = cupy() if is_device_array(S) else np
+    lo, hi = S.min(axis=0), S.max(axis=0)
+    if R is not S:                      # a self-join reads its points once
+        lo, hi = xp.minimum(lo, R.min(axis=0)), xp.maximum(hi, R.max(axis=0))
     w = (hi.astype(xp.float64) - lo.astype(xp.float64))
     return float(xp.sqrt((w * w).sum())) * (1.0 + 1e-12)
 
