@@ -360,9 +360,12 @@ def test_gpu_dbscan_tables_by_brute_force_in_high_dimensions(monkeypatch):
     from skyjoin._core.plans import recording
     from skyjoin.simjoin import algorithm
 
+    from dataclasses import replace
+
     X = _plane_clusters_20d()
-    for share, chosen in ((algorithm.PROJECTED_MAX_SHARE, "projected"), (0.0, "brute")):
-        monkeypatch.setattr(algorithm, "PROJECTED_MAX_SHARE", share)
+    model = algorithm.SCREEN_MODELS["gpu"]
+    for share, chosen in ((model.share, "projected"), (0.0, "brute")):
+        monkeypatch.setitem(algorithm.SCREEN_MODELS, "gpu", replace(model, share=share))
         for eps, m in ((0.2, 12), (0.25, 20)):
             ref = SkDBSCAN(eps=eps, min_samples=m, algorithm="brute").fit(X)
             for data in (X, cp.asarray(X)):
