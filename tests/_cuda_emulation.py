@@ -27,6 +27,7 @@ using std::min; using std::max; using std::floor; using std::isfinite; using std
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 #define __shared__ static
 #define __restrict__
 struct D3 { unsigned x, y, z; };
@@ -135,13 +136,17 @@ class Module:
 
 def modules_by_real(source: str):
     """Stands in for a GPU module's ``compiled_module(real="double")``: the
-    kernel ``source`` compiled for the host once per C type ``real``."""
+    kernel ``source`` compiled for the host once per C type ``real`` (and
+    ``product``, the brute force's C type of the products, where given)."""
     modules = {}
 
-    def compiled_module(real="double"):
-        if real not in modules:
-            modules[real] = Module(f"#define REAL {real}\n" + source)
-        return modules[real]
+    def compiled_module(real="double", product=None):
+        if (real, product) not in modules:
+            defines = f"#define REAL {real}\n#define IS_FLOAT {int(real == 'float')}\n"
+            if product is not None:
+                defines += f"#define GREAL {product}\n"
+            modules[real, product] = Module(defines + source)
+        return modules[real, product]
 
     return compiled_module
 

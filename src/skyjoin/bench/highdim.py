@@ -19,7 +19,8 @@ n^2 pairs is the baseline, against what a user writes instead:
 Implementations of each case: ours, ``skyjoin.self_join(X, eps, device=...)``
 as a table (the rule's choice of algorithm, recorded in the row),
 ``algorithm="brute"`` as a table and as counts, ``algorithm="projected"``
-(the screen on principal components) as counts, and the grid path
+(the screen on principal components) as counts, on the GPU
+``algorithm="brute-fp16"`` (the FP16 lattice screen) as counts, and the grid path
 (``algorithm="grid"``, counts) on the quick sizes only; on the GPU
 (``--device gpu``), a tiled PyTorch brute force in float64 and in float32
 (TF32 off), inexact, and the row "FP64 GEMM bound (measured, reference)":
@@ -241,8 +242,8 @@ def case_names(quick: bool = False) -> list[str]:
 def _ours(get, hc: HighDimCase, device: str, repeat: int) -> list[Impl]:
     """``self_join(..., algorithm="auto")`` as a table (the rule's choice in
     the row), "brute" as a table and as counts, "projected" (the screen on
-    principal components) as counts, and the grid path's counts (quick
-    sizes only)."""
+    principal components) as counts, on the GPU "brute-fp16" as counts,
+    and the grid path's counts (quick sizes only)."""
     def auto_table():
         tm: dict = {}
         with recording() as plans:
@@ -270,6 +271,8 @@ def _ours(get, hc: HighDimCase, device: str, repeat: int) -> list[Impl]:
             Impl(f"skyjoin {device} brute counts", counts("brute"), ours=True, repeat=repeat),
             Impl(f"skyjoin {device} projected counts", counts("projected"), ours=True,
                  repeat=repeat),
+            *([Impl("skyjoin gpu brute-fp16 counts", counts("brute-fp16"), ours=True,
+                    repeat=repeat)] if device == "gpu" else []),
             Impl(f"skyjoin {device} grid counts", counts("grid"), ours=True, repeat=repeat,
                  skip_reason=grid_skip)]
 

@@ -37,9 +37,12 @@ __all__ = ["ALGORITHMS", "BRUTE_MIN_DIMS", "BRUTE_MIN_WORK", "ScreenModel", "SCR
            "needs_sample", "sample_join", "resolve_algorithm"]
 
 #: the join's algorithms: the grid of non-empty cells, every pair screened
-#: by a matrix product (``brute_bound``) and tested exactly, or every pair
-#: screened on the leading principal components (``projection``)
-ALGORITHMS = ("grid", "brute", "projected")
+#: by a matrix product (``brute_bound``) and tested exactly, the same with
+#: the product of the points' FP16 lattice on the GPU (``lattice``), or
+#: every pair screened on the leading principal components (``projection``)
+ALGORITHMS = ("grid", "brute", "brute-fp16", "projected")
+#: the algorithms that screen every pair
+_SCREENS = ("brute", "brute-fp16", "projected")
 
 
 @dataclass(frozen=True)
@@ -163,7 +166,8 @@ def _extent(R, S) -> float:
 
 def choose_algorithm(algorithm, n_features: int, *, chunks: bool = False,
                      sample: JoinSample | None = None, device: str = "cpu") -> str | Projection:
-    """THE rule of the join's algorithm: "grid" or "brute" as asked, the
+    """THE rule of the join's algorithm: "grid", "brute" or "brute-fp16"
+    as asked (the last on the GPU only: an option, never chosen), the
     component ``screen`` (its Projection) for "projected"; "auto" the grid
     below ``BRUTE_MIN_DIMS`` dimensions, else the brute force when
     ``fraction`` (``candidate_fraction``) times d reaches
@@ -177,15 +181,18 @@ def choose_algorithm(algorithm, n_features: int, *, chunks: bool = False,
     Raises
     ------
     ValueError
-        An unknown algorithm, "brute" or "projected" for the chunks, or
-        "projected" without its screen.
+        An unknown algorithm, a screen of every pair for the chunks,
+        "brute-fp16" off the GPU, or "projected" without its screen.
     """
     if algorithm not in ALGORITHMS + ("auto",):
-        raise ValueError(f"algorithm must be 'auto', 'grid', 'brute' or 'projected', "
-                         f"got {algorithm!r}")
+        raise ValueError(f"algorithm must be 'auto', 'grid', 'brute', 'brute-fp16' or "
+                         f"'projected', got {algorithm!r}")
+    if algorithm == "brute-fp16" and device != "gpu":
+        raise ValueError("algorithm='brute-fp16' runs on the GPU's tensor cores: use "
+                         "device='gpu', or algorithm='brute' on the CPU")
     fraction, screen = (sample.fraction, sample.screen) if sample is not None else (None, None)
     if chunks:
-        if algorithm in ("brute", "projected"):
+        if algorithm in _SCREENS:
             raise ValueError(f"algorithm={algorithm!r} does not stream chunks: use self_join, "
                              "or algorithm='grid'")
         return "grid"

@@ -240,12 +240,14 @@ def self_join(X: ArrayLike, eps: float, *, include_self: bool = False, output: s
         origin (say 1e6 + U(0, 1)) before a float32 join.
     index_dims : int, optional
         Number of leading dimensions the grid indexes (default min(d, 6)).
-    algorithm : {"auto", "grid", "brute", "projected"}
+    algorithm : {"auto", "grid", "brute", "brute-fp16", "projected"}
         "grid": the grid of non-empty cells.  "brute": every pair screened
         by a float64 matrix product (tensor cores on the GPU) with a
-        provable margin, each survivor decided by the same test, so the
-        result is the grid's, pair for pair
-        (``skyjoin.simjoin.brute_bound``).  "projected": every pair
+        provable margin, each survivor decided by the same test: the grid's
+        pairs (``skyjoin.simjoin.brute_bound``).  "brute-fp16" (GPU; never
+        "auto"'s): its product on the FP16 tensor cores, exact on the points
+        rounded to a lattice whose rounding the margin covers
+        (``skyjoin.simjoin.lattice``).  "projected": every pair
         screened on the data's few leading principal components, with a
         margin that covers the projection (``skyjoin.simjoin.projection``):
         the same pairs, far fewer operations on data of low intrinsic

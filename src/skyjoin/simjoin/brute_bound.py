@@ -49,6 +49,9 @@ tiny eps) make many candidates, which cost refine time, never a lost pair.
    (r_i + r_j) + 2 sqrt(q) m_s``, taken at the largest radius for one
    threshold (``projected_threshold``), rounded up to the screen's
    precision.
+5. The FP16 screen (``lattice``) reads exact products of the points
+   rounded to an integer lattice; its margin adds the rounding to the
+   lattice to steps 1-2 (``lattice.lattice_bound``).
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def run(plan: JoinPlan, R, S, eps: float, *, timings=None, grid=None, progress=N
         from .gpu import projected  # CuPy: loaded on first use
 
         return projected.run(plan, R, S, eps, timings=timings)
-    if plan.algorithm in ("brute", "projected"):
+    if plan.algorithm in ("brute", "brute-fp16", "projected"):
         if plan.device == "gpu":
             from .gpu import brute as gpu_brute  # CuPy: loaded on first use
 

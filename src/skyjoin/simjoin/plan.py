@@ -98,9 +98,10 @@ class JoinPlan:
         the number of columns).
     device_memory_limit : int or None
         GPU only: bytes of device memory the result buffers may use.
-    algorithm : {"grid", "brute", "projected"}
+    algorithm : {"grid", "brute", "brute-fp16", "projected"}
         The grid of non-empty cells, the brute-force screen of every
-        pair, or every pair screened on principal components
+        pair (its product in float64, or on the FP16 lattice:
+        ``skyjoin.simjoin.lattice``), or every pair screened on principal components
         (``algorithm.choose_algorithm``); the pattern, index and kernel choices
         apply to the grid only.
     projection : Projection or None
@@ -142,8 +143,10 @@ class JoinPlan:
         what = "self-join" if self.self_join else "join"
         if self.metric != "euclidean":
             what += f" ({self.metric}: Euclidean filter, exact refine on the host)"
-        if self.algorithm in ("brute", "projected"):
-            screen = self.projection.describe() if self.projection else "matrix-product screen"
+        if self.algorithm in ("brute", "brute-fp16", "projected"):
+            screen = self.projection.describe() if self.projection else \
+                "FP16 lattice product screen" if self.algorithm == "brute-fp16" \
+                else "matrix-product screen"
             return (f"{what} on {self.device} by brute force ({screen}, exact test):"
                     f" route={self.memory_route} precision={self.precision} sort={self.sort}"
                     + (" include_self" if self.include_self else ""))

@@ -1,23 +1,27 @@
-"""The brute-force join on the GPU: float64 matrix-product tiles (tensor cores), a provable screen, the exact test.
+"""The brute-force join on the GPU: matrix-product tiles (tensor cores), a provable screen, the exact test.
 
 The GPU counterpart of :mod:`skyjoin.simjoin.cpu.brute` (read it for the
 method, and :mod:`skyjoin.simjoin.brute_bound` for the margin).  Each tile
 ``G = A[i0:i1] @ B[j0:j1].T`` of the centred float64 points is one cuBLAS
-DGEMM (``cupy.matmul``; FP64 tensor cores on Hopper); one kernel,
-``screen``, then reads G once: a thread per entry applies the margin and,
-for the rare survivors, the join's test on the original points in the
-working precision (terms in order from zero, ``--fmad=false``), and
-appends the pair (i, j) to a device buffer with one atomic add, or adds
-it to the counts.  The self-join screens the tiles on and above the
+DGEMM (``cupy.matmul``; FP64 tensor cores on Hopper), or for
+"brute-fp16" one FP16 GemmEx of the points' lattice with FP32
+accumulation, exact (``fp16_product``, :mod:`skyjoin.simjoin.lattice`).
+One kernel, ``screen``, then reads G once: each thread takes
+``PER_THREAD`` entries of a tile row, applies the margin and, for the
+rare survivors, the join's test on the original points in the working
+precision (terms in order from zero, each operation rounded on its own),
+and appends the pair (i, j) to a device buffer with one atomic add, or
+adds it to the counts.  The self-join screens the tiles on and above the
 diagonal (pairs i < j) and mirrors them; the table is built on the
 device by one sort of the pairs' keys.  A buffer that overflows is
 enlarged and the tile screened again: no pair is ever dropped.
 
 Costs: n_q n_s d multiply-adds on the tensor cores (half for a
-self-join), one read of each product (8 bytes an entry), O(d) per
-survivor, then a sort of the pairs; memory the centred float64 copies,
-one tile of products (``TILE`` x ``TILE`` float64, 512 MiB), the pairs
-found (8 bytes each) and the table.
+self-join), one read of each product (8 bytes an entry, 4 for
+"brute-fp16"), O(d) per survivor, then a sort of the pairs; memory the
+centred float64 copies (or the lattice's 2 bytes a coordinate), one tile
+of products (``TILE`` x ``TILE``: 512 MiB in float64), the pairs found (8
+bytes each) and the table.
 """
 
 from __future__ import annotations
@@ -31,48 +35,51 @@ from ..._core.plans import report
 from ..._core.timing import phase
 from ..._core.transfer import d2h
 from ..brute_bound import centred, filter_bound, tiles
+from ..lattice import lattice_bound, lattice_scale, on_lattice
 from ..result_size import result_size_guard
 from ..result import NeighborTable, index_dtype
 
-__all__ = ["run", "TILE", "SOURCE", "compiled_module", "Pairs", "pair_table", "guard_pairs"]
+__all__ = ["run", "TILE", "SOURCE", "PAIR_SOURCE", "compiled_module", "fp16_product", "Pairs",
+           "pair_table", "guard_pairs"]
 
 #: rows and columns of one tile of the product
 TILE = 8192
 _BLOCK = 256
+#: columns of a tile row each thread of the screen reads
+PER_THREAD = 8
 #: pairs the first buffer holds (it doubles when a tile overflows it)
 _FIRST_CAPACITY = 1 << 22
 
-SOURCE = r"""
-#ifndef REAL
-#define REAL double
+#: the join's exact test and the keeping of a pair, shared by the GPU screens
+#: (``REAL`` the points' C type, ``IS_FLOAT`` whether it is float)
+PAIR_SOURCE = r"""
+#if IS_FLOAT
+#define SUB_RN __fsub_rn
+#define MUL_RN __fmul_rn
+#define ADD_RN __fadd_rn
+#else
+#define SUB_RN __dsub_rn
+#define MUL_RN __dmul_rn
+#define ADD_RN __dadd_rn
 #endif
 extern "C" {
-// One tile: G[ii * cols + jj] = a_(i0+ii) . b_(j0+jj) on the centred points.
-// ``per_row`` blocks for each tile row, a thread per column.  which: 0 every
-// pair, 1 only j > i.  counts != 0: count each pair found, for i and (both) j;
-// else append (i, j) at atomicAdd(counter) if below capacity.
-__global__ void screen(const double* G, long long cols, int per_row, const double* na,
-                       const double* nb,
-                       const double* ra, const double* rb, const REAL* A, const REAL* B, int d,
-                       long long i0, long long j0, int which, REAL e2, double root_t,
-                       double cu, double cg, double inflate, unsigned long long* counter,
-                       long long capacity, int* out_i, int* out_j, unsigned long long* counts,
-                       int both) {
-    long long ii = blockIdx.x / per_row;
-    long long jj = (long long)(blockIdx.x % per_row) * blockDim.x + threadIdx.x;
-    if (jj >= cols) return;
-    long long i = i0 + ii, j = j0 + jj;
-    if (which == 1 && j <= i) return;
-    double s = (na[ii] + nb[jj]) - 2.0 * G[ii * cols + jj];
-    double rr = ra[ii] + rb[jj];
-    double t = root_t + cu * rr;
-    if (!(s <= (t * t + cg * (rr * rr)) * inflate)) return;
+// The join's test of (i, j) on the original points, each operation rounded
+// on its own (no contraction): sum_k (a_k - b_k)^2 <= e2, terms in order.
+__device__ __forceinline__ bool within(const REAL* A, const REAL* B, long long i, long long j,
+                                       int d, REAL e2) {
     REAL acc = 0;
     for (int k = 0; k < d; ++k) {
-        REAL x = A[i * d + k] - B[j * d + k];
-        acc += x * x;
+        REAL x = SUB_RN(A[i * d + k], B[j * d + k]);
+        acc = ADD_RN(acc, MUL_RN(x, x));
     }
-    if (!(acc <= e2)) return;
+    return acc <= e2;
+}
+
+// A pair found: counted (counts != 0: for i, and for j when both), or
+// appended at atomicAdd(counter) if below capacity.
+__device__ __forceinline__ void keep(long long i, long long j, unsigned long long* counter,
+                                     long long capacity, int* out_i, int* out_j,
+                                     unsigned long long* counts, int both) {
     if (counts) {
         atomicAdd(&counts[i], 1ULL);
         if (both) atomicAdd(&counts[j], 1ULL);
@@ -87,12 +94,56 @@ __global__ void screen(const double* G, long long cols, int per_row, const doubl
 }  // extern "C"
 """
 
+SOURCE = PAIR_SOURCE + r"""
+#ifndef GREAL
+#define GREAL double
+#endif
+#ifndef PER_THREAD
+#define PER_THREAD 8
+#endif
+extern "C" {
+// One tile: G[ii * cols + jj] = a_(i0+ii) . b_(j0+jj) on the centred points
+// (GREAL double), or on their lattice (float, exact integers).  ``per_row``
+// blocks for each tile row, each thread ``PER_THREAD`` columns a blockDim
+// apart.  which: 0 every pair, 1 only j > i.  A pair within the threshold
+// and the test is kept (``keep``).
+__global__ void screen(const GREAL* G, long long cols, int per_row, const double* na,
+                       const double* nb,
+                       const double* ra, const double* rb, const REAL* A, const REAL* B, int d,
+                       long long i0, long long j0, int which, REAL e2, double root_t,
+                       double cu, double cg, double inflate, unsigned long long* counter,
+                       long long capacity, int* out_i, int* out_j, unsigned long long* counts,
+                       int both) {
+    long long ii = blockIdx.x / per_row;
+    long long first = (long long)(blockIdx.x % per_row) * blockDim.x * PER_THREAD;
+    long long i = i0 + ii;
+    double ni = na[ii], ri = ra[ii];
+    const GREAL* g = G + ii * cols;
+    for (int e = 0; e < PER_THREAD; ++e) {
+        long long jj = first + (long long)e * blockDim.x + threadIdx.x;
+        if (jj >= cols) return;
+        long long j = j0 + jj;
+        if (which == 1 && j <= i) continue;
+        double s = (ni + nb[jj]) - 2.0 * (double)g[jj];
+        double rr = ri + rb[jj];
+        double t = root_t + cu * rr;
+        if (!(s <= (t * t + cg * (rr * rr)) * inflate)) continue;
+        if (within(A, B, i, j, d, e2)) keep(i, j, counter, capacity, out_i, out_j, counts, both);
+    }
+}
+}  // extern "C"
+"""
+
 
 @functools.lru_cache(maxsize=None)
-def compiled_module(real: str = "double"):
-    """The screen for points of C type ``real`` (NVRTC, once per process and
-    type); no fused multiply-add."""
-    return cupy().RawModule(code=SOURCE, options=("--fmad=false", f"-DREAL={real}"))
+def compiled_module(real: str = "double", product: str = "double"):
+    """The screen for points of C type ``real`` and products of C type
+    ``product`` (NVRTC, once per process and combination); no fused
+    multiply-add."""
+    return cupy().RawModule(code=SOURCE, options=("--fmad=false", f"-DREAL={real}",
+                                                  f"-DIS_FLOAT={int(real == 'float')}",
+                                                  f"-DGREAL={product}",
+                                                  f"-DPER_THREAD={PER_THREAD}"))
 
 
 class Pairs:
@@ -114,13 +165,28 @@ class Pairs:
         j[:self.n] = self.j[:self.n]
         self.i, self.j, self.capacity = i, j, cap
 
+    def collect(self, launch):
+        """Run ``launch(counter, capacity, out_i, out_j)``, a kernel that
+        appends pairs at ``atomicAdd(counter)`` below ``capacity``, until
+        its pairs fit: an overflow enlarges the buffer and runs it again
+        after the pairs held before.  One read of the counter a launch."""
+        while True:
+            launch(self.counter, np.int64(self.capacity), self.i, self.j)
+            found = int(self.cp.asnumpy(self.counter)[0])
+            if found <= self.capacity:
+                break
+            self.grow(found)
+            self.counter[...] = self.n
+        self.n = found
+
 
 def run(plan, R, S, eps, timings=None):
     """The brute-force join on the GPU of conditioned device (or host)
     points (R None: the self-join of S) by the request ``plan``: a
     NeighborTable or int64 counts (on the device for the "device" memory
-    routes), equal to the grid path's.  Reports the plan.  Cost: module
-    docstring."""
+    routes), equal to the grid path's.  ``plan.algorithm`` "brute-fp16"
+    screens on the points' FP16 lattice (``lattice``).  Reports the plan.
+    Cost: module docstring."""
     cp = cupy()
     self_join = R is None
     S = cp.ascontiguousarray(cp.asarray(S))
@@ -136,17 +202,20 @@ def run(plan, R, S, eps, timings=None):
         z = cp.zeros(nq, dtype=cp.int64)
         return z if on_device else d2h(cp, z)
     fb = filter_bound(float(e2), d, plan.precision)
-    mod = compiled_module(real)
-    screen = mod.get_function("screen")
+    fp16 = plan.algorithm == "brute-fp16"
+    screen = compiled_module(real, "float" if fp16 else "double").get_function("screen")
     with phase(timings, "centre"):
         Qc, nq_, rq, Sc, ns_, rs = centred(Q, S, cp) if nq and ns else (None,) * 6
+        if fp16 and nq and ns:
+            (Qc, nq_, rq, Sc, ns_, rs), fb = _lattice(Qc, rq, Sc, rs, fb, self_join, cp)
+    product = fp16_product if fp16 else _float64_product
     counts = cp.zeros(nq, dtype=cp.uint64) if plan.output == "counts" else None
     pairs = Pairs(cp) if counts is None else None
     null = np.uint64(0)                 # a null pointer for the mode's unused buffers
     with phase(timings, "tiles"):
         for i0, i1, j0, j1 in tiles(nq, ns, TILE, TILE, self_join):
-            G = cp.matmul(Qc[i0:i1], Sc[j0:j1].T)
-            per_row = (j1 - j0 + _BLOCK - 1) // _BLOCK
+            G = product(cp, Qc[i0:i1], Sc[j0:j1])
+            per_row = -(-(j1 - j0) // (_BLOCK * PER_THREAD))
             grid = (per_row * (i1 - i0),)
             head = (G, np.int64(j1 - j0), np.int32(per_row), nq_[i0:i1], ns_[j0:j1],
                     rq[i0:i1], rs[j0:j1],
@@ -157,15 +226,8 @@ def run(plan, R, S, eps, timings=None):
                 screen(grid, (_BLOCK,), head + (null, np.int64(0), null, null, counts,
                                                 np.int32(self_join)))
                 continue
-            while True:
-                screen(grid, (_BLOCK,), head + (pairs.counter, np.int64(pairs.capacity),
-                                                pairs.i, pairs.j, null, np.int32(0)))
-                found = int(cp.asnumpy(pairs.counter)[0])
-                if found <= pairs.capacity:
-                    break
-                pairs.grow(found)           # overflow: enlarge and screen again
-                pairs.counter[...] = pairs.n
-            pairs.n = found
+            pairs.collect(lambda *out: screen(grid, (_BLOCK,), head + out
+                                              + (null, np.int32(0))))
             guard_pairs(plan, pairs.n * (2 if self_join else 1), nq, ns, at_least=True)
             del G
     if counts is not None:
@@ -175,6 +237,55 @@ def run(plan, R, S, eps, timings=None):
         return out if on_device else d2h(cp, out)
     with phase(timings, "table"):
         return pair_table(cp, plan, pairs, nq, ns, self_join, on_device)
+
+
+def _float64_product(cp, A, B):
+    """``A @ B.T`` in float64 (cuBLAS DGEMM: FP64 tensor cores on Hopper)."""
+    return cp.matmul(A, B.T)
+
+
+def fp16_product(cp, A, B):
+    """``A @ B.T`` as float32 for FP16 matrices A (m x k) and B (n x k),
+    C-contiguous, k a multiple of 8: cuBLAS GemmEx on the FP16 tensor cores
+    with FP32 accumulation (``CUBLAS_COMPUTE_32F``; exact on the lattice,
+    ``lattice``).  O(m n k)."""
+    from cupy.cuda import cublas, device, runtime    # CuPy: loaded on first use
+
+    m, k = A.shape
+    n = B.shape[0]
+    out = cp.empty((m, n), dtype=cp.float32)
+    if m == 0 or n == 0:
+        return out
+    one, zero = np.ones(1, dtype=np.float32), np.zeros(1, dtype=np.float32)
+    handle = device.get_cublas_handle()
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    try:
+        # row-major out = A B^T is column-major out^T = B A^T
+        cublas.gemmEx(handle, cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, n, m, k,
+                      one.ctypes.data, B.data.ptr, runtime.CUDA_R_16F, k,
+                      A.data.ptr, runtime.CUDA_R_16F, k,
+                      zero.ctypes.data, out.data.ptr, runtime.CUDA_R_32F, n,
+                      cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
+    finally:
+        cublas.setPointerMode(handle, mode)
+    return out
+
+
+def _lattice(Qc, rq, Sc, rs, fb, self_join, cp):
+    """The centred points' lattice (``lattice.on_lattice``, one scale for
+    both sides) in ``centred``'s tuple form, the lattice points, their
+    squared norms and slacks, with the screen's constants
+    (``lattice.lattice_bound``).  O((n_q + n_s) d)."""
+    d = Sc.shape[1]
+    radius = float(rs.max()) if self_join else float(cp.maximum(rq.max(), rs.max()))
+    absmax = float(cp.abs(Sc).max()) if self_join else \
+        max(float(cp.abs(Sc).max()), float(cp.abs(Qc).max()))
+    scale = lattice_scale(radius, absmax, d)
+    ls = on_lattice(Sc, rs, fb.cu, scale, cp)
+    lq = ls if self_join else on_lattice(Qc, rq, fb.cu, scale, cp)
+    return ((lq.points, lq.norms, lq.slack, ls.points, ls.norms, ls.slack),
+            lattice_bound(fb, scale))
 
 
 def guard_pairs(plan, n_pairs, nq, ns, at_least=False):

@@ -37,7 +37,7 @@ from ..._core.plans import report
 from ..._core.timing import phase
 from ..._core.transfer import d2h
 from ..brute_bound import projected, projected_threshold
-from .brute import Pairs, guard_pairs, pair_table
+from .brute import PAIR_SOURCE, Pairs, guard_pairs, pair_table
 
 __all__ = ["run", "compiled_module", "THREADS", "ROWS", "CHUNK", "SLICE"]
 
@@ -50,37 +50,15 @@ CHUNK = 64
 #: blocks launched at a time (the pairs' buffer is checked between slices)
 SLICE = 1 << 15
 
-SOURCE = r"""
+SOURCE = PAIR_SOURCE + r"""
 extern "C" {
-#if IS_FLOAT
-#define SUB_RN __fsub_rn
-#define MUL_RN __fmul_rn
-#define ADD_RN __fadd_rn
-#else
-#define SUB_RN __dsub_rn
-#define MUL_RN __dmul_rn
-#define ADD_RN __dadd_rn
-#endif
 #define TILE (THREADS * ROWS)
-
-// The join's test of (i, j) on the original points, each operation rounded
-// on its own (no contraction): sum_k (a_k - b_k)^2 <= e2, terms in order.
-__device__ __forceinline__ bool within(const REAL* A, const REAL* B, long long i, long long j,
-                                       int d, REAL e2) {
-    REAL acc = 0;
-    for (int k = 0; k < d; ++k) {
-        REAL x = SUB_RN(A[i * d + k], B[j * d + k]);
-        acc = ADD_RN(acc, MUL_RN(x, x));
-    }
-    return acc <= e2;
-}
 
 // Blocks first .. first + gridDim.x - 1 of the tiles (ti, tj): for a self-join
 // those with ti <= tj, numbered tj (tj + 1) / 2 + ti; else ti * col_tiles + tj.
 // PQ, PS: the projections, Q components a row (zero-padded).  A pair whose
-// screened squared distance is <= thr and which passes the test is counted
-// (counts != 0: for i, and for j when both) or appended at atomicAdd(counter)
-// if below capacity.
+// screened squared distance is <= thr and which passes the test (``within``)
+// is kept (``keep``).
 __global__ void screen_projected(const FT* __restrict__ PQ, const FT* __restrict__ PS,
                                  long long nq, long long ns, long long col_tiles,
                                  int self_join, long long first, FT thr,
@@ -132,16 +110,7 @@ __global__ void screen_projected(const FT* __restrict__ PQ, const FT* __restrict
                 if (!(acc[a] <= thr)) continue;
                 long long i = i0 + a * THREADS + threadIdx.x, j = c0 + c;
                 if (i >= nq || (self_join && j <= i) || !within(A, B, i, j, d, e2)) continue;
-                if (counts) {
-                    atomicAdd(&counts[i], 1ULL);
-                    if (both) atomicAdd(&counts[j], 1ULL);
-                    continue;
-                }
-                unsigned long long p = atomicAdd(counter, 1ULL);
-                if ((long long)p < capacity) {
-                    out_i[p] = (int)i;
-                    out_j[p] = (int)j;
-                }
+                keep(i, j, counter, capacity, out_i, out_j, counts, both);
             }
         }
     }
@@ -222,16 +191,9 @@ def run(plan, R, S, eps, timings=None):
         else:
             for first in range(0, blocks, SLICE):
                 grid = (min(blocks - first, SLICE),)
-                while True:
-                    kernel(grid, (THREADS,), head + (np.int64(first),) + tail
-                           + (pairs.counter, np.int64(pairs.capacity), pairs.i, pairs.j, null,
-                              np.int32(0)))
-                    found = int(cp.asnumpy(pairs.counter)[0])
-                    if found <= pairs.capacity:
-                        break
-                    pairs.grow(found)           # overflow: enlarge and run the slice again
-                    pairs.counter[...] = pairs.n
-                pairs.n = found
+                args = head + (np.int64(first),) + tail
+                pairs.collect(lambda *out: kernel(grid, (THREADS,), args + out
+                                                  + (null, np.int32(0))))
                 guard_pairs(plan, pairs.n * (2 if self_join else 1), nq, ns, at_least=True)
     del PQ, PS
     if counts is not None:
