@@ -137,6 +137,7 @@ from .grid_gpu_kernels import compiled_module
 __all__ = ["gpu_grid_dbscan", "grid_components", "grid_labels", "number_clusters",
            "border_labels", "compiled_module"]
 
+#: threads a block (the searches' ``SEARCH_BOUNDS`` assume at most this)
 _BLOCK = 256
 _NULL = np.uint64(0)            # a null pointer argument
 

@@ -25,6 +25,11 @@ extern "C" {
 #define REAL double
 #endif
 #define MAXD 4
+// The searches (core_flags, link_between, border) are bound by the latency of
+// their loads and by divergence: at 256 threads a block they are held to 32
+// registers, so that 8 blocks fit an SM (full occupancy; 56 registers left
+// it half full: docs/decisions/dbscan-fit-path.md).
+#define SEARCH_BOUNDS __launch_bounds__(256, 8)
 
 // squared distance of sorted points a and b, summed over k in order, in REAL
 __device__ __forceinline__ REAL d2(const REAL* X, int d, long long a, long long b) {
@@ -262,7 +267,7 @@ __global__ void cell_boxes(const REAL* X, int d, const int* start, long long m,
     const float* box_hi, const int* korder, const double* lo, double side, const long long* radix
 #define PATTERN_ARGS int n_rows, const int* row_off, const int* row_lo, const int* row_hi
 
-__global__ void core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
+__global__ void SEARCH_BOUNDS core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
                            DECIDE_ARGS, long long min_samples, unsigned char* core) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n) return;
@@ -305,6 +310,18 @@ __global__ void first_core(const int* start, long long m, const unsigned char* c
     first[t] = f;
 }
 
+// core points p and q at squared distance s (d2): joined when within the sure
+// radius and in two components; a pair in the band (sure2, eps2] raises the
+// flag only where it would join two components (``within``).  The distance
+// comes first: most candidate pairs are farther than eps, and it reads no
+// parent.
+__device__ __forceinline__ void link_pair(long long* parent, long long p, long long q, REAL s,
+                                          DECIDE_ARGS) {
+    if (!(s <= eps2) || uf_find(parent, p) == uf_find(parent, q)) return;
+    if (s <= sure2) uf_union(parent, p, q);
+    else *undecided = 1;
+}
+
 // core pairs inside each cell: a thread per point
 __global__ void link_within(const REAL* X, long long n, int d, const int* start,
                             const int* point_slot, const unsigned char* close,
@@ -318,16 +335,14 @@ __global__ void link_within(const REAL* X, long long n, int d, const int* start,
         return;
     }
     for (long long q = p + 1; q < start[t + 1]; ++q)
-        if (core[q] && uf_find(parent, p) != uf_find(parent, q) &&
-            within(d2(X, d, p, q), eps2, sure2, undecided))
-            uf_union(parent, p, q);
+        if (core[q]) link_pair(parent, p, q, d2(X, d, p, q), eps2, sure2, undecided);
 }
 
 // core pairs between cell t and the cells of the positive pattern (each
 // unordered pair of cells once): a thread per cell.  Phase 0 links the
 // adjacent cells (every step at most one), phase 1 the farther ones, so that
 // most far pairs find their cells already joined.
-__global__ void link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTERN_ARGS,
+__global__ void SEARCH_BOUNDS link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTERN_ARGS,
                              const unsigned char* row_adjacent, int phase,
                              const int* first, const unsigned char* core, DECIDE_ARGS,
                              long long* parent) {
@@ -362,9 +377,8 @@ __global__ void link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTE
                             done = true;
                             break;
                         }
-                    } else if (uf_find(parent, p) != uf_find(parent, q) &&
-                               within(d2(X, d, p, q), eps2, sure2, undecided)) {
-                        uf_union(parent, p, q);
+                    } else {
+                        link_pair(parent, p, q, d2(X, d, p, q), eps2, sure2, undecided);
                     }
                 }
             }
@@ -431,7 +445,7 @@ __global__ void number_clusters(const unsigned char* core, const int* low, const
 }
 
 // a non-core point takes the lowest label of its core neighbours
-__global__ void border(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
+__global__ void SEARCH_BOUNDS border(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
                        const unsigned char* core, DECIDE_ARGS, long long* labels) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n || core[p]) return;
