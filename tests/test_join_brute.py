@@ -14,6 +14,7 @@ from skyjoin.simjoin.algorithm import (BRUTE_MIN_DIMS, BRUTE_MIN_WORK, JoinSampl
                                        candidate_fraction, choose_algorithm)
 
 from _cuda_emulation import FakeCupy, compiler, modules_by_real
+from oracles import check_gpu_screen
 
 gpu = pytest.mark.gpu
 
@@ -273,22 +274,7 @@ def test_gpu_brute_equals_grid_and_cpu(precision):
     rng = np.random.default_rng(11)
     Z = rng.normal(size=(6000, 6)) @ rng.normal(size=(6, 48)) / np.sqrt(6)
     X = Z + rng.normal(0, 0.05, size=Z.shape)
-    eps = 1.0
-    a = sj.self_join(X, eps, algorithm="brute", device="gpu", precision=precision)
-    b = sj.self_join(X, eps, algorithm="grid", device="gpu", precision=precision)
-    c = sj.self_join(X, eps, algorithm="brute", device="cpu", precision=precision)
-    assert a.n_pairs > 0
-    for other in (b, c):
-        np.testing.assert_array_equal(a.indptr, other.indptr)
-        np.testing.assert_array_equal(a.indices, other.indices)
-    counts = sj.self_join(X, eps, algorithm="brute", device="gpu", precision=precision,
-                          output="counts", include_self=True)
-    np.testing.assert_array_equal(counts, np.diff(a.indptr) + 1)
-    R = X[:700] + 0.01
-    j1 = sj.join(R, X, eps, algorithm="brute", device="gpu", precision=precision)
-    j2 = sj.join(R, X, eps, algorithm="grid", device="cpu", precision=precision)
-    np.testing.assert_array_equal(j1.indptr, j2.indptr)
-    np.testing.assert_array_equal(j1.indices, j2.indices)
+    check_gpu_screen("brute", X, 1.0, precision, [("grid", "gpu"), ("brute", "cpu")])
 
 
 @gpu

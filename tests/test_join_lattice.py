@@ -15,8 +15,8 @@ import skyjoin as sj
 from skyjoin.simjoin import brute_bound, lattice
 from skyjoin.simjoin.algorithm import choose_algorithm
 
-from _cuda_emulation import FakeCupy, compiler, modules_by_real
-from test_join_brute import oracle, table_of
+from oracles import check_gpu_screen
+from test_join_brute import emulated_gpu, oracle, table_of  # noqa: F401 (a fixture)
 
 gpu = pytest.mark.gpu
 
@@ -164,21 +164,12 @@ def test_rule_offers_fp16_on_the_gpu_only():
 # -- the GPU engine, its kernel emulated on the CPU ----------------------------
 
 @pytest.fixture
-def emulated_gpu(monkeypatch):
-    if compiler() is None:
-        pytest.skip("no host C++ compiler")
-    from skyjoin.simjoin.gpu import brute as gpu_brute
-
-    fake = FakeCupy()
-    monkeypatch.setattr(gpu_brute, "cupy", lambda: fake)
-    monkeypatch.setattr(gpu_brute, "compiled_module", modules_by_real(gpu_brute.SOURCE))
-    monkeypatch.setattr(gpu_brute, "fp16_product",
+def emulated_fp16(emulated_gpu, monkeypatch):
+    """The brute force's emulated GPU engine (``test_join_brute``), its FP16
+    product stood in by NumPy's IEEE float32 product of the same integers."""
+    monkeypatch.setattr(emulated_gpu, "fp16_product",
                         lambda cp, A, B: A.astype(np.float32) @ B.astype(np.float32).T)
-    monkeypatch.setattr(gpu_brute, "TILE", 40)
-    monkeypatch.setattr(gpu_brute, "_FIRST_CAPACITY", 16)       # overflow and retry
-    monkeypatch.setattr(gpu_brute, "d2h", lambda cp, a: np.asarray(a))
-    monkeypatch.setattr(gpu_brute, "guard_pairs", lambda *a, **k: None)
-    return gpu_brute
+    return emulated_gpu
 
 
 def _emulated_check(run, R, X, eps, precision):
@@ -208,30 +199,30 @@ def _emulated_check(run, R, X, eps, precision):
 
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 @pytest.mark.parametrize("scale", [1.0, 1e-150, 1e150])
-def test_emulated_gpu_fp16_equals_the_oracle(emulated_gpu, precision, scale):
+def test_emulated_gpu_fp16_equals_the_oracle(emulated_fp16, precision, scale):
     if precision == "float32" and scale != 1.0:
         pytest.skip("float32 holds neither scale")
     rng = np.random.default_rng(10)
     Z = rng.normal(size=(90, 4)) @ rng.normal(size=(4, 18))
     X = (Z + rng.normal(0, 0.05, size=Z.shape)) * scale
     R = X[:50] + rng.normal(0, 0.3, size=(50, 18)) * scale
-    indptr = _emulated_check(emulated_gpu.run, R, X, 3.0 * scale, precision)
+    indptr = _emulated_check(emulated_fp16.run, R, X, 3.0 * scale, precision)
     assert indptr[-1] > 0
 
 
-def test_emulated_gpu_fp16_ties_and_far_clusters(emulated_gpu):
+def test_emulated_gpu_fp16_ties_and_far_clusters(emulated_fp16):
     rng = np.random.default_rng(12)
     B = rng.integers(0, 9, size=(40, 20)).astype(np.float64) * 10
     step = np.zeros((40, 20))
     step[np.arange(40), rng.integers(0, 20, 40)] = 2.0
     X = np.concatenate([B, B + step, B - step])             # pairs exactly at eps
-    _emulated_check(emulated_gpu.run, X[::3] + 0.5, X, 2.0, "float64")
+    _emulated_check(emulated_fp16.run, X[::3] + 0.5, X, 2.0, "float64")
     A = 1e8 + rng.normal(0, 1e-3, size=(40, 16))
     X = np.concatenate([A, -A])
-    indptr = _emulated_check(emulated_gpu.run, X[::2], X, 4e-3, "float64")
+    indptr = _emulated_check(emulated_fp16.run, X[::2], X, 4e-3, "float64")
     assert indptr[-1] > 0
     A, B = _near_eps(rng, 60, 24, 1.2)
-    indptr = _emulated_check(emulated_gpu.run, A, np.concatenate([A, B]), 1.2, "float64")
+    indptr = _emulated_check(emulated_fp16.run, A, np.concatenate([A, B]), 1.2, "float64")
     assert indptr[-1] >= 59
 
 
@@ -258,24 +249,17 @@ def test_gpu_fp16_product_is_exact_on_the_lattice():
 @gpu
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 def test_gpu_fp16_equals_brute_and_the_oracle(precision):
-    rng = np.random.default_rng(11)
-    Z = rng.normal(size=(9000, 6)) @ rng.normal(size=(6, 48)) / np.sqrt(6)
-    X = Z + rng.normal(0, 0.05, size=Z.shape)
-    eps = 1.0
-    a = sj.self_join(X, eps, algorithm="brute-fp16", device="gpu", precision=precision)
-    b = sj.self_join(X, eps, algorithm="brute", device="gpu", precision=precision)
-    assert a.n_pairs > 0
-    np.testing.assert_array_equal(a.indptr, b.indptr)
-    np.testing.assert_array_equal(a.indices, b.indices)
-    counts = sj.self_join(X, eps, algorithm="brute-fp16", device="gpu", precision=precision,
-                          output="counts", include_self=True)
-    np.testing.assert_array_equal(counts, np.diff(a.indptr) + 1)
+    rng = np.random.default_rng(11)                # 30 blobs in 32-D
+    X = np.concatenate([c + rng.normal(0, 0.4, (300, 32)) for c in rng.normal(0, 3, (30, 32))])
+    a = check_gpu_screen("brute-fp16", X, 2.5, precision, [("brute", "gpu")])
     dtype = np.float32 if precision == "float32" else np.float64
-    R = X[:700] + 0.01
-    j1 = sj.join(R, X, eps, algorithm="brute-fp16", device="gpu", precision=precision)
-    indptr, indices = table_of(oracle(R, X, eps, dtype))
-    np.testing.assert_array_equal(j1.indptr, indptr)
-    np.testing.assert_array_equal(j1.indices, indices)
+    mask = oracle(X[:1500], X[:1500], 2.5, dtype)
+    np.fill_diagonal(mask, False)
+    b = sj.self_join(X[:1500], 2.5, algorithm="brute-fp16", device="gpu", precision=precision)
+    indptr, indices = table_of(mask)
+    assert a.n_pairs > 0 and indptr[-1] > 0
+    np.testing.assert_array_equal(b.indptr, indptr)
+    np.testing.assert_array_equal(b.indices, indices)
 
 
 @gpu
