@@ -29,10 +29,11 @@ box of the cells), so it is used only when that box holds at most
 and the caller takes the next path.  A single clustering, which has the
 sparse grid next (``grid_sparse``), also declines where the non-empty cells
 hold fewer than ``index.fine_grid.DENSE_MIN_POINTS_PER_CELL`` points on
-average (``index.fine_grid.dense_grid_wins``): there the fine grid's
-5**d-cell neighbourhoods cost more than its close cells save.  The grid itself (cell keys, the sort
-by cell, the neighbour-cell offsets) is :mod:`skyjoin.index.fine_grid`, the
-one CPU grid builder; this module adds the cell boxes and the DBSCAN passes.
+average (``index.fine_grid.dense_grid_wins``): there the neighbourhoods of
+the fine cells (25, 125, 841 cells in 2, 3, 4 dimensions) cost more than
+its close cells save.  The grid itself (cell keys, the sort by cell, the
+neighbour-cell offsets) is :mod:`skyjoin.index.fine_grid`, the one CPU grid
+builder; this module adds the cell boxes and the DBSCAN passes.
 """
 
 from __future__ import annotations
