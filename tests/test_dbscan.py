@@ -18,6 +18,7 @@ from skyjoin.cluster.core_points import core_points
 from skyjoin.cluster.hybrid import hybrid_dbscan
 from skyjoin.cluster.union_find import dbscan_inner_sequential, labels_from_table, point_assignment
 from skyjoin.cluster.grid_cpu import MAX_DIMS, grid_dbscan
+from skyjoin.index.fine_grid import build_fine_grid
 
 
 def _oracle(X, eps, min_samples, sample_weight=None, algorithm="kd_tree"):
@@ -55,8 +56,15 @@ def test_equal_to_sklearn_random(d, kind):
         eps = float(rng.choice([0.5, 1.0, 1.5, 2.0, 0.7]))
         min_samples = int(rng.integers(1, 12))
         est = DBSCAN(eps=eps, min_samples=min_samples, device="cpu").fit(X)
-        assert est.path_ == ("grid-cpu" if d <= MAX_DIMS else "hybrid-cpu")
+        # d <= 4: the dense grid, or the sparse one where its cells hold few points
+        assert est.path_ == ("hybrid-cpu" if d > MAX_DIMS else "grid-cpu"
+                             if build_fine_grid(X, eps, sparse_fallback=True) is not None
+                             else "sparse-grid-cpu")
         _assert_same(est, X, eps, min_samples)
+        if d <= MAX_DIMS:                # the dense grid itself, wherever it fits
+            core, labels = grid_dbscan(X, eps, min_samples)
+            np.testing.assert_array_equal(core, est.core_sample_indices_)
+            np.testing.assert_array_equal(labels, est.labels_)
         # the other path too: HYBRID-DBSCAN on the join for every d
         core, labels = hybrid_dbscan(X, eps, min_samples, device="cpu")
         np.testing.assert_array_equal(core, est.core_sample_indices_)
@@ -227,7 +235,7 @@ def test_other_metrics_paths(kwargs):
 
 def test_minkowski_p2_and_dense_precomputed():
     rng = np.random.default_rng(6)
-    X = rng.integers(0, 5, (150, 3)).astype(float)
+    X = rng.integers(0, 3, (400, 3)).astype(float)  # many points a fine cell: the dense grid
     est = DBSCAN(eps=1.0, min_samples=3, metric="minkowski", p=2, device="cpu").fit(X)
     assert est.path_ == "grid-cpu"
     _assert_same(est, X, 1.0, 3)
@@ -285,8 +293,13 @@ def test_reordered_table_numbers_clusters_by_caller_ids():
 
 def test_path_rule():
     rng = np.random.default_rng(8)
-    X = rng.uniform(0, 5, (300, 2))
+    X = rng.uniform(0, 1, (300, 2))          # about 12 points a fine cell: the dense grid
     assert DBSCAN(eps=0.3, device="cpu").fit(X).path_ == "grid-cpu"
+    # about 1 point a fine cell: the dense grid fits, but the sparse grid runs
+    S = rng.uniform(0, 5, (300, 2))
+    est = DBSCAN(eps=0.3, min_samples=3, device="cpu").fit(S)
+    assert est.path_ == "sparse-grid-cpu" and grid_dbscan(S, 0.3, 3) is not None
+    _assert_same(est, S, 0.3, 3)
     assert DBSCAN(eps=0.3, device="cpu").fit(X, sample_weight=np.ones(300)).path_ == "hybrid-cpu"
     assert DBSCAN(eps=0.3, device="cpu", precision="float32").fit(X).path_ == "hybrid-cpu"
     assert DBSCAN(eps=0.3, device="cpu").fit(rng.uniform(0, 5, (300, 5))).path_ == "hybrid-cpu"

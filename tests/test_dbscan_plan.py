@@ -82,7 +82,7 @@ def test_plan_is_frozen_and_described():
 def test_skyjoin_device_env_is_honoured(monkeypatch, gpu_probe, call):
     """device=None (the default) reads SKYJOIN_DEVICE, as self_join does: "gpu"
     without a GPU is an error, "cpu" keeps the CPU where "auto" would take the GPU."""
-    X = _blobs()
+    X = _blobs(n=6000)        # about 10 points a fine cell: the dense grid's (dense_grid_wins)
     run = {
         "DBSCAN": lambda: skyjoin.DBSCAN(eps=0.3, min_samples=5).fit(X),
         "dbscan": lambda: skyjoin.dbscan(X, eps=0.3, min_samples=5),

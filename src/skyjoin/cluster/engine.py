@@ -8,7 +8,8 @@ task's points and plans the same way.  ``run`` tries the plan's paths in
 turn, until one fits:
 
 * "grid-cpu" / "grid-gpu": the fine grid (``grid_cpu``, ``grid_gpu``; None
-  when its grid does not fit);
+  when its grid does not fit, and on the CPU where the sparse grid next
+  wins: ``index.fine_grid.dense_grid_wins``);
 * "sparse-grid-cpu": the epsilon grid's non-empty cells (``grid_sparse``;
   None only when a pair between haversine's two chords mattered);
 * "gpu": T kept on the GPU (``table_gpu``; MemoryError when T does not fit
@@ -133,7 +134,9 @@ def _paths(plan, X, eps, min_samples, sample_weight, timings, memory_limit, over
             Xd = X if is_device_array(X) else to_device(cupy(), X, "X", X.dtype)
         if path == "grid-cpu":
             t0 = time.perf_counter()
-            res = grid_dbscan(X, eps, min_samples)
+            # the dense grid declines where the sparse grid, next, wins
+            res = grid_dbscan(X, eps, min_samples,
+                              sparse_fallback="sparse-grid-cpu" in plan.paths)
             if res is not None:
                 timings["grid_dbscan"] = time.perf_counter() - t0
                 return res[0], res[1], path

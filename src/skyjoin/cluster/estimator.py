@@ -13,7 +13,8 @@ the one entry ``skyjoin.cluster.engine.run``:
   "minkowski" with p = 2, no ``metric_params``): "grid-cpu" / "grid-gpu"
   (``grid_cpu``, ``grid_gpu``: a fine grid, no neighbour table),
   "sparse-grid-cpu" (``grid_sparse``: the epsilon grid's non-empty cells,
-  no table, where the dense fine grid does not fit), "gpu"
+  no table, where the dense fine grid does not fit or its cells hold few
+  points: ``index.fine_grid.dense_grid_wins``), "gpu"
   (``table_gpu``: T kept on the GPU), "hybrid-cpu" / "hybrid-gpu"
   (``hybrid``: HYBRID-DBSCAN, Gowanlock et al. 2019, §3); for the join's
   other metrics (Manhattan, Chebyshev, haversine, cosine: ``plan.fit_metric``)

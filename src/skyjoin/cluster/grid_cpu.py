@@ -26,9 +26,14 @@ in float64, so the labels equal scikit-learn's, numbered as in
 ``skyjoin.cluster.union_find``.  The grid is dense (an array over the bounding
 box of the cells), so it is used only when that box holds at most
 ``max(8 n, 2^22)`` cells and d <= 4; ``grid_dbscan`` returns None otherwise
-and the caller takes the join path.  The grid itself (cell keys, the sort
-by cell, the neighbour-cell offsets) is :mod:`skyjoin.index.fine_grid`, the
-one CPU grid builder; this module adds the cell boxes and the DBSCAN passes.
+and the caller takes the next path.  A single clustering, which has the
+sparse grid next (``grid_sparse``), also declines where the non-empty cells
+hold fewer than ``index.fine_grid.DENSE_MIN_POINTS_PER_CELL`` points on
+average (``index.fine_grid.dense_grid_wins``): there the neighbourhoods of
+the fine cells (25, 125, 841 cells in 2, 3, 4 dimensions) cost more than
+its close cells save.  The grid itself (cell keys, the sort by cell, the
+neighbour-cell offsets) is :mod:`skyjoin.index.fine_grid`, the one CPU grid
+builder; this module adds the cell boxes and the DBSCAN passes.
 """
 
 from __future__ import annotations
@@ -316,10 +321,12 @@ class BoxedGrid(FineGrid):
     weight: np.ndarray
 
 
-def fine_grid(X, eps):
+def fine_grid(X, eps, sparse_fallback=False):
     """The :class:`BoxedGrid` of X (float64, n >= 1, d <= MAX_DIMS), or None
-    when the grid over its bounding box would be too large.  O(n d + volume)."""
-    g = build_fine_grid(X, eps)
+    when the grid over its bounding box would be too large or, with
+    ``sparse_fallback``, the sparse grid wins
+    (``index.fine_grid.dense_grid_wins``).  O(n d + volume)."""
+    g = build_fine_grid(X, eps, sparse_fallback)
     if g is None:
         return None
     eps2 = float(np.float64(eps) * np.float64(eps))
@@ -335,8 +342,9 @@ def fine_grid(X, eps):
                      weight=weight)
 
 
-def grid_dbscan(X, eps, min_samples):
-    """Exact DBSCAN (scikit-learn's labels) on a fine grid, or None when the grid does not fit.
+def grid_dbscan(X, eps, min_samples, *, sparse_fallback=False):
+    """Exact DBSCAN (scikit-learn's labels) on a fine grid, or None when the
+    grid does not fit or (``sparse_fallback``) the sparse grid wins.
 
     Parameters
     ----------
@@ -344,12 +352,17 @@ def grid_dbscan(X, eps, min_samples):
         Validated, finite points.
     eps : float
     min_samples : int
+    sparse_fallback : bool, default False
+        The caller runs ``grid_sparse.sparse_grid_dbscan`` where this grid
+        declines: decline where its non-empty cells hold few points
+        (``index.fine_grid.dense_grid_wins``, after the counting pass).
 
     Returns
     -------
     (core_sample_indices, labels) or None
-        None when d > MAX_DIMS or the dense grid would be too large (the
-        caller then uses the join path).
+        None when d > MAX_DIMS, the dense grid would be too large, or
+        (``sparse_fallback``) the sparse grid wins; the caller then takes
+        the next path of its plan.
 
     Examples
     --------
@@ -363,7 +376,7 @@ def grid_dbscan(X, eps, min_samples):
     n, d = X.shape
     if n == 0 or d > MAX_DIMS:
         return None if n else (np.zeros(0, np.int64), np.zeros(0, np.intp))
-    g = fine_grid(X, eps)
+    g = fine_grid(X, eps, sparse_fallback)
     if g is None:
         return None
     Xs, start, cells, slot_of, close, box_lo, box_hi, radix, offsets, deltas, eps2 = (

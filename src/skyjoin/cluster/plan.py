@@ -288,8 +288,9 @@ def plan_fit(route: str, device: str | None, precision: str, weighted: bool,
     there: ``filter_on_device``).  Euclidean DBSCAN on the join ("join"):
 
     * CPU: when ``grid_applies``, "grid-cpu" (the dense fine grid), then,
-      when its box holds too many cells, "sparse-grid-cpu" (the join's
-      epsilon grid of non-empty cells, no table: ``grid_sparse``; it never
+      when its box holds too many cells or its non-empty cells hold few
+      points (``index.fine_grid.dense_grid_wins``), "sparse-grid-cpu" (the
+      join's epsilon grid of non-empty cells, no table: ``grid_sparse``; it never
       refuses Euclidean points); else "hybrid-cpu", HYBRID-DBSCAN with the
       join on the CPU;
     * GPU: "grid-gpu" when ``grid_applies``, then "gpu" (T left on the GPU,

@@ -7,7 +7,9 @@ box to be exact; the cell-graph formulation of Gunawan 2013 and of Wang, Gu
 cells are numbered over the whole box (a dense grid, no ranks): the cell at
 a given offset from cell c is ``c + delta``, and ``slot_of`` maps every key
 to its non-empty cell.  So the grid is built only when the box holds at
-most ``max(8 n, 2^22)`` cells (:func:`fine_grid_shape`).
+most ``max(8 n, 2^22)`` cells (:func:`fine_grid_shape`), and, for a
+single clustering, which has the sparse epsilon grid to fall back on, only
+when its non-empty cells hold enough points (:func:`dense_grid_wins`).
 
 The points are sorted by cell with the sort of every CPU grid
 (:func:`skyjoin.index.grid.sort_cells`, a counting sort); only the key
@@ -28,8 +30,8 @@ from .._core.config import NUMBA_CACHE
 from .grid import sort_cells
 from .grid_kernels import column_bounds, gather_rows
 
-__all__ = ["FineGrid", "RowPattern", "build_fine_grid", "fine_cell_keys", "fine_grid_shape",
-           "row_table_fits",
+__all__ = ["FineGrid", "RowPattern", "build_fine_grid", "dense_grid_wins", "fine_cell_keys",
+           "fine_grid_shape", "row_table_fits",
            "neighbour_offsets", "positive_offsets", "row_grid_shape", "row_pattern"]
 
 #: cells a little smaller than eps / sqrt(d), so that a cell's box usually passes
@@ -47,6 +49,33 @@ def fine_grid_shape(lo, hi, n, eps):
     if not np.isfinite(total) or total > max(8 * n, 1 << 22):
         return None
     return side, radix.astype(np.int64)
+
+
+#: the fewest mean points per non-empty fine cell at which a single
+#: clustering keeps the dense fine grid rather than the sparse epsilon grid
+#: (measured: docs/decisions/dbscan-fit-path.md, "The sparse grid on the CPU")
+DENSE_MIN_POINTS_PER_CELL = 8.0
+
+
+def dense_grid_wins(n_points: int, n_cells: int) -> bool:
+    """Whether a single Euclidean clustering on the CPU keeps the dense fine
+    grid rather than the sparse epsilon grid: THE rule between the two.
+
+    The dense grid wins where its non-empty cells hold at least
+    ``DENSE_MIN_POINTS_PER_CELL`` points on average (``n_points /
+    n_cells``).  Its gains come per cell (a close cell of min_samples
+    points is all core without a distance, and two close cells are joined
+    by one pair), and so does its cost, a neighbourhood of 25, 125 or 841
+    fine cells in 2, 3 or 4 dimensions, where the sparse grid reads 3**d
+    cells of side eps.  With fewer points a cell (uniform-ish data at a
+    small eps) the sparse grid was faster in 2 to 4 dimensions and at
+    min_samples 4 to 30; the box's cells per point, known before the
+    keys, does not separate the cases (skewed data fills few of its
+    cells).  ``n_cells`` is counted after the dense grid's counting pass
+    (``fine_cell_keys``), before its sort: the rule is O(1), the count
+    O(volume).
+    """
+    return n_points >= DENSE_MIN_POINTS_PER_CELL * max(1, n_cells)
 
 
 #: the largest linear cell key of the sparse (row) grid: keys are int64
@@ -236,15 +265,21 @@ class FineGrid:
     deltas: np.ndarray
 
 
-def build_fine_grid(X, eps):
+def build_fine_grid(X, eps, sparse_fallback=False):
     """The :class:`FineGrid` of X (float64, n >= 1), or None when the grid over
-    its bounding box would hold more than ``max(8 n, 2^22)`` cells.
+    its bounding box would hold more than ``max(8 n, 2^22)`` cells, or, with
+    ``sparse_fallback``, where the sparse epsilon grid wins
+    (:func:`dense_grid_wins`, read after the counting pass).
 
     Parameters
     ----------
     X : ndarray of float64, shape (n, d)
         Validated, finite points, n >= 1.
     eps : float
+    sparse_fallback : bool, default False
+        The caller clusters on the sparse grid where this one declines (a
+        single clustering); False keeps the dense grid wherever it fits
+        (the sweep, which has no sparse path).
 
     Returns
     -------
@@ -252,7 +287,8 @@ def build_fine_grid(X, eps):
 
     Notes
     -----
-    O(n d + volume): bounds, keys, counting sort, gather.
+    O(n d + volume): bounds, keys, counting sort, gather; declined by the
+    rule: bounds, keys and one count over the cells.
 
     Examples
     --------
@@ -268,6 +304,8 @@ def build_fine_grid(X, eps):
         return None
     side, radix = shape
     key, counts = fine_cell_keys(X, lo, side, radix)
+    if sparse_fallback and not dense_grid_wins(n, int(np.count_nonzero(counts))):
+        return None
     s = sort_cells(key, int(np.prod(radix)), dense=True, order_dtype=np.int64, empty_slot=True,
                    counts=counts)
     del key
