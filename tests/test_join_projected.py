@@ -217,12 +217,11 @@ def emulated_gpu(monkeypatch):
 
     for mod in (gpu_brute, gpu_projected):
         monkeypatch.setattr(mod, "cupy", lambda: fake)
-        monkeypatch.setattr(mod, "d2h", lambda cp, a: np.asarray(a))
+    monkeypatch.setattr(gpu_brute, "d2h", lambda cp, a: np.asarray(a))     # Screening's
     monkeypatch.setattr(gpu_projected, "compiled_module", compiled_module)
     monkeypatch.setattr(gpu_projected, "THREADS", 4)
     monkeypatch.setattr(gpu_projected, "ROWS", 2)
     monkeypatch.setattr(gpu_projected, "SLICE", 5)                  # many slices
-    monkeypatch.setattr(gpu_projected, "guard_pairs", lambda *a, **k: None)
     monkeypatch.setattr(gpu_brute, "guard_pairs", lambda *a, **k: None)
     monkeypatch.setattr(gpu_brute, "_FIRST_CAPACITY", 16)           # overflow and retry
     return gpu_projected

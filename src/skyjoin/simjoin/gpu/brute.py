@@ -40,13 +40,15 @@ from ..result_size import result_size_guard
 from ..result import NeighborTable, index_dtype
 
 __all__ = ["run", "TILE", "SOURCE", "PAIR_SOURCE", "compiled_module", "fp16_product", "Pairs",
-           "pair_table", "guard_pairs"]
+           "Screening", "pair_table", "guard_pairs"]
 
 #: rows and columns of one tile of the product
 TILE = 8192
 _BLOCK = 256
 #: columns of a tile row each thread of the screen reads
 PER_THREAD = 8
+#: a null pointer, for a launch's unused buffers
+_NULL = np.uint64(0)
 #: pairs the first buffer holds (it doubles when a tile overflows it)
 _FIRST_CAPACITY = 1 << 22
 
@@ -180,6 +182,63 @@ class Pairs:
         self.n = found
 
 
+class Screening:
+    """One GPU join that screens every pair, as its engine's ``run`` reads
+    the request: the device points Q (queries; S itself for a self-join)
+    and S, their sizes, the working precision's C type ``real`` and its
+    ``e2 = fl(e * e)``, and the result's buffer, uint64 ``counts`` or the
+    ``pairs``.  Built once a call; reports the plan.  The screens of
+    "brute", "brute-fp16" (this module) and "projected"
+    (``gpu.projected``) share it."""
+
+    def __init__(self, plan, R, S, eps):
+        cp = self.cp = cupy()
+        self.plan = plan
+        self.self_join = R is None
+        self.S = cp.ascontiguousarray(cp.asarray(S))
+        self.Q = self.S if self.self_join else cp.ascontiguousarray(cp.asarray(R))
+        self.nq, self.ns, self.d = self.Q.shape[0], self.S.shape[0], self.S.shape[1]
+        report(plan, "join plan")
+        self.on_device = plan.memory_route in ("device table", "device counts")
+        self.real = "float" if self.S.dtype == np.float32 else "double"
+        wtype = np.float32 if self.real == "float" else np.float64
+        e = wtype(eps)
+        self.e2 = wtype(e * e)
+        self.counts = cp.zeros(self.nq, dtype=cp.uint64) if plan.output == "counts" else None
+        self.pairs = Pairs(cp) if self.counts is None else None
+
+    @property
+    def empty(self) -> bool:
+        """No pair to screen (no query or no data point)."""
+        return self.nq == 0 or self.ns == 0
+
+    def launch(self, kernel):
+        """Run ``kernel(tail)``, a launch whose last six arguments are the
+        pairs' (counter, capacity, out_i, out_j) and the counts' (counts,
+        both): into the counts, or into the pairs until they fit
+        (``Pairs.collect``), whose total is then checked against the
+        plan's memory (``guard_pairs``)."""
+        if self.counts is not None:
+            kernel((_NULL, np.int64(0), _NULL, _NULL, self.counts, np.int32(self.self_join)))
+            return
+        self.pairs.collect(lambda *out: kernel(out + (_NULL, np.int32(0))))
+        guard_pairs(self.plan, self.pairs.n * (2 if self.self_join else 1), self.nq, self.ns,
+                    at_least=True)
+
+    def result(self, timings=None):
+        """int64 counts (each point itself included where the plan says) or
+        the CSR table, on the device for the "device" memory routes."""
+        cp = self.cp
+        if self.counts is not None:
+            out = self.counts.astype(cp.int64)
+            if self.self_join and self.plan.include_self:
+                out += 1
+            return out if self.on_device else d2h(cp, out)
+        with phase(timings, "table"):
+            return pair_table(cp, self.plan, self.pairs, self.nq, self.ns, self.self_join,
+                              self.on_device)
+
+
 def run(plan, R, S, eps, timings=None):
     """The brute-force join on the GPU of conditioned device (or host)
     points (R None: the self-join of S) by the request ``plan``: a
@@ -187,56 +246,31 @@ def run(plan, R, S, eps, timings=None):
     routes), equal to the grid path's.  ``plan.algorithm`` "brute-fp16"
     screens on the points' FP16 lattice (``lattice``).  Reports the plan.
     Cost: module docstring."""
-    cp = cupy()
-    self_join = R is None
-    S = cp.ascontiguousarray(cp.asarray(S))
-    Q = S if self_join else cp.ascontiguousarray(cp.asarray(R))
-    nq, ns, d = Q.shape[0], S.shape[0], S.shape[1]
-    report(plan, "join plan")
-    on_device = plan.memory_route in ("device table", "device counts")
-    real = "float" if S.dtype == np.float32 else "double"
-    wtype = np.float32 if real == "float" else np.float64
-    e = wtype(eps)
-    e2 = wtype(e * e)
-    if plan.output == "counts" and (nq == 0 or ns == 0):
-        z = cp.zeros(nq, dtype=cp.int64)
-        return z if on_device else d2h(cp, z)
-    fb = filter_bound(float(e2), d, plan.precision)
+    job = Screening(plan, R, S, eps)
+    if job.empty:
+        return job.result(timings)
+    cp, Q, S, self_join, d = job.cp, job.Q, job.S, job.self_join, job.d
+    fb = filter_bound(float(job.e2), d, plan.precision)
     fp16 = plan.algorithm == "brute-fp16"
-    screen = compiled_module(real, "float" if fp16 else "double").get_function("screen")
+    screen = compiled_module(job.real, "float" if fp16 else "double").get_function("screen")
     with phase(timings, "centre"):
-        Qc, nq_, rq, Sc, ns_, rs = centred(Q, S, cp) if nq and ns else (None,) * 6
-        if fp16 and nq and ns:
+        Qc, nq_, rq, Sc, ns_, rs = centred(Q, S, cp)
+        if fp16:
             (Qc, nq_, rq, Sc, ns_, rs), fb = _lattice(Qc, rq, Sc, rs, fb, self_join, cp)
     product = fp16_product if fp16 else _float64_product
-    counts = cp.zeros(nq, dtype=cp.uint64) if plan.output == "counts" else None
-    pairs = Pairs(cp) if counts is None else None
-    null = np.uint64(0)                 # a null pointer for the mode's unused buffers
     with phase(timings, "tiles"):
-        for i0, i1, j0, j1 in tiles(nq, ns, TILE, TILE, self_join):
+        for i0, i1, j0, j1 in tiles(job.nq, job.ns, TILE, TILE, self_join):
             G = product(cp, Qc[i0:i1], Sc[j0:j1])
             per_row = -(-(j1 - j0) // (_BLOCK * PER_THREAD))
             grid = (per_row * (i1 - i0),)
             head = (G, np.int64(j1 - j0), np.int32(per_row), nq_[i0:i1], ns_[j0:j1],
                     rq[i0:i1], rs[j0:j1],
                     Q, S, np.int32(d), np.int64(i0), np.int64(j0), np.int32(self_join),
-                    e2, np.float64(fb.root_t), np.float64(fb.cu), np.float64(fb.cg),
+                    job.e2, np.float64(fb.root_t), np.float64(fb.cu), np.float64(fb.cg),
                     np.float64(fb.inflate))
-            if counts is not None:
-                screen(grid, (_BLOCK,), head + (null, np.int64(0), null, null, counts,
-                                                np.int32(self_join)))
-                continue
-            pairs.collect(lambda *out: screen(grid, (_BLOCK,), head + out
-                                              + (null, np.int32(0))))
-            guard_pairs(plan, pairs.n * (2 if self_join else 1), nq, ns, at_least=True)
+            job.launch(lambda tail: screen(grid, (_BLOCK,), head + tail))
             del G
-    if counts is not None:
-        out = counts.astype(cp.int64)
-        if self_join and plan.include_self:
-            out += 1
-        return out if on_device else d2h(cp, out)
-    with phase(timings, "table"):
-        return pair_table(cp, plan, pairs, nq, ns, self_join, on_device)
+    return job.result(timings)
 
 
 def _float64_product(cp, A, B):

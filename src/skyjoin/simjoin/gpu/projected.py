@@ -33,11 +33,9 @@ import functools
 import numpy as np
 
 from ..._core.device import cupy
-from ..._core.plans import report
 from ..._core.timing import phase
-from ..._core.transfer import d2h
 from ..brute_bound import projected, projected_threshold
-from .brute import PAIR_SOURCE, Pairs, guard_pairs, pair_table
+from .brute import PAIR_SOURCE, Screening
 
 __all__ = ["run", "compiled_module", "THREADS", "ROWS", "CHUNK", "SLICE"]
 
@@ -143,24 +141,11 @@ def run(plan, R, S, eps, timings=None):
     ``plan`` (``plan.projection``): a NeighborTable or int64 counts (on the
     device for the "device" memory routes), equal to the grid path's and
     the brute force's.  Reports the plan.  Cost: module docstring."""
-    cp = cupy()
-    self_join = R is None
+    job = Screening(plan, R, S, eps)
+    if job.empty:
+        return job.result(timings)
+    cp, Q, S, self_join, nq, ns, d = job.cp, job.Q, job.S, job.self_join, job.nq, job.ns, job.d
     proj = plan.projection
-    S = cp.ascontiguousarray(cp.asarray(S))
-    Q = S if self_join else cp.ascontiguousarray(cp.asarray(R))
-    nq, ns, d = Q.shape[0], S.shape[0], S.shape[1]
-    report(plan, "join plan")
-    on_device = plan.memory_route in ("device table", "device counts")
-    real = "float" if S.dtype == np.float32 else "double"
-    wtype = np.float32 if real == "float" else np.float64
-    e = wtype(eps)
-    e2 = wtype(e * e)
-    if nq == 0 or ns == 0:
-        if plan.output == "counts":
-            z = cp.zeros(nq, dtype=cp.int64)
-            return z if on_device else d2h(cp, z)
-        pairs = Pairs(cp)
-        return pair_table(cp, plan, pairs, nq, ns, self_join, on_device)
     q = proj.components
     cols = (q + 3) // 4 * 4
     stype = np.float32 if proj.screen == "float32" else np.float64
@@ -170,36 +155,21 @@ def run(plan, R, S, eps, timings=None):
         PS = _padded(Ps, cols, stype, cp)
         PQ = PS if self_join else _padded(Pq, cols, stype, cp)
         del Pq, Ps, rq, rs
-    thr = stype(projected_threshold(float(e2), d, plan.precision, proj.sigma, q, radius,
+    thr = stype(projected_threshold(float(job.e2), d, plan.precision, proj.sigma, q, radius,
                                     proj.screen))
-    kernel = compiled_module("float" if stype == np.float32 else "double", real,
+    kernel = compiled_module("float" if stype == np.float32 else "double", job.real,
                              cols).get_function("screen_projected")
     tile = THREADS * ROWS
     row_tiles, col_tiles = -(-nq // tile), -(-ns // tile)
     blocks = col_tiles * (col_tiles + 1) // 2 if self_join else row_tiles * col_tiles
-    counts = cp.zeros(nq, dtype=cp.uint64) if plan.output == "counts" else None
-    pairs = Pairs(cp) if counts is None else None
-    null = np.uint64(0)
     head = (PQ, PS, np.int64(nq), np.int64(ns), np.int64(col_tiles), np.int32(self_join))
-    tail = (thr, Q, S, np.int32(d), e2)
+    tail = (thr, Q, S, np.int32(d), job.e2)
+    # counts need no check between launches; the pairs' buffer is checked a slice at a time
+    step = 1 << 30 if job.counts is not None else SLICE
     with phase(timings, "screen"):
-        if counts is not None:
-            for first in range(0, blocks, 1 << 30):
-                kernel((min(blocks - first, 1 << 30),), (THREADS,),
-                       head + (np.int64(first),) + tail
-                       + (null, np.int64(0), null, null, counts, np.int32(self_join)))
-        else:
-            for first in range(0, blocks, SLICE):
-                grid = (min(blocks - first, SLICE),)
-                args = head + (np.int64(first),) + tail
-                pairs.collect(lambda *out: kernel(grid, (THREADS,), args + out
-                                                  + (null, np.int32(0))))
-                guard_pairs(plan, pairs.n * (2 if self_join else 1), nq, ns, at_least=True)
+        for first in range(0, blocks, step):
+            grid = (min(blocks - first, step),)
+            args = head + (np.int64(first),) + tail
+            job.launch(lambda out: kernel(grid, (THREADS,), args + out))
     del PQ, PS
-    if counts is not None:
-        out = counts.astype(cp.int64)
-        if self_join and plan.include_self:
-            out += 1
-        return out if on_device else d2h(cp, out)
-    with phase(timings, "table"):
-        return pair_table(cp, plan, pairs, nq, ns, self_join, on_device)
+    return job.result(timings)
