@@ -43,7 +43,10 @@ the GPU:
    the pairs inside its cell, then a thread per cell for the pairs between
    two cells (each unordered pair of cells once), the adjacent cells in a
    first launch and the farther ones in a second, so that most far pairs
-   find their cells already joined;
+   find their cells already joined; with every point core (min_samples
+   <= 2: small components, most candidates beyond eps) one launch, in
+   which two one-point cells are tested by their distance first
+   (:func:`link_phases`);
 5. clusters numbered by their lowest caller row (:func:`number_clusters`:
    an atomic minimum at each root and a scan in caller order, no sort), the
    labels written over the union-find's parents, then ``border``: a thread
@@ -135,7 +138,7 @@ from .grid_cpu import MAX_DIMS
 from .grid_gpu_kernels import compiled_module
 
 __all__ = ["gpu_grid_dbscan", "grid_components", "grid_labels", "number_clusters",
-           "border_labels", "compiled_module"]
+           "border_labels", "compiled_module", "link_phases"]
 
 #: threads a block (the searches' ``SEARCH_BOUNDS`` assume at most this)
 _BLOCK = 256
@@ -196,6 +199,16 @@ def _row_hash(cp, mod, cells, m, rs):
 
 def _pattern_args(cp, off, lo, hi):
     return (np.int32(lo.size), cp.asarray(off.ravel()), cp.asarray(lo), cp.asarray(hi))
+
+
+def link_phases(min_samples):
+    """The launches of ``link_between``: with every point core (min_samples
+    <= 2) the components are small and most candidate pairs lie beyond eps,
+    so one pass that tests a pair of one-point cells by its distance first
+    (phase 2); else the adjacent cells first (phase 0), then the farther
+    ones (phase 1), which find most of their cells already joined.  Figures:
+    docs/decisions/dbscan-fit-path.md."""
+    return (2,) if min_samples <= 2 else (0, 1)
 
 
 def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_sure=None):
@@ -307,7 +320,7 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
         (Xs, np.int64(n), np.int32(d), start, point_slot, close, first, core) + decide
         + (parent,))
     n_pos = int(pat.positive_lo.size)
-    for phase in (0, 1):
+    for phase in link_phases(min_samples):
         if n_pos and m:
             mod.get_function("link_between")(
                 _blocks(m), (_BLOCK,),

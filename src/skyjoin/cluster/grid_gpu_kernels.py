@@ -341,15 +341,21 @@ __global__ void link_within(const REAL* X, long long n, int d, const int* start,
 // core pairs between cell t and the cells of the positive pattern (each
 // unordered pair of cells once): a thread per cell.  Phase 0 links the
 // adjacent cells (every step at most one), phase 1 the farther ones, so that
-// most far pairs find their cells already joined.
+// most far pairs find their cells already joined; phase 2 (LINK_ONE_PASS)
+// links them all in one pass.  Two close cells are skipped when already
+// joined, before any distance, except two cells of one point under
+// LINK_ONE_PASS: their distance comes first (link_pair), and only a pair
+// within eps reads the parents.
+#define LINK_ONE_PASS 2
 __global__ void SEARCH_BOUNDS link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTERN_ARGS,
                              const unsigned char* row_adjacent, int phase,
                              const int* first, const unsigned char* core, DECIDE_ARGS,
                              long long* parent) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= m || first[t] < 0) return;
-    long long c[MAXD];
-    cell_of(X, start[t], d, korder, lo, side, radix, c);
+    long long c[MAXD], p0 = start[t];
+    bool single = phase == LINK_ONE_PASS && box_slot[t] < 0;
+    cell_of(X, p0, d, korder, lo, side, radix, c);
     for (int j = 0; j < n_rows; ++j) {
         if (phase == 0 && !row_adjacent[j]) continue;
         long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
@@ -361,7 +367,12 @@ __global__ void SEARCH_BOUNDS link_between(const REAL* X, int d, long long m, GR
         for (int u = u0; u < u1; ++u) {
             long long step = (long long)cell_q[u] - c[d - 1];
             bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
-            if (adjacent != (phase == 0) || first[u] < 0) continue;
+            if ((phase != LINK_ONE_PASS && adjacent != (phase == 0)) || first[u] < 0) continue;
+            if (single && box_slot[u] < 0) {
+                long long q = start[u];
+                link_pair(parent, p0, q, d2(X, d, p0, q), eps2, sure2, undecided);
+                continue;
+            }
             bool both_close = close[t] && close[u];
             if (both_close && uf_find(parent, first[t]) == uf_find(parent, first[u])) continue;
             if ((box_slot[t] >= 0 || box_slot[u] >= 0) &&
