@@ -18,7 +18,7 @@ import pytest
 
 import skyjoin as sj
 from skyjoin.bench import arborx
-from skyjoin.bench.harness import Case, Impl, Row, run_case
+from skyjoin.bench.harness import Case, Impl, Row, ratios, run_case
 
 SklearnDBSCAN = pytest.importorskip("sklearn.cluster").DBSCAN
 
@@ -38,10 +38,10 @@ def stand_in(tmp_path, body=None):
             P.reshape(n, 3).astype(np.float64)).labels_
         noise, clusters = int((labels < 0).sum()), int(labels.max()) + 1
         for impl in ("FDBSCAN-DenseBox", "FDBSCAN"):
-            for r in range(reps):
-                c, z = (clusters, noise) if r == 0 else (0, 0)
-                print(f"arborx {impl} eps {eps:g} minpts {m}: {0.5 + r / 10:.4f} s  "
-                      f"noise {z}  clusters {c}")
+            for residence, base in (("device", 0.5), ("host", 0.9)):
+                for r in range(reps):
+                    print(f"arborx {impl} {residence} eps {eps:g} minpts {m}: "
+                          f"{base + r / 10:.4f} s  noise {noise}  clusters {clusters}")
     """)
     path.write_text(f"#!{sys.executable}\n" + body)
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
@@ -66,10 +66,15 @@ def test_run_driver_counts_are_those_of_the_points_written(tmp_path, d):
     got = arborx.run_driver(stand_in(tmp_path), X, 0.3, 5, reps=3)
     ref = SklearnDBSCAN(eps=0.3, min_samples=5, algorithm="brute").fit(
         X.astype(np.float64)).labels_
+    assert sorted(got) == sorted((i, r) for i in arborx.IMPLEMENTATIONS
+                                 for r in arborx.RESIDENCES)
     for impl in arborx.IMPLEMENTATIONS:
-        assert got[impl]["clusters"] == ref.max() + 1
-        assert got[impl]["noise"] == (ref < 0).sum()
-        assert got[impl]["times"] == [0.5, 0.6, 0.7] and got[impl]["seconds"] == 0.5
+        for residence, base in (("device", 0.5), ("host", 0.9)):
+            run = got[(impl, residence)]
+            assert run["clusters"] == ref.max() + 1
+            assert run["noise"] == (ref < 0).sum()
+            assert run["times"] == pytest.approx([base, base + 0.1, base + 0.2])
+            assert run["seconds"] == base
 
 
 def test_a_failing_or_silent_driver_is_an_error(tmp_path):
@@ -77,10 +82,16 @@ def test_a_failing_or_silent_driver_is_an_error(tmp_path):
     with pytest.raises(RuntimeError, match=r"failed \(status 3\).*no device"):
         arborx.run_driver(failing, np.zeros((4, 3)), 1.0, 2)
     (tmp_path / "b").mkdir()
-    silent = stand_in(tmp_path / "b", "print('arborx FDBSCAN eps 1 minpts 2: 0.1 s  noise 0  "
-                                      "clusters 1')\n")
-    with pytest.raises(RuntimeError, match="no 1 runs of FDBSCAN-DenseBox"):
+    silent = stand_in(tmp_path / "b", "print('arborx FDBSCAN device eps 1 minpts 2: 0.1 s  "
+                                      "noise 0  clusters 1')\n")
+    with pytest.raises(RuntimeError, match=r"no 1 runs of FDBSCAN-DenseBox \(device\), "
+                                           r"FDBSCAN-DenseBox \(host\), FDBSCAN \(host\)"):
         arborx.run_driver(silent, np.zeros((4, 3)), 1.0, 2, reps=1)
+    (tmp_path / "c").mkdir()
+    fickle = stand_in(tmp_path / "c", "for c in (1, 2):\n    print(f'arborx FDBSCAN host eps 1 "
+                                      "minpts 2: 0.1 s  noise 0  clusters {c}')\n")
+    with pytest.raises(RuntimeError, match="runs of FDBSCAN disagree"):
+        arborx.run_driver(fickle, np.zeros((4, 3)), 1.0, 2, reps=2)
 
 
 def test_self_timed_row_takes_the_implementations_own_time():
@@ -96,18 +107,28 @@ def test_arborx_rows_through_the_harness(tmp_path, monkeypatch):
     counts of the points it read; without a driver, skipped with the way
     to build one."""
     X = np.random.default_rng(5).normal(0, 1, (400, 3)).astype(np.float32)
-    impl = arborx._arborx(lambda: X, 0.4, 4, "FDBSCAN", stand_in(tmp_path))
-    (row,) = run_case("s", Case("c", {}, [impl]), log=lambda s: None)
+    path, runs, calls = stand_in(tmp_path), {}, []
+
+    def get():
+        calls.append(1)
+        return X
+
+    impls = [arborx._arborx(get, 0.4, 4, "FDBSCAN", r, path, runs) for r in ("device", "host")]
+    rows = run_case("s", Case("c", {}, impls), log=lambda s: None)
     ref = SklearnDBSCAN(eps=0.4, min_samples=4, algorithm="brute").fit(X).labels_
-    assert row.time_s == 0.5 and row.size == ref.max() + 1
-    assert row.extra["noise"] == (ref < 0).sum()
+    assert [(r.impl, r.time_s) for r in rows] == [("ArborX FDBSCAN (points on GPU)", 0.5),
+                                                  ("ArborX FDBSCAN (host to host)", 0.9)]
+    assert [r.extra["residence"] for r in rows] == ["points on GPU", "host to host"]
+    assert len(calls) == 1                      # one driver call for both rows
+    for row in rows:
+        assert row.size == ref.max() + 1 and row.extra["noise"] == (ref < 0).sum()
     monkeypatch.delenv(arborx.DRIVER_ENV, raising=False)
     names = [c.name for c in arborx.cases(quick=True)]
     assert names == ["Clustered3D-200k-eps0.1-m2", "Clustered3D-200k-eps0.25-m10",
                      "Blobs2D-200k-eps0.3-m10", "Dense3D-200k-eps0.2-m10"]
     case = arborx.cases(quick=True)[0]
     skipped = [i for i in case.impls if i.skip_reason]
-    assert len(skipped) == 2 and all(arborx.DRIVER_ENV in i.skip_reason for i in skipped)
+    assert len(skipped) == 4 and all(arborx.DRIVER_ENV in i.skip_reason for i in skipped)
 
 
 def test_driver_found_only_when_it_is_a_program(tmp_path, monkeypatch):
@@ -153,7 +174,23 @@ def test_cases_time_ours_like_for_like_and_host_to_host():
                              "skyjoin DBSCAN (gpu, host to host)"]
         assert all(i.ours for i in case.impls[:2])
         assert [n for n in names if n.startswith("ArborX")] == [
-            f"ArborX {i} (points on GPU)" for i in arborx.IMPLEMENTATIONS]
+            f"ArborX {i} ({w})" for w in ("points on GPU", "host to host")
+            for i in arborx.IMPLEMENTATIONS]
+
+
+def test_ratios_pair_rows_of_one_residence():
+    """Ours on the GPU against ArborX on the GPU, host to host against host
+    to host; a row that names no residence meets every other row."""
+    def row(impl, ours, t, residence=None):
+        extra = {} if residence is None else {"residence": residence}
+        return Row("s", "c", impl, ours, t, 1, extra, {})
+
+    rows = [row("ours dev", True, 1.0, "points on GPU"), row("ours host", True, 2.0, "host to host"),
+            row("peer dev", False, 3.0, "points on GPU"), row("peer host", False, 8.0, "host to host"),
+            row("peer any", False, 5.0)]
+    got = {(r["ours"], r["peer"]): r["speedup"] for r in ratios(rows)}
+    assert got == {("ours dev", "peer dev"): 3.0, ("ours dev", "peer any"): 5.0,
+                   ("ours host", "peer host"): 4.0, ("ours host", "peer any"): 2.5}
 
 
 _ARBORX_COUNTS = json.loads((Path(__file__).parent / "data" / "arborx_counts.json").read_text())

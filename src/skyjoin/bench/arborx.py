@@ -3,12 +3,16 @@
 ArborX's FDBSCAN and FDBSCAN-DenseBox (Prokopenko, Lebrun-Grandié and
 Arndt, ICPP 2023) are the fastest public GPU DBSCAN for low dimensions.
 ArborX is not part of skyjoin: ``scripts/build-arborx`` builds it, with
-Kokkos and a small driver, from source trees fetched beside the project
-(the recipe of the shared anchors' ``arborx`` folder).  The driver,
-``dbscan_driver FILE N EPS MINPTS REPS``, reads raw float32 points (n x 3),
-copies them to the GPU once, times ``ArborX::dbscan`` of each
-implementation REPS times with the points there, and prints one line a
-run (:data:`LINE`), the cluster and noise counts on the first.
+Kokkos, from source trees fetched beside the project (the recipe of the
+shared anchors' ``arborx`` folder), and the project's driver
+(``scripts/arborx-driver``).  The driver, ``dbscan_driver FILE N EPS
+MINPTS REPS``, reads raw float32 points (n x 3) and times each
+implementation REPS times in each of two residences (:data:`RESIDENCES`):
+the points already on the GPU and the labels left there (the
+``ArborX::dbscan`` call alone), and host to host (the device allocation,
+the copy in, the call and the labels' copy out).  It prints one line a
+run (:data:`LINE`), with the cluster and noise counts of that run's
+labels.
 
 :func:`cases` are the GPU cases of ``skyjoin bench dbscan``: the clustered
 3-D set of the comparison (:func:`clustered`, 37M points, at eps 0.1 with
@@ -18,9 +22,10 @@ it is), and a dense set whose eps-cells mostly hold min_samples points or more,
 where DenseBox's single boxes should pay.  Ours runs twice: like for like
 with ArborX's driver (the points already on the GPU, the labels left there,
 ``on_device=True``), and host to host (``DBSCAN(device="gpu").fit`` of host
-points, labels on the host), which ArborX's driver does not time: the
-report says which is which.  Each case compares the cluster and noise counts of every
-implementation with ours (:func:`count_differences`).
+points, labels on the host), each beside ArborX's run of the same
+residence (``harness.ratios`` pairs rows of one residence).  Each case
+compares the cluster and noise counts of every implementation with ours
+(:func:`count_differences`).
 
 ``SKYJOIN_ARBORX_DRIVER`` names the driver; without it (or where it is
 not a program) the ArborX rows are skipped, saying how to build it.
@@ -41,16 +46,18 @@ from .. import datasets
 from .._core.device import cupy
 from .harness import Case, Impl, data_case, label_counts, size_tag
 
-__all__ = ["DRIVER_ENV", "IMPLEMENTATIONS", "LINE", "driver", "driver_points", "run_driver",
+__all__ = ["DRIVER_ENV", "IMPLEMENTATIONS", "RESIDENCES", "LINE", "driver", "driver_points", "run_driver",
            "clustered", "cases", "count_differences"]
 
 DRIVER_ENV = "SKYJOIN_ARBORX_DRIVER"
 #: the driver's names of ArborX's two implementations, in its order
 IMPLEMENTATIONS = ("FDBSCAN-DenseBox", "FDBSCAN")
-#: one line of the driver's output (counts are printed on each
-#: implementation's first run; later runs print zeros)
-LINE = re.compile(r"^arborx (?P<impl>\S+) eps (?P<eps>\S+) minpts (?P<minpts>\d+): "
-                  r"(?P<seconds>[0-9.eE+-]+) s\s+noise (?P<noise>\d+)\s+clusters (?P<clusters>\d+)")
+#: the driver's residences, and the rows' words for them
+RESIDENCES = {"device": "points on GPU", "host": "host to host"}
+#: one line of the driver's output: a run, and the counts of its labels
+LINE = re.compile(r"^arborx (?P<impl>\S+) (?P<residence>device|host) eps (?P<eps>\S+) "
+                  r"minpts (?P<minpts>\d+): (?P<seconds>[0-9.eE+-]+) s\s+noise (?P<noise>\d+)"
+                  r"\s+clusters (?P<clusters>\d+)")
 #: runs of each implementation inside one driver call (the fastest counts)
 DRIVER_REPS = 3
 
@@ -76,13 +83,14 @@ def driver_points(X) -> np.ndarray:
 
 def run_driver(path: str, X, eps: float, min_samples: int, reps: int = DRIVER_REPS,
                timeout: float = 600.0) -> dict:
-    """Run the driver on X; for each implementation its fastest run's seconds,
-    every run's seconds, and its cluster and noise counts.
+    """Run the driver on X: for each (implementation, residence) its fastest
+    run's seconds, every run's seconds, and the cluster and noise counts of
+    its first run.
 
     The points go to a temporary raw file (removed after).  A driver that
-    fails, or whose output lacks an implementation's runs, raises
-    RuntimeError with its output's tail.  Cost: the driver's, plus
-    writing 12 bytes a point.
+    fails, whose output lacks runs, or whose runs of one implementation
+    disagree on the counts, raises RuntimeError with its output's tail.
+    Cost: the driver's, plus writing 12 bytes a point.
     """
     P = driver_points(X)
     with tempfile.TemporaryDirectory(prefix="skyjoin-arborx-") as tmp:
@@ -98,10 +106,16 @@ def run_driver(path: str, X, eps: float, min_samples: int, reps: int = DRIVER_RE
         m = LINE.match(line.strip())
         if m is None:
             continue
-        got = out.setdefault(m["impl"], {"times": [], "noise": int(m["noise"]),
-                                         "clusters": int(m["clusters"])})
+        counts = (int(m["clusters"]), int(m["noise"]))
+        got = out.setdefault((m["impl"], m["residence"]),
+                             {"times": [], "clusters": counts[0], "noise": counts[1]})
+        if counts != (got["clusters"], got["noise"]):
+            raise RuntimeError(f"the ArborX driver's runs of {m['impl']} disagree: {counts} "
+                               f"clusters and noise after {(got['clusters'], got['noise'])}: "
+                               f"{tail}")
         got["times"].append(float(m["seconds"]))
-    missing = [i for i in IMPLEMENTATIONS if len(out.get(i, {}).get("times", ())) < reps]
+    missing = [f"{i} ({r})" for i in IMPLEMENTATIONS for r in RESIDENCES
+               if len(out.get((i, r), {}).get("times", ())) < reps]
     if missing:
         raise RuntimeError(f"the ArborX driver printed no {reps} runs of {', '.join(missing)}: "
                            f"{tail}")
@@ -128,7 +142,7 @@ def _ours(get, eps, m):
                         precision="float32" if get().dtype == np.float32 else "float64")
         out = label_counts(est.fit(get()).labels_)
         out["path"] = est.path_
-        out["residence"] = "host to host"
+        out["residence"] = RESIDENCES["host"]
         return out
 
     return Impl("skyjoin DBSCAN (gpu, host to host)", fn, ours=True)
@@ -148,21 +162,27 @@ def _ours_on_device(get, eps, m):
                         precision="float32" if X.dtype == np.float32 else "float64")
         labels = est.fit(X).labels_
         cp.cuda.get_current_stream().synchronize()
-        return dict(label_counts(labels), path=est.path_, residence="points on the GPU")
+        return dict(label_counts(labels), path=est.path_, residence=RESIDENCES["device"])
 
     return Impl("skyjoin DBSCAN (points on GPU)", fn, ours=True)
 
 
-def _arborx(get, eps, m, impl, path):
+def _arborx(get, eps, m, impl, residence, path, runs=None):
+    """ArborX's ``impl`` in ``residence`` (a key of :data:`RESIDENCES`).  The
+    rows of one case share ``runs`` (a dict): one driver call times them all."""
+    runs = {} if runs is None else runs
+
     def fn():
-        got = run_driver(path, get(), eps, m)[impl]
+        if "out" not in runs:
+            runs["out"] = run_driver(path, get(), eps, m)
+        got = runs["out"][(impl, residence)]
         return {"seconds": got["seconds"], "size": got["clusters"], "noise": got["noise"],
-                "runs_s": got["times"], "residence": "points on the GPU"}
+                "runs_s": got["times"], "residence": RESIDENCES[residence]}
 
     skip = None if path else (f"the ArborX driver is not built (scripts/build-arborx, then "
                               f"{DRIVER_ENV}=.../dbscan_driver)")
     # the driver warms up and times DRIVER_REPS runs itself: one call, no warm-up call
-    return Impl(f"ArborX {impl} (points on GPU)", fn, repeat=1, skip_reason=skip,
+    return Impl(f"ArborX {impl} ({RESIDENCES[residence]})", fn, repeat=1, skip_reason=skip,
                 warmup_fn=lambda: None, self_timed=True)
 
 
@@ -193,8 +213,10 @@ def cases(quick: bool = False) -> list[Case]:
         n = QUICK_N if quick else n_full
 
         def impls_of(get, eps=eps, m=m):
+            runs: dict = {}
             return [_ours_on_device(get, eps, m), _ours(get, eps, m)] + [
-                _arborx(get, eps, m, i, path) for i in IMPLEMENTATIONS]
+                _arborx(get, eps, m, i, r, path, runs) for r in RESIDENCES
+                for i in IMPLEMENTATIONS]
 
         out.append(data_case(f"{prefix}-{size_tag(n)}-eps{eps:g}-m{m}",
                              {"n": n, "eps": eps, "min_samples": m, "kind": kind,

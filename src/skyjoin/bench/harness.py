@@ -317,13 +317,18 @@ def case_order(rows: list[Row]) -> list[str]:
 
 def ratios(rows: list[Row]) -> list[dict]:
     """For each case: peer time / our time, for every pair of ours and a peer
-    both timed in that case of this run (quoted figures never take part)."""
+    both timed in that case of this run (quoted figures never take part),
+    like for like: where both rows say where the data lies
+    (``extra["residence"]``), only rows of the same residence."""
     out = []
     for case in case_order(rows):
         rs = [(r, r.time_s) for r in rows
               if r.case == case and r.time_s is not None and r.quoted_s is None]
         for o, o_s in ((r, t) for r, t in rs if r.ours):
             for p, p_s in ((r, t) for r, t in rs if not r.ours):
+                where = (o.extra.get("residence"), p.extra.get("residence"))
+                if None not in where and where[0] != where[1]:
+                    continue
                 out.append({"case": case, "ours": o.impl, "peer": p.impl,
                             "ours_s": o_s, "peer_s": p_s,
                             "speedup": p_s / o_s if o_s > 0 else float("inf")})
