@@ -263,6 +263,26 @@ def test_bad_points(X):
         DBSCAN(device="cpu").fit(X)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("kw", [dict(), dict(metric="manhattan"), dict(metric="haversine"),
+                                dict(algorithm="brute", metric="cosine")],
+                         ids=["euclidean", "manhattan", "haversine", "cosine"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_and_inf_are_refused_wherever_they_lie(device, kw, bad):
+    """The test of finiteness is made once (at validation, or where the points
+    are conditioned: ``plan.finite_when_conditioned``), on every route, for a
+    bad value in any row and column, and before any result is set."""
+    rng = np.random.default_rng(7)
+    for trial in range(4):
+        X = rng.uniform(-1, 1, (300, 2))
+        X[rng.integers(300), rng.integers(2)] = bad
+        for dtype in (np.float64, np.float32):
+            est = DBSCAN(eps=0.2, min_samples=3, device=device, **kw)
+            with pytest.raises(ValueError, match="NaN|inf"):
+                est.fit(X.astype(dtype))
+            assert not hasattr(est, "labels_")
+
+
 def test_bad_sample_weight():
     with pytest.raises(ValueError):
         DBSCAN(device="cpu").fit(np.zeros((3, 2)), sample_weight=[1.0, 2.0])

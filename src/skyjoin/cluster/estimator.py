@@ -41,9 +41,10 @@ from numpy.typing import ArrayLike
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.cluster import DBSCAN as SklearnDBSCAN
+from sklearn.utils import assert_all_finite
 from sklearn.utils.validation import validate_data
 
-from .._core.conditioning import condition_points
+from .._core.conditioning import condition_checked
 from .._core.device import cupy, is_device_array, resolve_device
 from .._core.device_input import as_device_points, on_gpu
 from .._core.device_memory import DBSCAN_POINT_BYTES, check_points_fit, oom_as_error
@@ -56,7 +57,8 @@ from ..simjoin.metric_join import device_problem, filter_problem, metric_points
 from ..simjoin.result_size import check_memory_limit
 from . import engine
 from .params import check_params, check_sample_weight
-from .plan import KNOWN_METRICS, filter_on_device, fit_metric, fit_route, join_sample, plan_fit
+from .plan import (KNOWN_METRICS, filter_on_device, finite_when_conditioned, fit_metric, fit_route,
+                   join_sample, plan_fit)
 from .union_find import labels_from_table
 
 __all__ = ["DBSCAN", "dbscan"]
@@ -337,9 +339,12 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             X = as_device_points(X, "X", min_rows=1)
             self._features_of_device_input(X)
         else:
-            X = validate_data(self, X, accept_sparse="csr")
+            X = validate_data(self, X, accept_sparse="csr", ensure_all_finite=False)
             route = fit_route(self.metric, self.metric_params, self.p, sparse.issparse(X))
             device = resolve_device(self.device) if route == "join" else None
+            if not finite_when_conditioned(route, fit_metric(self.metric, self.p), device,
+                                           X.shape[1]):
+                assert_all_finite(X, input_name="X")
         if sample_weight is not None:
             sample_weight = check_sample_weight(sample_weight, X.shape[0])
         eps = check_eps(self.eps)
@@ -427,7 +432,8 @@ def _conditioned(plan, X, eps):
     """The points and eps conditioned once (``_core.conditioning``), where the
     plan's first path reads them: on the GPU for a GPU path (the one upload,
     checked against the free device memory first, then two reductions
-    there instead of a host pass over the points), else on the host.
+    there instead of a host pass over the points), else on the host.  Both
+    test the points for NaN and inf on the way (``plan.finite_when_conditioned``).
     float32 points travel as float32 (scaled by a power of two in float32 or
     float64 alike, they round once).  O(n d)."""
     if plan.device == "gpu" and plan.paths[0] != "hybrid-gpu":
@@ -437,7 +443,7 @@ def _conditioned(plan, X, eps):
         dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
         with oom_as_error(cp, "GPU DBSCAN"):
             X = to_device(cp, X, "X", dtype)
-    (Xc,), eps_c = condition_points([X], eps, plan.precision)
+    (Xc,), eps_c = condition_checked([X], ["X"], eps, plan.precision)
     return Xc, eps_c
 
 
