@@ -197,8 +197,20 @@ def _row_hash(cp, mod, cells, m, rs):
     return hkeys, hfirst, hend, mask
 
 
-def _pattern_args(cp, off, lo, hi):
-    return (np.int32(lo.size), cp.asarray(off.ravel()), cp.asarray(lo), cp.asarray(hi))
+def _pattern_args(cp, off, lo, hi, radix, korder):
+    """The kernels' PATTERN_ARGS for the pattern rows ``off`` (row offsets in
+    key order, ``index.fine_grid.row_pattern``): with each row's step in
+    row numbers (``row_delta``, for a cell ``reach`` cells or more inside
+    the grid along every row coordinate)."""
+    R = np.asarray(radix, dtype=np.int64)[np.asarray(korder)[:-1]]
+    stride = np.ones(R.size, dtype=np.int64)
+    for j in range(R.size - 2, -1, -1):
+        stride[j] = stride[j + 1] * R[j + 1]
+    off = np.asarray(off, dtype=np.int32).reshape(lo.size, R.size)
+    delta = off.astype(np.int64) @ stride if lo.size else np.zeros(0, np.int64)
+    reach = int(np.abs(off).max()) if off.size else 0
+    return (np.int32(lo.size), cp.asarray(off.ravel()), cp.asarray(lo), cp.asarray(hi),
+            cp.asarray(delta), np.int32(reach))
 
 
 def link_phases(min_samples):
@@ -278,8 +290,9 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
     del Xd
     offsets_h, _, _ = neighbour_offsets(side, eps, radix)
     pat = row_pattern(offsets_h, korder_h)
-    pattern = _pattern_args(cp, pat.off, pat.lo, pat.hi)
-    positive = _pattern_args(cp, pat.positive_off, pat.positive_lo, pat.positive_hi)
+    pattern = _pattern_args(cp, pat.off, pat.lo, pat.hi, radix, korder_h)
+    positive = _pattern_args(cp, pat.positive_off, pat.positive_lo, pat.positive_hi, radix,
+                             korder_h)
     positive_adjacent = cp.asarray(pat.positive_adjacent)
     # boxes for the cells of two points or more only (a cell of one point is its point)
     box_slot = cp.empty(m, dtype=cp.int32)

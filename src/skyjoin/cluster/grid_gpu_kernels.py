@@ -109,6 +109,22 @@ __device__ __forceinline__ long long row_at(const long long* q, int d, const int
     return r;
 }
 
+// the row of cell coordinates q (row_at at offset zero), and whether each of
+// its row coordinates lies at least reach cells from both ends of the grid:
+// then every pattern row j is inside it, at row r + row_delta[j]
+__device__ __forceinline__ long long home_row(const long long* q, int d, const int* korder,
+                                              const long long* radix, int reach, bool* inner) {
+    long long r = 0;
+    bool in = true;
+    for (int j = 0; j < d - 1; ++j) {
+        long long R = radix[korder[j]];
+        if (q[j] < reach || q[j] >= R - reach) in = false;
+        r = r * R + q[j];
+    }
+    *inner = in;
+    return r;
+}
+
 // the slot of row r in the hash table of the non-empty rows (open addressing,
 // linear probing; an empty slot holds -1), or -1 when row r holds no cell
 __device__ __forceinline__ unsigned long long row_hash(long long r, unsigned long long mask) {
@@ -265,7 +281,12 @@ __global__ void cell_boxes(const REAL* X, int d, const int* start, long long m,
     const long long* hkeys, const int* hfirst, const int* hend, unsigned long long mask, \
     const int* cell_q, const unsigned char* close, const int* box_slot, const float* box_lo, \
     const float* box_hi, const int* korder, const double* lo, double side, const long long* radix
-#define PATTERN_ARGS int n_rows, const int* row_off, const int* row_lo, const int* row_hi
+#define PATTERN_ARGS int n_rows, const int* row_off, const int* row_lo, const int* row_hi, \
+    const long long* row_delta, int reach
+// pattern row j of the cell at coordinates c (row r0, inner: home_row), or -1
+// outside the grid
+#define PATTERN_ROW(j) (inner ? r0 + row_delta[j] \
+                              : row_at(c, d, korder, radix, row_off + (j) * (d - 1)))
 
 __global__ void SEARCH_BOUNDS core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
                            DECIDE_ARGS, long long min_samples, unsigned char* core) {
@@ -284,8 +305,10 @@ __global__ void SEARCH_BOUNDS core_flags(const REAL* X, long long n, int d, GRID
     if (cnt < min_samples) {
         long long c[MAXD];
         cell_of(X, p, d, korder, lo, side, radix, c);
+        bool inner;
+        long long r0 = home_row(c, d, korder, radix, reach, &inner);
         for (int j = 0; j < n_rows && cnt < min_samples; ++j) {
-            long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
+            long long r = PATTERN_ROW(j);
             if (r < 0) continue;
             int u0, u1;
             row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
@@ -356,9 +379,11 @@ __global__ void SEARCH_BOUNDS link_between(const REAL* X, int d, long long m, GR
     long long c[MAXD], p0 = start[t];
     bool single = phase == LINK_ONE_PASS && box_slot[t] < 0;
     cell_of(X, p0, d, korder, lo, side, radix, c);
+    bool inner;
+    long long r0 = home_row(c, d, korder, radix, reach, &inner);
     for (int j = 0; j < n_rows; ++j) {
         if (phase == 0 && !row_adjacent[j]) continue;
-        long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
+        long long r = PATTERN_ROW(j);
         if (r < 0) continue;
         int a = row_lo[j], b = row_hi[j];
         if (phase == 0) { a = a < -1 ? -1 : a; b = b > 1 ? 1 : b; }   // the adjacent cells only
@@ -462,9 +487,11 @@ __global__ void SEARCH_BOUNDS border(const REAL* X, long long n, int d, GRID_ARG
     if (p >= n || core[p]) return;
     long long c[MAXD];
     cell_of(X, p, d, korder, lo, side, radix, c);
+    bool inner;
+    long long r0 = home_row(c, d, korder, radix, reach, &inner);
     long long best = -1;
     for (int j = 0; j < n_rows; ++j) {
-        long long r = row_at(c, d, korder, radix, row_off + j * (d - 1));
+        long long r = PATTERN_ROW(j);
         if (r < 0) continue;
         int u0, u1;
         row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
