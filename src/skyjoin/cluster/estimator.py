@@ -9,19 +9,17 @@ the one entry ``skyjoin.cluster.engine.run``:
 * "graph": ``metric="precomputed"`` with a sparse X: X *is* a
   radius-neighbours graph, its entries ``<= eps`` (and the diagonal) are the
   neighbour table;
-* the join, for Euclidean distance on dense data ("euclidean", "l2", or
-  "minkowski" with p = 2, no ``metric_params``): "grid-cpu" / "grid-gpu"
-  (``grid_cpu``, ``grid_gpu``: a fine grid, no neighbour table),
-  "sparse-grid-cpu" (``grid_sparse``: the epsilon grid's non-empty cells,
-  no table, where the dense fine grid does not fit or its cells hold few
-  points: ``index.fine_grid.dense_grid_wins``), "gpu"
-  (``table_gpu``: T kept on the GPU), "hybrid-cpu" / "hybrid-gpu"
-  (``hybrid``: HYBRID-DBSCAN, Gowanlock et al. 2019, §3); for the join's
-  other metrics (Manhattan, Chebyshev, haversine, cosine: ``plan.fit_metric``)
-  "hybrid-cpu" / "hybrid-gpu", T refined on the host (``hybrid.hybrid_labels``
-  with ``metric``), after "grid-gpu" / "sparse-grid-cpu" for haversine
-  (``plan.metric_grid_applies``; on the GPU its unit vectors made there,
-  ``plan.filter_on_device``);
+* the join, for Euclidean distance on dense data ("euclidean", "l2", or "minkowski"
+  with p = 2, no ``metric_params``): "grid-cpu" / "grid-gpu" (``grid_cpu``,
+  ``grid_gpu``: a fine grid, no neighbour table), "sparse-grid-cpu" (``grid_sparse``:
+  the epsilon grid's non-empty cells, no table, where the dense fine grid does not
+  fit or its cells hold few points: ``index.fine_grid.dense_grid_wins``), "gpu"
+  (``table_gpu``: T kept on the GPU), "hybrid-cpu" / "hybrid-gpu" (``hybrid``:
+  HYBRID-DBSCAN, Gowanlock et al. 2019, §3); for the join's other metrics
+  (Manhattan, Chebyshev, haversine, cosine: ``plan.fit_metric``) "hybrid-cpu" /
+  "hybrid-gpu", T refined on the host (``hybrid.hybrid_labels`` with ``metric``),
+  after "grid-gpu" / "sparse-grid-cpu" for haversine (``plan.metric_grid_applies``;
+  on the GPU its unit vectors made there, ``plan.filter_on_device``);
 * "sklearn": everything else (other metrics, callables, dense precomputed
   distance matrices, sparse feature matrices) is handed to
   ``sklearn.cluster.DBSCAN`` unchanged (a metric skyjoin does not know
@@ -330,8 +328,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         check_params(self)
         device: str | None
         if on_gpu(X):
-            # points on the GPU (skyjoin._core.device_input): read in place, never
-            # through scikit-learn's host validation
+            # points on the GPU (_core.device_input): read there, not by scikit-learn
             route = fit_route(self.metric, self.metric_params, self.p, False)
             _refuse_host_route(route, self.metric, fit_metric(self.metric, self.p),
                                sample_weight is not None)
@@ -342,8 +339,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
             X = validate_data(self, X, accept_sparse="csr", ensure_all_finite=False)
             route = fit_route(self.metric, self.metric_params, self.p, sparse.issparse(X))
             device = resolve_device(self.device) if route == "join" else None
-            if not finite_when_conditioned(route, fit_metric(self.metric, self.p), device,
-                                           X.shape[1]):
+            if not finite_when_conditioned(route, self.metric, self.p, device, X.shape[1]):
                 assert_all_finite(X, input_name="X")
         if sample_weight is not None:
             sample_weight = check_sample_weight(sample_weight, X.shape[0])
@@ -429,13 +425,11 @@ class DBSCAN(ClusterMixin, BaseEstimator):
 
 
 def _conditioned(plan, X, eps):
-    """The points and eps conditioned once (``_core.conditioning``), where the
-    plan's first path reads them: on the GPU for a GPU path (the one upload,
-    checked against the free device memory first, then two reductions
-    there instead of a host pass over the points), else on the host.  Both
-    test the points for NaN and inf on the way (``plan.finite_when_conditioned``).
-    float32 points travel as float32 (scaled by a power of two in float32 or
-    float64 alike, they round once).  O(n d)."""
+    """The points and eps conditioned once (``_core.conditioning``), where the plan's
+    first path reads them: on the GPU for a GPU path (the one upload, checked against
+    the free device memory first, then two reductions there), else on the host; both
+    test NaN and inf on the way (``plan.finite_when_conditioned``).  float32 points
+    travel as float32 (scaled by a power of two, they round once).  O(n d)."""
     if plan.device == "gpu" and plan.paths[0] != "hybrid-gpu":
         cp = cupy()
         check_points_fit(cp, "GPU DBSCAN", [X], working_dtype(plan.precision), self_join=True,

@@ -221,15 +221,17 @@ def _reads_sample(device: str | None, n_features: int) -> bool:
     return device is not None and needs_sample("auto", n_features)
 
 
-def finite_when_conditioned(route: str, metric: str | None, device: str | None,
+def finite_when_conditioned(route: str, metric, p, device: str | None,
                             n_features: int) -> bool:
     """Whether a fit's points are tested for NaN and inf where they are
     conditioned (the GPU's upload, ``transfer.to_device``, or the host's
     range pass, ``conditioning.condition_checked``: passes made anyway)
     instead of by a pass of their own at validation (scikit-learn's, one
-    thread): the Euclidean join whose plan reads no sample of the points
-    before.  O(1)."""
-    return route == "join" and metric == "euclidean" and not _reads_sample(device, n_features)
+    thread): the Euclidean join (``metric`` and ``p`` as the estimator's,
+    :func:`fit_metric`) whose plan reads no sample of the points before.
+    O(1)."""
+    return (route == "join" and fit_metric(metric, p) == "euclidean"
+            and not _reads_sample(device, n_features))
 
 
 def join_sample(X, eps: float, device: str | None) -> JoinSample | None:
