@@ -36,8 +36,9 @@ the GPU:
    neighbour cell is found from the pattern's rows
    (``index.fine_grid.row_pattern``; a cell far enough from the grid's
    edges finds each at its own row plus a fixed step, ``row_delta``): the
-   row's entry, then a binary search along the row; the point is tested against the box of a neighbour cell
-   of two points or more, and against the point of a cell of one;
+   row's entry, then a binary search along the row; the point is tested
+   against the box of a neighbour cell of two points or more, and against
+   the point of a cell of one;
 4. ``link_within`` and ``link_between``: lock-free union-find over the
    points (the hooking of :mod:`skyjoin.cluster.table_gpu`: the larger root is
    hung under the smaller with ``atomicCAS``); a thread per core point for
