@@ -7,7 +7,7 @@ import pytest
 from scipy.spatial import cKDTree
 
 import skyjoin as sj
-from skyjoin.index.grid import build_grid
+from skyjoin.index.grid import build_grid, linear_strides
 
 from oracles import brute_pairs, table_matrix
 
@@ -294,3 +294,15 @@ def test_gpu_requests_record_their_route():
     assert plan.kernel == "global" and plan.threads_per_point == 8
     with pytest.raises(ValueError, match="device_memory_limit"):
         request("gpu", self_join=True, device_memory_limit=0)
+
+
+def test_linear_strides_number_cells_as_numpy_ravels_them():
+    """The one helper behind every grid's linear cell keys (last dimension
+    fastest) against NumPy's row-major ravel, on random shapes."""
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        radix = rng.integers(1, 40, rng.integers(1, 6))
+        q = np.stack([rng.integers(0, r, 20) for r in radix], axis=1)
+        stride = linear_strides(radix)
+        assert stride.dtype == np.int64
+        np.testing.assert_array_equal(q @ stride, np.ravel_multi_index(q.T, tuple(radix)))

@@ -46,8 +46,8 @@ from .. import datasets
 from .._core.device import cupy
 from .harness import Case, Impl, data_case, label_counts, size_tag
 
-__all__ = ["DRIVER_ENV", "IMPLEMENTATIONS", "RESIDENCES", "LINE", "driver", "driver_points", "run_driver",
-           "clustered", "cases", "count_differences"]
+__all__ = ["DRIVER_ENV", "IMPLEMENTATIONS", "RESIDENCES", "LINE", "driver", "driver_points",
+           "run_driver", "clustered", "cases", "count_differences"]
 
 DRIVER_ENV = "SKYJOIN_ARBORX_DRIVER"
 #: the driver's names of ArborX's two implementations, in its order

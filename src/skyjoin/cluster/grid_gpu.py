@@ -135,6 +135,7 @@ from .._core.device_memory import mark_phase
 from .._core.device_reduce import column_bounds
 from .._core.transfer import d2h, to_device
 from ..index.fine_grid import neighbour_offsets, row_grid_shape, row_pattern, row_table_fits
+from ..index.grid import linear_strides
 from ..index.grid_gpu import sort_cells_gpu
 from .grid_cpu import MAX_DIMS
 from .grid_gpu_kernels import compiled_module
@@ -204,11 +205,8 @@ def _pattern_args(cp, off, lo, hi, radix, korder):
     key order, ``index.fine_grid.row_pattern``): with each row's step in
     row numbers (``row_delta``, for a cell ``reach`` cells or more inside
     the grid along every row coordinate)."""
-    R = np.asarray(radix, dtype=np.int64)[np.asarray(korder)[:-1]]
-    stride = np.ones(R.size, dtype=np.int64)
-    for j in range(R.size - 2, -1, -1):
-        stride[j] = stride[j + 1] * R[j + 1]
-    off = np.asarray(off, dtype=np.int32).reshape(lo.size, R.size)
+    stride = linear_strides(np.asarray(radix, dtype=np.int64)[np.asarray(korder)[:-1]])
+    off = np.asarray(off, dtype=np.int32).reshape(lo.size, stride.size)
     delta = off.astype(np.int64) @ stride if lo.size else np.zeros(0, np.int64)
     reach = int(np.abs(off).max()) if off.size else 0
     return (np.int32(lo.size), cp.asarray(off.ravel()), cp.asarray(lo), cp.asarray(hi),

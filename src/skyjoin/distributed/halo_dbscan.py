@@ -37,6 +37,7 @@ import numpy as np
 
 from .._core.conditioning import condition_points
 from .._core.unique import sorted_unique
+from ..index.grid import linear_strides
 from ..cluster.engine import cluster_points
 from ..cluster.union_find import edge_roots
 from ..simjoin import engine as join_engine
@@ -155,9 +156,7 @@ def near_some(B, A, h, max_dims: int = 3):
     radix = np.maximum(cb.max(axis=0), ca.max(axis=0)) + 3
     if float(np.prod(radix.astype(np.float64))) >= 2.0**62:
         return np.ones(len(B), dtype=bool)
-    stride = np.ones(k, dtype=np.int64)
-    for j in range(k - 2, -1, -1):
-        stride[j] = stride[j + 1] * radix[j + 1]
+    stride = linear_strides(radix)
     keys_a = sorted_unique((ca + 1) @ stride)
     shifts = np.array(np.meshgrid(*[[-1, 0, 1]] * k, indexing="ij")).reshape(k, -1).T @ stride
     around = sorted_unique((keys_a[:, None] + shifts[None, :]).ravel())

@@ -27,7 +27,7 @@ from numba import njit
 import numpy as np
 
 from .._core.config import NUMBA_CACHE
-from .grid import sort_cells
+from .grid import linear_strides, sort_cells
 from .grid_kernels import column_bounds, gather_rows
 
 __all__ = ["FineGrid", "RowPattern", "build_fine_grid", "dense_grid_wins", "fine_cell_keys",
@@ -212,12 +212,8 @@ def _offsets(d, side, eps):
 def neighbour_offsets(side, eps, radix):
     """The neighbour-cell offsets (adjacent ones first), how many are adjacent,
     and each offset's step in linear cell keys.  O((2 r + 1)^d), r = eps / side + 1."""
-    d = len(radix)
-    offsets, n_adjacent = _offsets(d, side, eps)
-    strides = np.ones(d, dtype=np.int64)
-    for k in range(d - 2, -1, -1):
-        strides[k] = strides[k + 1] * radix[k + 1]
-    return offsets, n_adjacent, np.ascontiguousarray(offsets @ strides)
+    offsets, n_adjacent = _offsets(len(radix), side, eps)
+    return offsets, n_adjacent, np.ascontiguousarray(offsets @ linear_strides(radix))
 
 
 def positive_offsets(offsets):

@@ -42,8 +42,8 @@ import numpy as np
 from .._core.thread_count import with_cpu_threads
 from .._core.unique import sorted_unique
 
-__all__ = ["Grid", "build_grid", "cell_sides", "CellOrder", "sort_cells", "DEFAULT_INDEX_DIMS",
-           "MAX_INDEX_DIMS"]
+__all__ = ["Grid", "build_grid", "cell_sides", "CellOrder", "sort_cells", "linear_strides",
+           "DEFAULT_INDEX_DIMS", "MAX_INDEX_DIMS"]
 
 DEFAULT_INDEX_DIMS = 6
 #: from this many keys on, a sparse grid's sort is the radix sort of the host
@@ -306,6 +306,17 @@ def sort_cells(key, volume: int, dense: bool, order_dtype=None,
     return CellOrder(order, cell_ids, cell_start, empty, empty)
 
 
+def linear_strides(radix) -> np.ndarray:
+    """The strides (int64) of linear cell keys over a grid of ``radix[j]``
+    cells along dimension j, the last dimension fastest: key = sum_j q_j
+    stride[j].  O(len(radix))."""
+    radix = np.asarray(radix, dtype=np.int64)
+    stride = np.ones(radix.size, dtype=np.int64)
+    for j in range(radix.size - 2, -1, -1):
+        stride[j] = stride[j + 1] * radix[j + 1]
+    return stride
+
+
 def default_index_dims(d: int) -> int:
     """Number of dimensions indexed by default (see the module docstring)."""
     return min(d, DEFAULT_INDEX_DIMS)
@@ -434,9 +445,7 @@ def build_grid(X: np.ndarray, eps: float, index_dims: int | None = None, precisi
         raise ValueError("cannot index any dimension: the data span is too large for the grid")
 
     radix = np.asarray(radix_list, dtype=np.int64)
-    stride = np.ones(k, dtype=np.int64)
-    for j in range(k - 2, -1, -1):
-        stride[j] = stride[j + 1] * radix[j + 1]
+    stride = linear_strides(radix)
     coord_off = np.zeros(k + 1, dtype=np.int64)
     coord_off[1:] = np.cumsum([len(c) for c in coords_list])
     coords = np.concatenate(coords_list) if coords_list else np.zeros(0, np.int64)

@@ -35,7 +35,7 @@ import numpy as np
 from .._core import device_prims as dp
 from .._core.device_kernels import c_type, launch
 from .._core.device_reduce import column_bounds
-from .grid import DEFAULT_INDEX_DIMS, MAX_INDEX_DIMS, cell_sides
+from .grid import DEFAULT_INDEX_DIMS, MAX_INDEX_DIMS, cell_sides, linear_strides
 
 __all__ = ["GpuGrid", "build_gpu_grids", "build_cell_ranges", "bruteforce_ranges",
            "sort_cells_gpu", "PATTERNS", "compile_module"]
@@ -161,9 +161,7 @@ def _grid_from_coords(cp, P, coords_t, table, off, k, lo, side) -> GpuGrid:
     """Sort the points by linear id (in rank space) and find the non-empty cells."""
     n = P.shape[0]
     radix = [int(off[j + 1] - off[j]) for j in range(k)]
-    stride = [1] * k
-    for j in range(k - 2, -1, -1):
-        stride[j] = stride[j + 1] * radix[j + 1]
+    stride = [int(s) for s in linear_strides(radix)]
     off_k = off[:k + 1]
     table_k = table[:int(off_k[-1])]
     off_d = cp.asarray(off_k)
