@@ -137,16 +137,19 @@ class Module:
 def modules_by_real(source: str):
     """Stands in for a GPU module's ``compiled_module(real="double")``: the
     kernel ``source`` compiled for the host once per C type ``real`` (and
-    ``product``, the brute force's C type of the products, where given)."""
+    ``product``, the brute force's C type of the products, and ``dims``,
+    the points' dimension, where given)."""
     modules = {}
 
-    def compiled_module(real="double", product=None):
-        if (real, product) not in modules:
+    def compiled_module(real="double", product=None, dims=None):
+        if (real, product, dims) not in modules:
             defines = f"#define REAL {real}\n#define IS_FLOAT {int(real == 'float')}\n"
             if product is not None:
                 defines += f"#define GREAL {product}\n"
-            modules[real, product] = Module(defines + source)
-        return modules[real, product]
+            if dims is not None:
+                defines += f"#define DIMS {int(dims)}\n"
+            modules[real, product, dims] = Module(defines + source)
+        return modules[real, product, dims]
 
     return compiled_module
 

@@ -180,6 +180,36 @@ def test_emulated_grid_boxes_rounded_outwards_stay_exact(emulated, offset):
         assert ref.labels_.max() >= (30 if m == 2 else 1) and (ref.labels_ < 0).any()
 
 
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+def test_emulated_grid_pruning_by_place_keeps_pairs_at_eps(emulated, d):
+    """Triples of a centre and two points a hair inside, at or beyond eps from
+    it, in random directions: every kind of neighbour cell holds such pairs,
+    and the pruning of the pattern's rows by each point's place in its cell
+    (``row_window``) keeps each pair that the test accepts, in float64 and
+    float32, on the link path (min_samples 2) and the core and border
+    searches (3)."""
+    rng = np.random.default_rng(40 + d)
+    eps, k = 0.3, 300
+    centres = rng.uniform(0, 40 * k ** (1 / d) * eps, (k, d))
+    parts = [centres]
+    for _ in range(2):
+        u = rng.normal(size=(k, d))
+        u /= np.linalg.norm(u, axis=1)[:, None]
+        r = eps * (1 + rng.choice([-1e-9, 0.0, 1e-9, -1e-6, 1e-6, -1e-3], k))
+        parts.append(centres + u * r[:, None])
+    X = np.concatenate(parts)
+    for m in (2, 3):
+        ref = SkDBSCAN(eps=eps, min_samples=m).fit(X)
+        core, labels = emulated(X, eps, m)
+        np.testing.assert_array_equal(labels, ref.labels_)
+        np.testing.assert_array_equal(core, ref.core_sample_indices_)
+        assert ref.labels_.max() > 50 and (ref.labels_ < 0).sum() > 50
+        ref32 = _float32_oracle(X, eps, m)
+        core, labels = emulated(X.astype(np.float32), eps, m)
+        np.testing.assert_array_equal(labels, ref32.labels_)
+        np.testing.assert_array_equal(core, ref32.core_sample_indices_)
+
+
 @pytest.mark.parametrize("name,X,eps,m", list(_cases())[:6], ids=[c[0] for c in _cases()][:6])
 def test_emulated_grid_without_a_row_table_searches_the_keys(emulated, monkeypatch, name, X,
                                                              eps, m):

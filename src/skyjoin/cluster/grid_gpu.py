@@ -36,7 +36,10 @@ the GPU:
    neighbour cell is found from the pattern's rows
    (``index.fine_grid.row_pattern``; a cell far enough from the grid's
    edges finds each at its own row plus a fixed step, ``row_delta``): the
-   row's entry, then a binary search along the row; the point is tested
+   row's entry, then a binary search along the row, over only the steps
+   that can hold a point within eps of the point's place in its cell (none
+   for a row whose column lies farther: ``row_window``, the pruning by
+   place; for a cell, its box's place); the point is tested
    against the box of a neighbour cell of two points or more, and against
    the point of a cell of one;
 4. ``link_within`` and ``link_between``: lock-free union-find over the
@@ -73,8 +76,9 @@ most 2**40 cells along a dimension, and a row table of at most
 ``max(2 n, 2^22)`` entries, else :func:`gpu_grid_dbscan` returns None and
 the caller takes the join path.  Cost: O(n d) for the grid plus the sort,
 then O(5**d) row lookups of O(log cells-per-row) for each point (core
-counts, border points) and each cell (links), plus the distance tests of
-points in neighbouring cells that are not close.
+counts, border points) and each cell (links), fewer after the pruning by
+place (about half the neighbour cells of a point in 3-D), plus the
+distance tests of points in neighbouring cells that are not close.
 
 Memory by phase (the device bytes alive at each phase's peak, a point:
 X the points' own bytes, 4 d for float32 or 8 d for float64; mu the
@@ -200,17 +204,19 @@ def _row_hash(cp, mod, cells, m, rs):
     return hkeys, hfirst, hend, mask
 
 
-def _pattern_args(cp, off, lo, hi, radix, korder):
+def _pattern_args(cp, off, lo, hi, radix, korder, eps_cells):
     """The kernels' PATTERN_ARGS for the pattern rows ``off`` (row offsets in
     key order, ``index.fine_grid.row_pattern``): with each row's step in
     row numbers (``row_delta``, for a cell ``reach`` cells or more inside
-    the grid along every row coordinate)."""
+    the grid along every row coordinate), and ``reach2``, eps in cells
+    (``eps_cells``) squared and widened by 2**-10 for the kernels' pruning
+    by place (``row_window``)."""
     stride = linear_strides(np.asarray(radix, dtype=np.int64)[np.asarray(korder)[:-1]])
     off = np.asarray(off, dtype=np.int32).reshape(lo.size, stride.size)
     delta = off.astype(np.int64) @ stride if lo.size else np.zeros(0, np.int64)
     reach = int(np.abs(off).max()) if off.size else 0
     return (np.int32(lo.size), cp.asarray(off.ravel()), cp.asarray(lo), cp.asarray(hi),
-            cp.asarray(delta), np.int32(reach))
+            cp.asarray(delta), np.int32(reach), np.float32(eps_cells**2 * (1 + 2.0**-10)))
 
 
 def link_phases(min_samples):
@@ -239,7 +245,7 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
     if d > MAX_DIMS or n >= 2**31 - 1:
         return None
     real = "float" if Xd.dtype == np.float32 else "double"
-    mod = compiled_module(real)
+    mod = compiled_module(real, dims=d)
     load(cp, "dbscan")
     lo_h, hi_h, _ = column_bounds(cp, Xd)
     shape = row_grid_shape(lo_h, hi_h, n, eps, row_table=False)
@@ -290,9 +296,9 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
     del Xd
     offsets_h, _, _ = neighbour_offsets(side, eps, radix)
     pat = row_pattern(offsets_h, korder_h)
-    pattern = _pattern_args(cp, pat.off, pat.lo, pat.hi, radix, korder_h)
+    pattern = _pattern_args(cp, pat.off, pat.lo, pat.hi, radix, korder_h, eps / side)
     positive = _pattern_args(cp, pat.positive_off, pat.positive_lo, pat.positive_hi, radix,
-                             korder_h)
+                             korder_h, eps / side)
     positive_adjacent = cp.asarray(pat.positive_adjacent)
     # boxes for the cells of two points or more only (a cell of one point is its point)
     box_slot = cp.empty(m, dtype=cp.int32)
@@ -354,7 +360,7 @@ def grid_labels(g: GridClusters, root_label, border=True):
     neighbours (-1: noise); ``border=False`` skips that search, for
     min_samples <= 2, where a non-core point has no neighbour."""
     cp = cupy()
-    mod = compiled_module(g.real)
+    mod = compiled_module(g.real, dims=g.d)
     labels = cp.empty(g.n, dtype=cp.int64)
     mod.get_function("core_labels")(_blocks(g.n), (_BLOCK,),
                                     (g.core, g.parent, root_label, np.int64(g.n), labels))
@@ -371,7 +377,7 @@ def number_clusters(g: GridClusters, low=None):
     flags in caller order, no sort: O(n), two int32 arrays of n entries
     (``low``: a scratch one of the caller's, overwritten)."""
     cp = cupy()
-    mod = compiled_module(g.real)
+    mod = compiled_module(g.real, dims=g.d)
     n = g.n
     if low is None:
         low = cp.empty(n, dtype=cp.int32)
@@ -392,7 +398,7 @@ def border_labels(g: GridClusters, labels) -> None:
     """The border points' labels, in place: a non-core point takes the lowest
     label of its core neighbours (-1: noise).  O(5**d) row lookups a
     non-core point."""
-    mod = compiled_module(g.real)
+    mod = compiled_module(g.real, dims=g.d)
     mod.get_function("border")(
         _blocks(g.n), (_BLOCK,),
         (g.Xs, np.int64(g.n), np.int32(g.d)) + g.grid + g.pattern + (g.core,) + g.decide
@@ -464,7 +470,7 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overw
         g = dataclasses.replace(g, grid=(g.grid[0], _NULL) + g.grid[2:])
     else:
         g = dataclasses.replace(g, Xs=None, grid=(), pattern=())
-    mod = compiled_module(g.real)
+    mod = compiled_module(g.real, dims=g.d)
     labels = number_clusters(g, low=point_slot)     # over g.parent
     del point_slot
     if border:

@@ -1,11 +1,15 @@
 """The CUDA kernels of the GPU grid DBSCAN (:mod:`skyjoin.cluster.grid_gpu`,
 whose docstring gives the method and the stages that launch them).
 
-One source, compiled per point type: ``REAL`` is double or float, the
+One source, compiled per point type and dimension: ``REAL`` is double or
+float, ``DIMS`` the points' dimension (the loops over the coordinates
+unroll and the cell coordinates stay in registers: figures in
+docs/decisions/dbscan-fit-path.md), the
 cells' boxes are floats rounded outwards whatever ``REAL`` is, and every
 distance decision is the join's test in ``REAL`` with no fused
 multiply-add (``--fmad=false``).  The union-find is
-:data:`skyjoin.cluster.table_gpu.UNION_FIND`.
+:data:`skyjoin.cluster.table_gpu.UNION_FIND`, the clusters' numbering
+:data:`skyjoin.cluster.grid_gpu_numbering.NUMBERING`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import functools
 
 from .._core.device import cupy
+from .grid_gpu_numbering import NUMBERING
 from .table_gpu import UNION_FIND
 
 __all__ = ["SOURCE", "compiled_module"]
@@ -25,6 +30,14 @@ extern "C" {
 #define REAL double
 #endif
 #define MAXD 4
+// the points' dimension: DIMS where the module is compiled for one
+// (compiled_module), so that the loops over the coordinates unroll and the
+// cell coordinates stay in registers; else the kernel's argument
+#ifdef DIMS
+#define FIXED_D(dims) DIMS
+#else
+#define FIXED_D(dims) (dims)
+#endif
 // The searches (core_flags, link_between, border) are bound by the latency of
 // their loads and by divergence: at 256 threads a block they are held to 32
 // registers, so that 8 blocks fit an SM (full occupancy; 56 registers left
@@ -85,16 +98,55 @@ __device__ __forceinline__ bool apart(BOX_ARGS, long long p, long long t, long l
     return s > eps2;
 }
 
-// cell coordinates of point p, in key order (korder[d - 1], the sparse one, last)
+// cell coordinates q of point p, in key order (korder[d - 1], the sparse one,
+// last), and its place in its cell: f[j] = (x - lo) / side - q[j] along
+// key-order dimension j, in cells (in [0, 1] up to rounding)
+__device__ __forceinline__ void cell_place(const REAL* X, long long p, int d, const int* korder,
+                                           const double* lo, double side,
+                                           const long long* radix, long long* q, float* f) {
+    for (int j = 0; j < d; ++j) {
+        int k = korder[j];
+        double u = ((double)X[p * d + k] - lo[k]) / side;
+        long long v = (long long)floor(u);
+        if (v < 0) v = 0; else if (v >= radix[k]) v = radix[k] - 1;
+        q[j] = v;
+        f[j] = (float)(u - (double)v);
+    }
+}
+
+// cell coordinates of point p (cell_place without the place)
 __device__ __forceinline__ void cell_of(const REAL* X, long long p, int d, const int* korder,
                                         const double* lo, double side, const long long* radix,
                                         long long* q) {
-    for (int j = 0; j < d; ++j) {
-        int k = korder[j];
-        long long v = (long long)floor(((double)X[p * d + k] - lo[k]) / side);
-        if (v < 0) v = 0; else if (v >= radix[k]) v = radix[k] - 1;
-        q[j] = v;
+    float f[MAXD];
+    cell_place(X, p, d, korder, lo, side, radix, q, f);
+}
+
+// Pruning by place: of pattern row j (row steps off, sparse steps [*a, *b]),
+// only the steps that can hold a point within eps of the place [flo, fhi] (a
+// point's, or a cell's box, in cells from its cell, cell_place) are kept:
+// none when the row's column lies farther than eps, else those within the
+// eps left beside it.  reach2 is (eps / side)^2 widened by 2^-10 (far beyond
+// the join test's rounding, a few ulps of REAL), and every
+// gap is shrunk by PLACE_SLACK (2^-10 of a cell, beyond the 2^-12 by which
+// a cell coordinate can be off: index.fine_grid.MAX_ROW_GRID_RADIX), so that
+// no pair that the join's test accepts is pruned.  Returns whether a step
+// is left.
+#define PLACE_SLACK (1.0f / 1024.0f)
+__device__ __forceinline__ bool row_window(const float* flo, const float* fhi, const int* off,
+                                           int d, float reach2, int* a, int* b) {
+    float s = 0.0f;
+    for (int k = 0; k < d - 1; ++k) {
+        float o = (float)off[k];
+        float g = fmaxf(o - fhi[k], flo[k] - o - 1.0f) - PLACE_SLACK;
+        if (g > 0.0f) s += g * g;
     }
+    if (s > reach2) return false;
+    float zr = sqrtf(reach2 - s) + PLACE_SLACK;
+    int lo = (int)ceilf(flo[d - 1] - zr - 1.0f), hi = (int)floorf(fhi[d - 1] + zr);
+    if (lo > *a) *a = lo;
+    if (hi < *b) *b = hi;
+    return *a <= *b;
 }
 
 // the row at offset off (d - 1 steps) from the row of coordinates q, or -1 outside the grid
@@ -171,8 +223,9 @@ __device__ __forceinline__ void row_slots(const int* row_start, const int* cell_
     *b = e;
 }
 
-__global__ void bin(const REAL* X, long long n, int d, const int* korder, const double* lo,
+__global__ void bin(const REAL* X, long long n, int dims, const int* korder, const double* lo,
                     double side, const long long* radix, long long* cell) {
+    const int d = FIXED_D(dims);
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     long long q[MAXD];
@@ -248,9 +301,10 @@ __global__ void multi_cells(const int* start, long long m, int* box_slot) {
 // its place among the cells of two points or more; -1 written for a cell of one
 // point, whose box is its point), and whether it is close: its diagonal, in REAL
 // from the exact box, within eps (then every pair of its points is)
-__global__ void cell_boxes(const REAL* X, int d, const int* start, long long m,
+__global__ void cell_boxes(const REAL* X, int dims, const int* start, long long m,
                            REAL eps2, int* box_slot, float* box_lo, float* box_hi,
                            unsigned char* close) {
+    const int d = FIXED_D(dims);
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= m) return;
     long long a = start[t], b = start[t + 1];
@@ -282,14 +336,15 @@ __global__ void cell_boxes(const REAL* X, int d, const int* start, long long m,
     const int* cell_q, const unsigned char* close, const int* box_slot, const float* box_lo, \
     const float* box_hi, const int* korder, const double* lo, double side, const long long* radix
 #define PATTERN_ARGS int n_rows, const int* row_off, const int* row_lo, const int* row_hi, \
-    const long long* row_delta, int reach
+    const long long* row_delta, int reach, float reach2
 // pattern row j of the cell at coordinates c (row r0, inner: home_row), or -1
 // outside the grid
 #define PATTERN_ROW(j) (inner ? r0 + row_delta[j] \
                               : row_at(c, d, korder, radix, row_off + (j) * (d - 1)))
 
-__global__ void SEARCH_BOUNDS core_flags(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
+__global__ void SEARCH_BOUNDS core_flags(const REAL* X, long long n, int dims, GRID_ARGS, PATTERN_ARGS,
                            DECIDE_ARGS, long long min_samples, unsigned char* core) {
+    const int d = FIXED_D(dims);
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n) return;
     long long t = point_slot[p];
@@ -304,14 +359,17 @@ __global__ void SEARCH_BOUNDS core_flags(const REAL* X, long long n, int d, GRID
     }
     if (cnt < min_samples) {
         long long c[MAXD];
-        cell_of(X, p, d, korder, lo, side, radix, c);
+        float f[MAXD];
+        cell_place(X, p, d, korder, lo, side, radix, c, f);
         bool inner;
         long long r0 = home_row(c, d, korder, radix, reach, &inner);
         for (int j = 0; j < n_rows && cnt < min_samples; ++j) {
+            int a = row_lo[j], b = row_hi[j];
+            if (!row_window(f, f, row_off + j * (d - 1), d, reach2, &a, &b)) continue;
             long long r = PATTERN_ROW(j);
             if (r < 0) continue;
             int u0, u1;
-            row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
+            row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
             for (int u = u0; u < u1 && cnt < min_samples; ++u) {
                 if (u == t || (box_slot[u] >= 0 &&
                                apart(X, d, start, box_slot, box_lo, box_hi, p, -1, u, eps2)))
@@ -346,10 +404,11 @@ __device__ __forceinline__ void link_pair(long long* parent, long long p, long l
 }
 
 // core pairs inside each cell: a thread per point
-__global__ void link_within(const REAL* X, long long n, int d, const int* start,
+__global__ void link_within(const REAL* X, long long n, int dims, const int* start,
                             const int* point_slot, const unsigned char* close,
                             const int* first, const unsigned char* core, DECIDE_ARGS,
                             long long* parent) {
+    const int d = FIXED_D(dims);
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n || !core[p]) return;
     long long t = point_slot[p];
@@ -361,140 +420,104 @@ __global__ void link_within(const REAL* X, long long n, int d, const int* start,
         if (core[q]) link_pair(parent, p, q, d2(X, d, p, q), eps2, sure2, undecided);
 }
 
+// the core pairs between cells t and u (u a candidate of t's pattern, first[u]
+// >= 0): two close cells already joined are skipped before any distance;
+// with single (two cells of one point under LINK_ONE_PASS) the distance comes
+// first (link_pair), and only a pair within eps reads the parents
+__device__ __forceinline__ void link_cells(const REAL* X, int d, const int* start,
+                                           const int* box_slot, const float* box_lo,
+                                           const float* box_hi, const unsigned char* close,
+                                           const int* first, const unsigned char* core,
+                                           long long t, long long u, bool single, DECIDE_ARGS,
+                                           long long* parent) {
+    if (single && box_slot[u] < 0) {
+        long long p = start[t], q = start[u];
+        link_pair(parent, p, q, d2(X, d, p, q), eps2, sure2, undecided);
+        return;
+    }
+    bool both_close = close[t] && close[u];
+    if (both_close && uf_find(parent, first[t]) == uf_find(parent, first[u])) return;
+    if ((box_slot[t] >= 0 || box_slot[u] >= 0) &&
+        apart(X, d, start, box_slot, box_lo, box_hi, 0, t, u, eps2)) return;
+    for (long long p = first[t]; p < start[t + 1]; ++p) {
+        if (!core[p]) continue;
+        for (long long q = first[u]; q < start[u + 1]; ++q) {
+            if (!core[q]) continue;
+            if (!both_close) {
+                link_pair(parent, p, q, d2(X, d, p, q), eps2, sure2, undecided);
+            } else if (within(d2(X, d, p, q), eps2, sure2, undecided)) {
+                uf_union(parent, p, q);     // one pair joins two close cells
+                return;
+            }
+        }
+    }
+}
+
 // core pairs between cell t and the cells of the positive pattern (each
 // unordered pair of cells once): a thread per cell.  Phase 0 links the
 // adjacent cells (every step at most one), phase 1 the farther ones, so that
 // most far pairs find their cells already joined; phase 2 (LINK_ONE_PASS)
-// links them all in one pass.  Two close cells are skipped when already
-// joined, before any distance, except two cells of one point under
-// LINK_ONE_PASS: their distance comes first (link_pair), and only a pair
-// within eps reads the parents.
+// links them all in one pass (link_cells).  Each pattern row is searched
+// only where it can hold a point within eps of the cell's place (row_window).
 #define LINK_ONE_PASS 2
-__global__ void SEARCH_BOUNDS link_between(const REAL* X, int d, long long m, GRID_ARGS, PATTERN_ARGS,
+__global__ void SEARCH_BOUNDS link_between(const REAL* X, int dims, long long m, GRID_ARGS, PATTERN_ARGS,
                              const unsigned char* row_adjacent, int phase,
                              const int* first, const unsigned char* core, DECIDE_ARGS,
                              long long* parent) {
+    const int d = FIXED_D(dims);
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= m || first[t] < 0) return;
     long long c[MAXD], p0 = start[t];
-    bool single = phase == LINK_ONE_PASS && box_slot[t] < 0;
-    cell_of(X, p0, d, korder, lo, side, radix, c);
+    float flo[MAXD], fhi[MAXD];
+    cell_place(X, p0, d, korder, lo, side, radix, c, flo);
+    long long slot = box_slot[t];
+    bool single = phase == LINK_ONE_PASS && slot < 0;
+    for (int j = 0; j < d; ++j) {          // the place of the cell's box, rounded outwards
+        if (slot < 0) { fhi[j] = flo[j]; continue; }
+        int k = korder[j];
+        flo[j] = (float)(((double)box_lo[slot * d + k] - lo[k]) / side - (double)c[j]);
+        fhi[j] = (float)(((double)box_hi[slot * d + k] - lo[k]) / side - (double)c[j]);
+    }
     bool inner;
     long long r0 = home_row(c, d, korder, radix, reach, &inner);
     for (int j = 0; j < n_rows; ++j) {
         if (phase == 0 && !row_adjacent[j]) continue;
-        long long r = PATTERN_ROW(j);
-        if (r < 0) continue;
         int a = row_lo[j], b = row_hi[j];
         if (phase == 0) { a = a < -1 ? -1 : a; b = b > 1 ? 1 : b; }   // the adjacent cells only
+        if (!row_window(flo, fhi, row_off + j * (d - 1), d, reach2, &a, &b)) continue;
+        long long r = PATTERN_ROW(j);
+        if (r < 0) continue;
         int u0, u1;
         row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
         for (int u = u0; u < u1; ++u) {
             long long step = (long long)cell_q[u] - c[d - 1];
             bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
             if ((phase != LINK_ONE_PASS && adjacent != (phase == 0)) || first[u] < 0) continue;
-            if (single && box_slot[u] < 0) {
-                long long q = start[u];
-                link_pair(parent, p0, q, d2(X, d, p0, q), eps2, sure2, undecided);
-                continue;
-            }
-            bool both_close = close[t] && close[u];
-            if (both_close && uf_find(parent, first[t]) == uf_find(parent, first[u])) continue;
-            if ((box_slot[t] >= 0 || box_slot[u] >= 0) &&
-                apart(X, d, start, box_slot, box_lo, box_hi, 0, t, u, eps2)) continue;
-            bool done = false;
-            for (long long p = first[t]; p < start[t + 1] && !done; ++p) {
-                if (!core[p]) continue;
-                for (long long q = first[u]; q < start[u + 1]; ++q) {
-                    if (!core[q]) continue;
-                    if (both_close) {
-                        if (within(d2(X, d, p, q), eps2, sure2, undecided)) {
-                            uf_union(parent, p, q);
-                            done = true;
-                            break;
-                        }
-                    } else {
-                        link_pair(parent, p, q, d2(X, d, p, q), eps2, sure2, undecided);
-                    }
-                }
-            }
+            link_cells(X, d, start, box_slot, box_lo, box_hi, close, first, core, t, u, single,
+                       eps2, sure2, undecided, parent);
         }
     }
 }
 
-// min_samples 2, every point linked: a point is core when it has a neighbour,
-// that is when its component holds another point (parent compressed)
-__global__ void linked_core(const long long* parent, long long n, unsigned char* core) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n) return;
-    long long r = parent[p];
-    if (r != p) { core[p] = 1; core[r] = 1; }
-}
-
-// a core point's label as it is, another's as -2 - label (<= -1): one scatter
-// carries both to the caller's order, where decode_core splits them again
-__global__ void encode_core(const unsigned char* core, long long n, long long* labels) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p < n && !core[p]) labels[p] = -2 - labels[p];
-}
-
-__global__ void decode_core(long long n, long long* labels, int* core) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n) return;
-    long long v = labels[p];
-    core[p] = v >= 0 ? 1 : 0;
-    if (v < 0) labels[p] = -2 - v;
-}
-
-__global__ void core_labels(const unsigned char* core, const long long* parent,
-                            const long long* rank, long long n, long long* labels) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n) return;
-    labels[p] = core[p] ? rank[parent[p]] : -1;
-}
-
-// The clusters numbered by their lowest caller row (scikit-learn's numbering),
-// with no sort: low[r] (filled with n) takes the lowest caller row perm[p] of the
-// core points p of root r; flags (caller rows, zeros) marks each root's low,
-// and its inclusive scan from -1 is then each root's rank; number_clusters
-// writes the labels over parent (compressed: a core point's root).
-__global__ void component_low(const unsigned char* core, const long long* parent,
-                              const int* perm, long long n, int* low) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n || !core[p]) return;
-    long long r = parent[p];
-    int v = perm[p];
-    if (v < ((volatile int*)low)[r]) atomicMin(&low[r], v);    // few atomics: most lose
-}
-
-__global__ void mark_lows(const unsigned char* core, const long long* parent, const int* low,
-                          long long n, int* flags) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p < n && core[p] && parent[p] == p) flags[low[p]] = 1;
-}
-
-__global__ void number_clusters(const unsigned char* core, const int* low, const int* rank,
-                                long long n, long long* parent) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n) return;
-    parent[p] = core[p] ? (long long)rank[low[parent[p]]] : -1;
-}
-
-// a non-core point takes the lowest label of its core neighbours
-__global__ void SEARCH_BOUNDS border(const REAL* X, long long n, int d, GRID_ARGS, PATTERN_ARGS,
+""" + NUMBERING + r"""// a non-core point takes the lowest label of its core neighbours
+__global__ void SEARCH_BOUNDS border(const REAL* X, long long n, int dims, GRID_ARGS, PATTERN_ARGS,
                        const unsigned char* core, DECIDE_ARGS, long long* labels) {
+    const int d = FIXED_D(dims);
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n || core[p]) return;
     long long c[MAXD];
-    cell_of(X, p, d, korder, lo, side, radix, c);
+    float f[MAXD];
+    cell_place(X, p, d, korder, lo, side, radix, c, f);
     bool inner;
     long long r0 = home_row(c, d, korder, radix, reach, &inner);
     long long best = -1;
     for (int j = 0; j < n_rows; ++j) {
+        int a = row_lo[j], b = row_hi[j];
+        if (!row_window(f, f, row_off + j * (d - 1), d, reach2, &a, &b)) continue;
         long long r = PATTERN_ROW(j);
         if (r < 0) continue;
         int u0, u1;
-        row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + row_lo[j], c[d - 1] + row_hi[j], &u0, &u1);
+        row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
         for (int u = u0; u < u1; ++u) {
             if (box_slot[u] >= 0 && apart(X, d, start, box_slot, box_lo, box_hi, p, -1, u, eps2))
                 continue;
@@ -520,8 +543,15 @@ __global__ void SEARCH_BOUNDS border(const REAL* X, long long n, int d, GRID_ARG
 
 
 @functools.lru_cache(maxsize=None)
-def compiled_module(real: str = "double"):
+def compiled_module(real: str = "double", dims: int | None = None):
     """The compiled kernels for points of C type ``real`` ("double" or
-    "float"; NVRTC, once per process and type); no fused multiply-add."""
+    "float") and, where given, of ``dims`` coordinates (NVRTC, once per
+    process, type and dimension); no fused multiply-add.  A module compiled
+    for ``dims`` runs its kernels for that dimension only: its loops over
+    the coordinates unroll and the cell coordinates stay in registers.
+    Without it, the dimension is the kernels' argument."""
     cp = cupy()
-    return cp.RawModule(code=SOURCE, options=("-std=c++17", "--fmad=false", f"-DREAL={real}"))
+    options = ("-std=c++17", "--fmad=false", f"-DREAL={real}")
+    if dims is not None:
+        options += (f"-DDIMS={int(dims)}",)
+    return cp.RawModule(code=SOURCE, options=options)

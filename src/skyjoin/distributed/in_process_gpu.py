@@ -286,7 +286,8 @@ def _cluster_on_gpu(token, p, plan, h, eps, min_samples, n, precision, grid):
     core = g.core.astype(cp.bool_)
     # components named by their lowest global core id (the merge graph's nodes), numbered
     # in that order (ascending reps and edge ids: the driver's sort merges sorted runs)
-    roots, reps = component_lows(cp, compiled_module(), g.core, g.parent, gid, max(n, 1))
+    mod = compiled_module(g.real, dims=g.d)
+    roots, reps = component_lows(cp, mod, g.core, g.parent, gid, max(n, 1))
     by_rep = cp.argsort(reps)
     roots, reps = roots[by_rep], reps[by_rep]
     comp = cp.full(g.n, -1, dtype=cp.int64)
