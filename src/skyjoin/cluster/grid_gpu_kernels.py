@@ -543,15 +543,12 @@ __global__ void SEARCH_BOUNDS border(const REAL* X, long long n, int dims, GRID_
 
 
 @functools.lru_cache(maxsize=None)
-def compiled_module(real: str = "double", dims: int | None = None):
+def compiled_module(real: str, dims: int):
     """The compiled kernels for points of C type ``real`` ("double" or
-    "float") and, where given, of ``dims`` coordinates (NVRTC, once per
-    process, type and dimension); no fused multiply-add.  A module compiled
-    for ``dims`` runs its kernels for that dimension only: its loops over
-    the coordinates unroll and the cell coordinates stay in registers.
-    Without it, the dimension is the kernels' argument."""
+    "float") and ``dims`` coordinates (NVRTC, once per process, type and
+    dimension); no fused multiply-add.  The module runs its kernels for
+    that dimension only: their loops over the coordinates unroll and the
+    cell coordinates stay in registers."""
     cp = cupy()
-    options = ("-std=c++17", "--fmad=false", f"-DREAL={real}")
-    if dims is not None:
-        options += (f"-DDIMS={int(dims)}",)
+    options = ("-std=c++17", "--fmad=false", f"-DREAL={real}", f"-DDIMS={int(dims)}")
     return cp.RawModule(code=SOURCE, options=options)
