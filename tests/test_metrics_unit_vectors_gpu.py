@@ -223,7 +223,7 @@ def _decisions_hold(P, Q, accepted, sure, upper, rng, ulps, trials=4):
 
 
 def test_decision_chords_hold_for_unit_vectors_off_by_two_ulps(rng):
-    """The proof of docs/design.md ("Haversine decided without the refine")
+    """The proof of docs/exactness.md ("Haversine decided without the refine")
     for the GPU's unit vectors, checked numerically: with sin and cos off by
     2 ulp (CUDA's bound) the sure and upper chords still decide every pair
     near eps as scikit-learn does.  Can fail: the bare chord 2 sqrt(t)

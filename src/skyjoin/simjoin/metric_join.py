@@ -10,7 +10,7 @@ algorithm, for a host table of candidates, and decides every candidate on
 the host by the metric's own test (``cpu.refine``) on the original points.
 The GPU's table comes back to the host for the refine: CUDA's sine and
 cosine are not the C library's, and the host's test is scikit-learn's bit
-for bit (docs/design.md, "Exactness").
+for bit (docs/exactness.md).
 
 Rules of the metric path, checked here:
 

@@ -6,7 +6,7 @@ A join (or DBSCAN) under metric m runs in two steps:
    algorithms, of the points mapped into a Euclidean space
    (``filter_points``) at a radius (``filter_radius``) that provably keeps
    every pair within eps under m, rounding included (the derivation is in
-   docs/design.md, "Exactness");
+   docs/exactness.md);
 2. **refine**: each candidate pair decided on the host by m's reduced
    distance compared with m's reduced threshold, the very formula and
    comparison of scikit-learn's neighbour searches
@@ -180,7 +180,7 @@ def metric_threshold(eps: float, metric: str) -> float:
 def filter_radius(eps: float, metric: str, d: int) -> float:
     """The Euclidean radius of the filter in ``filter_points``' space: every
     pair that the refine accepts lies within it there, by the join's own
-    rounded test (docs/design.md, "Exactness", for the derivation; u is
+    rounded test (docs/exactness.md, for the derivation; u is
     2**-53, d the points' dimensions):
 
     * manhattan: ``eps (1 + 4 (d + 3) u)`` (L2 <= L1);
@@ -219,7 +219,7 @@ def decision_radii(eps: float, metric: str) -> tuple[float, float]:
     for unit vectors from ``sin`` and ``cos`` within 11 ulp of the exact
     values: the host's (the C library's, 1 ulp) and the GPU's (CUDA's,
     2 ulp of the correctly rounded value; ``skyjoin.simjoin.gpu.unit_vectors``)
-    alike (docs/design.md, "Exactness").  O(1)."""
+    alike (docs/exactness.md).  O(1)."""
     sure = sure_radius(eps, metric)
     upper = (2.0 * math.sqrt(metric_threshold(eps, metric)) + 128 * U64) * (1.0 + 16 * U64)
     return sure, upper
@@ -228,7 +228,7 @@ def decision_radii(eps: float, metric: str) -> tuple[float, float]:
 def sure_radius(eps: float, metric: str) -> float:
     """The Euclidean radius in ``filter_points``' space within which every
     pair is accepted by the refine: haversine only, where the filter's
-    bound holds both ways (docs/design.md, "Exactness": the computed chord
+    bound holds both ways (docs/exactness.md: the computed chord
     and ``2 sqrt(rdist)`` of the refine differ by at most
     ``8 u c + 32 u + E``, u = 2**-53, E = 10 u for the host's unit vectors,
     22 u for the GPU's), so ``(2 sqrt(t) - 128 u) (1 - 16 u)``, t the

@@ -2,7 +2,7 @@
 
 ``(cos lat cos lon, cos lat sin lon, sin lat)`` for each row, with the C
 library's ``cos`` and ``sin`` (``math``; within 1 ulp, so 10 u on a chord,
-inside the 32 u the filter's margin books: docs/design.md, "Exactness"),
+inside the 32 u the filter's margin books: docs/exactness.md),
 by sequential nogil kernels over blocks of rows (``schedule.run_blocks``).
 O(n), memory the (n, 3) output.  The GPU's, for DBSCAN's grid path:
 ``skyjoin.simjoin.gpu.unit_vectors``.

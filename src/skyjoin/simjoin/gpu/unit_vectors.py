@@ -16,7 +16,7 @@ point, and one thread a point
   within 1: the CUDA C++ Programming Guide, appendix "Mathematical
   Functions", double precision).  The decision chords of the grid
   (``metrics.decision_radii``) cover functions within about 10 ulp:
-  docs/design.md, "Exactness", for the derivation.  Compiled with
+  docs/exactness.md, for the derivation.  Compiled with
   ``--fmad=false`` (the formula has no product to fuse with a sum; the
   flag keeps it so).
 
