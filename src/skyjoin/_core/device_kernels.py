@@ -80,8 +80,6 @@ def _dbscan() -> list:
     names += ["run_flags<unsigned int>", "run_flags<unsigned long long>"]
     names += [f"gather_rows<{u}, {i}>" for u in ("unsigned int", "unsigned long long")
               for i in ("long long", "int")]          # the keys of the cells, by int32 starts
-    names += [f"scatter_rows<{u}, {i}>" for u in ("unsigned int", "unsigned long long")
-              for i in ("long long", "int")]         # the labels back, by the int32 order
     names += ["scatter_iota<long long, int>", "scatter_iota<long long, long long>"]
     names += ["compact_from_scan<int, long long>", "compact_from_scan<int, int>"]
     return names + _scans((("int", "int"),))

@@ -56,8 +56,10 @@ the GPU:
    an atomic minimum at each root and a scan in caller order, no sort), the
    labels written over the union-find's parents, then ``border``: a thread
    per non-core point (none when min_samples <= 2: a point with a neighbour
-   is core, and the grid is freed before the numbering); one scatter takes
-   the labels, with the core flags folded in, back to the caller's order.
+   is core, and the grid is freed before the numbering); one scatter
+   (``scatter_labels``) takes the labels, with the core flags folded in, back
+   to the caller's order over an array of -1: the noise is not written, and
+   at tens of millions of clustered points most points are noise.
 
 Only the points go in and the labels come out: no pair is ever stored, so
 memory is a few arrays of n entries however large T would be (a table
@@ -346,10 +348,11 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
                 (Xs, np.int32(d), np.int64(m)) + grid + positive
                 + (positive_adjacent, np.int32(phase), first, core) + decide + (parent,))
     del first
-    mod.get_function("compress")(_blocks(n), (_BLOCK,), (core, np.int64(n), parent))
-    if linked and min_samples == 2:
+    if linked and min_samples == 2:     # the roots found, and the core points with them
         dp.fill(cp, core, 0)
-        mod.get_function("linked_core")(_blocks(n), (_BLOCK,), (parent, np.int64(n), core))
+        mod.get_function("compress_linked")(_blocks(n), (_BLOCK,), (np.int64(n), parent, core))
+    else:
+        mod.get_function("compress")(_blocks(n), (_BLOCK,), (core, np.int64(n), parent))
     tick("link")
     return GridClusters(Xs, perm, n, d, real, grid, pattern, decide, core, parent)
 
@@ -480,12 +483,13 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overw
     if eps_sure is not None and int(cp.asnumpy(undecided)[0]):
         return None                 # a pair in the band between eps_sure and eps mattered
     tick("labels")
-    # back in the caller's order: one scatter carries the labels and the core flags
-    mod.get_function("encode_core")(_blocks(n), (_BLOCK,), (core, np.int64(n), labels))
-    del core
+    # back in the caller's order: one scatter carries the labels and the core
+    # flags, over the noise's -1
     labels_out = cp.empty(n, dtype=cp.int64)
-    dp.scatter(cp, labels_out, perm, labels)
-    del perm, labels
+    dp.fill(cp, labels_out, -1)
+    mod.get_function("scatter_labels")(_blocks(n), (_BLOCK,),
+                                       (core, labels, perm, np.int64(n), labels_out))
+    del core, perm, labels
     core_out = cp.empty(n, dtype=cp.int32)
     mod.get_function("decode_core")(_blocks(n), (_BLOCK,), (np.int64(n), labels_out, core_out))
     core_idx = dp.compact(cp, core_out, cp.int64)[0]

@@ -6,20 +6,36 @@ there), launched by :mod:`skyjoin.cluster.grid_gpu` after the links.
 
 __all__ = ["NUMBERING"]
 
-NUMBERING = r"""// min_samples 2, every point linked: a point is core when it has a neighbour,
-// that is when its component holds another point (parent compressed)
-__global__ void linked_core(const long long* parent, long long n, unsigned char* core) {
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n) return;
-    long long r = parent[p];
-    if (r != p) { core[p] = 1; core[r] = 1; }
+NUMBERING = r"""// min_samples 2, every point linked: compress's walk to the root, then a
+// point is core when it has a neighbour, that is when its component holds
+// another point (core: zeros)
+__global__ void compress_linked(long long n, long long* parent, unsigned char* core) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    volatile long long* vparent = parent;
+    long long x = i;
+    while (vparent[x] != x) x = vparent[x];
+    if (x == i) return;
+    vparent[i] = x;
+    core[i] = 1;
+    core[x] = 1;
 }
 
-// a core point's label as it is, another's as -2 - label (<= -1): one scatter
-// carries both to the caller's order, where decode_core splits them again
-__global__ void encode_core(const unsigned char* core, long long n, long long* labels) {
+// The labels in the caller's order: out[perm[p]], a core point's label as it
+// is, another's as -2 - label (<= -1), so that one scatter carries both and
+// decode_core splits them again.  Noise (-1, encoded -1 too) is not written:
+// out holds -1 already, and at tens of millions of clustered points most
+// points are noise, so the scatter's random writes are those of the others.
+__global__ void scatter_labels(const unsigned char* core, const long long* labels,
+                               const int* perm, long long n, long long* out) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p < n && !core[p]) labels[p] = -2 - labels[p];
+    if (p >= n) return;
+    long long v = labels[p];
+    if (!core[p]) {
+        if (v < 0) return;
+        v = -2 - v;
+    }
+    out[perm[p]] = v;
 }
 
 __global__ void decode_core(long long n, long long* labels, int* core) {
