@@ -50,10 +50,10 @@ from .._core.plans import report
 from .._core.thread_count import with_cpu_threads
 from .._core.transfer import to_device
 from .._core.validate import check_eps, check_min_samples, check_precision, working_dtype
-from ..index.grid_kernels import gather_rows
 from ..simjoin.metric_join import device_problem, filter_problem, metric_points
 from ..simjoin.result_size import check_memory_limit
 from . import engine
+from .core_rows import core_rows
 from .params import check_params, check_sample_weight
 from .plan import (KNOWN_METRICS, filter_on_device, finite_when_conditioned, fit_metric, fit_route,
                    join_sample, plan_fit)
@@ -380,7 +380,7 @@ class DBSCAN(ClusterMixin, BaseEstimator):
         self.labels_ = _as_result(labels, np.intp)
         self.path_ = path
         self.timings_ = timings
-        self.components_ = _components(X, self.core_sample_indices_, plan.on_device)
+        self.components_ = core_rows(X, self.core_sample_indices_, plan.on_device)
         return self
 
     def _features_of_device_input(self, X) -> None:
@@ -494,32 +494,6 @@ def _refuse_host_route(route, metric, join_metric=None, weighted=False) -> None:
 def _as_result(a, dtype):
     """A result array in the given dtype, where it lies (NumPy or CuPy)."""
     return a.astype(dtype, copy=False) if is_device_array(a) else np.asarray(a, dtype=dtype)
-
-
-def _components(X, core, on_device: bool):
-    """``components_``: the rows ``X[core]``, gathered where X lies, returned
-    where the results live (CuPy with ``on_device``).  Host input with
-    ``on_device`` copies the core indices to the host and the rows back;
-    device input without it copies the rows to the host.  O(|core| d)."""
-    n_core = int(core.shape[0])
-    if is_device_array(X):
-        cp = cupy()
-        C = X[cp.asarray(core)] if n_core else cp.empty((0, X.shape[1]))
-        return C if on_device else cp.asnumpy(C)
-    if n_core:
-        C = _take_rows(X, cupy().asnumpy(core) if is_device_array(core) else core)
-    else:
-        C = np.empty((0, X.shape[1]))
-    return cupy().asarray(C) if on_device else C
-
-
-def _take_rows(X, idx):
-    """``X[idx]`` as a new array; a C-contiguous float array is gathered in
-    parallel (``gather_rows``; see docs/decisions/dbscan-fit-path.md)."""
-    if isinstance(X, np.ndarray) and X.ndim == 2 and X.flags.c_contiguous \
-            and X.dtype in (np.float64, np.float32):
-        return gather_rows(X, np.asarray(idx, dtype=np.int64))
-    return X[idx]
 
 
 def dbscan(X: ArrayLike | sparse.spmatrix, eps: float = 0.5, *, min_samples: int = 5,
