@@ -52,7 +52,7 @@ def _join() -> list:
     names += [f"cast<{u}, {u}>" for u in items]
     names += ["cast<long long, int>", "cast<int, long long>"]
     names += [f"fill<{u}>" for u in items] + [f"run_flags<{u}>" for u in items]
-    names += [f"{k}<{u}, {i}>" for k in ("gather_rows", "scatter_rows") for u in items for i in _IDX]
+    names += [f"gather_rows<{u}, {i}>" for u in items for i in _IDX]
     names += [f"iota<{i}>" for i in _IDX] + ["negate<long long>"]
     names += [f"scatter_iota<{i}, {t}>" for i in _IDX for t in _IDX]
     names += [f"compact_from_scan<int, {i}>" for i in _IDX]

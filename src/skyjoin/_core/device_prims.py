@@ -20,7 +20,7 @@ import numpy as np
 
 from .device_kernels import c_type, function, item_type, launch
 
-__all__ = ["astype", "fill", "arange", "negate", "take", "scatter", "inverse_permutation",
+__all__ = ["astype", "fill", "arange", "negate", "take", "inverse_permutation",
            "scan", "runs", "compact", "sort", "argsort", "searchsorted"]
 
 _SCAN_CHUNKS = 1024        # most chunks of a scan (one block scans their sums)
@@ -79,15 +79,6 @@ def take(cp, src, idx, out=None):
     launch(cp, f"gather_rows<{item_type(src.dtype)}, {c_type(idx.dtype)}>", n * d,
            (src, idx, np.int64(n), np.int32(d), out))
     return out
-
-
-def scatter(cp, dst, idx, src) -> None:
-    """dst[idx] = src, items of 1-D or rows of C-contiguous 2-D arrays
-    (idx int32 or int64 without repeats, in range; same dtype)."""
-    n = int(idx.size)
-    d = 1 if dst.ndim == 1 else int(dst.shape[1])
-    launch(cp, f"scatter_rows<{item_type(dst.dtype)}, {c_type(idx.dtype)}>", n * d,
-           (src, idx, np.int64(n), np.int32(d), dst))
 
 
 def inverse_permutation(cp, perm, dtype, out=None):

@@ -46,15 +46,6 @@ __global__ void gather_rows(const U* src, const I* idx, i64 n, int d, U* dst) {
     }
 }
 
-// Rows of d items: dst[idx[i], :] = src[i, :] (n rows; idx without repeats).
-template <typename U, typename I>
-__global__ void scatter_rows(const U* src, const I* idx, i64 n, int d, U* dst) {
-    GRID_STRIDE(t, n * d) {
-        i64 i = t / d, j = t - i * d;
-        dst[(i64)idx[i] * d + j] = src[t];
-    }
-}
-
 // dst[idx[i]] = i: the inverse of a permutation idx.
 template <typename I, typename T>
 __global__ void scatter_iota(const I* idx, i64 n, T* dst) {
