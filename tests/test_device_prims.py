@@ -67,10 +67,36 @@ def _check_prims(cp, sizes, seed=0):
             order = dp.argsort(cp, work, in_place=True)
             np.testing.assert_array_equal(cp.asnumpy(order), np.argsort(keys, kind="stable"))
             np.testing.assert_array_equal(cp.asnumpy(work), np.sort(keys, kind="stable"))
+        _check_sorted_runs(cp, dp, rng, n)
         table = np.unique(a64 % 1000)
         for side in ("left", "right"):
             got = dp.searchsorted(cp, cp.asarray(table), cp.asarray(a64 % 1001), side, np.int32)
             np.testing.assert_array_equal(cp.asnumpy(got), np.searchsorted(table, a64 % 1001, side))
+
+
+def _check_sorted_runs(cp, dp, rng, n):
+    """sorted_runs against NumPy's stable argsort, with the keys packed above
+    their index and without (a bound too wide to pack), 32- and 64-bit."""
+    index_bits = max(n - 1, 0).bit_length()
+    for dtype, width in ((np.int32, 31), (np.int64, 63)):
+        for key_end in (7, 2 ** (width - index_bits), 2 ** (width - index_bits) + 1):
+            if key_end > 2 ** width:
+                continue
+            assert dp.packs_index(n, key_end, dtype) == (key_end <= 2 ** (width - index_bits))
+            top = min(key_end, 50 if key_end == 7 else key_end)     # repeats: long runs
+            keys = rng.integers(0, top, n).astype(dtype)
+            if n:
+                keys[rng.integers(0, n)] = key_end - 1          # the bound's own bits
+            order, run_of, starts, run_key = dp.sorted_runs(cp, cp.asarray(keys.copy()), key_end)
+            want = np.argsort(keys, kind="stable")
+            s = keys[want]
+            heads = np.flatnonzero(np.r_[True, s[1:] != s[:-1]]) if n else np.zeros(0, int)
+            np.testing.assert_array_equal(cp.asnumpy(order), want)
+            assert order.dtype == run_of.dtype == starts.dtype == np.int32
+            np.testing.assert_array_equal(cp.asnumpy(starts), np.r_[heads, n])
+            np.testing.assert_array_equal(cp.asnumpy(run_of), np.cumsum(np.r_[True, s[1:] != s[:-1]])[:n] - 1)
+            np.testing.assert_array_equal(cp.asnumpy(run_key), s[heads])
+            assert run_key.dtype == np.int64
 
 
 @pytest.mark.skipif(compiler() is None, reason="no host C++ compiler")

@@ -35,6 +35,8 @@ _ITEM = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigne
 _INTS = ("int64", "int32", "uint64", "uint32", "uint8", "bool", "int8", "int16", "uint16")
 _FLOATS = ("float64", "float32")
 _IDX = ("int", "long long")
+#: The kernels of ``device_prims.sorted_runs``, one instance a key type.
+_SORTED_RUNS = ("pack_index", "unpack_runs", "run_keys")
 
 
 def _reductions() -> list:
@@ -56,6 +58,7 @@ def _join() -> list:
     names += [f"iota<{i}>" for i in _IDX] + ["negate<long long>"]
     names += [f"scatter_iota<{i}, {t}>" for i in _IDX for t in _IDX]
     names += [f"compact_from_scan<int, {i}>" for i in _IDX]
+    names += [f"{k}<long long>" for k in _SORTED_RUNS]
     names += _scans((("int", "int"), ("int", "long long"), ("long long", "long long")))
     names += [f"searchsorted<{t}, {i}>" for t in _IDX for i in _IDX]
     names += [f"cell_coords<{c[t]}>" for t in _FLOATS]
@@ -77,9 +80,9 @@ def _dbscan() -> list:
     names += [f"cast<{u}, {u}>" for u in ("unsigned int", "unsigned long long")]
     names += ["cast<long long, int>", "cast<int, long long>", "cast<unsigned char, int>"]
     names += ["fill<unsigned char>", "fill<unsigned int>", "fill<unsigned long long>"]
-    names += ["run_flags<unsigned int>", "run_flags<unsigned long long>"]
+    names += [f"{k}<{i}>" for k in _SORTED_RUNS for i in _IDX]   # 32- and 64-bit keys
     names += [f"gather_rows<{u}, {i}>" for u in ("unsigned int", "unsigned long long")
-              for i in ("long long", "int")]          # the keys of the cells, by int32 starts
+              for i in _IDX]
     names += ["scatter_iota<long long, int>", "scatter_iota<long long, long long>"]
     names += ["compact_from_scan<int, long long>", "compact_from_scan<int, int>"]
     return names + _scans((("int", "int"),))

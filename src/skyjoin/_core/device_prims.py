@@ -21,7 +21,8 @@ import numpy as np
 from .device_kernels import c_type, function, item_type, launch
 
 __all__ = ["astype", "fill", "arange", "negate", "take", "inverse_permutation",
-           "scan", "runs", "compact", "sort", "argsort", "searchsorted"]
+           "scan", "runs", "compact", "sort", "argsort", "sorted_runs", "packs_index",
+           "searchsorted"]
 
 _SCAN_CHUNKS = 1024        # most chunks of a scan (one block scans their sums)
 _SCAN_TILE = 256           # items per tile of a chunk (the scan's block size)
@@ -181,6 +182,59 @@ def argsort(cp, keys, in_place: bool = False):
     if keys.size:
         cp.cuda.thrust.argsort(work.dtype, idx.data.ptr, work.data.ptr, 0, (int(keys.size),))
     return idx
+
+
+def packs_index(n: int, key_end: int, dtype) -> bool:
+    """Whether ``n`` keys of ``dtype`` (int32 or int64) in [0, key_end) sort
+    with each key packed above its index (:func:`sorted_runs`): the key's
+    bits and an index's fit the dtype's, its sign bit left clear."""
+    index_bits = max(int(n) - 1, 0).bit_length()
+    key_bits = max(int(key_end) - 1, 0).bit_length()
+    return key_bits + index_bits <= 8 * np.dtype(dtype).itemsize - 1
+
+
+def sorted_runs(cp, keys, key_end: int):
+    """Sort ``keys`` (int32 or int64, C-contiguous, in [0, key_end), fewer
+    than 2**31) in place and find their runs: the sort of every GPU grid.
+
+    Where :func:`packs_index` holds, each key is packed above its index and
+    Thrust's radix sort runs on the keys alone (distinct keys: the order is
+    the stable one); else Thrust's argsort (:func:`argsort`), its int64
+    order then narrowed.  The packed sort moves a key a pass, the argsort a
+    key and an int64 index (docs/decisions/dbscan-fit-path.md, "The cell
+    keys' sort").  ``keys`` is overwritten.
+
+    Returns (order, run_of, starts, run_key): ``order`` (n,) int32, the row
+    of each sorted key; ``run_of`` (n,) int32, the run of each sorted
+    position; ``starts`` (n_runs + 1,) int32, run r is
+    ``starts[r]:starts[r + 1]``; ``run_key`` (n_runs,) int64, its key.
+    O(n) plus the sort, one host copy (the number of runs).
+    """
+    n = int(keys.size)
+    if not keys.flags.c_contiguous:
+        raise ValueError("sorted_runs needs C-contiguous keys")
+    t = c_type(keys.dtype)
+    if packs_index(n, key_end, keys.dtype):
+        shift = max(n - 1, 0).bit_length()
+        launch(cp, f"pack_index<{t}>", n, (keys, np.int64(n), np.int32(shift)))
+        keys.sort()
+        order = cp.empty(n, dtype=cp.int32)
+        run_of = cp.empty(n, dtype=cp.int32)
+        launch(cp, f"unpack_runs<{t}>", n, (keys, np.int64(n), np.int32(shift), order, run_of))
+    else:
+        shift = 0
+        order = astype(cp, argsort(cp, keys, in_place=True), cp.int32)
+        run_of = cp.empty(n, dtype=cp.int32)
+        launch(cp, f"unpack_runs<{t}>", n, (keys, np.int64(n), np.int32(0), np.uint64(0), run_of))
+    n_runs = 0
+    if n:
+        scan(cp, run_of, cp.int32, inclusive=True, init=-1, out=run_of)
+        n_runs = int(run_of[-1]) + 1
+    starts = cp.empty(n_runs + 1, dtype=cp.int32)
+    launch(cp, "compact_from_scan<int, int>", n, (run_of, np.int64(n), starts, np.int32(1)))
+    run_key = cp.empty(n_runs, dtype=cp.int64)
+    launch(cp, f"run_keys<{t}>", n_runs, (keys, starts, np.int64(n_runs), np.int32(shift), run_key))
+    return order, run_of, starts, run_key
 
 
 def searchsorted(cp, table, v, side: str = "left", dtype=np.int64):

@@ -93,9 +93,11 @@ phase         arrays added (- freed)                        alive at the phase's
 ============  ============================================  ===============================
 upload        the points (host input: the upload, scratch)  X
 bin           keys 8                                        X + 8
-sort          order 8, Thrust's buffers 16 (keys in place)  X + 32
-cells         point_slot 4, start 4 mu, cells' keys 8 mu;   X + 20 + 12 mu
-              - keys, - order (int64), + perm 4 (int32)
+sort          Thrust's buffers 8 (keys packed above their   X + 16 (X + 32 not packed)
+              index, in place; not packed: the int64
+              order 8, buffers 16)
+cells         perm 4, point_slot 4, start 4 mu, cells'      X + 16 + 12 mu
+              keys 8 mu; - keys
 row table     cell_q 4 mu, r; - cells' keys                 X + 8 + 16 mu + r
 gather        the sorted points X                           2 X + 8 + 8 mu + r
 boxes         box_slot 4 mu, close 1 mu, boxes 8 d phi      P + 8 + 13 mu + 8 d phi + r
@@ -272,10 +274,8 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
                              cell))
     if rs * rows < 2**31:       # 32-bit keys: half the radix passes of the sort
         cell = dp.astype(cp, cell, cp.int32)
-    order, _, cells, start, point_slot = sort_cells_gpu(cp, None, cell, cp.int32, sort_key=True)
+    perm, _, cells, start, point_slot = sort_cells_gpu(cp, None, cell, rs * rows)
     del cell
-    perm = dp.astype(cp, order, cp.int32)           # n < 2**31
-    del order
     m = int(cells.size)
     cell_q = cp.empty(m, dtype=cp.int32)
     if dense_rows:                  # the dense row table

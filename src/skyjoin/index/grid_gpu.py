@@ -27,6 +27,7 @@ CPU engine's grid; only the search differs.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass
 
@@ -168,17 +169,17 @@ def _grid_from_coords(cp, P, coords_t, table, off, k, lo, side) -> GpuGrid:
     lid = cp.empty(n, dtype=cp.int64)
     launch(cp, "rank_ids", n, (coords_t, np.int64(n), np.int32(k), table_k, off_d,
                                cp.asarray(np.asarray(stride, dtype=np.int64)), lid))
-    order, points, cell_ids, cell_start, point_cell = sort_cells_gpu(cp, P, lid, cp.int32)
+    order, points, cell_ids, cell_start, point_cell = sort_cells_gpu(cp, P, lid, math.prod(radix))
     del lid
     # the coordinates of each cell, from its first (sorted) point
     cell_coords = _cell_coords(cp, points, lo, side, k, rows=cell_start[:-1])
     masks = [table_k[int(off_k[j]):int(off_k[j + 1])] for j in range(k)]
-    return GpuGrid(points=points, order=dp.astype(cp, order, cp.int32), point_cell=point_cell,
+    return GpuGrid(points=points, order=order, point_cell=point_cell,
                    cell_ids=cell_ids, cell_start=cell_start, cell_coords=cell_coords,
                    masks=masks, stride=tuple(stride), k=k, mask_table=table_k, mask_off=off_d)
 
 
-def sort_cells_gpu(cp, P, key, start_dtype, *, sort_key: bool = False):
+def sort_cells_gpu(cp, P, key, key_end: int):
     """Sort the device points P by cell key and find the non-empty cells: the one
     sort behind every GPU grid (the epsilon grid here, the fine grid of the
     DBSCAN grid path); only the key differs.
@@ -190,42 +191,31 @@ def sort_cells_gpu(cp, P, key, start_dtype, *, sort_key: bool = False):
     P : cupy.ndarray, shape (n, d), n >= 1, C-contiguous, or None
         None: the points are not gathered (the caller gathers them by
         ``order`` when it has freed what it no longer needs).
-    key : cupy.ndarray of int32 or int64, shape (n,)
-        Cell key of every point.
-    start_dtype : int32 or int64, dtype of ``cell_start``
-    sort_key : bool, default False
-        ``key`` (C-contiguous) is sorted in place, the sort's own keys: no
-        copy of the keys and no gather of the sorted keys: a key a point
-        fewer at the sort's peak and after it.  The caller's ``key`` then
-        holds the sorted keys.
+    key : cupy.ndarray of int32 or int64, shape (n,), C-contiguous
+        Cell key of every point, in [0, key_end); sorted in place, and
+        overwritten (the sort's own keys: no copy of them).
+    key_end : int
+        A bound on the keys (the grid's number of cells).
 
     Returns
     -------
-    order : (n,) int64, the row of each sorted point (stable: Thrust's radix argsort)
+    order : (n,) int32, the row of each sorted point (stable)
     points : (n, d) ``P[order]``, C-contiguous (None when P is None)
     cell_ids : (n_cells,) int64, sorted keys of the non-empty cells
-    cell_start : (n_cells + 1,) cell c holds sorted points [start[c], start[c + 1])
+    cell_start : (n_cells + 1,) int32, cell c holds sorted points [start[c], start[c + 1])
     point_cell : (n,) int32, cell index of each sorted point
 
     Notes
     -----
-    O(n d) work plus the radix sort of the keys; the project's own
-    kernels (``skyjoin._core.device_prims``), no CuPy routine that compiles.
-    Memory beyond P and key: the order (8 bytes a point) and, during the
-    sort, Thrust's buffers (a key and an order a point), plus the key copy
-    and the sorted keys unless ``sort_key``.
+    O(n d) work plus the radix sort of the keys
+    (``skyjoin._core.device_prims.sorted_runs``: the keys alone, each packed
+    above its index, where both fit the key's width; else Thrust's argsort);
+    the project's own kernels, no CuPy routine that compiles.  Memory
+    beyond P and key: the order and the cells (4 bytes a point each) and,
+    during the sort, Thrust's buffers (a key a point when packed, a key and
+    an int64 order a point, plus that order, when not).
     """
-    if sort_key:
-        order = dp.argsort(cp, key, in_place=True)
-        key_s = key
-    else:
-        order = dp.argsort(cp, key)
-        key_s = dp.take(cp, key, order)
-    point_cell, cell_start = dp.runs(cp, key_s, start_dtype)
-    cell_ids = dp.take(cp, key_s, cell_start[:-1])
-    if cell_ids.dtype != np.int64:
-        cell_ids = dp.astype(cp, cell_ids, cp.int64)
-    del key_s
+    order, point_cell, cell_start, cell_ids = dp.sorted_runs(cp, key, key_end)
     points = None if P is None else dp.take(cp, cp.ascontiguousarray(P), order)
     return order, points, cell_ids, cell_start, point_cell
 

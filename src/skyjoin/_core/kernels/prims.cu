@@ -58,6 +58,32 @@ __global__ void run_flags(const U* keys, i64 n, int* flags) {
     GRID_STRIDE(i, n) flags[i] = (i == 0 || keys[i] != keys[i - 1]) ? 1 : 0;
 }
 
+// keys[i] = keys[i] << shift | i: each key (non-negative, below 2^(bits - 1 -
+// shift)) packed above its index, so that a sort of the keys alone is stable.
+template <typename T>
+__global__ void pack_index(T* keys, i64 n, int shift) {
+    GRID_STRIDE(i, n) keys[i] = (keys[i] << shift) | (T)i;
+}
+
+// Of sorted packed keys (pack_index; shift 0: sorted keys as they are): the
+// index under each (order[i], when order is not null) and where each run of
+// equal keys starts (flags[i] = 1 at a run's first position, else 0).
+template <typename T>
+__global__ void unpack_runs(const T* packed, i64 n, int shift, int* order, int* flags) {
+    const T low = (T)(((T)1 << shift) - 1);
+    GRID_STRIDE(i, n) {
+        const T v = packed[i];
+        if (order) order[i] = (int)(v & low);
+        flags[i] = (i == 0 || (v >> shift) != (packed[i - 1] >> shift)) ? 1 : 0;
+    }
+}
+
+// keys[r] = packed[starts[r]] >> shift: the key of each run (unpack_runs)
+template <typename T>
+__global__ void run_keys(const T* packed, const int* starts, i64 m, int shift, i64* keys) {
+    GRID_STRIDE(r, m) keys[r] = (i64)(packed[starts[r]] >> shift);
+}
+
 // The positions p with pos[p] != pos[p - 1] (pos[-1] taken as -1), written at
 // out[pos[p]]: with pos the inclusive scan of 0/1 flags minus one, the positions
 // of the flags, in order (a compaction); out[count] = n when tail != 0.
