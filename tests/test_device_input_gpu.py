@@ -282,6 +282,12 @@ def test_bad_device_input_gets_the_host_messages(cp):
         sj.DBSCAN(eps=0.3).fit(Y)
     with pytest.raises(ValueError, match="NaN or inf"):
         list(sj.dbscan_sweep(Y, eps=[0.3], min_samples=[2]))
+    with pytest.raises(ValueError, match="X contains NaN or inf"):     # the range pass
+        sj.self_join(Y, 0.3)
+    Y[5, 1] = -cp.inf
+    for points in (Y, Y.astype(cp.float32), cp.asnumpy(Y)):     # host input too
+        with pytest.raises(ValueError, match="NaN or inf"):
+            sj.DBSCAN(eps=0.3, device="gpu").fit(points)
     with pytest.raises(TypeError, match="never copies them to the host"):
         sj.DBSCAN(eps=0.3, device="cpu").fit(X)
     with pytest.raises(TypeError, match="only Euclidean DBSCAN runs on the GPU"):

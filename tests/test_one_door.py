@@ -195,7 +195,7 @@ def on_gpu(monkeypatch):
     monkeypatch.setattr(dbscan_engine, "cupy", _fake_cupy)
     monkeypatch.setattr(estimator, "cupy", _fake_cupy)
     spy.uploads = []         # the boundary's one upload, kept on the host here
-    monkeypatch.setattr(estimator, "to_device", lambda cp, X, name, dtype:
+    monkeypatch.setattr(estimator, "to_device", lambda cp, X, name, dtype, check_finite=True:
                         spy.uploads.append(len(X)) or np.asarray(X, dtype=dtype))
     return spy
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .device import array_module, is_device_array
+from .device_reduce import column_bounds
 from .magnitude import max_magnitude
 from .validate import check_points
 
@@ -126,7 +127,8 @@ def largest_magnitude(arrays) -> float:
     value is inf or NaN: the range pass of the module rule, which also serves
     as the finiteness test of callers that skip ``check_points``'.  Host
     arrays take one pass split over the host threads
-    (``magnitude.max_magnitude``); GPU arrays two reductions on the device."""
+    (``magnitude.max_magnitude``); GPU arrays one on the device
+    (``device_reduce.column_bounds``)."""
     m = 0.0
     for A in arrays:
         if not A.size:
@@ -134,10 +136,14 @@ def largest_magnitude(arrays) -> float:
         if not is_device_array(A):
             m = max(m, max_magnitude(A))
             continue
-        hi, lo = float(A.max()), float(A.min())
-        if not (math.isfinite(hi) and math.isfinite(lo)):
+        cp = array_module(A)
+        B = A.reshape(A.shape[0], -1)
+        if B.dtype not in (np.float32, np.float64):       # integers, float16: exact in float64
+            B = B.astype(cp.float64)
+        lo, hi, finite = column_bounds(cp, B)
+        if not finite:
             return math.inf
-        m = max(m, abs(hi), abs(lo))
+        m = max(m, float(np.abs(lo).max()), float(np.abs(hi).max()))
     return m
 
 
@@ -194,14 +200,23 @@ def condition_points(arrays, eps: float, precision: str = "float64", extent: flo
 
 def condition_checked(arrays, names, eps: float, precision: str = "float64"):
     """``condition_points`` for arrays that ``check_points(..., check_finite=False)``
-    has checked in every way but finiteness: the range pass is the finiteness
-    test too (one pass over the points, not two), and a NaN or inf is then
-    reported by ``check_points``, naming the array and the first bad row.
-    GPU arrays are left to the GPU engine's own test.  O(n d).
+    (or ``device_input.as_device_points``) has checked in every way but
+    finiteness: the range pass is the finiteness test too (one pass over the
+    points, not two), and a NaN or inf is then reported, for a host array by
+    ``check_points``, naming the array and the first bad row, for a GPU
+    array naming the array.  O(n d).
+
+    Raises
+    ------
+    ValueError
+        A NaN or inf value.
     """
     extent = largest_magnitude(arrays)
     if not math.isfinite(extent):
         for A, name in zip(arrays, names):
             if not is_device_array(A):
                 check_points(A, name=name, dtype=A.dtype)   # raises
+            elif not math.isfinite(largest_magnitude([A])):
+                raise ValueError(f"{name} contains NaN or inf values; remove or impute them "
+                                 "first")
     return condition_points(arrays, eps, precision, extent)

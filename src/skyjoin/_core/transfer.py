@@ -31,8 +31,11 @@ CHUNK_BYTES = 16 << 20
 COPY_LANES = min(16, HOST_THREADS)
 
 
-def to_device(cp, X, name: str, dtype):
-    """X (NumPy or CuPy) as a C-contiguous (n, d) device array of the working dtype."""
+def to_device(cp, X, name: str, dtype, check_finite: bool = True):
+    """X (NumPy or CuPy) as a C-contiguous (n, d) device array of the working
+    dtype, its values tested for NaN and inf on the device (one pass) unless
+    ``check_finite`` is False: the caller's own pass tests them (the range
+    pass of ``conditioning.condition_checked``), or they were tested before."""
     if is_device_array(X):
         A = cp.asarray(X)
         if A.ndim != 2:
@@ -47,7 +50,7 @@ def to_device(cp, X, name: str, dtype):
         # tested after the cast: exact for every float dtype, and the reduction's
         # kernels take the working dtypes (float16 has none)
         A = cp.ascontiguousarray(A.astype(dtype, copy=False))
-        if floats and not all_finite(cp, A):
+        if check_finite and floats and not all_finite(cp, A):
             raise ValueError(f"{name} contains NaN or inf values; remove or impute them first")
         return A
     A = np.asarray(X)
@@ -56,7 +59,7 @@ def to_device(cp, X, name: str, dtype):
     if A.dtype not in (np.float64, np.float32) or not A.flags.c_contiguous:
         A = check_points(A, name=name)
     D = h2d(cp, A)
-    if not all_finite(cp, D):
+    if check_finite and not all_finite(cp, D):
         raise ValueError(f"{name} contains NaN or inf values; remove or impute them first")
     return cp.ascontiguousarray(D.astype(dtype, copy=False))
 

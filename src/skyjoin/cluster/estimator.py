@@ -427,16 +427,16 @@ class DBSCAN(ClusterMixin, BaseEstimator):
 def _conditioned(plan, X, eps):
     """The points and eps conditioned once (``_core.conditioning``), where the plan's
     first path reads them: on the GPU for a GPU path (the one upload, checked against
-    the free device memory first, then two reductions there), else on the host; both
-    test NaN and inf on the way (``plan.finite_when_conditioned``).  float32 points
+    the free device memory first, then one reduction there), else on the host; both
+    test NaN and inf on the way, in the range pass (``plan.finite_when_conditioned``).  float32 points
     travel as float32 (scaled by a power of two, they round once).  O(n d)."""
     if plan.device == "gpu" and plan.paths[0] != "hybrid-gpu":
         cp = cupy()
         check_points_fit(cp, "GPU DBSCAN", [X], working_dtype(plan.precision), self_join=True,
                          per_point=DBSCAN_POINT_BYTES)
         dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
-        with oom_as_error(cp, "GPU DBSCAN"):
-            X = to_device(cp, X, "X", dtype)
+        with oom_as_error(cp, "GPU DBSCAN"):       # tested by condition_checked's pass
+            X = to_device(cp, X, "X", dtype, check_finite=False)
     (Xc,), eps_c = condition_checked([X], ["X"], eps, plan.precision)
     return Xc, eps_c
 

@@ -453,7 +453,7 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overw
     tick = _Ticker(cp, timings)
     load(cp, "dbscan")                          # its device kernels, one compile
     dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
-    Xd = to_device(cp, X, "X", dtype)        # pinned staging for host input
+    Xd = to_device(cp, X, "X", dtype, check_finite=False)   # pinned staging for host input
     n = Xd.shape[0]
     if n == 0:
         xp = cp if on_device else np
