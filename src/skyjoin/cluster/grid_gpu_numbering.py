@@ -80,4 +80,15 @@ __global__ void number_clusters(const unsigned char* core, const int* low, const
     parent[p] = core[p] ? (long long)rank[low[parent[p]]] : -1;
 }
 
+// number_clusters and scatter_labels in one pass where no border pass follows
+// (every labelled point is core): out (the caller's order, filled with -1)
+// takes each core point's label at its caller row
+__global__ void number_scatter(const unsigned char* core, const long long* parent,
+                               const int* low, const int* rank, const int* perm, long long n,
+                               long long* out) {
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n || !core[p]) return;
+    out[perm[p]] = (long long)rank[low[parent[p]]];
+}
+
 """
