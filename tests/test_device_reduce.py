@@ -40,11 +40,22 @@ def test_column_bounds_wrapper_equals_numpy(monkeypatch):
 @pytest.mark.gpu
 def test_column_bounds_on_the_gpu_equal_numpy():
     from skyjoin._core.device import cupy
+    from skyjoin._core.device_reduce import all_finite, column_bounds
 
     cp = cupy()
     for X in _cases(2):
         _check(cp, X)
+    # more rows than the fixed grid's threads take four at a time: the unrolled
+    # loop and its tail, a bad value in each
+    rng = np.random.default_rng(3)
+    for n, d in ((2_000_003, 3), (1_048_577, 1)):
+        for dtype in (np.float64, np.float32):
+            X = rng.normal(size=(n, d)).astype(dtype)
+            _check(cp, X)
+            for row in (0, 1, n // 3, n - 2, n - 1):
+                Y = cp.asarray(X)
+                Y[row, d - 1] = np.nan
+                assert not all_finite(cp, Y) and not column_bounds(cp, Y)[2]
+            assert all_finite(cp, cp.asarray(X))
     with pytest.raises(ValueError, match="at least one row"):
-        from skyjoin._core.device_reduce import column_bounds
-
         column_bounds(cp, cp.zeros((0, 2)))
