@@ -18,10 +18,11 @@ the GPU:
    are sorted in place by the GPU grid sort
    (``skyjoin.index.grid_gpu.sort_cells_gpu``) and the points gathered by
    the order (int32) once the keys are gone, so every cell is a
-   contiguous run.  Only the non-empty cells are kept: ``row_table`` finds
-   the first cell of every *row* (the cells that differ in the fastest
-   coordinate only), a dense table of ``prod(radix) / radix_fastest``
-   entries, and each cell's coordinate along its row; where that table
+   contiguous run.  Only the non-empty cells are kept: the first cell of
+   every *row* (the cells that differ in the fastest coordinate only), a
+   dense table of ``prod(radix) / radix_fastest`` entries, is the scan of
+   each row's number of cells (``row_counts``, which also gives each
+   cell's coordinate along its row); where that table
    would pass ``index.fine_grid.row_table_fits`` (points on a sphere, whose
    box holds far more rows than points), a hash table of the non-empty rows
    (open addressing, ``row_hash_insert``) takes its place;
@@ -279,17 +280,17 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
     del cell
     m = int(cells.size)
     cell_q = cp.empty(m, dtype=cp.int32)
-    if dense_rows:                  # the dense row table
+    if dense_rows:                  # the dense row table: the scan of each row's cells
         row_start = cp.empty(rows + 1, dtype=cp.int32)
-        mod.get_function("row_table")(_blocks(max(m, rows + 1)), (_BLOCK,),
-                                      (cells, np.int64(m), np.int64(rs), np.int64(rows), cell_q,
-                                       row_start))
+        dp.fill(cp, row_start, 0)
+        mod.get_function("row_counts")(_blocks(m), (_BLOCK,),
+                                       (cells, np.int64(m), np.int64(rs), cell_q, row_start))
+        dp.scan(cp, row_start, cp.int32, inclusive=False, out=row_start)
         del cells
         hashed = (_NULL, _NULL, _NULL, np.uint64(0))
     else:                           # a hash table of the non-empty rows
-        mod.get_function("row_table")(_blocks(m), (_BLOCK,),
-                                      (cells, np.int64(m), np.int64(rs), np.int64(-1), cell_q,
-                                       _NULL))
+        mod.get_function("row_counts")(_blocks(m), (_BLOCK,),
+                                       (cells, np.int64(m), np.int64(rs), cell_q, _NULL))
         hashed = _row_hash(cp, mod, cells, m, rs)
         del cells
         row_start = None

@@ -235,20 +235,19 @@ __global__ void bin(const REAL* X, long long n, int dims, const int* korder, con
     cell[i] = c;
 }
 
-// each cell's sparse coordinate, and the first slot of every row (a thread per
-// cell and per row: the row's lower bound in the sorted keys)
-__global__ void row_table(const long long* cells, long long m, long long rs, long long rows,
-                          int* cell_q, int* row_start) {
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < m) cell_q[i] = (int)(cells[i] % rs);
-    if (i <= rows) {
-        long long key = i * rs, a = 0, b = m;
-        while (a < b) {
-            long long mid = a + ((b - a) >> 1);
-            if (cells[mid] < key) a = mid + 1; else b = mid;
-        }
-        row_start[i] = (int)a;
-    }
+// each cell's sparse coordinate and, into cnt (rows + 1 zeros; null without a
+// dense row table), each row's number of cells: a row's first cell adds -t, its
+// last t + 1 (one thread both for a row of one cell), so that the exclusive
+// scan of cnt is the first slot of every row
+__global__ void row_counts(const long long* cells, long long m, long long rs, int* cell_q,
+                           int* cnt) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= m) return;
+    long long key = cells[t], r = key / rs, base = r * rs;
+    cell_q[t] = (int)(key - base);
+    if (!cnt) return;
+    if (t == 0 || cells[t - 1] < base) atomicAdd(&cnt[r], -(int)t);
+    if (t == m - 1 || cells[t + 1] >= base + rs) atomicAdd(&cnt[r], (int)t + 1);
 }
 
 // the hash table of the non-empty rows (row_slots): the first cell of each row
