@@ -1,14 +1,17 @@
 """``components_`` of the DBSCAN estimator: the core samples' rows of X.
 
 Gathered where X lies and returned where the results live (the plan's
-``on_device``): a host gather in parallel for host points, CuPy's
-indexing for device points.
+``on_device``): a host gather in parallel for host points, the device
+primitives' gather (``_core.device_prims.take``, no CuPy routine to
+compile) for device points of 4- or 8-byte items in C order, CuPy's
+indexing for others.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .._core import device_prims as dp
 from .._core.device import cupy, is_device_array
 from ..index.grid_kernels import gather_rows
 
@@ -23,7 +26,12 @@ def core_rows(X, core, on_device: bool):
     n_core = int(core.shape[0])
     if is_device_array(X):
         cp = cupy()
-        C = X[cp.asarray(core)] if n_core else cp.empty((0, X.shape[1]))
+        if not n_core:
+            C = cp.empty((0, X.shape[1]))
+        elif X.flags.c_contiguous and X.dtype.itemsize in (4, 8):
+            C = dp.take(cp, X, cp.asarray(core))
+        else:
+            C = X[cp.asarray(core)]
         return C if on_device else cp.asnumpy(C)
     if n_core:
         C = _take_rows(X, cupy().asnumpy(core) if is_device_array(core) else core)
