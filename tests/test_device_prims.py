@@ -105,6 +105,17 @@ def test_device_prims_emulated_equal_numpy(monkeypatch):
     _check_prims(FakeCupy(), SIZES[:-1])
 
 
+@pytest.mark.skipif(compiler() is None, reason="no host C++ compiler")
+def test_device_prims_emulated_on_one_block(monkeypatch):
+    """One block of threads for every grid-stride launch: each thread takes
+    many items, through the unrolled loops and their tails."""
+    from skyjoin._core import device_kernels
+
+    emulate_device_kernels(monkeypatch)
+    monkeypatch.setattr(device_kernels, "_MAX_BLOCKS", 1)
+    _check_prims(FakeCupy(), SIZES[:-1], seed=2)
+
+
 @pytest.mark.gpu
 def test_device_prims_on_the_gpu_equal_numpy():
     from skyjoin._core.device import cupy
