@@ -25,7 +25,8 @@ __all__ = ["astype", "fill", "arange", "negate", "take", "inverse_permutation",
            "searchsorted"]
 
 _SCAN_CHUNKS = 1024        # most chunks of a scan (one block scans their sums)
-_SCAN_TILE = 256           # items per tile of a chunk (the scan's block size)
+_SCAN_THREADS = 256        # the scan's block size
+_SCAN_TILE = 256 * 8       # items per tile of a chunk (SCAN_TILE in prims.cu)
 
 
 def astype(cp, a, dtype, out=None):
@@ -113,9 +114,9 @@ def scan(cp, a, dtype, inclusive: bool = True, init: int = 0, out=None):
     chunk = -(-tiles // min(tiles, _SCAN_CHUNKS)) * _SCAN_TILE
     nb = -(-n // chunk)
     part = cp.empty(nb, dtype=dtype)
-    function(cp, f"scan_chunk_sums<{ti}, {to}>")((nb,), (_SCAN_TILE,), (a, np.int64(n), np.int64(chunk), part))
+    function(cp, f"scan_chunk_sums<{ti}, {to}>")((nb,), (_SCAN_THREADS,), (a, np.int64(n), np.int64(chunk), part))
     function(cp, f"scan_chunk_offsets<{to}>")((1,), (1024,), (part, np.int32(nb)))
-    function(cp, f"scan_chunks<{ti}, {to}>")((nb,), (_SCAN_TILE,),
+    function(cp, f"scan_chunks<{ti}, {to}>")((nb,), (_SCAN_THREADS,),
                                              (a, np.int64(n), np.int64(chunk), part, dtype.type(init),
                                               np.int32(1 if inclusive else 0), out))
     return out

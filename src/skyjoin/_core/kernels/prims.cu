@@ -98,11 +98,17 @@ __global__ void compact_from_scan(const P* pos, i64 n, I* out, int tail) {
 
 // ---------------------------------------------------------------------------
 // Scan (prefix sums), exact in integers, three launches: per-chunk sums, a scan
-// of the chunk sums by one block, and each chunk scanned in tiles of blockDim
-// items from its offset.  out[i] = init + sum of in[0 .. i] (inclusive) or of
-// in[0 .. i-1] (exclusive).  out may be in.  blockDim must be 256.
+// of the chunk sums by one block, and each chunk scanned in tiles of
+// SCAN_ITEMS items a thread from its offset.  out[i] = init + sum of in[0 .. i]
+// (inclusive) or of in[0 .. i-1] (exclusive).  out may be in.  blockDim must
+// be 256.
 // ---------------------------------------------------------------------------
 #define SCAN_THREADS 256
+#define SCAN_ITEMS 8
+#define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
+// a tile's slot k in shared memory, one word of padding every 32: a thread's
+// SCAN_ITEMS consecutive items then lie in distinct banks across its warp
+#define SCAN_SLOT(k) ((k) + ((k) >> 5))
 
 template <typename T>
 __device__ __forceinline__ T block_inclusive_scan(T v, T* warp_tot) {
@@ -133,7 +139,13 @@ __global__ void scan_chunk_sums(const Ti* in, i64 n, i64 chunk, To* part) {
     __shared__ To s[SCAN_THREADS];
     const i64 a = blockIdx.x * chunk, b = min(n, a + chunk);
     To acc = 0;
-    for (i64 i = a + threadIdx.x; i < b; i += SCAN_THREADS) acc += (To)in[i];
+    i64 i = a + threadIdx.x;
+    for (; i + 3 * SCAN_THREADS < b; i += 4 * SCAN_THREADS) {   // four loads in flight
+        const Ti v0 = in[i], v1 = in[i + SCAN_THREADS], v2 = in[i + 2 * SCAN_THREADS],
+                 v3 = in[i + 3 * SCAN_THREADS];
+        acc += (To)v0 + (To)v1 + (To)v2 + (To)v3;
+    }
+    for (; i < b; i += SCAN_THREADS) acc += (To)in[i];
     s[threadIdx.x] = acc;
     __syncthreads();
     for (int w = SCAN_THREADS / 2; w > 0; w >>= 1) {
@@ -157,20 +169,45 @@ __global__ void scan_chunk_offsets(To* part, int nb) {
     for (int i = threadIdx.x; i < nb; i += blockDim.x) part[i] = s[i];
 }
 
+// Each tile: loaded across the block (coalesced, every load in flight), each
+// thread's SCAN_ITEMS consecutive items summed, the block's scan of those sums,
+// then each thread's items scanned from its offset and stored across the block.
 template <typename Ti, typename To>
 __global__ void scan_chunks(const Ti* in, i64 n, i64 chunk, const To* part, To init,
                             int inclusive, To* out) {
+    __shared__ To tile[SCAN_SLOT(SCAN_TILE)];
     __shared__ To warp_tot[SCAN_THREADS / 32];
     __shared__ To carry_s;
     const i64 a = blockIdx.x * chunk, b = min(n, a + chunk);
+    const int mine = threadIdx.x * SCAN_ITEMS;
     To carry = init + part[blockIdx.x];
-    for (i64 t0 = a; t0 < b; t0 += SCAN_THREADS) {
-        const i64 i = t0 + threadIdx.x;
-        To v = i < b ? (To)in[i] : (To)0;
-        To inc = block_inclusive_scan<To>(v, warp_tot);
-        if (i < b) out[i] = carry + (inclusive ? inc : inc - v);
+    for (i64 t0 = a; t0 < b; t0 += SCAN_TILE) {
+#pragma unroll
+        for (int r = 0; r < SCAN_ITEMS; ++r) {
+            const int k = r * SCAN_THREADS + threadIdx.x;
+            tile[SCAN_SLOT(k)] = t0 + k < b ? (To)in[t0 + k] : (To)0;
+        }
+        __syncthreads();
+        To v[SCAN_ITEMS], sum = 0;
+#pragma unroll
+        for (int r = 0; r < SCAN_ITEMS; ++r) {
+            v[r] = tile[SCAN_SLOT(mine + r)];
+            sum += v[r];
+        }
+        const To inc = block_inclusive_scan<To>(sum, warp_tot);
+        To run = carry + (inc - sum);
+#pragma unroll
+        for (int r = 0; r < SCAN_ITEMS; ++r) {
+            run += v[r];
+            tile[SCAN_SLOT(mine + r)] = inclusive ? run : run - v[r];
+        }
         if (threadIdx.x == SCAN_THREADS - 1) carry_s = inc;
         __syncthreads();
+#pragma unroll
+        for (int r = 0; r < SCAN_ITEMS; ++r) {
+            const int k = r * SCAN_THREADS + threadIdx.x;
+            if (t0 + k < b) out[t0 + k] = tile[SCAN_SLOT(k)];
+        }
         carry += carry_s;
         __syncthreads();
     }
