@@ -51,10 +51,10 @@ __all__ = ["mark_phase", "SELF_JOIN_POINT_BYTES", "DBSCAN_POINT_BYTES", "JOIN_PO
 
 T = TypeVar("T")
 
-#: device bytes a point of a GPU self-join (or DBSCAN) certainly takes beyond
-#: its copies: cell ids, the order, counts (smallest measured peak:
+#: device bytes a point of a GPU self-join certainly takes beyond its copies:
+#: cell ids, the order, counts (below the smallest measured peak, 32.1:
 #: docs/decisions/core-device-memory.md)
-SELF_JOIN_POINT_BYTES = 40
+SELF_JOIN_POINT_BYTES = 24
 #: the same for a GPU DBSCAN: its grid path (d <= 4) holds, beside the two
 #: copies, at least the order (int32) and the cell of each point
 #: (``skyjoin.cluster.grid_gpu``'s memory by phase), its other paths a join's
