@@ -98,6 +98,12 @@ __device__ __forceinline__ bool apart(BOX_ARGS, long long p, long long t, long l
     return s > eps2;
 }
 
+// coordinate x in cells of the grid along a dimension (lo its bound, side the
+// cells' side): the grid's one conversion to cell units
+__device__ __forceinline__ double in_cells(double x, double lo, double side) {
+    return (x - lo) / side;
+}
+
 // cell coordinates q of point p, in key order (korder[d - 1], the sparse one,
 // last), and its place in its cell: f[j] = (x - lo) / side - q[j] along
 // key-order dimension j, in cells (in [0, 1] up to rounding)
@@ -106,7 +112,7 @@ __device__ __forceinline__ void cell_place(const REAL* X, long long p, int d, co
                                            const long long* radix, long long* q, float* f) {
     for (int j = 0; j < d; ++j) {
         int k = korder[j];
-        double u = ((double)X[p * d + k] - lo[k]) / side;
+        double u = in_cells((double)X[p * d + k], lo[k], side);
         long long v = (long long)floor(u);
         if (v < 0) v = 0; else if (v >= radix[k]) v = radix[k] - 1;
         q[j] = v;
@@ -336,10 +342,25 @@ __global__ void cell_boxes(const REAL* X, int dims, const int* start, long long 
     const float* box_hi, const int* korder, const double* lo, double side, const long long* radix
 #define PATTERN_ARGS int n_rows, const int* row_off, const int* row_lo, const int* row_hi, \
     const long long* row_delta, int reach, float reach2
-// pattern row j of the cell at coordinates c (row r0, inner: home_row), or -1
-// outside the grid
-#define PATTERN_ROW(j) (inner ? r0 + row_delta[j] \
-                              : row_at(c, d, korder, radix, row_off + (j) * (d - 1)))
+// the same arguments, passed on
+#define GRID_PASS start, point_slot, row_start, hkeys, hfirst, hend, mask, cell_q, close, \
+    box_slot, box_lo, box_hi, korder, lo, side, radix
+#define PATTERN_PASS n_rows, row_off, row_lo, row_hi, row_delta, reach, reach2
+
+// The slots [*u0, *u1) of the cells of pattern row j, at steps [a, b] from the
+// cell at coordinates c (row r0, inner: home_row), that can hold a point
+// within eps of the place [flo, fhi] (row_window); false when none can or the
+// row lies outside the grid.  The searches' one lookup of a pattern row.
+__device__ __forceinline__ bool pattern_slots(GRID_ARGS, PATTERN_ARGS, int d, const long long* c,
+                                              long long r0, bool inner, const float* flo,
+                                              const float* fhi, int j, int a, int b, int* u0,
+                                              int* u1) {
+    if (!row_window(flo, fhi, row_off + j * (d - 1), d, reach2, &a, &b)) return false;
+    long long r = inner ? r0 + row_delta[j] : row_at(c, d, korder, radix, row_off + j * (d - 1));
+    if (r < 0) return false;
+    row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + a, c[d - 1] + b, u0, u1);
+    return true;
+}
 
 __global__ void SEARCH_BOUNDS core_flags(const REAL* X, long long n, int dims, GRID_ARGS, PATTERN_ARGS,
                            DECIDE_ARGS, long long min_samples, unsigned char* core) {
@@ -363,12 +384,10 @@ __global__ void SEARCH_BOUNDS core_flags(const REAL* X, long long n, int dims, G
         bool inner;
         long long r0 = home_row(c, d, korder, radix, reach, &inner);
         for (int j = 0; j < n_rows && cnt < min_samples; ++j) {
-            int a = row_lo[j], b = row_hi[j];
-            if (!row_window(f, f, row_off + j * (d - 1), d, reach2, &a, &b)) continue;
-            long long r = PATTERN_ROW(j);
-            if (r < 0) continue;
             int u0, u1;
-            row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
+            if (!pattern_slots(GRID_PASS, PATTERN_PASS, d, c, r0, inner, f, f, j, row_lo[j],
+                               row_hi[j], &u0, &u1))
+                continue;
             for (int u = u0; u < u1 && cnt < min_samples; ++u) {
                 if (u == t || (box_slot[u] >= 0 &&
                                apart(X, d, start, box_slot, box_lo, box_hi, p, -1, u, eps2)))
@@ -474,8 +493,8 @@ __global__ void SEARCH_BOUNDS link_between(const REAL* X, int dims, long long m,
     for (int j = 0; j < d; ++j) {          // the place of the cell's box, rounded outwards
         if (slot < 0) { fhi[j] = flo[j]; continue; }
         int k = korder[j];
-        flo[j] = (float)(((double)box_lo[slot * d + k] - lo[k]) / side - (double)c[j]);
-        fhi[j] = (float)(((double)box_hi[slot * d + k] - lo[k]) / side - (double)c[j]);
+        flo[j] = (float)(in_cells((double)box_lo[slot * d + k], lo[k], side) - (double)c[j]);
+        fhi[j] = (float)(in_cells((double)box_hi[slot * d + k], lo[k], side) - (double)c[j]);
     }
     bool inner;
     long long r0 = home_row(c, d, korder, radix, reach, &inner);
@@ -483,11 +502,9 @@ __global__ void SEARCH_BOUNDS link_between(const REAL* X, int dims, long long m,
         if (phase == 0 && !row_adjacent[j]) continue;
         int a = row_lo[j], b = row_hi[j];
         if (phase == 0) { a = a < -1 ? -1 : a; b = b > 1 ? 1 : b; }   // the adjacent cells only
-        if (!row_window(flo, fhi, row_off + j * (d - 1), d, reach2, &a, &b)) continue;
-        long long r = PATTERN_ROW(j);
-        if (r < 0) continue;
         int u0, u1;
-        row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
+        if (!pattern_slots(GRID_PASS, PATTERN_PASS, d, c, r0, inner, flo, fhi, j, a, b, &u0, &u1))
+            continue;
         for (int u = u0; u < u1; ++u) {
             long long step = (long long)cell_q[u] - c[d - 1];
             bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
@@ -511,12 +528,10 @@ __global__ void SEARCH_BOUNDS border(const REAL* X, long long n, int dims, GRID_
     long long r0 = home_row(c, d, korder, radix, reach, &inner);
     long long best = -1;
     for (int j = 0; j < n_rows; ++j) {
-        int a = row_lo[j], b = row_hi[j];
-        if (!row_window(f, f, row_off + j * (d - 1), d, reach2, &a, &b)) continue;
-        long long r = PATTERN_ROW(j);
-        if (r < 0) continue;
         int u0, u1;
-        row_slots(row_start, cell_q, hkeys, hfirst, hend, mask, r, c[d - 1] + a, c[d - 1] + b, &u0, &u1);
+        if (!pattern_slots(GRID_PASS, PATTERN_PASS, d, c, r0, inner, f, f, j, row_lo[j], row_hi[j],
+                           &u0, &u1))
+            continue;
         for (int u = u0; u < u1; ++u) {
             if (box_slot[u] >= 0 && apart(X, d, start, box_slot, box_lo, box_hi, p, -1, u, eps2))
                 continue;

@@ -6,15 +6,14 @@ there), launched by :mod:`skyjoin.cluster.grid_gpu` after the links.
 
 __all__ = ["NUMBERING"]
 
-NUMBERING = r"""// min_samples 2, every point linked: compress's walk to the root, then a
-// point is core when it has a neighbour, that is when its component holds
-// another point (core: zeros)
+NUMBERING = r"""// min_samples 2, every point linked: compress's walk to the root (uf_root),
+// then a point is core when it has a neighbour, that is when its component
+// holds another point (core: zeros)
 __global__ void compress_linked(long long n, long long* parent, unsigned char* core) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     volatile long long* vparent = parent;
-    long long x = i;
-    while (vparent[x] != x) x = vparent[x];
+    long long x = uf_root(vparent, i);
     if (x == i) return;
     vparent[i] = x;
     core[i] = 1;

@@ -57,18 +57,22 @@ __device__ __forceinline__ long long uf_find(long long* parent_, long long x) {
     return x;
 }
 
-// after every union: the root of every core point.  The walk only reads: a
-// find that halves paths would race with the final stores (a thread could
-// store a grandparent over a root that another thread has just stored, and
-// leave a point pointing below its root).  Each thread stores only a final
-// root, so concurrent walks still reach it.
+// after every union: the root of x by a walk that only reads.  A find that
+// halves paths would race with compress's final stores (a thread could store
+// a grandparent over a root that another thread has just stored, and leave a
+// point pointing below its root); each thread stores only a final root, so
+// concurrent walks still reach it.
+__device__ __forceinline__ long long uf_root(volatile long long* parent, long long x) {
+    while (parent[x] != x) x = parent[x];
+    return x;
+}
+
+// after every union: the root of every core point
 __global__ void compress(const unsigned char* core, long long n, long long* parent) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || !core[i]) return;
     volatile long long* vparent = parent;
-    long long x = i;
-    while (vparent[x] != x) x = vparent[x];
-    vparent[i] = x;
+    vparent[i] = uf_root(vparent, i);
 }
 
 __device__ __forceinline__ void uf_union(long long* parent, long long a, long long b) {
