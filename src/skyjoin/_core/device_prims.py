@@ -128,26 +128,23 @@ def runs(cp, keys, start_dtype):
 
     Returns (run_of, starts): ``run_of`` (n,) int32, the run of each
     position, and ``starts`` (n_runs + 1,) of ``start_dtype``, where run r
-    is ``starts[r]:starts[r + 1]`` (the last entry is n).  Four launches and
-    no host copy, O(n).
+    is ``starts[r]:starts[r + 1]`` (the last entry is n).  The flags of the
+    runs' first positions, then their :func:`compact`: O(n), one small
+    host copy (the number of runs).
     """
     n = int(keys.size)
     run_of = cp.empty(n, dtype=cp.int32)
     if n:
         launch(cp, f"run_flags<{item_type(keys.dtype)}>", n, (keys, np.int64(n), run_of))
-        scan(cp, run_of, cp.int32, inclusive=True, init=-1, out=run_of)
-        n_runs = int(run_of[-1]) + 1
-    else:
-        n_runs = 0
-    starts = cp.empty(n_runs + 1, dtype=start_dtype)
-    launch(cp, f"compact_from_scan<int, {c_type(start_dtype)}>", n,
-           (run_of, np.int64(n), starts, np.int32(1)))
+    starts, run_of = compact(cp, run_of, start_dtype, tail=True)
     return run_of, starts
 
 
-def compact(cp, flags, dtype):
+def compact(cp, flags, dtype, tail: bool = False):
     """The positions of the non-zero items of the 0/1 int32 array ``flags``
-    (overwritten by its inclusive scan minus one), in order, as ``dtype``.
+    (overwritten by its inclusive scan minus one), in order, as ``dtype``,
+    followed by n with ``tail`` (the flags of runs' first positions then
+    give the runs' starts and end).
 
     Returns (positions, pos): ``pos[i]`` is the number of flags set in
     ``flags[:i + 1]`` minus one (``flags`` itself, rewritten).  O(n), one
@@ -156,10 +153,10 @@ def compact(cp, flags, dtype):
     n = int(flags.size)
     pos = scan(cp, flags, cp.int32, inclusive=True, init=-1, out=flags)
     count = int(pos[-1]) + 1 if n else 0
-    out = cp.empty(count, dtype=dtype)
-    if count:
+    out = cp.empty(count + int(tail), dtype=dtype)
+    if count or tail:
         launch(cp, f"compact_from_scan<int, {c_type(dtype)}>", n,
-               (pos, np.int64(n), out, np.int32(0)))
+               (pos, np.int64(n), out, np.int32(tail)))
     return out, pos
 
 
@@ -227,12 +224,8 @@ def sorted_runs(cp, keys, key_end: int):
         order = astype(cp, argsort(cp, keys, in_place=True), cp.int32)
         run_of = cp.empty(n, dtype=cp.int32)
         launch(cp, f"unpack_runs<{t}>", n, (keys, np.int64(n), np.int32(0), np.uint64(0), run_of))
-    n_runs = 0
-    if n:
-        scan(cp, run_of, cp.int32, inclusive=True, init=-1, out=run_of)
-        n_runs = int(run_of[-1]) + 1
-    starts = cp.empty(n_runs + 1, dtype=cp.int32)
-    launch(cp, "compact_from_scan<int, int>", n, (run_of, np.int64(n), starts, np.int32(1)))
+    starts, run_of = compact(cp, run_of, cp.int32, tail=True)
+    n_runs = int(starts.size) - 1
     run_key = cp.empty(n_runs, dtype=cp.int64)
     launch(cp, f"run_keys<{t}>", n_runs, (keys, starts, np.int64(n_runs), np.int32(shift), run_key))
     return order, run_of, starts, run_key
