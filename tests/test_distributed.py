@@ -446,13 +446,33 @@ def _gpu_workers_equal(X, processes):
 # --------------------------------------------------------------------------
 # one partition per worker: the whole operator on one worker, no halo
 # --------------------------------------------------------------------------
-def test_default_partitions_one_per_worker(client):
-    from skyjoin.distributed.plan import PARTITION_POINTS, default_partitions
+class WorkersOnly:
+    """A client whose scheduler reports ``n`` workers and nothing else: the rule reads
+    only the worker count, and a live cluster's count can dip while the nanny of a
+    worker killed by an earlier test replaces it."""
 
-    assert default_partitions(client, 1000) == 2
-    assert default_partitions(client, 4 * PARTITION_POINTS + 1) == 6
+    def __init__(self, n):
+        self.n = n
+
+    def scheduler_info(self, n_workers=-1):
+        return {"workers": {f"tcp://127.0.0.1:{9000 + w}": {} for w in range(self.n)}}
+
+
+@pytest.mark.parametrize("workers, parts", [(1, 5), (2, 6), (3, 6)])
+def test_default_partitions_one_per_worker(workers, parts):
+    from skyjoin.distributed.plan import (PARTITION_POINTS, PARTS_PER_WRITING_GPU,
+                                          default_partitions)
+
+    c = WorkersOnly(workers)
+    assert default_partitions(c, 1000) == workers
+    assert default_partitions(c, 0) == workers
+    n = 4 * PARTITION_POINTS + 1                   # a worker's share passes the cap
+    assert default_partitions(c, n) == parts
     # GPU worker threads reading the caller's array: one partition per worker, any size
-    assert default_partitions(client, 4 * PARTITION_POINTS + 1, shared=True) == 2
+    assert default_partitions(c, n, shared=True) == workers
+    assert default_partitions(c, n, shared=True, writes_parts=True) == (
+        workers * PARTS_PER_WRITING_GPU)
+    assert default_partitions(WorkersOnly(0), 1000) == 1
 
 
 def test_single_partition_equals_single_machine(client, tmp_path):
