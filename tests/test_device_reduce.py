@@ -1,6 +1,7 @@
 """Column bounds on the GPU (skyjoin._core.device_reduce.column_bounds) against NumPy:
-on the GPU where there is one, and through the NumPy stand-in of its kernel
-(tests/_cuda_emulation.py) for the wrapper everywhere."""
+on the GPU where there is one, and everywhere with its CUDA source run on the
+host (tests/_cuda_emulation.py: each block's threads together, on a grid of 3
+blocks)."""
 
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ def _check(cp, X):
         assert not column_bounds(cp, cp.asarray(Y))[2]
 
 
-def test_column_bounds_wrapper_equals_numpy(monkeypatch):
+def test_column_bounds_emulated_equals_numpy(monkeypatch):
     emulate_reductions(monkeypatch)
     for X in _cases(1):
         _check(FakeCupy(), X)
