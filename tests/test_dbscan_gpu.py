@@ -143,6 +143,13 @@ def test_gpu_grid_dbscan_declines_what_it_cannot_grid(cp):
     est = skyjoin.DBSCAN(eps=0.01, min_samples=3, device="gpu").fit(X)
     assert est.path_ == "gpu"
     np.testing.assert_array_equal(est.labels_, _oracle(X, 0.01, 3)[1])
+    # 1-D points over 6e9 cells of side 0.5: more along the row than an int32 holds
+    base = np.sort(rng.uniform(0, 3e9, 60))
+    X = np.concatenate([base, base + 0.3, base + 0.45, rng.uniform(0, 3e9, 40)])[:, None]
+    assert gpu_grid_dbscan(X, 0.5, 2) is None
+    est = skyjoin.DBSCAN(eps=0.5, min_samples=2, device="gpu").fit(X)
+    assert est.path_ == "gpu"
+    np.testing.assert_array_equal(est.labels_, _oracle(X, 0.5, 2)[1])
 
 
 def test_gpu_spatial_order_is_a_cell_order(cp):

@@ -298,3 +298,23 @@ def test_emulated_numbering_by_lowest_caller_row(emulated, linked):
     want = np.array([rank[comp[p]] if core[p] else -1 for p in range(n)])
     assert labels is parent and want.max() > 100
     np.testing.assert_array_equal(labels, want)
+
+
+@pytest.mark.parametrize("span", [1e8, 3e9])
+def test_emulated_grid_refuses_a_row_of_more_cells_than_int32(emulated, span):
+    """Along the sparse dimension a cell's place is an int32 (``cell_q``):
+    1-D points over 1e8 / 0.5 = 2e8 cells take the grid, with scikit-learn's
+    labels; over 3e9 / 0.5 = 6e9 cells the grid declines (None: the join
+    path), where it used to link the wrong cells."""
+    from skyjoin.cluster.grid_gpu import MAX_ROW_CELLS
+
+    rng = np.random.default_rng(9)
+    base = np.sort(rng.uniform(0, span, 60))
+    X = np.concatenate([base, base + 0.3, base + 0.45, rng.uniform(0, span, 40)])[:, None]
+    res = emulated(X, 0.5, 2)
+    if span / 0.5 > MAX_ROW_CELLS:
+        assert res is None
+        return
+    ref = SkDBSCAN(eps=0.5, min_samples=2).fit(X)
+    np.testing.assert_array_equal(res[1], ref.labels_)
+    np.testing.assert_array_equal(res[0], ref.core_sample_indices_)

@@ -76,7 +76,8 @@ eps the chord beyond which scikit-learn surely refuses a pair and
 (``simjoin.metrics.decision_radii``): a pair between the two that matters
 sends the clustering to the table path (:func:`gpu_grid_dbscan` returns
 None).  Limits: d <= 4, at
-most 2**40 cells along a dimension, and a row table of at most
+most 2**40 cells along a dimension and 2**31 - 1 along the sparse one
+(:data:`MAX_ROW_CELLS`), and a row table of at most
 ``max(2 n, 2^22)`` entries, else :func:`gpu_grid_dbscan` returns None and
 the caller takes the join path.  Cost: O(n d) for the grid plus the sort,
 then O(5**d) row lookups of O(log cells-per-row) for each point (core
@@ -155,6 +156,9 @@ __all__ = ["gpu_grid_dbscan", "grid_components", "grid_labels", "number_clusters
 
 #: threads a block (the searches' ``SEARCH_BOUNDS`` assume at most this)
 _BLOCK = 256
+#: the most cells along the grid's sparse dimension: the kernels keep a
+#: cell's place along its row (``cell_q``) in an int32
+MAX_ROW_CELLS = 2**31 - 1
 _NULL = np.uint64(0)            # a null pointer argument
 
 
@@ -238,7 +242,8 @@ def link_phases(min_samples):
 def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_sure=None):
     """Stages 1 to 3 on device points Xd (float64 or float32, finite): a
     GridClusters, or None when d > 4 or the grid would be too large
-    (``index.fine_grid.row_grid_shape``; a row table over its limit,
+    (``index.fine_grid.row_grid_shape``, or more than :data:`MAX_ROW_CELLS`
+    cells along the sparse dimension; a row table over its limit,
     ``row_table_fits``, is replaced by a hash table of the non-empty rows).
     ``overwrite_x``: Xd
     is scratch, and once the grid is built (never when None is returned) it
@@ -259,6 +264,8 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
         return None
     side, radix, korder_h = shape
     rs = int(radix[korder_h[-1]])
+    if rs > MAX_ROW_CELLS:          # a cell's place along its row is an int32 (cell_q)
+        return None
     rows = int(np.prod(radix[korder_h[:-1]]))
     dense_rows = row_table_fits(rows, n)
     lo, radix_d, korder = cp.asarray(lo_h), cp.asarray(radix), cp.asarray(korder_h)
@@ -451,8 +458,9 @@ def gpu_grid_dbscan(X, eps, min_samples, *, timings=None, on_device=False, overw
     -------
     (core_sample_indices, labels) as host arrays (CuPy arrays with
     ``on_device``), or None
-        None when d > 4 or the grid over the bounding box would hold more
-        than ``max(8 n, 2^22)`` cells (the caller then takes the join path).
+        None when d > 4, when the grid over the bounding box would pass
+        its limits (:func:`grid_components`), or when a pair in the band
+        of ``eps_sure`` mattered: the caller then takes the join path.
 
     Raises
     ------
