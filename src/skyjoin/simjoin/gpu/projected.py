@@ -86,11 +86,7 @@ __global__ void screen_projected(const FT* __restrict__ PQ, const FT* __restrict
     for (long long c0 = j0; c0 < jend; c0 += CHUNK) {
         int cn = (int)min((long long)CHUNK, jend - c0);
         __syncthreads();
-#ifdef SERIAL_THREADS
-        for (int e = 0; e < cn * Q; ++e) sh[e] = PS[c0 * Q + e];
-#else
         for (int e = threadIdx.x; e < cn * Q; e += THREADS) sh[e] = PS[c0 * Q + e];
-#endif
         __syncthreads();
         for (int c = 0; c < cn; ++c) {
             FT acc[ROWS];
