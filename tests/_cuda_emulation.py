@@ -2,17 +2,17 @@
 
 For logic checks on machines without a GPU: the kernel source is compiled
 by the host C++ compiler with the CUDA keywords defined away, and NumPy
-stands in for CuPy.  A launch calls the kernel once per (block, thread),
-one thread after another, with blockIdx/threadIdx set: races are not
-exercised (the GPU tests do that); the arithmetic, indexing and control
-flow are.  A kernel whose threads cooperate (``__syncthreads``, the warp
-shuffles and votes, shared memory) is listed as *together*: each of its
-blocks then runs as one fiber per CUDA thread on this host thread,
-switched at the barriers and warp exchanges, where the threads really
-meet and trade values.  A warp exchange that a lane which has returned
-cannot join, threads left waiting at a barrier that the others never
-reach, or a collective in a kernel launched one thread at a time is a
-fault: the launch raises ``EmulationFault``.
+stands in for CuPy.  A launch runs its blocks one after another, each
+thread of a block a fiber of this host thread: thread 0 runs
+until it returns or reaches a barrier or warp exchange (``__syncthreads``,
+``__shfl*_sync``, ``__ballot_sync``, ``__any_sync``, ``__all_sync``,
+``__syncwarp``), then thread 1, and so on, and the threads that wait are
+resumed once the others have met them, with the values they trade.  So a
+kernel without collectives runs one thread after another, as its
+arithmetic, indexing and control flow need; races are not exercised (the
+GPU tests do that).  A warp exchange that a lane which has returned cannot
+join, or threads left waiting at a barrier that the others never reach,
+is a fault: the launch raises ``EmulationFault``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -29,13 +30,16 @@ import numpy as np
 _STUB = r"""
 #include <cmath>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <tuple>
 #include <utility>
 #include <vector>
+#if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
 using std::min; using std::max; using std::floor; using std::isfinite; using std::fmin; using std::fmax;
 #define __global__
 #define __device__
@@ -45,31 +49,60 @@ using std::min; using std::max; using std::floor; using std::isfinite; using std
 #define __restrict__
 struct D3 { unsigned x, y, z; };
 static D3 blockIdx, blockDim, threadIdx, gridDim;
-extern "C" void emu_set_index(unsigned b, unsigned t, unsigned bd) {
-    blockIdx.x = b; threadIdx.x = t; blockDim.x = bd;
-}
-extern "C" void emu_set_grid(unsigned g) { gridDim.x = g; }
 
-// A launch "together": each thread of a block is a fiber (ucontext) of this one
-// host thread, switched at barriers and warp exchanges only, round robin: a
-// thread that must wait hands over to the next that can run.  A
-// group is the threads that meet at a barrier: the block's (group 32) or a
-// warp's (group w).  A thread that has returned counts as arrived (as on the
-// GPU for __syncthreads); for a warp exchange it is a fault, since its lane
-// has no value to give.
+// A launch: each thread of a block is a fiber of this one host thread,
+// switched at barriers and warp exchanges only, round robin: a thread that
+// must wait hands over to the next that can run.  A group is the threads that
+// meet at a barrier: the block's (group 32) or a warp's (group w).  A thread
+// that has returned counts as arrived (as on the GPU for __syncthreads); for a
+// warp exchange it is a fault, since its lane has no value to give.
+//
+// The switch: on x86-64 a stack switch that saves the callee-saved registers
+// (no system call: a launch starts a fiber for every thread); elsewhere
+// ucontext.
+static void emu_fiber_start();
+#if defined(__x86_64__)
+extern "C" void emu_switch(void** save, void* load);
+asm(".text\n.globl emu_switch\n.hidden emu_switch\n.type emu_switch,@function\n"
+    "emu_switch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n");
+struct EmuContext { void* sp; };
+static void emu_swap(EmuContext* from, EmuContext* to) { emu_switch(&from->sp, to->sp); }
+// a fiber that starts in emu_fiber_start on the stack [base, base + size)
+static void emu_prepare(EmuContext* c, char* base, size_t size) {
+    uintptr_t top = ((uintptr_t)(base + size)) & ~(uintptr_t)15;
+    void** sp = (void**)(top - 64);      // six registers, then the start as a return address
+    for (int k = 0; k < 6; ++k) sp[k] = nullptr;
+    sp[6] = (void*)&emu_fiber_start;
+    sp[7] = nullptr;
+    c->sp = sp;
+}
+#else
+struct EmuContext { ucontext_t ctx; };
+static void emu_swap(EmuContext* from, EmuContext* to) { swapcontext(&from->ctx, &to->ctx); }
+static void emu_prepare(EmuContext* c, char* base, size_t size) {
+    getcontext(&c->ctx);
+    c->ctx.uc_stack.ss_sp = base;
+    c->ctx.uc_stack.ss_size = size;
+    c->ctx.uc_link = nullptr;
+    makecontext(&c->ctx, emu_fiber_start, 0);
+}
+#endif
 struct EmuGroup { int size, arrived, exited; unsigned round; };
-struct EmuFiber { ucontext_t ctx; int wait; bool done; };
+struct EmuFiber { EmuContext ctx; int wait; bool done; };
 static const int EMU_BLOCK_GROUP = 32;
 static const size_t EMU_STACK = 256 * 1024;
 static EmuGroup emu_groups[33];
 static std::vector<EmuFiber> emu_fibers;
 static std::unique_ptr<char[]> emu_stacks;
 static size_t emu_stack_count = 0;
-static ucontext_t emu_scheduler;
+static EmuContext emu_scheduler;
 static std::function<void()> emu_body;
 static unsigned long long emu_lane_value[2][32][32];
-static int emu_fault = 0;   // 1 warp exchange without a lane, 2 threads left waiting, 4 thread by thread
-static bool emu_together = false;
+static int emu_fault = 0;   // 1 warp exchange without a lane, 2 threads left waiting
 
 extern "C" int emu_take_fault() { int f = emu_fault; emu_fault = 0; return f; }
 
@@ -81,7 +114,6 @@ static void emu_release(int g) {
 }
 
 static void emu_meet(int g) {
-    if (!emu_together) { emu_fault |= 4; return; }
     EmuGroup& grp = emu_groups[g];
     if (g != EMU_BLOCK_GROUP && grp.exited) emu_fault |= 1;
     if (++grp.arrived + grp.exited >= grp.size) { emu_release(g); return; }
@@ -91,10 +123,10 @@ static void emu_meet(int g) {
         const unsigned t = (me + k) % n;
         if (emu_fibers[t].done || emu_fibers[t].wait >= 0) continue;
         threadIdx.x = t;
-        swapcontext(&emu_fibers[me].ctx, &emu_fibers[t].ctx);
+        emu_swap(&emu_fibers[me].ctx, &emu_fibers[t].ctx);
         return;                             // resumed, threadIdx.x set back to me
     }
-    swapcontext(&emu_fibers[me].ctx, &emu_scheduler);   // none can: the scheduler sees it
+    emu_swap(&emu_fibers[me].ctx, &emu_scheduler);   // none can: the scheduler sees it
 }
 
 static void emu_leave(int g) {
@@ -106,19 +138,19 @@ static void emu_leave(int g) {
     }
 }
 
-static void emu_fiber_main() {
+static void emu_fiber_start() {
     emu_body();
     const unsigned t = threadIdx.x;
     emu_fibers[t].done = true;
     emu_leave((int)(t >> 5));
     emu_leave(EMU_BLOCK_GROUP);
-}   // then uc_link: back to the scheduler
+    emu_swap(&emu_fibers[t].ctx, &emu_scheduler);   // never resumed
+}
 
 // lane src's value v in this thread's warp (its own v where src is no lane);
 // two buffers by the warp's round, so that one meeting an exchange suffices
 template <typename T> static T emu_exchange(T v, int src) {
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (!emu_together) { emu_fault |= 4; return v; }
     const unsigned buf = emu_groups[w].round & 1u;
     unsigned long long slot = 0;
     std::memcpy(&slot, &v, sizeof(T));
@@ -144,7 +176,6 @@ template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int x) {
 }
 static inline unsigned __ballot_sync(unsigned, int pred) {
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (!emu_together) { emu_fault |= 4; return pred ? 1u << lane : 0u; }
     const unsigned buf = emu_groups[w].round & 1u;
     emu_lane_value[buf][w][lane] = pred ? 1 : 0;
     emu_meet(w);
@@ -172,8 +203,8 @@ static std::tuple<A...> emu_args(const unsigned long long* slots, std::index_seq
     return std::tuple<A...>(emu_arg<A>(slots + I)...);
 }
 template <typename... A>
-static void emu_launch_together(void (*kernel)(A...), unsigned grid, unsigned block,
-                                const unsigned long long* slots) {
+static void emu_launch(void (*kernel)(A...), unsigned grid, unsigned block,
+                       const unsigned long long* slots) {
     std::tuple<A...> args = emu_args<A...>(slots, std::index_sequence_for<A...>{});
     emu_body = [&] { std::apply(kernel, args); };
     if (emu_stack_count < block) {
@@ -183,7 +214,6 @@ static void emu_launch_together(void (*kernel)(A...), unsigned grid, unsigned bl
     emu_fibers.assign(block, EmuFiber());
     gridDim.x = grid;
     blockDim.x = block;
-    emu_together = true;
     for (unsigned b = 0; b < grid && !(emu_fault & 2); ++b) {
         for (int g = 0; g <= EMU_BLOCK_GROUP; ++g) {
             int lanes = (int)block - 32 * g;
@@ -192,11 +222,7 @@ static void emu_launch_together(void (*kernel)(A...), unsigned grid, unsigned bl
         }
         for (unsigned t = 0; t < block; ++t) {
             EmuFiber& f = emu_fibers[t];
-            getcontext(&f.ctx);
-            f.ctx.uc_stack.ss_sp = emu_stacks.get() + EMU_STACK * t;
-            f.ctx.uc_stack.ss_size = EMU_STACK;
-            f.ctx.uc_link = &emu_scheduler;
-            makecontext(&f.ctx, emu_fiber_main, 0);
+            emu_prepare(&f.ctx, emu_stacks.get() + EMU_STACK * t, EMU_STACK);
             f.wait = -1;
             f.done = false;
         }
@@ -207,7 +233,7 @@ static void emu_launch_together(void (*kernel)(A...), unsigned grid, unsigned bl
                 EmuFiber& f = emu_fibers[t];
                 if (f.done || f.wait >= 0) continue;
                 threadIdx.x = t;
-                swapcontext(&emu_scheduler, &f.ctx);    // back when a thread returns or all wait
+                emu_swap(&emu_scheduler, &f.ctx);    // back when a thread returns or all wait
                 ran = true;
             }
             left = 0;
@@ -215,7 +241,6 @@ static void emu_launch_together(void (*kernel)(A...), unsigned grid, unsigned bl
             if (left && !ran) { emu_fault |= 2; break; }
         }
     }
-    emu_together = false;
 }
 
 static inline double __dsub_rn(double a, double b) { return a - b; }
@@ -256,9 +281,7 @@ class EmulationFault(RuntimeError):
 
 _FAULTS = {1: "a warp exchange (shuffle, vote, __syncwarp) that a lane which had returned "
               "could not join",
-           2: "threads left waiting at a barrier that the others never reached",
-           4: "a warp exchange or barrier in a kernel launched one thread at a time "
-              "(list it as together)"}
+           2: "threads left waiting at a barrier that the others never reached"}
 
 
 def _check(lib, name):
@@ -279,56 +302,50 @@ _SCALARS = {np.int64: ctypes.c_longlong, np.int32: ctypes.c_int, np.float64: cty
 
 
 class _Kernel:
-    def __init__(self, lib, name, address=None, together=None):
-        self.lib, self.name = lib, name
-        self.fn = getattr(lib, name) if address is None else address
-        self.set_index = lib.emu_set_index
-        self.set_grid = getattr(lib, "emu_set_grid", None)
-        self.together = together        # the module's launcher of this kernel's blocks, or None
+    def __init__(self, lib, name, launch):
+        self.lib, self.name, self.launch = lib, name, launch
 
     def __call__(self, grid, block, args, shared_mem=0):
-        cargs = []
-        for a in args:
+        slots = (ctypes.c_ulonglong * max(1, len(args)))()
+        for i, a in enumerate(args):
             if isinstance(a, np.ndarray):
-                cargs.append(ctypes.c_void_p(a.ctypes.data))
+                c = ctypes.c_void_p(a.ctypes.data)
             elif type(a) in _SCALARS:
-                cargs.append(_SCALARS[type(a)](a.item()))
+                c = _SCALARS[type(a)](a.item())
             else:
                 raise TypeError(f"kernel argument of type {type(a).__name__}")
-        if self.together is not None:
-            slots = (ctypes.c_ulonglong * max(1, len(cargs)))()
-            for i, c in enumerate(cargs):
-                ctypes.memmove(ctypes.addressof(slots) + 8 * i, ctypes.byref(c), ctypes.sizeof(c))
-            self.together(ctypes.c_uint(int(grid[0])), ctypes.c_uint(int(block[0])), slots)
-            _check(self.lib, self.name)
-            return
-        fn = self.fn
-        if isinstance(fn, int):      # a template instance: called through its address
-            fn = ctypes.CFUNCTYPE(None, *[type(c) for c in cargs])(fn)
-        if self.set_grid is not None:
-            self.set_grid(int(grid[0]))
-        for b in range(int(grid[0])):
-            for t in range(int(block[0])):
-                self.set_index(b, t, int(block[0]))
-                fn(*cargs)
+            ctypes.memmove(ctypes.addressof(slots) + 8 * i, ctypes.byref(c), ctypes.sizeof(c))
+        self.launch(ctypes.c_uint(int(grid[0])), ctypes.c_uint(int(block[0])), slots)
         _check(self.lib, self.name)
 
 
-class Module:
-    """Stands in for ``cupy.RawModule``: ``get_function(name)(grid, block, args)``.
-    ``name_expressions``: template instances (called through their
-    addresses); ``together``: the kernels (plain names or instances) whose
-    threads cooperate, each block's threads run together."""
+# a kernel's name in its definition: __global__ void [qualifiers] name(
+_KERNEL = re.compile(r"__global__\s+void\s+(?:[A-Za-z_]\w*(?:\s*\([^()]*\))?\s+)*"
+                     r"([A-Za-z_]\w*)\s*\(")
 
-    def __init__(self, source: str, name_expressions=(), together=()):
-        self.names = list(name_expressions)
-        self.together = list(together)
+
+def kernel_names(source: str) -> list:
+    """The kernels that ``source`` defines, templates left out (their
+    instances are named by the caller)."""
+    names = []
+    for m in _KERNEL.finditer(source):
+        if not re.search(r"template\s*<[^;{}]*>\s*$", source[:m.start()]):
+            names.append(m.group(1))
+    return list(dict.fromkeys(names))
+
+
+class Module:
+    """Stands in for ``cupy.RawModule``: ``get_function(name)(grid, block, args)``
+    for every kernel ``source`` defines and the template instances
+    ``name_expressions``, each launched by a launcher of its own (``_STUB``'s
+    ``emu_launch``, its arguments packed in 8-byte slots)."""
+
+    def __init__(self, source: str, name_expressions=()):
+        self.names = list(dict.fromkeys(kernel_names(source) + list(name_expressions)))
         code = _STUB + source + "".join(
-            f'\nextern "C" void* emu_addr_{i}() {{ return (void*)&{n}; }}'
-            for i, n in enumerate(self.names)) + "".join(
-            f'\nextern "C" void emu_together_{i}(unsigned g, unsigned b, '
-            f'const unsigned long long* s) {{ emu_launch_together(&{n}, g, b, s); }}'
-            for i, n in enumerate(self.together))
+            f'\nextern "C" void emu_launch_{i}(unsigned g, unsigned b, '
+            f'const unsigned long long* s) {{ emu_launch(&{n}, g, b, s); }}'
+            for i, n in enumerate(self.names))
         tag = hashlib.sha1(code.encode()).hexdigest()[:16]
         folder = os.path.join(tempfile.gettempdir(), "skyjoin-cuda-emulation")
         os.makedirs(folder, exist_ok=True)
@@ -340,26 +357,18 @@ class Module:
             subprocess.run([compiler(), "-O1", "-std=c++17", "-shared", "-fPIC",
                             "-ffp-contract=off", "-o", lib, src], check=True)
         self.lib = ctypes.CDLL(lib)
-        self.lib.emu_take_fault.restype = ctypes.c_int
 
     def get_function(self, name):
-        together = None
-        if name in self.together:
-            together = getattr(self.lib, f"emu_together_{self.together.index(name)}")
-        if name in self.names:
-            addr = getattr(self.lib, f"emu_addr_{self.names.index(name)}")
-            addr.restype = ctypes.c_void_p
-            return _Kernel(self.lib, name, address=addr(), together=together)
-        if together is not None:
-            return _Kernel(self.lib, name, address=0, together=together)
-        return _Kernel(self.lib, name)
+        if name not in self.names:
+            raise KeyError(f"no kernel {name} in the module")
+        return _Kernel(self.lib, name, getattr(self.lib, f"emu_launch_{self.names.index(name)}"))
 
 
-def modules_by_real(source: str, together=()):
+def modules_by_real(source: str):
     """Stands in for a GPU module's ``compiled_module(real="double")``: the
     kernel ``source`` compiled for the host once per C type ``real`` (and
     ``product``, the brute force's C type of the products, and ``dims``,
-    the points' dimension, where given); ``together`` as ``Module``'s."""
+    the points' dimension, where given)."""
     modules = {}
 
     def compiled_module(real="double", product=None, dims=None):
@@ -369,7 +378,7 @@ def modules_by_real(source: str, together=()):
                 defines += f"#define GREAL {product}\n"
             if dims is not None:
                 defines += f"#define DIMS {int(dims)}\n"
-            modules[real, product, dims] = Module(defines + source, together=together)
+            modules[real, product, dims] = Module(defines + source)
         return modules[real, product, dims]
 
     return compiled_module
@@ -403,21 +412,14 @@ class FakeCupy:
 
 class DeviceModule:
     """Stands in for the module of ``skyjoin._core.device_kernels``
-    (``reduce.cu`` + ``prims.cu``), every kernel its CUDA source compiled by
-    the host compiler (``Module``); those whose threads cooperate within a
-    block (``_TOGETHER``: the block reductions, the column bounds, the scan
-    phases) run each block's threads together."""
-
-    _TOGETHER = ("block_sum", "column_bounds", "gathered_sum", "weighted_spans",
-                 "scan_chunk_sums", "scan_chunk_offsets", "scan_chunks")
+    (``reduce.cu`` + ``prims.cu``): every kernel its CUDA source compiled by
+    the host compiler (``Module``), the instances ``device_kernels.NAMES``."""
 
     def __init__(self):
         from skyjoin._core import device_kernels
 
         code = "\n".join((device_kernels._DIR / f).read_text() for f in device_kernels._SOURCES)
-        names = list(device_kernels.NAMES)
-        together = [n for n in device_kernels.NAMES if n.split("<")[0] in self._TOGETHER]
-        self.compiled = Module(code, names, together)
+        self.compiled = Module(code, device_kernels.NAMES)
 
     def get_function(self, name):
         return self.compiled.get_function(name)

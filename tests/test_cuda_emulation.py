@@ -1,11 +1,11 @@
 """The CPU emulation of CUDA kernels (tests/_cuda_emulation.py) itself: the
-warp exchanges, votes and barriers of a launch "together" against NumPy, and
-its faults where the GPU would not run the kernel as written."""
+warp exchanges, votes and barriers against NumPy, the kernels a source
+defines, and the faults where the GPU would not run a kernel as written."""
 
 import numpy as np
 import pytest
 
-from _cuda_emulation import EmulationFault, Module, compiler
+from _cuda_emulation import EmulationFault, Module, compiler, kernel_names
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler")
 
@@ -76,8 +76,8 @@ def _expected(v, block):
 
 
 @pytest.mark.parametrize("grid,block", [(1, 32), (3, 64), (2, 256)])
-def test_collectives_together_equal_numpy(grid, block):
-    mod = Module(SOURCE, together=("collectives",))
+def test_collectives_equal_numpy(grid, block):
+    mod = Module(SOURCE)
     rng = np.random.default_rng(grid * block)
     n = grid * block
     v = rng.integers(0, 9, n).astype(np.int32)
@@ -88,21 +88,32 @@ def test_collectives_together_equal_numpy(grid, block):
         np.testing.assert_array_equal(out.reshape(10, n)[k], want[k], err_msg=f"collective {k}")
 
 
-def test_collective_in_a_launch_thread_by_thread_is_a_fault():
-    mod = Module(SOURCE)
-    v = np.arange(64, dtype=np.int32)
-    with pytest.raises(EmulationFault, match="one thread at a time"):
-        mod.get_function("collectives")((1,), (64,), (v, np.int64(64), np.zeros(640, np.int64)))
-
-
 def test_exchange_after_a_lane_returned_is_a_fault():
-    mod = Module(SOURCE, together=("early_return",))
+    mod = Module(SOURCE)
     v = np.arange(32, dtype=np.int32)
     with pytest.raises(EmulationFault, match="lane which had returned"):
         mod.get_function("early_return")((1,), (32,), (v, np.zeros(32, np.int64)))
 
 
 def test_threads_left_waiting_is_a_fault():
-    mod = Module(SOURCE, together=("split_barriers",))
+    mod = Module(SOURCE)
     with pytest.raises(EmulationFault, match="left waiting"):
         mod.get_function("split_barriers")((1,), (32,), (np.zeros(32, np.int64),))
+
+
+def test_kernel_names_and_the_instances_of_templates():
+    src = """
+template <typename T>
+__global__ void fill_with(T* a, long long n, T v) { long long i = threadIdx.x; if (i < n) a[i] = v; }
+#define BOUNDS __launch_bounds__(64, 2)
+extern "C" __global__ void BOUNDS __launch_bounds__(64) plain(int* a) { a[threadIdx.x] = blockIdx.x; }
+"""
+    assert kernel_names(src) == ["plain"]
+    mod = Module(src, ["fill_with<int>"])
+    a = np.zeros(70, dtype=np.int32)
+    mod.get_function("plain")((3,), (64,), (a,))
+    np.testing.assert_array_equal(a, np.r_[np.full(64, 2), np.zeros(6)])
+    mod.get_function("fill_with<int>")((1,), (32,), (a, np.int64(20), np.int32(7)))
+    np.testing.assert_array_equal(a[:21], np.r_[np.full(20, 7), 2])
+    with pytest.raises(KeyError, match="no kernel fill_with"):
+        mod.get_function("fill_with")

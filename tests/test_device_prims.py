@@ -1,8 +1,8 @@
 """The device primitives (skyjoin._core.device_prims) against NumPy: on the GPU
 where there is one, and everywhere with the kernels run on the host
-(tests/_cuda_emulation.py: each CUDA kernel compiled by the host compiler
-and run thread by thread; the scan phases, whose threads cooperate, with
-each block's threads together)."""
+(tests/_cuda_emulation.py: each CUDA kernel compiled by the host compiler,
+a block's threads run as fibers that meet at its barriers and warp
+exchanges)."""
 
 import numpy as np
 import pytest

@@ -1,7 +1,6 @@
 """Column bounds on the GPU (skyjoin._core.device_reduce.column_bounds) against NumPy:
 on the GPU where there is one, and everywhere with its CUDA source run on the
-host (tests/_cuda_emulation.py: each block's threads together, on a grid of 3
-blocks)."""
+host (tests/_cuda_emulation.py, on a grid of 3 blocks)."""
 
 import numpy as np
 import pytest

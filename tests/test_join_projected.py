@@ -212,8 +212,7 @@ def emulated_gpu(monkeypatch):
             defines = (f"#define FT {screen}\n#define REAL {real}\n#define Q {q}\n"
                        f"#define IS_FLOAT {int(real == 'float')}\n#define THREADS 4\n"
                        f"#define ROWS 2\n#define CHUNK 3\n")
-            # the block's threads load each chunk together: run them together
-            modules[key] = Module(defines + gpu_projected.SOURCE, together=("screen_projected",))
+            modules[key] = Module(defines + gpu_projected.SOURCE)
         return modules[key]
 
     for mod in (gpu_brute, gpu_projected):
