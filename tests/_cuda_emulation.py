@@ -91,37 +91,45 @@ static void emu_prepare(EmuContext* c, char* base, size_t size) {
     makecontext(&c->ctx, emu_fiber_start, 0);
 }
 #endif
-struct EmuGroup { int size, arrived, exited; unsigned round; };
-struct EmuFiber { EmuContext ctx; int wait; bool done; };
-static const int EMU_BLOCK_GROUP = 32;
+// Where a fiber waits: nowhere (ready), at the block's barrier, or at a warp
+// collective of the lanes in a mask (warp_wait).
+struct EmuFiber { EmuContext ctx; long long wait; bool done; };
+static const long long EMU_READY = -1, EMU_BLOCK_WAIT = -2;
+static long long emu_warp_wait(int w, unsigned mask) { return ((long long)w << 32) | mask; }
+// The block's barrier, and each warp's lanes, those that have returned and the
+// collectives in progress (the lanes arrived, by the mask they were called with).
+struct EmuBarrier { int size, arrived, exited; };
+struct EmuWarp { unsigned lanes, exited; int pending; unsigned mask[32], arrived[32]; };
 static const size_t EMU_STACK = 256 * 1024;
-static EmuGroup emu_groups[33];
+static EmuBarrier emu_block;
+static EmuWarp emu_warps[32];
+// a lane's input to its warp's collective (value, kind, source lane) and its result
+enum { EMU_SHUFFLE, EMU_BALLOT, EMU_SYNC };
+static unsigned long long emu_in[32][32], emu_out[32][32];
+static int emu_kind[32][32], emu_src[32][32];
 static std::vector<EmuFiber> emu_fibers;
 static std::unique_ptr<char[]> emu_stacks;
 static size_t emu_stack_count = 0;
 static EmuContext emu_scheduler;
 static std::function<void()> emu_body;
-static unsigned long long emu_lane_value[2][32][32];
+static std::unique_ptr<double[]> emu_dynamic_buffer;     // extern __shared__ arrays
+static size_t emu_dynamic_size = 0;
+static void* emu_dynamic_shared = nullptr;
 static int emu_fault = 0;   // 1 warp exchange without a lane, 2 threads left waiting
 
 extern "C" int emu_take_fault() { int f = emu_fault; emu_fault = 0; return f; }
 
-static void emu_release(int g) {
-    EmuGroup& grp = emu_groups[g];
-    grp.arrived = 0;
-    ++grp.round;
-    for (auto& f : emu_fibers) if (f.wait == g) f.wait = -1;
+static void emu_release(long long wait) {
+    for (auto& f : emu_fibers) if (f.wait == wait) f.wait = EMU_READY;
 }
 
-static void emu_meet(int g) {
-    EmuGroup& grp = emu_groups[g];
-    if (g != EMU_BLOCK_GROUP && grp.exited) emu_fault |= 1;
-    if (++grp.arrived + grp.exited >= grp.size) { emu_release(g); return; }
+// this fiber waits (wait): on to the next thread that can run
+static void emu_wait(long long wait) {
     const unsigned me = threadIdx.x, n = (unsigned)emu_fibers.size();
-    emu_fibers[me].wait = g;
-    for (unsigned k = 1; k < n; ++k) {      // straight on to the next thread that can run
+    emu_fibers[me].wait = wait;
+    for (unsigned k = 1; k < n; ++k) {
         const unsigned t = (me + k) % n;
-        if (emu_fibers[t].done || emu_fibers[t].wait >= 0) continue;
+        if (emu_fibers[t].done || emu_fibers[t].wait != EMU_READY) continue;
         threadIdx.x = t;
         emu_swap(&emu_fibers[me].ctx, &emu_fibers[t].ctx);
         return;                             // resumed, threadIdx.x set back to me
@@ -129,12 +137,68 @@ static void emu_meet(int g) {
     emu_swap(&emu_fibers[me].ctx, &emu_scheduler);   // none can: the scheduler sees it
 }
 
-static void emu_leave(int g) {
-    EmuGroup& grp = emu_groups[g];
-    ++grp.exited;
-    if (grp.arrived) {
-        if (g != EMU_BLOCK_GROUP) emu_fault |= 1;
-        if (grp.arrived + grp.exited >= grp.size) emu_release(g);
+static void __syncthreads() {
+    if (++emu_block.arrived + emu_block.exited >= emu_block.size) {
+        emu_block.arrived = 0;
+        emu_release(EMU_BLOCK_WAIT);
+        return;
+    }
+    emu_wait(EMU_BLOCK_WAIT);
+}
+
+// collective e of warp w complete: every member's result, then they run on
+static void emu_complete(int w, int e) {
+    EmuWarp& wp = emu_warps[w];
+    const unsigned m = wp.mask[e];
+    unsigned bits = 0;
+    for (int l = 0; l < 32; ++l)
+        if ((m >> l & 1u) && !(wp.exited >> l & 1u) && emu_in[w][l]) bits |= 1u << l;
+    for (int l = 0; l < 32; ++l) {
+        if (!(m >> l & 1u) || (wp.exited >> l & 1u)) continue;
+        if (emu_kind[w][l] == EMU_BALLOT) emu_out[w][l] = bits;
+        else if (emu_kind[w][l] == EMU_SHUFFLE) {
+            int s = emu_src[w][l];
+            bool from = s >= 0 && s < 32 && (m >> s & 1u) && !(wp.exited >> s & 1u);
+            emu_out[w][l] = emu_in[w][from ? s : l];
+        }
+    }
+    wp.mask[e] = wp.mask[wp.pending - 1];
+    wp.arrived[e] = wp.arrived[wp.pending - 1];
+    --wp.pending;
+    emu_release(emu_warp_wait(w, m));
+}
+
+// this lane's part in a collective of the lanes in mask: its result
+static unsigned long long emu_collective(unsigned mask, int kind, unsigned long long in, int src) {
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    EmuWarp& wp = emu_warps[w];
+    const unsigned m = (mask | 1u << lane) & wp.lanes;
+    if (m & wp.exited) emu_fault |= 1;
+    emu_in[w][lane] = in;
+    emu_kind[w][lane] = kind;
+    emu_src[w][lane] = src;
+    int e = 0;
+    while (e < wp.pending && wp.mask[e] != m) ++e;
+    if (e == wp.pending) { wp.mask[e] = m; wp.arrived[e] = 0; ++wp.pending; }
+    wp.arrived[e] |= 1u << lane;
+    if ((wp.arrived[e] | (wp.exited & m)) == m) emu_complete(w, e);
+    else emu_wait(emu_warp_wait(w, m));
+    return emu_out[w][lane];
+}
+
+static void emu_leave() {                   // this thread has returned
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    EmuWarp& wp = emu_warps[w];
+    wp.exited |= 1u << lane;
+    for (int e = 0; e < wp.pending; ++e) {
+        if (!(wp.mask[e] >> lane & 1u)) continue;
+        emu_fault |= 1;                     // lanes wait for this one at a collective
+        if ((wp.arrived[e] | (wp.exited & wp.mask[e])) == wp.mask[e]) { emu_complete(w, e); --e; }
+    }
+    ++emu_block.exited;
+    if (emu_block.arrived && emu_block.arrived + emu_block.exited >= emu_block.size) {
+        emu_block.arrived = 0;
+        emu_release(EMU_BLOCK_WAIT);
     }
 }
 
@@ -142,54 +206,41 @@ static void emu_fiber_start() {
     emu_body();
     const unsigned t = threadIdx.x;
     emu_fibers[t].done = true;
-    emu_leave((int)(t >> 5));
-    emu_leave(EMU_BLOCK_GROUP);
+    emu_leave();
     emu_swap(&emu_fibers[t].ctx, &emu_scheduler);   // never resumed
 }
 
-// lane src's value v in this thread's warp (its own v where src is no lane);
-// two buffers by the warp's round, so that one meeting an exchange suffices
-template <typename T> static T emu_exchange(T v, int src) {
-    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const unsigned buf = emu_groups[w].round & 1u;
+template <typename T> static T emu_shuffle(unsigned mask, T v, int src) {
     unsigned long long slot = 0;
     std::memcpy(&slot, &v, sizeof(T));
-    emu_lane_value[buf][w][lane] = slot;
-    emu_meet(w);
-    T r = v;
-    if (src >= 0 && src < emu_groups[w].size) std::memcpy(&r, &emu_lane_value[buf][w][src], sizeof(T));
+    slot = emu_collective(mask, EMU_SHUFFLE, slot, src);
+    T r;
+    std::memcpy(&r, &slot, sizeof(T));
     return r;
 }
-template <typename T> static inline T __shfl_sync(unsigned, T v, int src) {
-    return emu_exchange(v, src & 31);
+template <typename T> static inline T __shfl_sync(unsigned m, T v, int src) {
+    return emu_shuffle(m, v, src & 31);
 }
-template <typename T> static inline T __shfl_up_sync(unsigned, T v, int o) {
+template <typename T> static inline T __shfl_up_sync(unsigned m, T v, int o) {
     const int lane = threadIdx.x & 31;
-    return emu_exchange(v, lane >= o ? lane - o : -1);
+    return emu_shuffle(m, v, lane >= o ? lane - o : -1);
 }
-template <typename T> static inline T __shfl_down_sync(unsigned, T v, int o) {
+template <typename T> static inline T __shfl_down_sync(unsigned m, T v, int o) {
     const int lane = threadIdx.x & 31;
-    return emu_exchange(v, lane + o < 32 ? lane + o : -1);
+    return emu_shuffle(m, v, lane + o < 32 ? lane + o : -1);
 }
-template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int x) {
-    return emu_exchange(v, (threadIdx.x & 31) ^ x);
+template <typename T> static inline T __shfl_xor_sync(unsigned m, T v, int x) {
+    return emu_shuffle(m, v, (threadIdx.x & 31) ^ x);
 }
-static inline unsigned __ballot_sync(unsigned, int pred) {
-    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const unsigned buf = emu_groups[w].round & 1u;
-    emu_lane_value[buf][w][lane] = pred ? 1 : 0;
-    emu_meet(w);
-    unsigned bits = 0;
-    for (int l = 0; l < emu_groups[w].size; ++l) if (emu_lane_value[buf][w][l]) bits |= 1u << l;
-    return bits;
+static inline unsigned __ballot_sync(unsigned m, int pred) {
+    return (unsigned)emu_collective(m, EMU_BALLOT, pred ? 1 : 0, -1);
 }
 static inline int __any_sync(unsigned m, int pred) { return __ballot_sync(m, pred) != 0u; }
 static inline int __all_sync(unsigned m, int pred) {
-    const int size = emu_groups[threadIdx.x >> 5].size;
-    return __ballot_sync(m, pred) == (size == 32 ? 0xffffffffu : (1u << size) - 1u);
+    const unsigned lanes = (m | 1u << (threadIdx.x & 31)) & emu_warps[threadIdx.x >> 5].lanes;
+    return __ballot_sync(m, pred) == lanes;
 }
-static inline void __syncwarp(unsigned = 0xffffffffu) { emu_meet((int)(threadIdx.x >> 5)); }
-static inline void __syncthreads() { emu_meet(EMU_BLOCK_GROUP); }
+static inline void __syncwarp(unsigned m = 0xffffffffu) { emu_collective(m, EMU_SYNC, 0, -1); }
 
 // the kernel's arguments unpacked from 8-byte slots (each value in the low
 // bytes of its own), then its blocks one after another
@@ -203,7 +254,7 @@ static std::tuple<A...> emu_args(const unsigned long long* slots, std::index_seq
     return std::tuple<A...>(emu_arg<A>(slots + I)...);
 }
 template <typename... A>
-static void emu_launch(void (*kernel)(A...), unsigned grid, unsigned block,
+static void emu_launch(void (*kernel)(A...), unsigned grid, unsigned block, unsigned shared,
                        const unsigned long long* slots) {
     std::tuple<A...> args = emu_args<A...>(slots, std::index_sequence_for<A...>{});
     emu_body = [&] { std::apply(kernel, args); };
@@ -211,19 +262,27 @@ static void emu_launch(void (*kernel)(A...), unsigned grid, unsigned block,
         emu_stacks.reset(new char[EMU_STACK * block]);
         emu_stack_count = block;
     }
+    if (emu_dynamic_size < shared) {
+        emu_dynamic_buffer.reset(new double[(shared + 7) / 8]);
+        emu_dynamic_size = shared;
+    }
+    emu_dynamic_shared = emu_dynamic_buffer.get();
     emu_fibers.assign(block, EmuFiber());
     gridDim.x = grid;
     blockDim.x = block;
     for (unsigned b = 0; b < grid && !(emu_fault & 2); ++b) {
-        for (int g = 0; g <= EMU_BLOCK_GROUP; ++g) {
-            int lanes = (int)block - 32 * g;
-            emu_groups[g] = EmuGroup{g == EMU_BLOCK_GROUP ? (int)block
-                                     : (lanes < 0 ? 0 : (lanes > 32 ? 32 : lanes)), 0, 0, 0};
+        emu_block = EmuBarrier{(int)block, 0, 0};
+        for (int w = 0; w < 32; ++w) {
+            int lanes = (int)block - 32 * w;
+            lanes = lanes < 0 ? 0 : (lanes > 32 ? 32 : lanes);
+            emu_warps[w].lanes = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1u;
+            emu_warps[w].exited = 0;
+            emu_warps[w].pending = 0;
         }
         for (unsigned t = 0; t < block; ++t) {
             EmuFiber& f = emu_fibers[t];
             emu_prepare(&f.ctx, emu_stacks.get() + EMU_STACK * t, EMU_STACK);
-            f.wait = -1;
+            f.wait = EMU_READY;
             f.done = false;
         }
         blockIdx.x = b;
@@ -231,7 +290,7 @@ static void emu_launch(void (*kernel)(A...), unsigned grid, unsigned block,
             bool ran = false;
             for (unsigned t = 0; t < block; ++t) {
                 EmuFiber& f = emu_fibers[t];
-                if (f.done || f.wait >= 0) continue;
+                if (f.done || f.wait != EMU_READY) continue;
                 threadIdx.x = t;
                 emu_swap(&emu_scheduler, &f.ctx);    // back when a thread returns or all wait
                 ran = true;
@@ -315,13 +374,18 @@ class _Kernel:
             else:
                 raise TypeError(f"kernel argument of type {type(a).__name__}")
             ctypes.memmove(ctypes.addressof(slots) + 8 * i, ctypes.byref(c), ctypes.sizeof(c))
-        self.launch(ctypes.c_uint(int(grid[0])), ctypes.c_uint(int(block[0])), slots)
+        self.launch(ctypes.c_uint(int(grid[0])), ctypes.c_uint(int(block[0])),
+                    ctypes.c_uint(int(shared_mem)), slots)
         _check(self.lib, self.name)
 
 
 # a kernel's name in its definition: __global__ void [qualifiers] name(
 _KERNEL = re.compile(r"__global__\s+void\s+(?:[A-Za-z_]\w*(?:\s*\([^()]*\))?\s+)*"
                      r"([A-Za-z_]\w*)\s*\(")
+
+
+# a dynamic shared array, extern __shared__ T name[]: the launch's buffer
+_DYNAMIC_SHARED = re.compile(r"extern\s+__shared__\s+([A-Za-z_][\w\s]*?)\s+(\w+)\s*\[\s*\]\s*;")
 
 
 def kernel_names(source: str) -> list:
@@ -342,9 +406,10 @@ class Module:
 
     def __init__(self, source: str, name_expressions=()):
         self.names = list(dict.fromkeys(kernel_names(source) + list(name_expressions)))
+        source = _DYNAMIC_SHARED.sub(r"\1* \2 = (\1*)emu_dynamic_shared;", source)
         code = _STUB + source + "".join(
             f'\nextern "C" void emu_launch_{i}(unsigned g, unsigned b, '
-            f'const unsigned long long* s) {{ emu_launch(&{n}, g, b, s); }}'
+            f'unsigned sh, const unsigned long long* s) {{ emu_launch(&{n}, g, b, sh, s); }}'
             for i, n in enumerate(self.names))
         tag = hashlib.sha1(code.encode()).hexdigest()[:16]
         folder = os.path.join(tempfile.gettempdir(), "skyjoin-cuda-emulation")

@@ -39,6 +39,28 @@ extern "C" __global__ void collectives(const int* v, long long n, long long* out
     out[9 * n + i] = tile[threadIdx.x ^ 1];
 }
 
+// groups of 8 lanes, each its own loop of v[group] rounds (the groups of a warp
+// diverge): round r's ballot within the group and the group's sum by xor
+// shuffles; the block's values reversed through a dynamic shared array
+extern "C" __global__ void groups(const int* v, const int* rounds, long long* out) {
+    extern __shared__ long long dyn[];
+    const int lane = threadIdx.x & 31, grp = lane / 8;
+    const unsigned gmask = 0xffu << (grp * 8);
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int g = (int)(i / 8);
+    long long acc = 0;
+    for (int r = 0; r < rounds[g]; ++r) {
+        unsigned m = __ballot_sync(gmask, (v[i] + r) % 3 == 0);
+        int s = v[i] * (r + 1);
+        for (int o = 4; o > 0; o >>= 1) s += __shfl_xor_sync(gmask, s, o);
+        acc = acc * 7 + (long long)(m >> (grp * 8)) + 1000LL * s;
+    }
+    out[i] = acc;
+    dyn[threadIdx.x] = v[i];
+    __syncthreads();
+    out[gridDim.x * blockDim.x + i] = dyn[blockDim.x - 1 - threadIdx.x];
+}
+
 // lane 0 returns before its warp's exchange
 extern "C" __global__ void early_return(const int* v, long long* out) {
     if (threadIdx.x == 0) return;
@@ -86,6 +108,27 @@ def test_collectives_equal_numpy(grid, block):
     want = _expected(v, block)
     for k in range(10):
         np.testing.assert_array_equal(out.reshape(10, n)[k], want[k], err_msg=f"collective {k}")
+
+
+def test_collectives_of_lane_groups_that_diverge():
+    mod = Module(SOURCE)
+    rng = np.random.default_rng(5)
+    grid, block = 2, 64
+    n = grid * block
+    v = rng.integers(0, 50, n).astype(np.int32)
+    rounds = rng.integers(0, 6, n // 8).astype(np.int32)
+    out = np.zeros(2 * n, dtype=np.int64)
+    mod.get_function("groups")((grid,), (block,), (v, rounds, out), shared_mem=8 * block)
+    want = np.zeros(n, dtype=np.int64)
+    for g in range(n // 8):
+        vg = v[8 * g:8 * g + 8].astype(np.int64)
+        acc = 0
+        for r in range(rounds[g]):
+            m = sum(1 << k for k in range(8) if (vg[k] + r) % 3 == 0)
+            acc = acc * 7 + m + 1000 * int((vg * (r + 1)).sum())
+        want[8 * g:8 * g + 8] = acc
+    np.testing.assert_array_equal(out[:n], want)
+    np.testing.assert_array_equal(out[n:], v.reshape(grid, block)[:, ::-1].ravel())
 
 
 def test_exchange_after_a_lane_returned_is_a_fault():
