@@ -5,6 +5,7 @@ import pytest
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
 import skyjoin
+from _dbscan_cases import random_cases
 
 pytestmark = pytest.mark.gpu
 
@@ -15,21 +16,7 @@ def _oracle(X, eps, m, w=None):
 
 
 def _cases():
-    rng = np.random.default_rng(0)
-    for trial in range(24):
-        d = 1 + trial % 8
-        n = int(rng.integers(1, 2500))
-        if trial % 3 == 0:
-            X = rng.integers(0, 7, (n, d)).astype(float)        # duplicates, ties
-        elif trial % 3 == 1:
-            C = rng.uniform(0, 10, (5, d))
-            X = C[rng.integers(0, 5, n)] + rng.normal(0, 0.5, (n, d))
-        else:
-            X = rng.uniform(0, 5, (n, d))
-        eps = float(rng.choice([0.5, 1.0, 1.5]))
-        m = int(rng.integers(1, 15))
-        w = rng.integers(-1, 4, n).astype(float) if trial % 4 == 0 else None
-        yield X, eps, m, w
+    return random_cases(0, 24, 2500, 8)
 
 
 def test_gpu_union_find_on_host_built_table(cp):

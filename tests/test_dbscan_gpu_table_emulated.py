@@ -13,6 +13,7 @@ from sklearn.cluster import DBSCAN as SkDBSCAN
 
 import skyjoin
 from _cuda_emulation import FakeCupy, Module, compiler, emulate_device_kernels
+from _dbscan_cases import random_cases
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler")
 
@@ -29,27 +30,9 @@ def table_dbscan(monkeypatch):
     return table_gpu.gpu_dbscan_table
 
 
-def _cases():
-    rng = np.random.default_rng(23)
-    for trial in range(12):
-        d = 1 + trial % 5
-        n = int(rng.integers(1, 900))
-        if trial % 3 == 0:
-            X = rng.integers(0, 7, (n, d)).astype(float)        # duplicates, ties
-        elif trial % 3 == 1:
-            C = rng.uniform(0, 10, (5, d))
-            X = C[rng.integers(0, 5, n)] + rng.normal(0, 0.5, (n, d))
-        else:
-            X = rng.uniform(0, 5, (n, d))
-        eps = float(rng.choice([0.5, 1.0, 1.5]))
-        m = int(rng.integers(1, 15))
-        w = rng.integers(-1, 4, n).astype(float) if trial % 4 == 0 else None
-        yield X, eps, m, w
-
-
 @pytest.mark.parametrize("case", range(12))
 def test_emulated_table_dbscan_equals_sklearn(table_dbscan, case):
-    X, eps, m, w = list(_cases())[case]
+    X, eps, m, w = list(random_cases(23, 12, 900, 5))[case]
     nt = skyjoin.self_join(X, eps, device="cpu", sort=False)
     is_core, labels = table_dbscan(nt.indptr, nt.indices.astype(np.int32), m, sample_weight=w)
     sk = SkDBSCAN(eps=eps, min_samples=m, algorithm="kd_tree").fit(X, sample_weight=w)
