@@ -52,10 +52,10 @@ static D3 blockIdx, blockDim, threadIdx, gridDim;
 
 // A launch: each thread of a block is a fiber of this one host thread,
 // switched at barriers and warp exchanges only, round robin: a thread that
-// must wait hands over to the next that can run.  A group is the threads that
-// meet at a barrier: the block's (group 32) or a warp's (group w).  A thread
-// that has returned counts as arrived (as on the GPU for __syncthreads); for a
-// warp exchange it is a fault, since its lane has no value to give.
+// must wait hands over to the next that can run.  Threads meet at the block's
+// barrier or at a warp collective of the lanes in a mask.  A thread that has
+// returned counts as arrived (as on the GPU for __syncthreads); for a warp
+// collective it is a fault, since its lane has no value to give.
 //
 // The switch: on x86-64 a stack switch that saves the callee-saved registers
 // (no system call: a launch starts a fiber for every thread); elsewhere
@@ -137,13 +137,17 @@ static void emu_wait(long long wait) {
     emu_swap(&emu_fibers[me].ctx, &emu_scheduler);   // none can: the scheduler sees it
 }
 
+// the block's barrier reached by every thread that has not returned: they run on
+static bool emu_block_met() {
+    if (!emu_block.arrived || emu_block.arrived + emu_block.exited < emu_block.size) return false;
+    emu_block.arrived = 0;
+    emu_release(EMU_BLOCK_WAIT);
+    return true;
+}
+
 static void __syncthreads() {
-    if (++emu_block.arrived + emu_block.exited >= emu_block.size) {
-        emu_block.arrived = 0;
-        emu_release(EMU_BLOCK_WAIT);
-        return;
-    }
-    emu_wait(EMU_BLOCK_WAIT);
+    ++emu_block.arrived;
+    if (!emu_block_met()) emu_wait(EMU_BLOCK_WAIT);
 }
 
 // collective e of warp w complete: every member's result, then they run on
@@ -168,6 +172,14 @@ static void emu_complete(int w, int e) {
     emu_release(emu_warp_wait(w, m));
 }
 
+// collective e of warp w reached by every lane of its mask that has not returned
+static bool emu_warp_met(int w, int e) {
+    const EmuWarp& wp = emu_warps[w];
+    if ((wp.arrived[e] | (wp.exited & wp.mask[e])) != wp.mask[e]) return false;
+    emu_complete(w, e);
+    return true;
+}
+
 // this lane's part in a collective of the lanes in mask: its result
 static unsigned long long emu_collective(unsigned mask, int kind, unsigned long long in, int src) {
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -181,8 +193,7 @@ static unsigned long long emu_collective(unsigned mask, int kind, unsigned long 
     while (e < wp.pending && wp.mask[e] != m) ++e;
     if (e == wp.pending) { wp.mask[e] = m; wp.arrived[e] = 0; ++wp.pending; }
     wp.arrived[e] |= 1u << lane;
-    if ((wp.arrived[e] | (wp.exited & m)) == m) emu_complete(w, e);
-    else emu_wait(emu_warp_wait(w, m));
+    if (!emu_warp_met(w, e)) emu_wait(emu_warp_wait(w, m));
     return emu_out[w][lane];
 }
 
@@ -193,13 +204,10 @@ static void emu_leave() {                   // this thread has returned
     for (int e = 0; e < wp.pending; ++e) {
         if (!(wp.mask[e] >> lane & 1u)) continue;
         emu_fault |= 1;                     // lanes wait for this one at a collective
-        if ((wp.arrived[e] | (wp.exited & wp.mask[e])) == wp.mask[e]) { emu_complete(w, e); --e; }
+        if (emu_warp_met(w, e)) --e;        // completed: another collective took slot e
     }
     ++emu_block.exited;
-    if (emu_block.arrived && emu_block.arrived + emu_block.exited >= emu_block.size) {
-        emu_block.arrived = 0;
-        emu_release(EMU_BLOCK_WAIT);
-    }
+    emu_block_met();
 }
 
 static void emu_fiber_start() {
@@ -466,6 +474,18 @@ class FakeCupy:
             @staticmethod
             def getDevice():
                 return 0
+
+        class Device:
+            """A small device: a work-queue launch of (SMs x threads an SM /
+            256) blocks stays a few blocks."""
+
+            attributes = {"MultiProcessorCount": 2, "MaxThreadsPerMultiProcessor": 512}
+
+            def __init__(self, index=0):
+                pass
+
+            def synchronize(self):
+                pass
 
     @staticmethod
     def asnumpy(a):

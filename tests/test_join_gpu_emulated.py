@@ -21,26 +21,12 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler
 _INT2 = "struct int2 { int x, y; };\nstatic inline int2 make_int2(int x, int y) { return {x, y}; }\n"
 
 
-class _Device:
-    """The device's attributes the engine reads: a small one, so that a
-    work-queue launch of (SMs x threads an SM / 256) blocks stays small."""
-
-    attributes = {"MultiProcessorCount": 2, "MaxThreadsPerMultiProcessor": 512}
-
-    def __init__(self, index=0):
-        pass
-
-    def synchronize(self):
-        pass
-
-
 @pytest.fixture
 def engine(monkeypatch):
     from skyjoin.index import grid_gpu
     from skyjoin.simjoin.gpu import engine as gpu_engine
 
     fake = FakeCupy()
-    fake.cuda.Device = _Device
     monkeypatch.setitem(sys.modules, "cupy", fake)
     emulate_device_kernels(monkeypatch)
     modules = {}
