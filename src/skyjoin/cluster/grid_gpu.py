@@ -47,7 +47,9 @@ the GPU:
    points (the hooking of :mod:`skyjoin.cluster.table_gpu`: the larger root is
    hung under the smaller with ``atomicCAS``); a thread per core point for
    the pairs inside its cell, then a thread per cell for the pairs between
-   two cells (each unordered pair of cells once), the adjacent cells in a
+   two cells (each unordered pair of cells once: the cells its search finds
+   go to its warp's queue in shared memory, tested 32 at a time, one pair a
+   lane, so that the tests run with every lane busy), the adjacent cells in a
    first launch and the farther ones in a second, so that most far pairs
    find their cells already joined; with every point core (min_samples
    <= 2: small components, most candidates beyond eps) one launch, in

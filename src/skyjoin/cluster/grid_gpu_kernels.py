@@ -471,48 +471,109 @@ __device__ __forceinline__ void link_cells(const REAL* X, int d, const int* star
     }
 }
 
+// The links' candidates go through a queue of each warp's in shared memory:
+// a lane's search of a pattern row pushes the cells it found, and the warp
+// tests them LINK_BATCH at a time, one pair a lane, so that the tests run
+// with every lane busy instead of the lanes whose cells found candidates
+// only (at tens of millions of mostly lone points, a few lanes of a warp).
+#define LINK_ONE_PASS 2
+#define LINK_BATCH 32
+#define LINK_QUEUE (2 * LINK_BATCH)
+#define LINK_WARPS (256 / 32)             // SEARCH_BOUNDS' block of 256
+#define ALL_LANES 0xffffffffu
+
+// a queued candidate: cell u, found by cell t's search of pattern row j
+__device__ __forceinline__ void link_candidate(const REAL* X, int d, const int* start,
+                                               const int* cell_q, const int* box_slot,
+                                               const float* box_lo, const float* box_hi,
+                                               const unsigned char* close,
+                                               const unsigned char* row_adjacent, int phase,
+                                               const int* first, const unsigned char* core,
+                                               long long t, int u, int j, DECIDE_ARGS,
+                                               long long* parent) {
+    if (phase != LINK_ONE_PASS) {
+        int step = cell_q[u] - cell_q[t];
+        bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
+        if (adjacent != (phase == 0)) return;
+    }
+    if (first[u] < 0) return;
+    bool single = phase == LINK_ONE_PASS && box_slot[t] < 0;
+    link_cells(X, d, start, box_slot, box_lo, box_hi, close, first, core, t, u, single,
+               eps2, sure2, undecided, parent);
+}
+
 // core pairs between cell t and the cells of the positive pattern (each
-// unordered pair of cells once): a thread per cell.  Phase 0 links the
+// unordered pair of cells once): a thread per cell, its candidates tested
+// through its warp's queue.  Phase 0 links the
 // adjacent cells (every step at most one), phase 1 the farther ones, so that
 // most far pairs find their cells already joined; phase 2 (LINK_ONE_PASS)
 // links them all in one pass (link_cells).  Each pattern row is searched
 // only where it can hold a point within eps of the cell's place (row_window).
-#define LINK_ONE_PASS 2
 __global__ void SEARCH_BOUNDS link_between(const REAL* X, int dims, long long m, GRID_ARGS, PATTERN_ARGS,
                              const unsigned char* row_adjacent, int phase,
                              const int* first, const unsigned char* core, DECIDE_ARGS,
                              long long* parent) {
+    __shared__ int queue_u[LINK_WARPS][LINK_QUEUE];
+    // a pattern row fits a byte: at most 5^3 rows (MAX_DIMS 4, cells of eps / sqrt(d))
+    __shared__ unsigned char queue_from[LINK_WARPS][LINK_QUEUE], queue_row[LINK_WARPS][LINK_QUEUE];
     const int d = FIXED_D(dims);
-    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= m || first[t] < 0) return;
-    long long c[MAXD], p0 = start[t];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x, t0 = t - lane;
+    bool live = t < m && first[t] >= 0;
+    long long c[MAXD], r0 = 0;
     float flo[MAXD], fhi[MAXD];
-    cell_place(X, p0, d, korder, lo, side, radix, c, flo);
-    long long slot = box_slot[t];
-    bool single = phase == LINK_ONE_PASS && slot < 0;
-    for (int j = 0; j < d; ++j) {          // the place of the cell's box, rounded outwards
-        if (slot < 0) { fhi[j] = flo[j]; continue; }
-        int k = korder[j];
-        flo[j] = (float)(in_cells((double)box_lo[slot * d + k], lo[k], side) - (double)c[j]);
-        fhi[j] = (float)(in_cells((double)box_hi[slot * d + k], lo[k], side) - (double)c[j]);
+    bool inner = false;
+    if (live) {
+        long long slot = box_slot[t];
+        cell_place(X, start[t], d, korder, lo, side, radix, c, flo);
+        for (int k = 0; k < d; ++k) {      // the place of the cell's box, rounded outwards
+            if (slot < 0) { fhi[k] = flo[k]; continue; }
+            int x = korder[k];
+            flo[k] = (float)(in_cells((double)box_lo[slot * d + x], lo[x], side) - (double)c[k]);
+            fhi[k] = (float)(in_cells((double)box_hi[slot * d + x], lo[x], side) - (double)c[k]);
+        }
+        r0 = home_row(c, d, korder, radix, reach, &inner);
     }
-    bool inner;
-    long long r0 = home_row(c, d, korder, radix, reach, &inner);
+    int queued = 0;                         // the same in every lane
     for (int j = 0; j < n_rows; ++j) {
-        if (phase == 0 && !row_adjacent[j]) continue;
-        int a = row_lo[j], b = row_hi[j];
-        if (phase == 0) { a = a < -1 ? -1 : a; b = b > 1 ? 1 : b; }   // the adjacent cells only
-        int u0, u1;
-        if (!pattern_slots(GRID_PASS, PATTERN_PASS, d, c, r0, inner, flo, fhi, j, a, b, &u0, &u1))
-            continue;
-        for (int u = u0; u < u1; ++u) {
-            long long step = (long long)cell_q[u] - c[d - 1];
-            bool adjacent = row_adjacent[j] && step >= -1 && step <= 1;
-            if ((phase != LINK_ONE_PASS && adjacent != (phase == 0)) || first[u] < 0) continue;
-            link_cells(X, d, start, box_slot, box_lo, box_hi, close, first, core, t, u, single,
-                       eps2, sure2, undecided, parent);
+        int u0 = 0, u1 = 0;
+        if (live && (phase != 0 || row_adjacent[j])) {
+            int a = row_lo[j], b = row_hi[j];
+            if (phase == 0) { a = a < -1 ? -1 : a; b = b > 1 ? 1 : b; }   // the adjacent cells only
+            if (!pattern_slots(GRID_PASS, PATTERN_PASS, d, c, r0, inner, flo, fhi, j, a, b, &u0,
+                               &u1))
+                u0 = u1 = 0;
+        }
+        int left = u1 - u0;
+        while (true) {                      // a candidate a lane at a time: most push one or none
+            unsigned pushing = __ballot_sync(ALL_LANES, left > 0);
+            if (!pushing) break;
+            if (left > 0) {
+                int at = queued + __popc(pushing & ((1u << lane) - 1u));
+                queue_u[warp][at] = u0;
+                queue_from[warp][at] = (unsigned char)lane;
+                queue_row[warp][at] = (unsigned char)j;
+                ++u0;
+                --left;
+            }
+            queued += __popc(pushing);
+            __syncwarp();
+            if (queued >= LINK_BATCH) {
+                queued -= LINK_BATCH;
+                int u = queue_u[warp][queued + lane], from = queue_from[warp][queued + lane];
+                int row = queue_row[warp][queued + lane];
+                __syncwarp();
+                link_candidate(X, d, start, cell_q, box_slot, box_lo, box_hi, close, row_adjacent,
+                               phase, first, core, t0 + from, u, row, eps2, sure2, undecided,
+                               parent);
+            }
         }
     }
+    __syncwarp();
+    if (lane < queued)
+        link_candidate(X, d, start, cell_q, box_slot, box_lo, box_hi, close, row_adjacent, phase,
+                       first, core, t0 + queue_from[warp][lane], queue_u[warp][lane],
+                       queue_row[warp][lane], eps2, sure2, undecided, parent);
 }
 
 """ + NUMBERING + r"""// a non-core point takes the lowest label of its core neighbours
