@@ -176,6 +176,37 @@ def test_cases_time_ours_like_for_like_and_host_to_host():
         assert [n for n in names if n.startswith("ArborX")] == [
             f"ArborX {i} ({w})" for w in ("points on GPU", "host to host")
             for i in arborx.IMPLEMENTATIONS]
+        assert all(i.self_timed for i in case.impls)   # each row times its call alone
+
+
+def test_ours_times_the_fit_alone_not_the_counts(monkeypatch):
+    """Our host-to-host row's seconds are the estimator's making and fit, as
+    the driver times ArborX's call: the counting of its labels runs after
+    the clock stops (a fake clock that the fit moves by 2 and the count by 5)."""
+    clock = [0.0]
+    labels = np.array([0, 0, 1, -1, 1, -1, -1])
+
+    class Fit:
+        def __init__(self, **kw):
+            assert kw["device"] == "gpu" and kw["eps"] == 0.3 and kw["min_samples"] == 4
+            self.path_ = "stub"
+
+        def fit(self, X):
+            clock[0] += 2.0
+            self.labels_ = labels
+            return self
+
+    def counts(got):
+        clock[0] += 5.0
+        return {"size": int(got.max()) + 1, "noise": int((got < 0).sum())}
+
+    monkeypatch.setattr(arborx, "time", type("T", (), {"perf_counter": lambda: clock[0]}))
+    monkeypatch.setattr(arborx.sj, "DBSCAN", Fit)
+    monkeypatch.setattr(arborx, "label_counts", counts)
+    impl = arborx._ours(lambda: np.zeros((7, 3), np.float32), 0.3, 4)
+    (row,) = run_case("s", Case("c", {}, [impl]), log=lambda s: None)
+    assert row.time_s == 2.0 and row.size == 2 and row.extra["noise"] == 3
+    assert row.extra["path"] == "stub" and row.extra["residence"] == "host to host"
 
 
 def test_ratios_pair_rows_of_one_residence():
