@@ -100,6 +100,13 @@ def _check_sorted_runs(cp, dp, rng, n):
             assert run_key.dtype == np.int64
 
 
+def test_key_dtype_is_int32_while_the_keys_fit_31_bits():
+    from skyjoin._core import device_prims as dp
+
+    got = [dp.key_dtype(end) for end in (0, 1, 2**31 - 1, 2**31, 2**31 + 1, 2**62)]
+    assert got == [np.int32] * 4 + [np.int64] * 2
+
+
 @pytest.mark.skipif(compiler() is None, reason="no host C++ compiler")
 def test_device_prims_emulated_equal_numpy(monkeypatch):
     emulate_device_kernels(monkeypatch)

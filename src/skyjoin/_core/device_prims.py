@@ -21,7 +21,7 @@ import numpy as np
 from .device_kernels import c_type, function, item_type, launch
 
 __all__ = ["astype", "fill", "arange", "negate", "take", "inverse_permutation",
-           "scan", "runs", "compact", "sort", "argsort", "sorted_runs", "packs_index",
+           "scan", "runs", "compact", "sort", "argsort", "sorted_runs", "key_dtype", "packs_index",
            "searchsorted"]
 
 _SCAN_CHUNKS = 1024        # most chunks of a scan (one block scans their sums)
@@ -182,6 +182,16 @@ def argsort(cp, keys, in_place: bool = False):
     return idx
 
 
+def key_dtype(key_end: int):
+    """The key type in which :func:`sorted_runs` sorts keys in [0, key_end):
+    int32 where they fit 31 bits (key_end <= 2**31), else int64.  Thrust's radix sort makes
+    four passes over int32 keys against eight over int64, so narrow keys
+    stay int32 even where the index does not fit beside them (sorted with
+    their index: 0.63-0.68 ms for 10M keys, against 0.89-0.94 packed in
+    int64; docs/decisions/dbscan-fit-path.md, "The cell keys' sort")."""
+    return np.dtype(np.int32) if int(key_end) <= 2**31 else np.dtype(np.int64)
+
+
 def packs_index(n: int, key_end: int, dtype) -> bool:
     """Whether ``n`` keys of ``dtype`` (int32 or int64) in [0, key_end) sort
     with each key packed above its index (:func:`sorted_runs`): the key's
@@ -193,7 +203,8 @@ def packs_index(n: int, key_end: int, dtype) -> bool:
 
 def sorted_runs(cp, keys, key_end: int):
     """Sort ``keys`` (int32 or int64, C-contiguous, in [0, key_end), fewer
-    than 2**31) in place and find their runs: the sort of every GPU grid.
+    than 2**31; :func:`key_dtype` is the type to give them) in place and
+    find their runs: the sort of every GPU grid.
 
     Where :func:`packs_index` holds, each key is packed above its index and
     Thrust's radix sort runs on the keys alone (distinct keys: the order is
@@ -223,7 +234,7 @@ def sorted_runs(cp, keys, key_end: int):
         shift = 0
         order = astype(cp, argsort(cp, keys, in_place=True), cp.int32)
         run_of = cp.empty(n, dtype=cp.int32)
-        launch(cp, f"unpack_runs<{t}>", n, (keys, np.int64(n), np.int32(0), np.uint64(0), run_of))
+        launch(cp, f"run_flags<{item_type(keys.dtype)}>", n, (keys, np.int64(n), run_of))
     starts, run_of = compact(cp, run_of, cp.int32, tail=True)
     n_runs = int(starts.size) - 1
     run_key = cp.empty(n_runs, dtype=cp.int64)

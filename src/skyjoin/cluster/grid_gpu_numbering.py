@@ -72,11 +72,17 @@ __global__ void mark_lows(const unsigned char* core, const long long* parent, co
     if (p < n && core[p] && parent[p] == p) flags[low[p]] = 1;
 }
 
+// the label of core point p: the rank of its root's lowest caller row
+__device__ __forceinline__ long long cluster_number(const long long* parent, const int* low,
+                                                    const int* rank, long long p) {
+    return (long long)rank[low[parent[p]]];
+}
+
 __global__ void number_clusters(const unsigned char* core, const int* low, const int* rank,
                                 long long n, long long* parent) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n) return;
-    parent[p] = core[p] ? (long long)rank[low[parent[p]]] : -1;
+    parent[p] = core[p] ? cluster_number(parent, low, rank, p) : -1;
 }
 
 // number_clusters and scatter_labels in one pass where no border pass follows
@@ -87,7 +93,7 @@ __global__ void number_scatter(const unsigned char* core, const long long* paren
                                long long* out) {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n || !core[p]) return;
-    out[perm[p]] = (long long)rank[low[parent[p]]];
+    out[perm[p]] = cluster_number(parent, low, rank, p);
 }
 
 """

@@ -65,15 +65,15 @@ __global__ void pack_index(T* keys, i64 n, int shift) {
     GRID_STRIDE(i, n) keys[i] = (keys[i] << shift) | (T)i;
 }
 
-// Of sorted packed keys (pack_index; shift 0: sorted keys as they are): the
-// index under each (order[i], when order is not null) and where each run of
-// equal keys starts (flags[i] = 1 at a run's first position, else 0).
+// Of sorted packed keys (pack_index): the index under each (order[i]) and
+// where each run of equal keys starts (flags[i] = 1 at a run's first
+// position, else 0; run_flags for keys not packed).
 template <typename T>
 __global__ void unpack_runs(const T* packed, i64 n, int shift, int* order, int* flags) {
     const T low = (T)(((T)1 << shift) - 1);
     GRID_STRIDE(i, n) {
         const T v = packed[i];
-        if (order) order[i] = (int)(v & low);
+        order[i] = (int)(v & low);
         flags[i] = (i == 0 || (v >> shift) != (packed[i - 1] >> shift)) ? 1 : 0;
     }
 }
