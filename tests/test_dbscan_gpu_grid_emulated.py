@@ -60,13 +60,21 @@ def test_emulated_grid_dbscan_equals_sklearn(emulated, name, X, eps, m):
 
 
 def test_emulated_grid_dbscan_compiles_its_kit_only(emulated):
-    """One compile of the shared kernels: the DBSCAN kit holds every instance used."""
+    """One compile of the shared kernels: the DBSCAN kit holds every instance
+    used, the cell keys packed above their index or not (1-D points over
+    about 2**24 cells: 24 key bits and 10 index bits pass int32's 31)."""
     from skyjoin._core.device_kernels import KITS
+    from skyjoin._core.device_prims import packs_index
 
     rng = np.random.default_rng(5)
     X = np.concatenate([rng.normal(0, 0.3, (400, 2)), rng.uniform(-2, 2, (300, 2))])
     for extent in (1.0, 1e5):
         emulated(X * extent, 0.1 * extent, 5)
+    base = rng.uniform(0, 1.6e6, 300)
+    line = np.concatenate([base, base + 0.05, rng.uniform(0, 1.6e6, 100)])[:, None]
+    assert not packs_index(line.shape[0], 2**24, np.int32)
+    core, labels = emulated(line, 0.1, 2)
+    np.testing.assert_array_equal(labels, SkDBSCAN(eps=0.1, min_samples=2).fit(line).labels_)
     assert emulated.compiled == [KITS["dbscan"]]
 
 

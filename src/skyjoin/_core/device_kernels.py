@@ -81,6 +81,7 @@ def _dbscan() -> list:
     names += ["cast<long long, int>", "cast<int, long long>", "cast<unsigned char, int>"]
     names += ["fill<unsigned char>", "fill<unsigned int>", "fill<unsigned long long>"]
     names += [f"{k}<{i}>" for k in _SORTED_RUNS for i in _IDX]   # 32- and 64-bit keys
+    names += ["run_flags<unsigned int>", "run_flags<unsigned long long>"]   # keys not packed
     names += [f"gather_rows<{u}, {i}>" for u in ("unsigned int", "unsigned long long")
               for i in _IDX]
     names += ["scatter_iota<long long, int>", "scatter_iota<long long, long long>"]
