@@ -184,11 +184,12 @@ def argsort(cp, keys, in_place: bool = False):
 
 def key_dtype(key_end: int):
     """The key type in which :func:`sorted_runs` sorts keys in [0, key_end):
-    int32 where they fit 31 bits (key_end <= 2**31), else int64.  Thrust's radix sort makes
-    four passes over int32 keys against eight over int64, so narrow keys
-    stay int32 even where the index does not fit beside them (sorted with
-    their index: 0.63-0.68 ms for 10M keys, against 0.89-0.94 packed in
-    int64; docs/decisions/dbscan-fit-path.md, "The cell keys' sort")."""
+    int32 where they fit 31 bits (key_end <= 2**31), else int64.  Thrust's
+    radix sort makes four passes over int32 keys against eight over int64,
+    so narrow keys stay int32 even where the index does not fit beside them
+    (sorted with their index: 0.63-0.68 ms for 10M keys, against 0.89-0.94
+    packed in int64; docs/decisions/dbscan-fit-path.md, "The cell keys'
+    sort")."""
     return np.dtype(np.int32) if int(key_end) <= 2**31 else np.dtype(np.int64)
 
 
@@ -230,12 +231,11 @@ def sorted_runs(cp, keys, key_end: int):
         order = cp.empty(n, dtype=cp.int32)
         run_of = cp.empty(n, dtype=cp.int32)
         launch(cp, f"unpack_runs<{t}>", n, (keys, np.int64(n), np.int32(shift), order, run_of))
+        starts, run_of = compact(cp, run_of, cp.int32, tail=True)
     else:
         shift = 0
         order = astype(cp, argsort(cp, keys, in_place=True), cp.int32)
-        run_of = cp.empty(n, dtype=cp.int32)
-        launch(cp, f"run_flags<{item_type(keys.dtype)}>", n, (keys, np.int64(n), run_of))
-    starts, run_of = compact(cp, run_of, cp.int32, tail=True)
+        run_of, starts = runs(cp, keys, cp.int32)
     n_runs = int(starts.size) - 1
     run_key = cp.empty(n_runs, dtype=cp.int64)
     launch(cp, f"run_keys<{t}>", n_runs, (keys, starts, np.int64(n_runs), np.int32(shift), run_key))

@@ -283,8 +283,9 @@ def grid_components(Xd, eps, min_samples, *, tick=None, overwrite_x=False, eps_s
     mod.get_function("bin")(_blocks(n), (_BLOCK,),
                             (Xd, np.int64(n), np.int32(d), korder, lo, np.float64(side), radix_d,
                              cell))
-    if dp.key_dtype(rs * rows) != cell.dtype:    # 32-bit keys: half the sort's passes
-        cell = dp.astype(cp, cell, dp.key_dtype(rs * rows))
+    key_t = dp.key_dtype(rs * rows)
+    if key_t != cell.dtype:         # 32-bit keys: half the sort's passes
+        cell = dp.astype(cp, cell, key_t)
     perm, _, cells, start, point_slot = sort_cells_gpu(cp, None, cell, rs * rows)
     del cell
     m = int(cells.size)
