@@ -495,41 +495,21 @@ class FakeCupy:
         return getattr(np, name)
 
 
-class DeviceModule:
-    """Stands in for the module of ``skyjoin._core.device_kernels``
-    (``reduce.cu`` + ``prims.cu``): every kernel its CUDA source compiled by
-    the host compiler (``Module``), the instances ``device_kernels.NAMES``."""
-
-    def __init__(self):
-        from skyjoin._core import device_kernels
-
-        code = "\n".join((device_kernels._DIR / f).read_text() for f in device_kernels._SOURCES)
-        self.compiled = Module(code, device_kernels.NAMES)
-
-    def get_function(self, name):
-        return self.compiled.get_function(name)
-
-
-def emulate_reductions(monkeypatch):
-    """Make ``skyjoin._core.device_reduce`` and ``device_prims`` run on the
-    host (``emulate_device_kernels``, whose list it returns)."""
-    return emulate_device_kernels(monkeypatch)
-
-
 _DEVICE_MODULE = []
 
 
 def emulate_device_kernels(monkeypatch):
     """Make ``skyjoin._core.device_kernels`` (the reductions and the device
-    primitives) run on ``DeviceModule`` (the reductions on a grid of 3
-    blocks), and the Thrust argsort on NumPy's
+    primitives) run on the host: their CUDA source (``reduce.cu`` and
+    ``prims.cu``, the instances ``device_kernels.NAMES``) as one ``Module``
+    (the reductions on a grid of 3 blocks), and the Thrust argsort on NumPy's
     stable argsort.  Returns the list of the instance sets that
     ``device_kernels.module`` was asked to compile, in order (a kit, or one
     instance that no loaded kit holds), empty at the start."""
     from skyjoin._core import device_kernels, device_prims, device_reduce
 
-    if not _DEVICE_MODULE:
-        _DEVICE_MODULE.append(DeviceModule())
+    if not _DEVICE_MODULE:          # reduce.cu + prims.cu, every instance, compiled once
+        _DEVICE_MODULE.append(Module(device_kernels.source(), device_kernels.NAMES))
     compiled = []
 
     def module(cp, names):
@@ -539,7 +519,7 @@ def emulate_device_kernels(monkeypatch):
     monkeypatch.setattr(device_kernels, "module", module)
     monkeypatch.setattr(device_kernels, "_HOME", {})
     # the reductions' fixed grid, 3 blocks instead of 512: each emulated block
-    # starts 256 host threads (the result is the same on any grid)
+    # runs its 256 threads as fibers, in turn (the result is the same on any grid)
     monkeypatch.setattr(device_reduce, "_BLOCKS", 3)
 
     def argsort(cp, keys, in_place=False):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
-from _cuda_emulation import FakeCupy, compiler, emulate_reductions, modules_by_real
+from _cuda_emulation import FakeCupy, compiler, emulate_device_kernels, modules_by_real
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler")
 
@@ -24,7 +24,7 @@ def emulated(monkeypatch):
 
     monkeypatch.setattr(gpu_grid, "cupy", lambda: fake)
     monkeypatch.setattr(gpu_grid, "compiled_module", compiled_module)
-    compiled = emulate_reductions(monkeypatch)
+    compiled = emulate_device_kernels(monkeypatch)
     gpu_grid.gpu_grid_dbscan.compiled = compiled
     return gpu_grid.gpu_grid_dbscan
 

@@ -23,7 +23,7 @@ from scipy.sparse import csr_matrix
 from scipy.spatial import cKDTree
 from sklearn.cluster import DBSCAN as SkDBSCAN
 
-from _cuda_emulation import FakeCupy, compiler, emulate_reductions, modules_by_real
+from _cuda_emulation import FakeCupy, compiler, emulate_device_kernels, modules_by_real
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no host C++ compiler")
 
@@ -101,7 +101,7 @@ def counted(monkeypatch):
 
     monkeypatch.setattr(grid_gpu, "cupy", lambda: cp)
     monkeypatch.setattr(grid_gpu, "compiled_module", compiled_module)
-    emulate_reductions(monkeypatch)
+    emulate_device_kernels(monkeypatch)
     monkeypatch.setattr(device_prims, "argsort", argsort)
     monkeypatch.setattr(device_memory.PoolPeak, "active", cp)
     return cp, grid_gpu.gpu_grid_dbscan

@@ -5,7 +5,7 @@ host (tests/_cuda_emulation.py, on a grid of 3 blocks)."""
 import numpy as np
 import pytest
 
-from _cuda_emulation import FakeCupy, emulate_reductions
+from _cuda_emulation import FakeCupy, emulate_device_kernels
 
 SHAPES = [(1, 1), (5, 2), (1000, 3), (300001, 2), (4097, 8), (777, 9), (2000, 17)]
 
@@ -32,7 +32,7 @@ def _check(cp, X):
 
 
 def test_column_bounds_emulated_equals_numpy(monkeypatch):
-    emulate_reductions(monkeypatch)
+    emulate_device_kernels(monkeypatch)
     for X in _cases(1):
         _check(FakeCupy(), X)
 

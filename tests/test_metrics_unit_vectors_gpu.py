@@ -23,7 +23,7 @@ from sklearn.neighbors import NearestNeighbors
 
 import skyjoin as sj
 from test_metrics import geo_clusters
-from _cuda_emulation import FakeCupy, Module, compiler, emulate_reductions, modules_by_real
+from _cuda_emulation import FakeCupy, Module, compiler, emulate_device_kernels, modules_by_real
 from skyjoin._core.plans import recording
 from skyjoin.cluster.plan import filter_on_device, plan_fit
 from skyjoin.simjoin.metrics import check_metric_points, decision_radii, filter_points, \
@@ -70,7 +70,7 @@ def device_kernel(monkeypatch):
     monkeypatch.setattr(unit_vectors, "cupy", lambda: fake)
     monkeypatch.setattr(unit_vectors, "compiled_module", lambda: module)
     monkeypatch.setattr(metric_join, "cupy", lambda: fake)
-    emulate_reductions(monkeypatch)                 # the finiteness test of the upload
+    emulate_device_kernels(monkeypatch)                 # the finiteness test of the upload
     return metric_join.device_problem
 
 

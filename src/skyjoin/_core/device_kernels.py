@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["module", "load", "function", "launch", "c_type", "item_type", "BLOCK", "KITS", "NAMES"]
+__all__ = ["source", "module", "load", "function", "launch", "c_type", "item_type", "BLOCK", "KITS", "NAMES"]
 
 _DIR = Path(__file__).with_name("kernels")
 _SOURCES = ("reduce.cu", "prims.cu")
@@ -117,14 +117,19 @@ _MAX_BLOCKS = 8192
 _HOME: dict = {}
 
 
+def source() -> str:
+    """The CUDA source of every instance: ``kernels/reduce.cu`` then
+    ``kernels/prims.cu``, as one text."""
+    return "\n".join((_DIR / f).read_text() for f in _SOURCES)
+
+
 def module(cp, names: tuple):
     """Compile one module of the instances ``names`` (NVRTC name expressions).
 
     O(compile of those instances): the source is parsed once, code is
     generated for the listed instances only.
     """
-    code = "\n".join((_DIR / f).read_text() for f in _SOURCES)
-    return cp.RawModule(code=code, options=("--std=c++14",), name_expressions=list(names))
+    return cp.RawModule(code=source(), options=("--std=c++14",), name_expressions=list(names))
 
 
 def load(cp, kit: str) -> None:
